@@ -1,0 +1,165 @@
+"""Output checking: match a block's stdout against its expected body in linear time."""
+
+from __future__ import annotations
+
+import difflib
+import mmap
+from collections.abc import Sequence
+from typing import Union
+
+from ci.model import MatchReport
+
+__all__ = ["DEFAULT_WILDCARD", "explain_mismatch", "match_file", "matches", "split_pieces"]
+
+DEFAULT_WILDCARD = "..."
+
+# What can be searched: a str, bytes, or a memory map of the output file.
+Haystack = Union[str, bytes, mmap.mmap]
+
+
+def split_pieces(body: str, tokens: Sequence[str]) -> list[str]:
+    """Split an expected body at its wildcard tokens.
+
+    Scans left to right; where several tokens start at the same place the
+    longest wins, so `fuzzy='xx' fuzzy='xxx'` reads `xxx` as one wildcard.
+    With no tokens the whole body is one literal piece.
+    """
+    if not tokens:
+        return [body]
+    ordered = sorted(set(tokens), key=len, reverse=True)
+    pieces: list[str] = []
+    start = 0
+    scan = 0
+    while True:
+        hits = [(body.find(tok, scan), -len(tok), tok) for tok in ordered]
+        hits = [h for h in hits if h[0] >= 0]
+        if not hits:
+            break
+        at, _, tok = min(hits)
+        pieces.append(body[start:at])
+        start = scan = at + len(tok)
+    pieces.append(body[start:])
+    return pieces
+
+
+def _content_end(actual: Haystack, newline: str | bytes) -> int:
+    """Length of `actual` without its trailing newlines."""
+    end = len(actual)
+    while end > 0 and actual[end - 1 : end] == newline:
+        end -= 1
+    return end
+
+
+def _match_pieces(actual: Haystack, pieces: Sequence[str | bytes]) -> int | None:
+    """Return None when `actual` matches, else the index of the first piece that failed.
+
+    The reference semantics is a regular expression: the pieces escaped and
+    joined by a lazy DOTALL `.*?`, anchored at both ends, followed by `\\n*`.
+    Without backtracking: the first piece is a prefix, the last a suffix of the
+    output less its trailing newlines (or anything, when empty), and the middle
+    pieces are found leftmost, in order, in between. Leftmost is optimal, so
+    this gives the regular expression's verdict in one pass.
+    """
+    newline = "\n" if isinstance(actual, str) else b"\n"
+    first = pieces[0]
+    if len(pieces) == 1:
+        end = _content_end(actual, newline)
+        return None if end == len(first) and actual[:end] == first else 0
+    if actual[: len(first)] != first:
+        return 0
+    position = len(first)
+    for index in range(1, len(pieces) - 1):
+        piece = pieces[index]
+        found = actual.find(piece, position)  # type: ignore[arg-type]
+        if found < 0:
+            return index
+        position = found + len(piece)
+    last = pieces[-1]
+    if not last:
+        return None
+    end = _content_end(actual, newline)
+    start = end - len(last)
+    if start < position or actual[start:end] != last:
+        return len(pieces) - 1
+    return None
+
+
+def matches(actual: str, body: str, tokens: Sequence[str] = (DEFAULT_WILDCARD,)) -> bool:
+    """True when `actual` matches the expected `body` with these wildcard tokens."""
+    return _match_pieces(actual, split_pieces(body, tokens)) is None
+
+
+def match_file(path: str, body: str, tokens: Sequence[str]) -> int | None:
+    """Match a stdout file without reading it into memory.
+
+    Returns None on a match, else the index of the first piece that failed.
+    Works on bytes through mmap: UTF-8 is self-synchronising, so a byte-level
+    search finds exactly the character-level matches. A body holding U+FFFD
+    could match a replaced invalid byte, so that rare case decodes first.
+    """
+    pieces = split_pieces(body, tokens)
+    if "\ufffd" in body:
+        with open(path, "rb") as handle:
+            text = handle.read().decode("utf-8", errors="replace")
+        return _match_pieces(text, pieces)
+    encoded = [p.encode("utf-8") for p in pieces]
+    with open(path, "rb") as handle:
+        try:
+            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:  # an empty file cannot be mapped
+            return _match_pieces(b"", encoded)
+        with mapped:
+            return _match_pieces(mapped, encoded)
+
+
+def _line_of_piece(body: str, pieces: Sequence[str], tokens: Sequence[str], index: int) -> int:
+    """0-based line in `body` where piece `index` starts."""
+    offset = 0
+    for i in range(index):
+        offset += len(pieces[i])
+        # the token that followed piece i: the longest one at that offset
+        following = max((t for t in tokens if body.startswith(t, offset)), key=len, default="")
+        offset += len(following)
+    return body.count("\n", 0, offset)
+
+
+def explain_mismatch(
+    actual: str, body: str, tokens: Sequence[str], failed_piece: int, *, limit_chars: int = 200_000
+) -> MatchReport:
+    """Build the report shown on a mismatch: the diff and the first expected line not matched.
+
+    `actual` may be a bounded view of the output; the diff is bounded too, so a
+    huge output costs no more than `limit_chars`.
+    """
+    pieces = split_pieces(body, tokens)
+    body_lines = body.split("\n")
+    if failed_piece == 0 and len(pieces) > 0:
+        # A prefix mismatch: name the first line that differs, not the piece's first line.
+        actual_lines = actual.split("\n")
+        line_index = 0
+        prefix_lines = pieces[0].split("\n")
+        for line_index, expected_line in enumerate(prefix_lines):
+            last_of_prefix = line_index == len(prefix_lines) - 1 and len(pieces) > 1
+            got = actual_lines[line_index] if line_index < len(actual_lines) else None
+            if got is None or (got != expected_line and not (last_of_prefix and got.startswith(expected_line))):
+                break
+        start_line = line_index
+    else:
+        start_line = _line_of_piece(body, pieces, tokens, failed_piece)
+    start_line = min(start_line, len(body_lines) - 1)
+    diff = "\n".join(
+        difflib.unified_diff(
+            body[:limit_chars].splitlines(),
+            actual[:limit_chars].splitlines(),
+            fromfile="expected",
+            tofile="actual",
+            lineterm="",
+        )
+    )
+    return MatchReport(
+        expected=body,
+        actual_head=actual[:limit_chars],
+        diff=diff,
+        first_unmatched_line=start_line + 1,
+        first_unmatched_text=body_lines[start_line],
+    )

@@ -1,0 +1,302 @@
+"""Execution: run a plan's steps one by one, check their output, keep what they store."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Protocol
+
+from ci.check import explain_mismatch, match_file
+from ci.model import BlockResult, GuideOutcome, Language, Plan, Status, Step
+from ci.process import BlockProcess, ProcessSupervisor
+from ci.report.text import file_contains, read_view
+
+__all__ = [
+    "DEFAULT_ERROR_MARKERS",
+    "Listener",
+    "RunInterrupted",
+    "RunOptions",
+    "not_run_outcome",
+    "run_guide",
+    "substitute",
+]
+
+DEFAULT_ERROR_MARKERS = ("[ERROR]", "Traceback (most recent call last)")
+_INTERRUPT_GRACE_S = 2.0  # Actions sends SIGTERM 7.5 s after SIGINT: keep well inside it
+_STORE_LIMIT_BYTES = 16 * 1024 * 1024
+
+
+class RunInterrupted(Exception):
+    """Raised (by the command line's signal handler) when SIGINT or SIGTERM arrives."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"interrupted by signal {signum}")
+        self.signum = signum
+        self.result: BlockResult | None = None  # the interrupted block's result, once known
+
+
+class Listener(Protocol):
+    """Receives the run's events as they happen (the live console)."""
+
+    def block_started(self, step: Step, total: int, stdout_path: Path, stderr_path: Path) -> None: ...
+
+    def block_finished(self, result: BlockResult, total: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run a plan: where, with which extra settings."""
+
+    workdir: str  # every block's working directory
+    output_dir: Path  # block outputs go under output_dir/blocks
+    preset: Mapping[str, str]  # values stored before the first block (--set)
+    error_markers: tuple[str, ...]  # defaults and --error-marker; the guide's are added
+    keep_going: bool  # run the remaining blocks after a failure
+    block_dir_prefix: str = ""  # distinguishes guides when several run together
+
+
+def substitute(text: str, loads: tuple[tuple[str, str], ...]) -> str:
+    """Replace every `<PH>` by its value; loads are (placeholder, value) pairs, applied in order."""
+    for placeholder, value in loads:
+        text = text.replace(f"<{placeholder}>", value)
+    return text
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:60] or "block"
+
+
+def _interpreter(language: Language, env: Mapping[str, str]) -> str | None:
+    path = env.get("PATH", os.defpath)
+    if language is Language.SHELL:
+        return shutil.which("bash", path=path)
+    # the container's interpreter, as a reader typing `python` would get it
+    return shutil.which("python", path=path) or shutil.which("python3", path=path)
+
+
+def _result(step: Step, status: Status, message: str, **fields: object) -> BlockResult:
+    values: dict[str, object] = {
+        "exit_code": None,
+        "duration_s": 0.0,
+        "stdout_path": None,
+        "stderr_path": None,
+        "stdout_bytes": 0,
+        "stderr_bytes": 0,
+        "command": step.body,
+        "expected": step.expected.body if step.expected else None,
+        "match": None,
+        "stored": None,
+        "marker_found": None,
+    }
+    values.update(fields)
+    return BlockResult(step=step, status=status, message=message, **values)  # type: ignore[arg-type]
+
+
+def not_run_outcome(plan: Plan, reason: str) -> GuideOutcome:
+    """The outcome of a guide that never started (the run was interrupted before it)."""
+    return GuideOutcome(
+        plan=plan,
+        results=tuple(_result(step, Status.NOT_RUN, reason) for step in plan.steps),
+        leftovers=(),
+        interrupted_by=None,
+        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        duration_s=0.0,
+    )
+
+
+def run_guide(
+    plan: Plan,
+    *,
+    left_out: Mapping[int, str],
+    options: RunOptions,
+    supervisor: ProcessSupervisor,
+    listener: Listener,
+) -> GuideOutcome:
+    """Run every step of a plan in order and return the outcome; RunInterrupted is absorbed."""
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    clock = time.monotonic()
+    stored: dict[str, str] = dict(options.preset)
+    markers = tuple(dict.fromkeys((*options.error_markers, *plan.settings.error_markers)))
+    env = {**os.environ, **plan.settings.env}
+    results: list[BlockResult] = []
+    stop_reason: str | None = None
+    interrupted_by: int | None = None
+    total = len(plan.steps)
+    for step in plan.steps:
+        if stop_reason is not None:
+            results.append(_result(step, Status.NOT_RUN, stop_reason))
+            continue
+        if step.ordinal in left_out:
+            results.append(_result(step, Status.NOT_RUN, left_out[step.ordinal]))
+            continue
+        if step.skip_reason is not None:
+            results.append(_result(step, Status.SKIPPED, step.skip_reason))
+            listener.block_finished(results[-1], total)
+            continue
+        try:
+            result = _run_step(step, stored, env, markers, options, supervisor, listener, total)
+        except RunInterrupted as interrupt:
+            interrupted_by = interrupt.signum
+            result = interrupt.result or _interrupted(step, interrupt.signum, supervisor)
+            listener.block_finished(result, total)
+            stop_reason = f"run interrupted by signal {interrupt.signum}"
+        if result.stored is not None:
+            stored[result.stored[0]] = result.stored[1]
+        results.append(result)
+        if result.status.is_failure and not options.keep_going and stop_reason is None:
+            stop_reason = f"not run: block {step.name} (line {step.line}) {result.status.value}"
+    return GuideOutcome(
+        plan=plan,
+        results=tuple(results),
+        leftovers=(),
+        interrupted_by=interrupted_by,
+        started_at=started_at,
+        duration_s=time.monotonic() - clock,
+    )
+
+
+def _interrupted(step: Step, signum: int, supervisor: ProcessSupervisor) -> BlockResult:
+    """The result of a block cut short by a signal outside its wait (its tree is ended too)."""
+    if supervisor.active is not None:
+        supervisor.end_tree(supervisor.active, grace_s=_INTERRUPT_GRACE_S)
+    return _result(step, Status.ERROR, f"interrupted by signal {signum}")
+
+
+def _size(path: str | None) -> int:
+    return os.path.getsize(path) if path and os.path.exists(path) else 0
+
+
+def _run_step(
+    step: Step,
+    stored: Mapping[str, str],
+    env: Mapping[str, str],
+    markers: tuple[str, ...],
+    options: RunOptions,
+    supervisor: ProcessSupervisor,
+    listener: Listener,
+    total: int,
+) -> BlockResult:
+    missing = [load.name for load in step.loads if load.name not in stored]
+    if step.expected:
+        missing += [load.name for load in step.expected.loads if load.name not in stored]
+    if missing:
+        names = ", ".join(sorted(set(missing)))
+        return _result(step, Status.ERROR, f"could not be run: {names} was never stored (its setup did not run); pass --set NAME=VALUE")
+    pairs = tuple((load.placeholder, stored[load.name]) for load in step.loads)
+    command = substitute(step.body, pairs)
+    expected = None
+    if step.expected:
+        expected_pairs = tuple((load.placeholder, stored[load.name]) for load in step.expected.loads)
+        expected = substitute(step.expected.body, expected_pairs)
+
+    block_dir = options.output_dir / "blocks" / f"{options.block_dir_prefix}{step.ordinal:03d}-{_slug(step.name)}"
+    block_dir.mkdir(parents=True, exist_ok=True)
+    stdout_path = block_dir / "stdout.txt"
+    stderr_path = block_dir / "stderr.txt"
+    interpreter = _interpreter(step.language, env)
+    if interpreter is None:
+        wanted = "bash" if step.language is Language.SHELL else "python"
+        return _result(step, Status.ERROR, f"could not be run: no {wanted} on PATH", command=command, expected=expected)
+
+    listener.block_started(step, total, stdout_path, stderr_path)
+    try:
+        block = supervisor.start(
+            [interpreter, "-c", command],
+            env=env,
+            cwd=options.workdir,
+            stdout_path=stdout_path,
+            stderr_path=stderr_path,
+            block_name=step.name,
+            block_tag=f"{options.block_dir_prefix}{step.ordinal}",
+        )
+    except OSError as exc:
+        return _result(step, Status.ERROR, f"could not be run: {exc}", command=command, expected=expected)
+    try:
+        exited = supervisor.wait(block, step.timeout_s)
+    except RunInterrupted as interrupt:
+        supervisor.end_tree(block, grace_s=_INTERRUPT_GRACE_S)
+        interrupt.result = _result(
+            step,
+            Status.ERROR,
+            f"interrupted by signal {interrupt.signum} after {time.monotonic() - block.started:.1f}s; its process tree was ended",
+            **_observed(block, stdout_path, stderr_path, command, expected, markers),
+        )
+        raise
+    dumps: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    if not exited:
+        dump_paths, dump_notes = supervisor.dump_stacks(block, block_dir / "dumps")
+        dumps, notes = tuple(dump_paths), tuple(dump_notes)
+        supervisor.end_tree(block)
+    supervisor.reap_orphans()
+    common = _observed(block, stdout_path, stderr_path, command, expected, markers)
+    common.update(exit_code=block.exit_code if exited else None, dumps=dumps, dump_notes=notes)
+    result = _verdict(step, exited, block, expected, stdout_path, common)
+    listener.block_finished(result, total)
+    return result
+
+
+def _observed(
+    block: BlockProcess,
+    stdout_path: Path,
+    stderr_path: Path,
+    command: str,
+    expected: str | None,
+    markers: tuple[str, ...],
+) -> dict[str, object]:
+    """What was measured of a block that ran, whatever its verdict."""
+    return {
+        "exit_code": block.exit_code,
+        "duration_s": time.monotonic() - block.started,
+        "stdout_path": str(stdout_path),
+        "stderr_path": str(stderr_path),
+        "stdout_bytes": _size(str(stdout_path)),
+        "stderr_bytes": _size(str(stderr_path)),
+        "command": command,
+        "expected": expected,
+        "marker_found": file_contains(str(stderr_path), markers),
+        "peak_rss_bytes": block.peak_rss_bytes or None,
+        "cpu_s": block.cpu_s,
+    }
+
+
+def _verdict(
+    step: Step,
+    exited: bool,
+    block: BlockProcess,
+    expected: str | None,
+    stdout_path: Path,
+    common: dict[str, object],
+) -> BlockResult:
+    if not exited:
+        return _result(step, Status.TIMED_OUT, f"timed out after {step.timeout_s:g}s; its process tree was ended", **common)
+    code = block.exit_code
+    if code != 0:
+        how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit {code}"
+        return _result(step, Status.FAILED, how, **common)
+    if step.expected is not None and expected is not None:
+        failed_piece = match_file(str(stdout_path), expected, step.expected.fuzzy)
+        if failed_piece is None:
+            return _result(step, Status.PASSED, "output matched", **common)
+        view = read_view(str(stdout_path), full_limit_bytes=256 * 1024)
+        report = explain_mismatch(view.render(), expected, step.expected.fuzzy, failed_piece)
+        return _result(
+            step,
+            Status.MISMATCH,
+            f"stdout does not match the expected output from its line {report.first_unmatched_line}: {report.first_unmatched_text!r}",
+            match=report,
+            **common,
+        )
+    if step.store:
+        size = os.path.getsize(stdout_path)
+        with open(stdout_path, "rb") as handle:
+            value = handle.read(_STORE_LIMIT_BYTES).decode("utf-8", "replace").rstrip()
+        note = "" if size <= _STORE_LIMIT_BYTES else f" (first {_STORE_LIMIT_BYTES} bytes of {size})"
+        return _result(step, Status.PASSED, f"stored {step.store}{note}", stored=(step.store, value), **common)
+    return _result(step, Status.PASSED, "exit 0", **common)

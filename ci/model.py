@@ -1,0 +1,228 @@
+"""Named records passed between the stages: blocks, plans, results and outcomes."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+__all__ = [
+    "Block",
+    "BlockResult",
+    "DocumentError",
+    "Expected",
+    "GuideOutcome",
+    "GuideSettings",
+    "Label",
+    "Language",
+    "Load",
+    "MatchReport",
+    "Param",
+    "Plan",
+    "Problem",
+    "Status",
+    "Step",
+    "TrackedProcess",
+]
+
+
+class Label(str, enum.Enum):
+    """The three labels of the contract, spelt as guides write them."""
+
+    TEST = "#test"
+    RESULT = "#test-result"
+    SETUP = "#test-setup"
+
+
+class Language(str, enum.Enum):
+    """How a runnable block's body is run."""
+
+    SHELL = "shell"
+    PYTHON = "python"
+
+
+class Status(str, enum.Enum):
+    """What became of one block; every reporter must handle each member."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    MISMATCH = "mismatch"
+    TIMED_OUT = "timed_out"
+    ERROR = "error"
+    SKIPPED = "skipped"
+    NOT_RUN = "not_run"
+
+    @property
+    def is_failure(self) -> bool:
+        """True for the statuses that make the run exit 1."""
+        return self in (Status.FAILED, Status.MISMATCH, Status.TIMED_OUT, Status.ERROR)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One document error (or warning), located in the guide."""
+
+    file: str  # the guide as the user named it (path or URL)
+    line: int  # 1-based source line; 0 when the whole file is concerned
+    message: str  # the rule broken and how to fix it
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.message}"
+
+
+class DocumentError(Exception):
+    """The guide (or the command line naming its blocks) is wrong: nothing runs, exit 2."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        super().__init__("\n".join(str(p) for p in problems))
+        self.problems = problems  # every problem found, in source order
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a label as written: `key="value"` or a bare flag."""
+
+    key: str
+    value: str | None  # None for a flag such as disable_fuzzy
+    column: int  # 0-based offset in the info string, for messages
+
+
+@dataclass(frozen=True)
+class Block:
+    """One labelled fence as parsed, before any validation."""
+
+    label: Label
+    language: str | None  # the word before the label, as written
+    params: tuple[Param, ...]  # the words after the label, in order
+    body: str  # fence content with trailing newlines removed
+    file: str  # the guide as the user named it
+    line: int  # 1-based line of the opening fence
+    heading: str | None  # text of the nearest heading above the block
+    hidden: bool  # True when the fence sits inside an HTML comment
+
+
+@dataclass(frozen=True)
+class Load:
+    """One `load="NAME>>PH"`: replace `<PH>` by the value stored as NAME."""
+
+    name: str
+    placeholder: str
+
+
+@dataclass(frozen=True)
+class Expected:
+    """The `#test-result` paired with a `#test`."""
+
+    body: str  # as written, trailing newlines removed, before substitution
+    fuzzy: tuple[str, ...]  # wildcard tokens in effect; () with disable_fuzzy
+    loads: tuple[Load, ...]  # substitutions applied to the body before matching
+    line: int  # 1-based line of the result's opening fence
+
+
+@dataclass(frozen=True)
+class Step:
+    """One runnable block (`#test` or `#test-setup`) of a validated plan."""
+
+    ordinal: int  # 1-based position among runnable blocks
+    label: Label  # TEST or SETUP
+    id: str | None
+    store: str | None  # setups only: the name its stdout is stored under
+    language: Language
+    language_word: str  # the language as written (shell, bash, python3, ...)
+    body: str  # as written, before substitution
+    file: str
+    line: int
+    heading: str | None
+    hidden: bool
+    timeout_s: float  # resolved: block, else front matter, else command line
+    loads: tuple[Load, ...]
+    skip_reason: str | None  # from skip='...'
+    expected: Expected | None  # `#test` only
+
+    @property
+    def name(self) -> str:
+        """The id, else the store, else the ordinal: how logs and JUnit name a block."""
+        return self.id or self.store or f"#{self.ordinal}"
+
+
+@dataclass(frozen=True)
+class GuideSettings:
+    """Guide-wide settings from the front matter's `ci:` mapping."""
+
+    timeout_s: float | None = None  # default per-block limit
+    error_markers: tuple[str, ...] = ()  # added to the default markers
+    env: Mapping[str, str] = field(default_factory=dict)  # added to every block's environment
+    upstream: Mapping[str, str] = field(default_factory=dict)  # read by the monitor
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validated guide: what will run, in order. Built only when there is no document error."""
+
+    guide: str  # the guide as the user named it (path or URL)
+    source_path: str | None  # local path for annotations; None for URLs
+    steps: tuple[Step, ...]
+    settings: GuideSettings
+    warnings: tuple[Problem, ...] = ()  # suspicious but legal text (a `#tset` typo)
+
+
+@dataclass(frozen=True)
+class MatchReport:
+    """Why an output did not match its expected body."""
+
+    expected: str  # the body after substitution
+    actual_head: str  # the start of the actual stdout (bounded)
+    diff: str  # unified diff, expected -> actual (bounded)
+    first_unmatched_line: int  # 1-based line in the expected body
+    first_unmatched_text: str  # that line's text
+
+
+@dataclass(frozen=True)
+class TrackedProcess:
+    """A process the run started that was still alive when a block or the run ended."""
+
+    pid: int
+    command: str
+    started_by: str  # name of the block whose process tree it came from, if known
+    ended_by: str  # "SIGTERM", "SIGKILL", or "gone" when it exited by itself meanwhile
+
+
+@dataclass(frozen=True)
+class BlockResult:
+    """What happened to one step: the status and everything a reporter may show."""
+
+    step: Step
+    status: Status
+    exit_code: int | None  # None when the block never ran or was killed by a signal
+    duration_s: float
+    message: str  # one line for logs and JUnit ("exit 3", "mismatch at line 2", ...)
+    stdout_path: str | None  # full stdout on disk
+    stderr_path: str | None
+    stdout_bytes: int
+    stderr_bytes: int
+    command: str  # body after substitution (what actually ran)
+    expected: str | None  # expected body after substitution (#test)
+    match: MatchReport | None  # set on a mismatch
+    stored: tuple[str, str] | None  # (name, value) for a setup with store
+    marker_found: str | None  # the first error marker seen in stderr
+    dumps: tuple[str, ...] = ()  # paths of stack dumps taken on timeout
+    dump_notes: tuple[str, ...] = ()  # one line per dump that could not be taken
+    peak_rss_bytes: int | None = None
+    cpu_s: float | None = None
+
+
+@dataclass(frozen=True)
+class GuideOutcome:
+    """The finished run of one guide."""
+
+    plan: Plan
+    results: tuple[BlockResult, ...]  # one per step, in plan order
+    leftovers: tuple[TrackedProcess, ...]  # processes ended at teardown
+    interrupted_by: int | None  # signal number when the run was cancelled
+    started_at: str  # ISO 8601, UTC
+    duration_s: float
+
+    @property
+    def failed(self) -> bool:
+        return any(r.status.is_failure for r in self.results)

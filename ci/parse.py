@@ -1,0 +1,180 @@
+"""Parsing: Markdown guide text -> labelled blocks with their source lines."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ci.model import Block, Label, Param, Problem
+
+__all__ = ["ParsedGuide", "parse_guide", "split_info"]
+
+LABELS = {label.value: label for label in Label}
+
+_KEY_VALUE = re.compile(r"([A-Za-z_][\w-]*)=(?:\"(.*)\"|'(.*)')\Z", re.DOTALL)
+_COMMENT = re.compile(r"<!--(.*?)(?:-->|\Z)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class ParsedGuide:
+    """The raw material of a plan: labelled blocks, front matter, and what was wrong."""
+
+    file: str  # the guide as the user named it
+    blocks: tuple[Block, ...]  # labelled fences in document order, hidden ones included
+    front_matter: str | None  # YAML text between the `---` lines, if any
+    front_matter_line: int  # 1-based line of the opening `---`
+    problems: tuple[Problem, ...]  # syntax errors: unterminated quotes, unquoted values, ...
+    warnings: tuple[Problem, ...]  # legal but suspicious: words like `#tset` on a fence
+
+
+def split_info(info: str) -> tuple[list[tuple[str, int]], str | None]:
+    """Split a fence info string into words, keeping quoted values whole.
+
+    Returns the words with their 0-based columns, and an error message when a
+    quote is left open.
+    """
+    words: list[tuple[str, int]] = []
+    position = 0
+    length = len(info)
+    while position < length:
+        while position < length and info[position].isspace():
+            position += 1
+        if position >= length:
+            break
+        start = position
+        while position < length and not info[position].isspace():
+            if info[position] in "\"'":
+                closing = info.find(info[position], position + 1)
+                if closing < 0:
+                    words.append((info[start:], start))
+                    return words, f"unterminated quote in {info[start:]!r}: close it with {info[position]}"
+                position = closing + 1
+            else:
+                position += 1
+        words.append((info[start:position], start))
+    return words, None
+
+
+def _parse_params(words: list[tuple[str, int]]) -> tuple[list[Param], list[str]]:
+    """Turn the words after a label into parameters; syntax errors come back as messages."""
+    params: list[Param] = []
+    errors: list[str] = []
+    for word, column in words:
+        pair = _KEY_VALUE.match(word)
+        if pair:
+            value = pair.group(2) if pair.group(2) is not None else pair.group(3)
+            params.append(Param(pair.group(1), value, column))
+        elif "=" in word:
+            key, _, value = word.partition("=")
+            errors.append(f"unquoted value in {word!r}: write {key}=\"{value.strip(chr(34) + chr(39))}\"")
+        else:
+            params.append(Param(word, None, column))
+    return params, errors
+
+
+class _Collector:
+    """Walks markdown-it tokens and gathers labelled blocks, headings and problems."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.blocks: list[Block] = []
+        self.problems: list[Problem] = []
+        self.warnings: list[Problem] = []
+        self.heading: str | None = None
+
+    def walk(self, tokens: list[Any], line_offset: int, hidden: bool) -> None:
+        for index, token in enumerate(tokens):
+            if token.type == "heading_open" and index + 1 < len(tokens):
+                self.heading = tokens[index + 1].content.strip() or self.heading
+            elif token.type == "fence" and token.map is not None:
+                self.fence(token, token.map[0] + 1 + line_offset, hidden)
+            elif token.type == "html_block" and token.map is not None:
+                self.html(token.content, token.map[0] + line_offset)
+
+    def html(self, content: str, first_line_index: int) -> None:
+        """Re-scan an HTML block: fences inside comments are hidden setups."""
+        for comment in _COMMENT.finditer(content):
+            inner_start = comment.start(1)
+            line_index = first_line_index + content.count("\n", 0, inner_start)
+            self.walk(_markdown().parse(comment.group(1)), line_index, hidden=True)
+
+    def fence(self, token: Any, line: int, hidden: bool) -> None:
+        words, quote_error = split_info(token.info)
+        label_at = next((i for i, (word, _) in enumerate(words) if word in LABELS), None)
+        if label_at is None:
+            for word, _ in words:
+                if word.startswith("#test") or word.startswith("#tset"):
+                    self.warnings.append(
+                        Problem(
+                            self.file,
+                            line,
+                            f"{word!r} is not a label, so this block is ignored; "
+                            "the labels are #test, #test-result and #test-setup",
+                        )
+                    )
+            return
+        label = LABELS[words[label_at][0]]
+        if quote_error:
+            self.problems.append(Problem(self.file, line, quote_error))
+        if label_at > 1:
+            before = " ".join(word for word, _ in words[:label_at])
+            self.problems.append(
+                Problem(
+                    self.file,
+                    line,
+                    f"only the language may stand before {label.value}, found {before!r}",
+                )
+            )
+        params, errors = _parse_params(words[label_at + 1 :])
+        for message in errors:
+            self.problems.append(Problem(self.file, line, message))
+        if hidden and label is not Label.SETUP:
+            self.problems.append(
+                Problem(
+                    self.file,
+                    line,
+                    f"{label.value} inside an HTML comment: only #test-setup may be hidden; "
+                    "move the block out of the comment",
+                )
+            )
+        self.blocks.append(
+            Block(
+                label=label,
+                language=words[0][0] if label_at == 1 else None,
+                params=tuple(params),
+                body=token.content.rstrip("\n"),
+                file=self.file,
+                line=line,
+                heading=self.heading,
+                hidden=hidden,
+            )
+        )
+
+
+def _markdown() -> Any:
+    # Imported here so that `python -m ci.run --help` does not pay for markdown-it.
+    from markdown_it import MarkdownIt
+    from mdit_py_plugins.front_matter import front_matter_plugin
+
+    return MarkdownIt("commonmark").use(front_matter_plugin)
+
+
+def parse_guide(text: str, file: str) -> ParsedGuide:
+    """Parse guide text into labelled blocks in document order (pure: no I/O)."""
+    collector = _Collector(file)
+    tokens = _markdown().parse(text)
+    front_matter: str | None = None
+    front_matter_line = 0
+    if tokens and tokens[0].type == "front_matter":
+        front_matter = tokens[0].content
+        front_matter_line = tokens[0].map[0] + 1 if tokens[0].map else 1
+    collector.walk(tokens, 0, hidden=False)
+    return ParsedGuide(
+        file=file,
+        blocks=tuple(collector.blocks),
+        front_matter=front_matter,
+        front_matter_line=front_matter_line,
+        problems=tuple(collector.problems),
+        warnings=tuple(collector.warnings),
+    )

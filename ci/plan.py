@@ -1,0 +1,351 @@
+"""Planning: validate parsed blocks against the contract and build an immutable plan."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ci.check import DEFAULT_WILDCARD
+from ci.model import (
+    Block,
+    DocumentError,
+    Expected,
+    GuideSettings,
+    Label,
+    Language,
+    Load,
+    Param,
+    Plan,
+    Problem,
+    Step,
+)
+from ci.parse import ParsedGuide
+
+__all__ = ["DEFAULT_TIMEOUT_S", "LANGUAGES", "build_plan", "parse_duration", "select_steps"]
+
+DEFAULT_TIMEOUT_S = 10800.0
+
+LANGUAGES = {
+    "shell": Language.SHELL,
+    "bash": Language.SHELL,
+    "sh": Language.SHELL,
+    "python": Language.PYTHON,
+    "python3": Language.PYTHON,
+}
+
+# Which keys each label accepts; flags take no value, the rest need a quoted one.
+_KEYS = {
+    Label.TEST: {"id", "load", "timeout", "skip"},
+    Label.RESULT: {"id", "load", "fuzzy", "disable_fuzzy"},
+    Label.SETUP: {"id", "store", "load", "timeout", "skip"},
+}
+_ALL_KEYS = set().union(*_KEYS.values())
+_FLAGS = {"disable_fuzzy"}
+_REPEATABLE = {"load", "fuzzy"}
+_FRONT_MATTER_KEYS = {"timeout", "error_markers", "env", "upstream"}
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smh]?)\Z")
+_UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from `90`, `30s`, `10m`, `3h` (decimals allowed); ValueError otherwise."""
+    found = _DURATION.match(str(text).strip())
+    if not found or float(found.group(1)) <= 0:
+        raise ValueError(f"bad duration {text!r}: use seconds (90) or a unit: 30s, 10m, 3h")
+    return float(found.group(1)) * _UNIT_S[found.group(2)]
+
+
+class _Checker:
+    """Collects every problem of one guide instead of stopping at the first."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.problems: list[Problem] = []
+        self.warnings: list[Problem] = []
+
+    def error(self, line: int, message: str) -> None:
+        self.problems.append(Problem(self.file, line, message))
+
+    def params(self, block: Block) -> dict[str, list[str]]:
+        """Check a block's parameters; return the valid ones by key (flags map to [""])."""
+        allowed = _KEYS[block.label]
+        seen: dict[str, list[str]] = {}
+        for param in block.params:
+            if param.key not in _ALL_KEYS:
+                self.error(block.line, f"unknown parameter {param.key!r} on {block.label.value}; allowed: {_list(allowed)}")
+                continue
+            if param.key not in allowed:
+                self.error(block.line, f"{param.key!r} is not allowed on {block.label.value}; allowed: {_list(allowed)}")
+                continue
+            if not self.param_shape(block, param):
+                continue
+            if param.key in seen and param.key not in _REPEATABLE:
+                self.error(block.line, f"{param.key!r} given twice on {block.label.value}; keep one")
+                continue
+            seen.setdefault(param.key, []).append(param.value or "")
+        return seen
+
+    def param_shape(self, block: Block, param: Param) -> bool:
+        if param.key in _FLAGS:
+            if param.value is not None:
+                self.error(block.line, f"{param.key} is a flag and takes no value: write {param.key} alone")
+                return False
+            return True
+        if param.value is None:
+            self.error(block.line, f"{param.key!r} needs a quoted value: {param.key}=\"...\"")
+            return False
+        if param.value == "" and param.key != "skip":
+            self.error(block.line, f"{param.key!r} has an empty value")
+            return False
+        return True
+
+    def loads(self, block: Block, values: list[str], stored: set[str]) -> tuple[Load, ...]:
+        loads = []
+        for value in values:
+            name, separator, placeholder = value.partition(">>")
+            if not separator or not name or not placeholder:
+                self.error(block.line, f"load={value!r} must read NAME>>PLACEHOLDER, e.g. load=\"model_path>>MODEL_PATH\"")
+                continue
+            if name not in stored:
+                known = _list(stored) if stored else "none yet"
+                self.error(
+                    block.line,
+                    f"load of {name!r}, which no earlier block stores (stored so far: {known}); "
+                    f"add a #test-setup store=\"{name}\" above, or pass --set {name}=VALUE",
+                )
+                continue
+            loads.append(Load(name, placeholder))
+        return tuple(loads)
+
+    def timeout(self, block: Block, values: list[str]) -> float | None:
+        if not values:
+            return None
+        try:
+            return parse_duration(values[0])
+        except ValueError as exc:
+            self.error(block.line, f"timeout: {exc}")
+            return None
+
+    def language(self, block: Block) -> Language | None:
+        if block.language is None:
+            self.error(
+                block.line,
+                f"{block.label.value} needs a language before the label: ```shell {block.label.value} or ```python {block.label.value}",
+            )
+            return None
+        language = LANGUAGES.get(block.language.lower())
+        if language is None:
+            self.error(block.line, f"unsupported language {block.language!r}; use one of {_list(LANGUAGES)}")
+        return language
+
+
+def _list(names: Iterable[str]) -> str:
+    return ", ".join(sorted(names))
+
+
+def _settings(parsed: ParsedGuide, checker: _Checker) -> GuideSettings:
+    if parsed.front_matter is None:
+        return GuideSettings()
+    import yaml  # only guides with front matter pay for PyYAML
+
+    line = parsed.front_matter_line
+    try:
+        data = yaml.safe_load(parsed.front_matter)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = line + 1 + mark.line if mark is not None else line
+        checker.error(at, f"front matter is not valid YAML: {getattr(exc, 'problem', exc)}")
+        return GuideSettings()
+    if not isinstance(data, dict) or "ci" not in data:
+        return GuideSettings()
+    section: Any = data["ci"]
+    if not isinstance(section, dict):
+        checker.error(line, "front matter: 'ci' must be a mapping (timeout, error_markers, env, upstream)")
+        return GuideSettings()
+    for key in section:
+        if key not in _FRONT_MATTER_KEYS:
+            checker.error(line, f"front matter: unknown key ci.{key}; allowed: {_list(_FRONT_MATTER_KEYS)}")
+    timeout_s = None
+    if section.get("timeout") is not None:
+        try:
+            timeout_s = parse_duration(str(section["timeout"]))
+        except ValueError as exc:
+            checker.error(line, f"front matter ci.timeout: {exc}")
+    markers = section.get("error_markers") or []
+    if isinstance(markers, str):
+        markers = [markers]
+    if not isinstance(markers, list) or not all(isinstance(m, (str, int)) and str(m) for m in markers):
+        checker.error(line, "front matter ci.error_markers must be a list of non-empty strings")
+        markers = []
+    env = section.get("env") or {}
+    if not isinstance(env, dict) or any(isinstance(v, (dict, list)) for v in env.values()):
+        checker.error(line, "front matter ci.env must map names to plain values, e.g. PYTHONUNBUFFERED: \"1\"")
+        env = {}
+    upstream = section.get("upstream") or {}
+    if not isinstance(upstream, dict):
+        checker.error(line, "front matter ci.upstream must be a mapping, e.g. {repo: owner/name, model: org/model}")
+        upstream = {}
+    return GuideSettings(
+        timeout_s=timeout_s,
+        error_markers=tuple(str(m) for m in markers),
+        env={str(k): "" if v is None else _yaml_scalar(v) for k, v in env.items()},
+        upstream={str(k): str(v) for k, v in upstream.items()},
+    )
+
+
+def _yaml_scalar(value: object) -> str:
+    if isinstance(value, bool):  # YAML's true/false, as a shell would want them
+        return "true" if value else "false"
+    return str(value)
+
+
+def build_plan(
+    parsed: ParsedGuide,
+    *,
+    preset_names: Iterable[str] = (),
+    default_timeout_s: float | None = None,
+    source_path: str | None = None,
+) -> Plan:
+    """Validate a parsed guide and build its plan; raise DocumentError listing every problem."""
+    checker = _Checker(parsed.file)
+    settings = _settings(parsed, checker)
+    block_default_s = settings.timeout_s or default_timeout_s or DEFAULT_TIMEOUT_S
+
+    checked = [(block, checker.params(block)) for block in parsed.blocks]
+    tests: dict[str, Block] = {}
+    results: dict[str, list[tuple[Block, dict[str, list[str]]]]] = {}
+    seen_ids: dict[tuple[Label, str], int] = {}
+    for block, params in checked:
+        block_id = params.get("id", [None])[0]
+        if block_id is None:
+            if block.label is not Label.SETUP:
+                checker.error(block.line, f"{block.label.value} needs an id: id=\"...\"")
+            continue
+        key = (block.label, block_id)
+        if key in seen_ids:
+            checker.error(block.line, f"duplicate {block.label.value} id={block_id!r} (first at line {seen_ids[key]}); ids are unique per label")
+            continue
+        seen_ids[key] = block.line
+        if block.label is Label.TEST:
+            tests[block_id] = block
+        elif block.label is Label.RESULT:
+            results.setdefault(block_id, []).append((block, params))
+
+    for result_id, found in results.items():
+        if result_id not in tests:
+            checker.warnings.append(
+                Problem(parsed.file, found[0][0].line, f"#test-result id={result_id!r} has no #test with that id; it is ignored")
+            )
+
+    stored: set[str] = set(preset_names)
+    steps: list[Step] = []
+    for block, params in checked:
+        if block.label is Label.RESULT:
+            continue
+        language = checker.language(block)
+        loads = checker.loads(block, params.get("load", []), stored)
+        timeout_s = checker.timeout(block, params.get("timeout", []))
+        block_id = params.get("id", [None])[0]
+        expected = None
+        if block.label is Label.TEST and block_id is not None:
+            expected = _expected(block, block_id, results, stored, checker)
+        if block.label is Label.SETUP and "store" in params:
+            stored.add(params["store"][0])
+        if language is None:
+            continue
+        steps.append(
+            Step(
+                ordinal=len(steps) + 1,
+                label=block.label,
+                id=block_id,
+                store=params.get("store", [None])[0],
+                language=language,
+                language_word=block.language or "",
+                body=block.body,
+                file=block.file,
+                line=block.line,
+                heading=block.heading,
+                hidden=block.hidden,
+                timeout_s=timeout_s or block_default_s,
+                loads=loads,
+                skip_reason=params["skip"][0] or "skipped" if "skip" in params else None,
+                expected=expected,
+            )
+        )
+
+    problems = sorted([*parsed.problems, *checker.problems], key=lambda p: p.line)
+    if problems:
+        raise DocumentError(problems)
+    return Plan(
+        guide=parsed.file,
+        source_path=source_path,
+        steps=tuple(steps),
+        settings=settings,
+        warnings=tuple(sorted([*parsed.warnings, *checker.warnings], key=lambda p: p.line)),
+    )
+
+
+def _expected(
+    test: Block,
+    test_id: str,
+    results: dict[str, list[tuple[Block, dict[str, list[str]]]]],
+    stored: set[str],
+    checker: _Checker,
+) -> Expected | None:
+    found = results.get(test_id)
+    if not found:
+        checker.error(test.line, f"#test id={test_id!r} has no #test-result id={test_id!r}; add one with the expected stdout")
+        return None
+    block, params = found[0]
+    fuzzy = params.get("fuzzy", [])
+    if "disable_fuzzy" in params and fuzzy:
+        checker.error(block.line, "disable_fuzzy conflicts with fuzzy=: keep one of them")
+    tokens: tuple[str, ...] = ()
+    if "disable_fuzzy" not in params:
+        tokens = tuple(fuzzy) if fuzzy else (DEFAULT_WILDCARD,)
+    # The result's loads are substituted when its #test runs, so they count from there.
+    loads = checker.loads(block, params.get("load", []), stored)
+    return Expected(body=block.body, fuzzy=tokens, loads=loads, line=block.line)
+
+
+def select_steps(
+    plans: Sequence[Plan],
+    *,
+    only: Sequence[str] = (),
+    start: str | None = None,
+    until: str | None = None,
+) -> list[dict[int, str]]:
+    """Decide which steps of each plan run.
+
+    Returns, per plan, the ordinals left out with the reason. An ID is an id, a
+    store name or an ordinal; one that names no block of any plan is a
+    DocumentError.
+    """
+    def hits(plan: Plan, ident: str) -> list[int]:
+        return [s.ordinal for s in plan.steps if ident in (s.id, s.store, str(s.ordinal))]
+
+    problems = [
+        Problem("command line", 0, f"{flag} {ident!r} names no block (use an id, a store name or an ordinal; see --list)")
+        for flag, idents in (("--only", only), ("--from", [start] if start else []), ("--until", [until] if until else []))
+        for ident in idents
+        if not any(hits(plan, ident) for plan in plans)
+    ]
+    if problems:
+        raise DocumentError(problems)
+    left_out: list[dict[int, str]] = []
+    for plan in plans:
+        reasons: dict[int, str] = {}
+        wanted = {o for ident in only for o in hits(plan, ident)}
+        first = min(hits(plan, start), default=None) if start else None
+        last = max(hits(plan, until), default=None) if until else None
+        for step in plan.steps:
+            if only and step.ordinal not in wanted:
+                reasons[step.ordinal] = "not selected by --only"
+            elif start and (first is None or step.ordinal < first):
+                reasons[step.ordinal] = f"before --from {start}"
+            elif until and (last is None or step.ordinal > last):
+                reasons[step.ordinal] = f"after --until {until}"
+        left_out.append(reasons)
+    return left_out

@@ -1,0 +1,351 @@
+"""Process control: spawning blocks, timeouts, stack dumps, signals, reaping and teardown.
+
+This module alone decides when a process is ended. Every block runs in its own
+session (so its own process group) with output going straight to files, and
+carries the run's marker in its environment so that even a daemon that
+double-forks and calls setsid can be found again through /proc/PID/environ.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ci.model import TrackedProcess
+
+if TYPE_CHECKING:
+    import psutil
+
+__all__ = ["BLOCK_MARKER", "RUN_MARKER", "BlockProcess", "ProcessSupervisor"]
+
+RUN_MARKER = "GUIDE_GUARD_RUN"  # environment variable naming the run a process belongs to
+BLOCK_MARKER = "GUIDE_GUARD_BLOCK"  # environment variable naming the block that started it
+
+_PR_SET_CHILD_SUBREAPER = 36  # from <linux/prctl.h>
+_POLL_S = 0.5  # how often a waiting run wakes to reap orphans and sample memory
+_DUMP_TIMEOUT_S = 15.0  # per py-spy call
+_DUMP_BUDGET_S = 45.0  # for all dumps of one timeout, so a hung dump never delays the kill much
+
+
+def _become_subreaper() -> bool:
+    """Ask Linux to re-parent orphans of our descendants to us, so we can reap them."""
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+
+
+@dataclass
+class BlockProcess:
+    """A running block: its Popen handle and what is measured while it runs."""
+
+    popen: subprocess.Popen[bytes]
+    block_name: str
+    block_tag: str  # value of BLOCK_MARKER in its environment
+    started: float  # monotonic
+    exit_code: int | None = None  # set when it has exited (negative: killed by that signal)
+    cpu_s: float | None = None
+    peak_rss_bytes: int = 0
+    killed_tree: list[TrackedProcess] = field(default_factory=list)
+
+
+class ProcessSupervisor:
+    """Owns every process a run starts, from spawn to teardown."""
+
+    def __init__(self, run_token: str, *, grace_s: float = 10.0) -> None:
+        self.run_token = run_token
+        self.grace_s = grace_s
+        self.subreaper = _become_subreaper()
+        self.started_by: dict[int, str] = {}  # pid -> block name, for every process seen
+        self.block_names: dict[str, str] = {}  # block tag -> block name
+        self.active: BlockProcess | None = None
+
+    # -- spawning ---------------------------------------------------------
+
+    def start(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: str,
+        stdout_path: Path,
+        stderr_path: Path,
+        block_name: str,
+        block_tag: str,
+    ) -> BlockProcess:
+        """Start one block in a new session with stdout and stderr going to files."""
+        full_env = dict(env)
+        full_env[RUN_MARKER] = self.run_token
+        full_env[BLOCK_MARKER] = block_tag
+        with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+            popen = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                cwd=cwd,
+                env=full_env,
+                start_new_session=True,
+                close_fds=True,
+            )
+        self.started_by[popen.pid] = block_name
+        self.block_names[block_tag] = block_name
+        self.active = BlockProcess(popen, block_name, block_tag, time.monotonic())
+        return self.active
+
+    # -- waiting ----------------------------------------------------------
+
+    def wait(self, block: BlockProcess, timeout_s: float) -> bool:
+        """Wait for the block's main process; True if it exited, False at the deadline.
+
+        Wakes every half second to reap orphans and sample the tree's memory.
+        Uses a pidfd where the kernel has one, so a quick block is not slowed
+        by polling.
+        """
+        deadline = block.started + timeout_s
+        pid = block.popen.pid
+        pidfd = None
+        with contextlib.suppress(AttributeError, OSError):
+            pidfd = os.pidfd_open(pid)  # type: ignore[attr-defined]
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return self._collect(block, blocking=False)
+                step_s = min(remaining, _POLL_S)
+                if pidfd is not None:
+                    ready, _, _ = select.select([pidfd], [], [], step_s)
+                    if ready:
+                        return self._collect(block, blocking=True)
+                elif self._collect(block, blocking=False):
+                    return True
+                else:
+                    time.sleep(min(step_s, 0.01))
+                    if self._collect(block, blocking=False):
+                        return True
+                    continue
+                self.reap_orphans(exclude=pid)
+                self._sample(block)
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
+
+    def _collect(self, block: BlockProcess, *, blocking: bool) -> bool:
+        """Reap the main process with wait4 to get its CPU time; True if it has exited."""
+        pid = block.popen.pid
+        try:
+            waited, status, usage = os.wait4(pid, 0 if blocking else os.WNOHANG)
+        except ChildProcessError:
+            waited, status, usage = pid, 0, None
+        if waited == 0:
+            return False
+        code = os.waitstatus_to_exitcode(status) if usage is not None else (block.popen.returncode or 0)
+        block.popen.returncode = code
+        block.exit_code = code
+        if usage is not None:
+            block.cpu_s = usage.ru_utime + usage.ru_stime
+            block.peak_rss_bytes = max(block.peak_rss_bytes, usage.ru_maxrss * 1024)
+        self.active = None
+        return True
+
+    def _sample(self, block: BlockProcess) -> None:
+        """Add up the resident memory of the block's tree; keep the peak."""
+        import psutil
+
+        try:
+            root = psutil.Process(block.popen.pid)
+            members = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return
+        total = 0
+        for member in members:
+            with contextlib.suppress(psutil.Error):
+                total += member.memory_info().rss
+        block.peak_rss_bytes = max(block.peak_rss_bytes, total)
+
+    def reap_orphans(self, exclude: int | None = None) -> None:
+        """Reap exited children that are not the running block (orphans re-parented to us)."""
+        while True:
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return
+            if info is None or info.si_pid == exclude or info.si_pid == 0:
+                return
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(info.si_pid, 0)
+
+    # -- finding and ending trees ----------------------------------------
+
+    def _members(self, block_tag: str | None, roots: Iterable[int] = ()) -> list[psutil.Process]:
+        """Processes of this run (or of one block): by marker, process group, or descent."""
+        import psutil
+
+        found: dict[int, psutil.Process] = {}
+        me = os.getpid()
+        for root_pid in roots:
+            with contextlib.suppress(psutil.Error):
+                root = psutil.Process(root_pid)
+                for proc in [root, *root.children(recursive=True)]:
+                    found[proc.pid] = proc
+                with contextlib.suppress(OSError):
+                    group = os.getpgid(root_pid)
+                    for proc in psutil.process_iter():
+                        with contextlib.suppress(psutil.Error, OSError):
+                            if os.getpgid(proc.pid) == group:
+                                found[proc.pid] = proc
+        for proc in psutil.process_iter():
+            if proc.pid == me or proc.pid in found:
+                continue
+            try:
+                environ = proc.environ()
+            except (psutil.Error, OSError):
+                continue
+            if environ.get(RUN_MARKER) != self.run_token:
+                continue
+            if block_tag is not None and environ.get(BLOCK_MARKER) != block_tag:
+                continue
+            found[proc.pid] = proc
+        found.pop(me, None)
+        return list(found.values())
+
+    def dump_stacks(self, block: BlockProcess, dump_dir: Path) -> tuple[list[str], list[str]]:
+        """py-spy dumps of every Python process in the block's tree; (paths, one-line notes)."""
+        import psutil
+
+        paths: list[str] = []
+        notes: list[str] = []
+        members = self._members(block.block_tag, [block.popen.pid])
+        pythons = []
+        for proc in members:
+            with contextlib.suppress(psutil.Error):
+                if proc.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                name = proc.name().lower()
+                cmdline = " ".join(proc.cmdline()[:1]).lower()
+                if "python" in name or "python" in os.path.basename(cmdline):
+                    pythons.append(proc)
+        if not pythons:
+            return paths, notes
+        py_spy = _find_py_spy()
+        if py_spy is None:
+            notes.append("stack dump skipped: py-spy is not installed (pip install py-spy)")
+            return paths, notes
+        dump_dir.mkdir(parents=True, exist_ok=True)
+        budget_end = time.monotonic() + _DUMP_BUDGET_S
+        for proc in pythons:
+            left_s = budget_end - time.monotonic()
+            if left_s <= 1:
+                notes.append(f"stack dump of pid {proc.pid} skipped: dump time budget used up")
+                continue
+            text, note = _py_spy_dump(py_spy, proc.pid, min(_DUMP_TIMEOUT_S, left_s))
+            if text is None:
+                notes.append(f"stack dump of pid {proc.pid} failed: {note}")
+                continue
+            path = dump_dir / f"pid-{proc.pid}.txt"
+            path.write_text(text, encoding="utf-8")
+            paths.append(str(path))
+        return paths, notes
+
+    def end_tree(self, block: BlockProcess, *, grace_s: float | None = None) -> list[TrackedProcess]:
+        """End a block's whole tree: SIGTERM, a grace period, SIGKILL; reap what we can."""
+        members = self._members(block.block_tag, [block.popen.pid])
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(block.popen.pid, signal.SIGTERM)
+        ended = self._terminate(members, self.grace_s if grace_s is None else grace_s, exclude_main=block.popen.pid)
+        if block.exit_code is None:
+            self._collect(block, blocking=True)
+        self.reap_orphans()
+        block.killed_tree = ended
+        return ended
+
+    def _terminate(self, members: list[psutil.Process], grace_s: float, exclude_main: int | None = None) -> list[TrackedProcess]:
+        import psutil
+
+        described: dict[int, str] = {}
+        for proc in members:
+            with contextlib.suppress(psutil.Error):
+                described[proc.pid] = " ".join(proc.cmdline()) or proc.name()
+        for proc in members:
+            with contextlib.suppress(psutil.Error):
+                proc.terminate()
+        _, alive = psutil.wait_procs(members, timeout=grace_s) if members else ([], [])
+        killed = set()
+        for proc in alive:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+                killed.add(proc.pid)
+        if alive:
+            psutil.wait_procs(alive, timeout=2)
+        return [
+            TrackedProcess(
+                pid=proc.pid,
+                command=described.get(proc.pid, "?"),
+                started_by=self._origin(proc),
+                ended_by="SIGKILL" if proc.pid in killed else "SIGTERM",
+            )
+            for proc in members
+            if proc.pid != exclude_main
+        ]
+
+    def _origin(self, proc: psutil.Process) -> str:
+        if proc.pid in self.started_by:
+            return self.started_by[proc.pid]
+        try:
+            tag = proc.environ().get(BLOCK_MARKER, "")
+        except Exception:  # gone or unreadable: the origin is only informative
+            tag = ""
+        return self.block_names.get(tag, "?")
+
+    def teardown(self, grace_s: float | None = None) -> list[TrackedProcess]:
+        """End every process of the run still alive (background servers, daemons) and list them."""
+        import psutil
+
+        members = self._members(None)
+        for proc in members:  # remember origins before the processes are gone
+            with contextlib.suppress(psutil.Error, OSError):
+                tag = proc.environ().get(BLOCK_MARKER, "")
+                self.started_by.setdefault(proc.pid, self.block_names.get(tag, "?"))
+        ended = self._terminate(members, self.grace_s if grace_s is None else grace_s)
+        self.reap_orphans()
+        return ended
+
+
+def _find_py_spy() -> str | None:
+    beside = Path(sys.executable).parent / "py-spy"
+    if beside.exists():
+        return str(beside)
+    return shutil.which("py-spy")
+
+
+def _py_spy_dump(py_spy: str, pid: int, timeout_s: float) -> tuple[str | None, str]:
+    """Run `py-spy dump`, with --native first; return (text, why it failed)."""
+    last_error = ""
+    for extra in (["--native"], []):
+        try:
+            done = subprocess.run(
+                [py_spy, "dump", "--pid", str(pid), *extra],
+                capture_output=True,
+                timeout=timeout_s,
+                stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired:
+            return None, f"py-spy did not answer in {timeout_s:.0f}s"
+        except OSError as exc:
+            return None, str(exc)
+        if done.returncode == 0 and done.stdout.strip():
+            return done.stdout.decode("utf-8", "replace"), ""
+        last_error = (done.stderr or done.stdout).decode("utf-8", "replace").strip().splitlines()
+        last_error = last_error[-1] if last_error else f"exit {done.returncode}"  # type: ignore[assignment]
+    return None, str(last_error)

@@ -1,0 +1,182 @@
+"""The job log: a header before each block, its verdict after, and the output that matters."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from ci.model import BlockResult, GuideOutcome, Label, Problem, Status, Step
+from ci.report.github import StopCommands, failure_annotations
+from ci.report.text import FULL_LIMIT_BYTES, clean_text, human_size, read_view
+
+__all__ = ["ConsoleReporter", "block_details", "format_problems"]
+
+
+def format_problems(problems: Sequence[Problem], kind: str = "[ERROR]") -> str:
+    return "\n".join(f"{kind} {problem}" for problem in problems)
+
+
+def _header(step: Step, total: int) -> str:
+    name = f"id={step.id}" if step.id else (f"store={step.store}" if step.store else "")
+    where = f"{step.file}:{step.line}"
+    section = f' in "{step.heading}"' if step.heading else ""
+    hidden = " (hidden)" if step.hidden else ""
+    return f"[{step.ordinal}/{total}] {step.label.value} {name}{hidden}{section} at {where}".replace("  ", " ")
+
+
+def _verdict_line(result: BlockResult, total: int) -> str:
+    step = result.step
+    sizes = f"stdout {human_size(result.stdout_bytes)}, stderr {human_size(result.stderr_bytes)}"
+    exit_text = "" if result.exit_code is None else f"exit {result.exit_code}, "
+    text = f"[{step.ordinal}/{total}] {step.name}: {result.status.value.upper()} in {result.duration_s:.2f}s ({exit_text}{sizes})"
+    if result.status.is_failure:
+        return f"[ERROR] {text}: {result.message} ({step.file}:{step.line})"
+    if result.status in (Status.SKIPPED, Status.NOT_RUN):
+        return f"{text}: {result.message}"
+    return text
+
+
+def block_details(result: BlockResult) -> list[tuple[str, str]]:
+    """The sections shown under a finished block, as (title, untrusted text) pairs (spec section 7)."""
+    sections: list[tuple[str, str]] = []
+    step = result.step
+    if result.status in (Status.SKIPPED, Status.NOT_RUN) or result.stdout_path is None:
+        return sections
+    failed = result.status.is_failure
+    stderr_view = read_view(result.stderr_path)
+    stdout_view = read_view(result.stdout_path)
+    noisy = failed or result.marker_found is not None or (result.stdout_bytes == 0 and result.stderr_bytes > 0)
+    if noisy:
+        if result.marker_found is not None and result.stderr_bytes <= FULL_LIMIT_BYTES:
+            stderr_view = read_view(result.stderr_path, full_limit_bytes=FULL_LIMIT_BYTES)
+        marker = f", contains {result.marker_found!r}" if result.marker_found else ""
+        if result.stderr_bytes:
+            sections.append((f"stderr ({human_size(result.stderr_bytes)}{marker})", stderr_view.render()))
+        if step.label is Label.SETUP or result.status is not Status.MISMATCH:
+            sections.append((f"stdout ({human_size(result.stdout_bytes)})", stdout_view.render()))
+    if step.label is Label.TEST and result.expected is not None:
+        if result.match is not None:
+            sections.append(("expected", result.match.expected))
+            sections.append(("actual", result.match.actual_head.rstrip("\n")))
+            sections.append((f"diff (first unmatched expected line {result.match.first_unmatched_line})", result.match.diff))
+        else:
+            sections.append(("expected", result.expected))
+            sections.append(("actual", stdout_view.render()))
+    if result.stored is not None:
+        name, value = result.stored
+        sections.append((f"stored {name} ({len(value.encode())} bytes)", value))
+    if result.status is Status.TIMED_OUT:
+        for path in result.dumps:
+            sections.append((f"stack dump {Path(path).name}", Path(path).read_text(encoding="utf-8", errors="replace")))
+        if result.dump_notes:
+            sections.append(("stack dumps", "\n".join(result.dump_notes)))
+    return sections
+
+
+class _Tailer(threading.Thread):
+    """--stream: copies a running block's output files to the console as they grow."""
+
+    def __init__(self, paths: Sequence[Path], write: TextIO) -> None:
+        super().__init__(daemon=True)
+        self.paths = paths
+        self.write = write
+        self.done = threading.Event()
+        self.offsets = [0 for _ in paths]
+
+    def pump(self) -> None:
+        for index, path in enumerate(self.paths):
+            try:
+                with open(path, "rb") as handle:
+                    handle.seek(self.offsets[index])
+                    chunk = handle.read(1 << 16)
+            except OSError:
+                continue
+            if chunk:
+                self.offsets[index] += len(chunk)
+                self.write.write(clean_text(chunk.decode("utf-8", "replace")))
+                self.write.flush()
+
+    def run(self) -> None:
+        while not self.done.wait(0.2):
+            self.pump()
+        self.pump()
+
+
+class ConsoleReporter:
+    """Writes the job log; under GitHub Actions adds groups, stop-commands and annotations."""
+
+    def __init__(self, out: TextIO = sys.stdout, *, github: bool = False, stream: bool = False) -> None:
+        self.out = out
+        self.github = github
+        self.stream = stream
+        self.stop = StopCommands()
+        self.tailer: _Tailer | None = None
+
+    def line(self, text: str = "") -> None:
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def untrusted(self, text: str) -> None:
+        """Block output: never able to issue workflow commands."""
+        text = clean_text(text)
+        self.line(self.stop.wrap(text) if self.github else text)
+
+    def guide_started(self, guide: str, steps: int) -> None:
+        self.line(f"=== {guide}: {steps} blocks")
+
+    def block_started(self, step: Step, total: int, stdout_path: Path, stderr_path: Path) -> None:
+        header = _header(step, total)
+        self.line(f"::group::{header}" if self.github else f"==> {header}")
+        if self.stream:
+            if self.github:
+                self.line(f"::stop-commands::{self.stop.token}")
+            self.tailer = _Tailer([stdout_path, stderr_path], self.out)
+            self.tailer.start()
+
+    def block_finished(self, result: BlockResult, total: int) -> None:
+        if self.tailer is not None:
+            self.tailer.done.set()
+            self.tailer.join()
+            self.tailer = None
+            if self.github:
+                self.line(f"::{self.stop.token}::")
+        started = result.stdout_path is not None
+        sections = block_details(result)
+        failed = result.status.is_failure
+        if self.github and started and not failed:
+            self._sections(sections)
+            self.line("::endgroup::")
+        elif self.github and started:
+            self.line("::endgroup::")  # failures stay outside the fold, where readers look
+            self._sections(sections)
+        else:
+            self._sections(sections)
+        self.line(_verdict_line(result, total))
+
+    def _sections(self, sections: list[tuple[str, str]]) -> None:
+        for title, text in sections:
+            self.line(f"--- {title}")
+            self.untrusted(text)
+
+    def guide_finished(self, outcome: GuideOutcome) -> None:
+        counts: dict[str, int] = {}
+        for result in outcome.results:
+            counts[result.status.value] = counts.get(result.status.value, 0) + 1
+        tally = ", ".join(f"{n} {status}" for status, n in counts.items()) or "no blocks"
+        if outcome.leftovers:
+            self.line("processes still running at the end of the run, now ended:")
+            for proc in outcome.leftovers:
+                self.line(f"  pid {proc.pid} (from block {proc.started_by}, {proc.ended_by}): ")
+                self.untrusted(f"    {proc.command[:300]}")
+        verdict = "FAILED" if outcome.failed else ("INTERRUPTED" if outcome.interrupted_by else "PASSED")
+        prefix = "[ERROR] " if outcome.failed or outcome.interrupted_by else ""
+        self.line(f"{prefix}=== {outcome.plan.guide}: {verdict} ({tally}) in {outcome.duration_s:.1f}s")
+
+    def run_finished(self, outcomes: Sequence[GuideOutcome], output_dir: Path) -> None:
+        if self.github:
+            for text in failure_annotations(outcomes):
+                self.line(text)
+        self.line(f"full block outputs: {output_dir}")

@@ -1,0 +1,148 @@
+"""GitHub Actions: workflow-command escaping, stop-commands, annotations and the step summary."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Sequence
+from pathlib import Path
+
+from ci.model import BlockResult, GuideOutcome, Problem, Status
+from ci.report.text import clean_text, human_size
+
+__all__ = [
+    "MAX_ANNOTATIONS",
+    "StopCommands",
+    "annotation",
+    "escape_data",
+    "escape_property",
+    "failure_annotations",
+    "in_github_actions",
+    "problem_annotations",
+    "step_summary",
+]
+
+MAX_ANNOTATIONS = 10  # Actions shows at most 10 error annotations per step
+SUMMARY_LIMIT_BYTES = 1000 * 1024  # the step summary must stay under 1 MiB
+
+
+def in_github_actions() -> bool:
+    return os.environ.get("GITHUB_ACTIONS") == "true"
+
+
+def escape_data(text: str) -> str:
+    """Escape a workflow command's message."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """Escape a workflow command's property value (file, title, ...)."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+class StopCommands:
+    """Wraps untrusted text so that nothing in it is read as a workflow command."""
+
+    def __init__(self) -> None:
+        self.token = secrets.token_hex(16)  # unguessable by the blocks whose output it wraps
+
+    def wrap(self, text: str) -> str:
+        return f"::stop-commands::{self.token}\n{text}\n::{self.token}::"
+
+
+def _annotation_path(file: str) -> str:
+    """The guide's path as Actions wants it: relative to the workspace when inside it."""
+    workspace = os.environ.get("GITHUB_WORKSPACE")
+    if workspace:
+        try:
+            return str(Path(file).resolve().relative_to(Path(workspace).resolve()))
+        except ValueError:
+            pass
+    return file
+
+
+def annotation(kind: str, file: str | None, line: int, title: str, message: str) -> str:
+    """One `::error file=...,line=...,title=...::message` line."""
+    props = []
+    if file:
+        props.append(f"file={escape_property(_annotation_path(file))}")
+        if line:
+            props.append(f"line={line}")
+    props.append(f"title={escape_property(clean_text(title))}")
+    return f"::{kind} {','.join(props)}::{escape_data(clean_text(message))}"
+
+
+def _annotation_line(result: BlockResult) -> int:
+    """A mismatch points at the first expected line that failed; anything else at the block."""
+    step = result.step
+    if result.status is Status.MISMATCH and step.expected and result.match:
+        return step.expected.line + result.match.first_unmatched_line
+    return step.line
+
+
+def failure_annotations(outcomes: Sequence[GuideOutcome]) -> list[str]:
+    """Error annotations for failed blocks, the most useful first, at most MAX_ANNOTATIONS.
+
+    The first failure of each guide comes first (it is usually the cause; the
+    rest often follow from it), then timeouts, then the others.
+    """
+    ranked: list[tuple[int, int, BlockResult, GuideOutcome]] = []
+    for outcome in outcomes:
+        failures = [r for r in outcome.results if r.status.is_failure]
+        for position, result in enumerate(failures):
+            rank = 0 if position == 0 else (1 if result.status is Status.TIMED_OUT else 2)
+            ranked.append((rank, position, result, outcome))
+    ranked.sort(key=lambda item: (item[0], item[1]))
+    lines = []
+    for _, _, result, outcome in ranked[:MAX_ANNOTATIONS]:
+        step = result.step
+        title = f"{step.label.value} {step.name}: {result.status.value}"
+        lines.append(annotation("error", outcome.plan.source_path, _annotation_line(result), title, result.message))
+    return lines
+
+
+def problem_annotations(problems: Sequence[Problem], source_paths: dict[str, str | None]) -> list[str]:
+    """Error annotations for document errors (first MAX_ANNOTATIONS)."""
+    return [
+        annotation("error", source_paths.get(p.file, p.file if p.file != "command line" else None), p.line, "guide document error", p.message)
+        for p in problems[:MAX_ANNOTATIONS]
+    ]
+
+
+def _cell(text: str) -> str:
+    return clean_text(text).replace("|", "\\|").replace("\n", " ")
+
+
+def step_summary(outcomes: Sequence[GuideOutcome]) -> str:
+    """The Markdown step summary: a verdict line and a table of blocks per guide."""
+    parts: list[str] = []
+    for outcome in outcomes:
+        counts: dict[str, int] = {}
+        for result in outcome.results:
+            counts[result.status.value] = counts.get(result.status.value, 0) + 1
+        verdict = "failed" if outcome.failed else ("interrupted" if outcome.interrupted_by else "passed")
+        icon = {"passed": "✅", "failed": "❌", "interrupted": "⚠️"}[verdict]
+        tally = ", ".join(f"{n} {status}" for status, n in counts.items())
+        parts.append(f"### {icon} {_cell(outcome.plan.guide)}: {verdict} ({tally}) in {outcome.duration_s:.1f}s\n")
+        parts.append("| # | block | status | duration | exit | peak RSS | CPU | line | note |")
+        parts.append("|---|---|---|---|---|---|---|---|---|")
+        for result in outcome.results:
+            step = result.step
+            rss = human_size(result.peak_rss_bytes) if result.peak_rss_bytes else ""
+            cpu = f"{result.cpu_s:.1f}s" if result.cpu_s is not None else ""
+            exit_code = "" if result.exit_code is None else str(result.exit_code)
+            note = "" if result.status is Status.PASSED else result.message
+            parts.append(
+                f"| {step.ordinal} | `{_cell(step.label.value)} {_cell(step.name)}` | {result.status.value} "
+                f"| {result.duration_s:.1f}s | {exit_code} | {rss} | {cpu} | {step.line} | {_cell(note)[:300]} |"
+            )
+        if outcome.leftovers:
+            parts.append("\nProcesses ended when the run finished:\n")
+            for proc in outcome.leftovers:
+                parts.append(f"- pid {proc.pid} `{_cell(proc.command)[:200]}` (from {_cell(proc.started_by)}): {proc.ended_by}")
+        parts.append("")
+    text = "\n".join(parts) + "\n"
+    if len(text.encode()) > SUMMARY_LIMIT_BYTES:
+        text = text.encode()[: SUMMARY_LIMIT_BYTES - 200].decode("utf-8", "ignore")
+        text += "\n\n(summary cut to stay under the 1 MiB limit; see results.json)\n"
+    return text

@@ -1,0 +1,89 @@
+"""results.json: the machine-readable record of a run."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ci.model import BlockResult, GuideOutcome
+from ci.report.text import clean_text
+
+__all__ = ["RECORD_VERSION", "run_record", "write_record"]
+
+RECORD_VERSION = 1
+
+
+def _relative(path: str | None, base: Path) -> str | None:
+    if path is None:
+        return None
+    try:
+        return os.path.relpath(path, base)
+    except ValueError:
+        return path
+
+
+def _block(result: BlockResult, guide: str, base: Path) -> dict[str, Any]:
+    step = result.step
+    return {
+        "guide": guide,
+        "ordinal": step.ordinal,
+        "label": step.label.value,
+        "id": step.id,
+        "store": step.store,
+        "language": step.language_word,
+        "line": step.line,
+        "heading": step.heading,
+        "hidden": step.hidden,
+        "status": result.status.value,
+        "message": clean_text(result.message),
+        "exit_code": result.exit_code,
+        "duration_s": round(result.duration_s, 3),
+        "timeout_s": step.timeout_s,
+        "captured": {result.stored[0]: clean_text(result.stored[1])} if result.stored else {},
+        "code_sha256": hashlib.sha256(step.body.encode("utf-8")).hexdigest(),
+        "loads": [[load.name, load.placeholder] for load in step.loads],
+        "expected": clean_text(result.expected) if result.expected is not None else None,
+        "first_unmatched_line": result.match.first_unmatched_line if result.match else None,
+        "stdout_path": _relative(result.stdout_path, base),
+        "stderr_path": _relative(result.stderr_path, base),
+        "stdout_bytes": result.stdout_bytes,
+        "stderr_bytes": result.stderr_bytes,
+        "error_marker": result.marker_found,
+        "stack_dumps": [_relative(p, base) for p in result.dumps],
+        "stack_dump_notes": [clean_text(n) for n in result.dump_notes],
+        "peak_rss_bytes": result.peak_rss_bytes,
+        "cpu_s": round(result.cpu_s, 3) if result.cpu_s is not None else None,
+    }
+
+
+def run_record(outcomes: Sequence[GuideOutcome], exit_status: int, base: Path) -> dict[str, Any]:
+    """The run record: every block of every guide, plus per-guide verdicts and leftovers."""
+    return {
+        "version": RECORD_VERSION,
+        "exit_status": exit_status,
+        "guides": [
+            {
+                "guide": o.plan.guide,
+                "started_at": o.started_at,
+                "duration_s": round(o.duration_s, 3),
+                "failed": o.failed,
+                "interrupted_by_signal": o.interrupted_by,
+                "processes_ended": [
+                    {"pid": p.pid, "command": clean_text(p.command), "started_by": p.started_by, "ended_by": p.ended_by}
+                    for p in o.leftovers
+                ],
+            }
+            for o in outcomes
+        ],
+        "blocks": [_block(r, o.plan.guide, base) for o in outcomes for r in o.results],
+    }
+
+
+def write_record(path: Path, outcomes: Sequence[GuideOutcome], exit_status: int) -> None:
+    record = run_record(outcomes, exit_status, path.parent)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

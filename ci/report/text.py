@@ -1,0 +1,98 @@
+"""Bounded, cleaned views of block output that every reporter can show safely."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+__all__ = [
+    "FULL_LIMIT_BYTES",
+    "OutputView",
+    "clean_text",
+    "file_contains",
+    "human_size",
+    "read_view",
+]
+
+FULL_LIMIT_BYTES = 256 * 1024  # up to this size a stream may be shown in full
+HEAD_BYTES = 8 * 1024
+TAIL_BYTES = 16 * 1024
+HEAD_LINES = 40
+TAIL_LINES = 80
+
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_XML_INVALID = re.compile("[\ud800-\udfff\ufffe\uffff]")
+
+
+def clean_text(text: str) -> str:
+    """Text safe for a log, XML or JSON: no ANSI escapes, control characters or lone surrogates."""
+    text = _ANSI.sub("", text)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _CONTROL.sub("", text)
+    return _XML_INVALID.sub("\ufffd", text)
+
+
+def human_size(size_bytes: int) -> str:
+    """1536 -> '1.5 KiB'."""
+    value = float(size_bytes)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True)
+class OutputView:
+    """What a reporter shows of one stream: all of it, or its head and tail."""
+
+    head: str  # the whole text when complete
+    tail: str  # empty when complete
+    size_bytes: int
+    complete: bool
+
+    def render(self) -> str:
+        if self.complete:
+            return self.head
+        omitted = self.size_bytes - len(self.head.encode()) - len(self.tail.encode())
+        return f"{self.head}\n[... {human_size(max(omitted, 0))} omitted; the whole stream is on disk ...]\n{self.tail}"
+
+
+def read_view(path: str | None, *, full_limit_bytes: int = HEAD_BYTES + TAIL_BYTES) -> OutputView:
+    """Read a stream file into a bounded view (memory stays small whatever its size)."""
+    if path is None or not os.path.exists(path):
+        return OutputView("", "", 0, True)
+    size = os.path.getsize(path)
+    with open(path, "rb") as handle:
+        if size <= full_limit_bytes:
+            text = clean_text(handle.read().decode("utf-8", "replace"))
+            return OutputView(text.rstrip("\n"), "", size, True)
+        head_raw = handle.read(HEAD_BYTES)
+        handle.seek(max(size - TAIL_BYTES, HEAD_BYTES))
+        tail_raw = handle.read()
+    head_lines = clean_text(head_raw.decode("utf-8", "replace")).split("\n")[:HEAD_LINES]
+    tail_lines = clean_text(tail_raw.decode("utf-8", "replace")).rstrip("\n").split("\n")
+    # the first tail line is probably cut in the middle; drop it unless it is all we have
+    tail_lines = tail_lines[1:] if len(tail_lines) > 1 else tail_lines
+    return OutputView("\n".join(head_lines), "\n".join(tail_lines[-TAIL_LINES:]), size, False)
+
+
+def file_contains(path: str | None, needles: tuple[str, ...], chunk_bytes: int = 1 << 20) -> str | None:
+    """The first needle found in a file (read in chunks), else None."""
+    if not path or not needles or not os.path.exists(path):
+        return None
+    encoded = [(n, n.encode("utf-8")) for n in needles if n]
+    overlap = max((len(b) for _, b in encoded), default=1) - 1
+    carry = b""
+    with open(path, "rb") as handle:
+        while True:
+            chunk = handle.read(chunk_bytes)
+            if not chunk:
+                return None
+            window = carry + chunk
+            for needle, raw in encoded:
+                if raw in window:
+                    return needle
+            carry = window[-overlap:] if overlap else b""

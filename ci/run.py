@@ -1,0 +1,262 @@
+"""Command line: `python -m ci.run GUIDE ...` runs labelled Markdown guides and reports every block."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import signal
+import sys
+import tempfile
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ci.model import GuideOutcome, Plan
+
+__all__ = ["build_parser", "main"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m ci.run",
+        description="Run the labelled blocks of Markdown guides in order, check their output, and report every block.",
+        epilog="Exit status: 0 all blocks that ran passed; 1 a block failed; 2 usage or document error; 130/143 interrupted.",
+    )
+    parser.add_argument("guides", nargs="+", metavar="GUIDE", help="a guide: a path or an http(s) URL")
+    parser.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
+    parser.add_argument("--output-dir", metavar="DIR", help="keep block outputs, stack dumps and results.json here (default: a new temporary directory)")
+    parser.add_argument("--workdir", metavar="DIR", help="run blocks in this directory (default: the current one)")
+    parser.add_argument("--set", dest="preset", action="append", default=[], metavar="NAME=VALUE", help="store NAME before the first block, as a setup would")
+    parser.add_argument("--timeout", metavar="T", help="default block time limit: seconds or 30s, 10m, 3h (default 10800 s)")
+    parser.add_argument("--grace", metavar="T", default="10", help="after SIGTERM, wait this long before SIGKILL (default 10 s)")
+    parser.add_argument("--error-marker", action="append", default=[], metavar="TEXT", help="another text that marks an error in stderr")
+    parser.add_argument("--only", action="append", default=[], metavar="ID[,ID...]", help="run only these blocks (id, store name or ordinal)")
+    parser.add_argument("--from", dest="start", metavar="ID", help="start at this block")
+    parser.add_argument("--until", metavar="ID", help="stop after this block")
+    parser.add_argument("--list", action="store_true", help="print the plan and run nothing")
+    parser.add_argument("--format", choices=("text", "json"), default="text", help="format of --list")
+    parser.add_argument("--keep-going", action="store_true", help="run the remaining blocks after a failure")
+    parser.add_argument("--stream", action="store_true", help="also show block output live")
+    return parser
+
+
+def _fail_usage(parser: argparse.ArgumentParser, message: str) -> int:
+    parser.print_usage(sys.stderr)
+    print(f"[ERROR] {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _plan_entries(plans: Sequence[Plan]) -> list[dict[str, Any]]:
+    entries = []
+    for plan in plans:
+        for step in plan.steps:
+            entry: dict[str, Any] = {
+                "guide": plan.guide,
+                "ordinal": step.ordinal,
+                "label": step.label.value,
+                "id": step.id,
+                "store": step.store,
+                "language": step.language_word,
+                "line": step.line,
+                "timeout_s": step.timeout_s,
+                "loads": [[load.name, load.placeholder] for load in step.loads],
+                "hidden": step.hidden,
+            }
+            if step.skip_reason is not None:
+                entry["skip"] = step.skip_reason
+            if step.expected is not None:
+                entry["expected"] = step.expected.body
+                entry["fuzzy"] = list(step.expected.fuzzy)
+                entry["expected_line"] = step.expected.line
+                entry["expected_loads"] = [[load.name, load.placeholder] for load in step.expected.loads]
+            entries.append(entry)
+    return entries
+
+
+def _print_plan_text(plans: Sequence[Plan]) -> None:
+    for plan in plans:
+        print(f"{plan.guide}: {len(plan.steps)} blocks")
+        for step in plan.steps:
+            name = f"id={step.id}" if step.id else ""
+            if step.store:
+                name = f"{name} store={step.store}".strip()
+            loads = " ".join(f"load={load.name}>>{load.placeholder}" for load in step.loads)
+            extra = " hidden" if step.hidden else ""
+            extra += f" skip={step.skip_reason!r}" if step.skip_reason is not None else ""
+            print(
+                f"{step.ordinal:>4}  {step.label.value:<12} {name or '-':<30} {step.language_word:<7} "
+                f"{step.file}:{step.line}  timeout={step.timeout_s:g}s {loads}{extra}".rstrip()
+            )
+
+
+class _SignalGate:
+    """Turns the first SIGINT/SIGTERM into RunInterrupted; later ones are only remembered."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.armed = True  # raise on the first signal; once disarmed, only remember it
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        from ci.execute import RunInterrupted
+
+        if self.signum is None:
+            self.signum = signum
+            if self.armed:
+                raise RunInterrupted(signum)
+
+    def install(self) -> None:
+        signal.signal(signal.SIGINT, self)
+        signal.signal(signal.SIGTERM, self)
+
+
+def _load_plans(args: argparse.Namespace, preset: dict[str, str], timeout_s: float | None) -> tuple[list[Plan], list[Any]]:
+    from ci.model import DocumentError
+    from ci.parse import parse_guide
+    from ci.plan import build_plan
+    from ci.source import read_guide
+
+    plans = []
+    problems = []
+    for name in args.guides:
+        try:
+            source = read_guide(name)
+            parsed = parse_guide(source.text, name)
+            plans.append(build_plan(parsed, preset_names=preset, default_timeout_s=timeout_s, source_path=source.local_path))
+        except DocumentError as error:
+            problems.extend(error.problems)
+    return plans, problems
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+
+    from ci.model import DocumentError
+    from ci.plan import parse_duration, select_steps
+    from ci.report.console import format_problems
+    from ci.report.github import annotation, in_github_actions, problem_annotations
+
+    preset: dict[str, str] = {}
+    for item in args.preset:
+        name, separator, value = item.partition("=")
+        if not separator or not name:
+            return _fail_usage(parser, f"--set {item!r}: write NAME=VALUE")
+        preset[name] = value
+    try:
+        timeout_s = parse_duration(args.timeout) if args.timeout else None
+        grace_s = parse_duration(args.grace) if args.grace not in ("0", "0s") else 0.0
+    except ValueError as exc:
+        return _fail_usage(parser, str(exc))
+    workdir = os.path.abspath(args.workdir or os.getcwd())
+    if not os.path.isdir(workdir):
+        return _fail_usage(parser, f"--workdir {args.workdir!r} is not a directory")
+    github = in_github_actions()
+
+    plans, problems = _load_plans(args, preset, timeout_s)
+    only = [ident.strip() for item in args.only for ident in item.split(",") if ident.strip()]
+    left_out: list[dict[int, str]] = []
+    if not problems and not args.list:
+        try:
+            left_out = select_steps(plans, only=only, start=args.start, until=args.until)
+        except DocumentError as error:
+            problems.extend(error.problems)
+    for plan in plans:
+        for warning in plan.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+            if github:
+                print(annotation("warning", plan.source_path, warning.line, "guide warning", warning.message))
+    if problems:
+        print(format_problems(problems), file=sys.stderr)
+        count = len(problems)
+        print(f"[ERROR] {count} document error{'s' if count > 1 else ''}; nothing was run", file=sys.stderr)
+        if github:
+            for text in problem_annotations(problems, {p.guide: p.source_path for p in plans} | {g: g for g in args.guides}):
+                print(text)
+        return EXIT_USAGE
+    if args.list:
+        if args.format == "json":
+            print(json.dumps(_plan_entries(plans), indent=2, ensure_ascii=False))
+        else:
+            _print_plan_text(plans)
+        return EXIT_OK
+    return _run(args, plans, left_out, preset, workdir, grace_s, github)
+
+
+def _run(
+    args: argparse.Namespace,
+    plans: list[Plan],
+    left_out: list[dict[int, str]],
+    preset: dict[str, str],
+    workdir: str,
+    grace_s: float,
+    github: bool,
+) -> int:
+    from ci.execute import DEFAULT_ERROR_MARKERS, RunInterrupted, RunOptions, not_run_outcome, run_guide
+    from ci.process import ProcessSupervisor
+    from ci.report.console import ConsoleReporter
+    from ci.report.github import step_summary
+    from ci.report.junit import write_junit
+    from ci.report.record import write_record
+
+    output_dir = Path(args.output_dir) if args.output_dir else Path(tempfile.mkdtemp(prefix="guide-guard-"))
+    output_dir.mkdir(parents=True, exist_ok=True)
+    console = ConsoleReporter(sys.stdout, github=github, stream=args.stream)
+    gate = _SignalGate()
+    gate.install()
+    supervisor = ProcessSupervisor(uuid.uuid4().hex, grace_s=grace_s)
+    outcomes: list[GuideOutcome] = []
+    for index, plan in enumerate(plans):
+        if gate.signum is not None:
+            outcomes.append(not_run_outcome(plan, f"run interrupted by signal {gate.signum}"))
+            continue
+        options = RunOptions(
+            workdir=workdir,
+            output_dir=output_dir,
+            preset=preset,
+            error_markers=(*DEFAULT_ERROR_MARKERS, *args.error_marker),
+            keep_going=args.keep_going,
+            block_dir_prefix=f"{index + 1}-{Path(plan.guide).stem}-" if len(plans) > 1 else "",
+        )
+        console.guide_started(plan.guide, len(plan.steps))
+        try:
+            outcome = run_guide(plan, left_out=left_out[index], options=options, supervisor=supervisor, listener=console)
+        except RunInterrupted:  # arrived between blocks, outside any wait
+            outcome = not_run_outcome(plan, f"run interrupted by signal {gate.signum}")
+        if gate.signum is not None and outcome.interrupted_by is None:
+            outcome = dataclasses.replace(outcome, interrupted_by=gate.signum)
+        grace = min(grace_s, 2.0) if gate.signum is not None else None
+        try:
+            leftovers = supervisor.teardown(grace_s=grace)
+        except RunInterrupted:
+            leftovers = supervisor.teardown(grace_s=0.5)
+        outcome = dataclasses.replace(outcome, leftovers=tuple(leftovers))
+        console.guide_finished(outcome)
+        outcomes.append(outcome)
+    gate.armed = False  # the reports below must be written whatever arrives now
+
+    if gate.signum is not None:
+        exit_status = 128 + gate.signum
+    elif any(o.failed for o in outcomes):
+        exit_status = EXIT_FAILED
+    else:
+        exit_status = EXIT_OK
+    write_record(output_dir / "results.json", outcomes, exit_status)
+    if args.junit:
+        write_junit(Path(args.junit), outcomes)
+    summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if github and summary_path:
+        with open(summary_path, "a", encoding="utf-8") as handle:
+            handle.write(step_summary(outcomes))
+    console.run_finished(outcomes, output_dir)
+    return exit_status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
