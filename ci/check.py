@@ -5,7 +5,6 @@ from __future__ import annotations
 import difflib
 import mmap
 from collections.abc import Sequence
-from typing import Union
 
 from ci.model import MatchReport
 
@@ -14,7 +13,7 @@ __all__ = ["DEFAULT_WILDCARD", "explain_mismatch", "match_file", "matches", "spl
 DEFAULT_WILDCARD = "..."
 
 # What can be searched: a str, bytes, or a memory map of the output file.
-Haystack = Union[str, bytes, mmap.mmap]
+Haystack = str | bytes | mmap.mmap
 
 
 def split_pieces(body: str, tokens: Sequence[str]) -> list[str]:

@@ -187,7 +187,11 @@ def _run_step(
         missing += [load.name for load in step.expected.loads if load.name not in stored]
     if missing:
         names = ", ".join(sorted(set(missing)))
-        return _result(step, Status.ERROR, f"could not be run: {names} was never stored (its setup did not run); pass --set NAME=VALUE")
+        return _result(
+            step,
+            Status.ERROR,
+            f"could not be run: {names} was never stored (its setup did not run); pass --set NAME=VALUE",
+        )
     pairs = tuple((load.placeholder, stored[load.name]) for load in step.loads)
     command = substitute(step.body, pairs)
     expected = None
@@ -275,7 +279,9 @@ def _verdict(
     common: dict[str, object],
 ) -> BlockResult:
     if not exited:
-        return _result(step, Status.TIMED_OUT, f"timed out after {step.timeout_s:g}s; its process tree was ended", **common)
+        return _result(
+            step, Status.TIMED_OUT, f"timed out after {step.timeout_s:g}s; its process tree was ended", **common
+        )
     code = block.exit_code
     if code != 0:
         how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit {code}"

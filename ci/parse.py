@@ -67,7 +67,7 @@ def _parse_params(words: list[tuple[str, int]]) -> tuple[list[Param], list[str]]
             params.append(Param(pair.group(1), value, column))
         elif "=" in word:
             key, _, value = word.partition("=")
-            errors.append(f"unquoted value in {word!r}: write {key}=\"{value.strip(chr(34) + chr(39))}\"")
+            errors.append(f'unquoted value in {word!r}: write {key}="{value.strip(chr(34) + chr(39))}"')
         else:
             params.append(Param(word, None, column))
     return params, errors

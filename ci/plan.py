@@ -74,10 +74,14 @@ class _Checker:
         seen: dict[str, list[str]] = {}
         for param in block.params:
             if param.key not in _ALL_KEYS:
-                self.error(block.line, f"unknown parameter {param.key!r} on {block.label.value}; allowed: {_list(allowed)}")
+                self.error(
+                    block.line, f"unknown parameter {param.key!r} on {block.label.value}; allowed: {_list(allowed)}"
+                )
                 continue
             if param.key not in allowed:
-                self.error(block.line, f"{param.key!r} is not allowed on {block.label.value}; allowed: {_list(allowed)}")
+                self.error(
+                    block.line, f"{param.key!r} is not allowed on {block.label.value}; allowed: {_list(allowed)}"
+                )
                 continue
             if not self.param_shape(block, param):
                 continue
@@ -94,7 +98,7 @@ class _Checker:
                 return False
             return True
         if param.value is None:
-            self.error(block.line, f"{param.key!r} needs a quoted value: {param.key}=\"...\"")
+            self.error(block.line, f'{param.key!r} needs a quoted value: {param.key}="..."')
             return False
         if param.value == "" and param.key != "skip":
             self.error(block.line, f"{param.key!r} has an empty value")
@@ -106,14 +110,16 @@ class _Checker:
         for value in values:
             name, separator, placeholder = value.partition(">>")
             if not separator or not name or not placeholder:
-                self.error(block.line, f"load={value!r} must read NAME>>PLACEHOLDER, e.g. load=\"model_path>>MODEL_PATH\"")
+                self.error(
+                    block.line, f'load={value!r} must read NAME>>PLACEHOLDER, e.g. load="model_path>>MODEL_PATH"'
+                )
                 continue
             if name not in stored:
                 known = _list(stored) if stored else "none yet"
                 self.error(
                     block.line,
                     f"load of {name!r}, which no earlier block stores (stored so far: {known}); "
-                    f"add a #test-setup store=\"{name}\" above, or pass --set {name}=VALUE",
+                    f'add a #test-setup store="{name}" above, or pass --set {name}=VALUE',
                 )
                 continue
             loads.append(Load(name, placeholder))
@@ -181,7 +187,7 @@ def _settings(parsed: ParsedGuide, checker: _Checker) -> GuideSettings:
         markers = []
     env = section.get("env") or {}
     if not isinstance(env, dict) or any(isinstance(v, (dict, list)) for v in env.values()):
-        checker.error(line, "front matter ci.env must map names to plain values, e.g. PYTHONUNBUFFERED: \"1\"")
+        checker.error(line, 'front matter ci.env must map names to plain values, e.g. PYTHONUNBUFFERED: "1"')
         env = {}
     upstream = section.get("upstream") or {}
     if not isinstance(upstream, dict):
@@ -221,11 +227,14 @@ def build_plan(
         block_id = params.get("id", [None])[0]
         if block_id is None:
             if block.label is not Label.SETUP:
-                checker.error(block.line, f"{block.label.value} needs an id: id=\"...\"")
+                checker.error(block.line, f'{block.label.value} needs an id: id="..."')
             continue
         key = (block.label, block_id)
         if key in seen_ids:
-            checker.error(block.line, f"duplicate {block.label.value} id={block_id!r} (first at line {seen_ids[key]}); ids are unique per label")
+            checker.error(
+                block.line,
+                f"duplicate {block.label.value} id={block_id!r} (first at line {seen_ids[key]}); ids are unique per label",
+            )
             continue
         seen_ids[key] = block.line
         if block.label is Label.TEST:
@@ -236,7 +245,11 @@ def build_plan(
     for result_id, found in results.items():
         if result_id not in tests:
             checker.warnings.append(
-                Problem(parsed.file, found[0][0].line, f"#test-result id={result_id!r} has no #test with that id; it is ignored")
+                Problem(
+                    parsed.file,
+                    found[0][0].line,
+                    f"#test-result id={result_id!r} has no #test with that id; it is ignored",
+                )
             )
 
     stored: set[str] = set(preset_names)
@@ -296,7 +309,9 @@ def _expected(
 ) -> Expected | None:
     found = results.get(test_id)
     if not found:
-        checker.error(test.line, f"#test id={test_id!r} has no #test-result id={test_id!r}; add one with the expected stdout")
+        checker.error(
+            test.line, f"#test id={test_id!r} has no #test-result id={test_id!r}; add one with the expected stdout"
+        )
         return None
     block, params = found[0]
     fuzzy = params.get("fuzzy", [])
@@ -323,12 +338,19 @@ def select_steps(
     store name or an ordinal; one that names no block of any plan is a
     DocumentError.
     """
+
     def hits(plan: Plan, ident: str) -> list[int]:
         return [s.ordinal for s in plan.steps if ident in (s.id, s.store, str(s.ordinal))]
 
     problems = [
-        Problem("command line", 0, f"{flag} {ident!r} names no block (use an id, a store name or an ordinal; see --list)")
-        for flag, idents in (("--only", only), ("--from", [start] if start else []), ("--until", [until] if until else []))
+        Problem(
+            "command line", 0, f"{flag} {ident!r} names no block (use an id, a store name or an ordinal; see --list)"
+        )
+        for flag, idents in (
+            ("--only", only),
+            ("--from", [start] if start else []),
+            ("--until", [until] if until else []),
+        )
         for ident in idents
         if not any(hits(plan, ident) for plan in plans)
     ]

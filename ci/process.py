@@ -270,7 +270,9 @@ class ProcessSupervisor:
         block.killed_tree = ended
         return ended
 
-    def _terminate(self, members: list[psutil.Process], grace_s: float, exclude_main: int | None = None) -> list[TrackedProcess]:
+    def _terminate(
+        self, members: list[psutil.Process], grace_s: float, exclude_main: int | None = None
+    ) -> list[TrackedProcess]:
         import psutil
 
         described: dict[int, str] = {}

@@ -31,13 +31,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("guides", nargs="+", metavar="GUIDE", help="a guide: a path or an http(s) URL")
     parser.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
-    parser.add_argument("--output-dir", metavar="DIR", help="keep block outputs, stack dumps and results.json here (default: a new temporary directory)")
+    parser.add_argument(
+        "--output-dir",
+        metavar="DIR",
+        help="keep block outputs, stack dumps and results.json here (default: a new temporary directory)",
+    )
     parser.add_argument("--workdir", metavar="DIR", help="run blocks in this directory (default: the current one)")
-    parser.add_argument("--set", dest="preset", action="append", default=[], metavar="NAME=VALUE", help="store NAME before the first block, as a setup would")
-    parser.add_argument("--timeout", metavar="T", help="default block time limit: seconds or 30s, 10m, 3h (default 10800 s)")
-    parser.add_argument("--grace", metavar="T", default="10", help="after SIGTERM, wait this long before SIGKILL (default 10 s)")
-    parser.add_argument("--error-marker", action="append", default=[], metavar="TEXT", help="another text that marks an error in stderr")
-    parser.add_argument("--only", action="append", default=[], metavar="ID[,ID...]", help="run only these blocks (id, store name or ordinal)")
+    parser.add_argument(
+        "--set",
+        dest="preset",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="store NAME before the first block, as a setup would",
+    )
+    parser.add_argument(
+        "--timeout", metavar="T", help="default block time limit: seconds or 30s, 10m, 3h (default 10800 s)"
+    )
+    parser.add_argument(
+        "--grace", metavar="T", default="10", help="after SIGTERM, wait this long before SIGKILL (default 10 s)"
+    )
+    parser.add_argument(
+        "--error-marker", action="append", default=[], metavar="TEXT", help="another text that marks an error in stderr"
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="ID[,ID...]",
+        help="run only these blocks (id, store name or ordinal)",
+    )
     parser.add_argument("--from", dest="start", metavar="ID", help="start at this block")
     parser.add_argument("--until", metavar="ID", help="stop after this block")
     parser.add_argument("--list", action="store_true", help="print the plan and run nothing")
@@ -116,7 +139,9 @@ class _SignalGate:
         signal.signal(signal.SIGTERM, self)
 
 
-def _load_plans(args: argparse.Namespace, preset: dict[str, str], timeout_s: float | None) -> tuple[list[Plan], list[Any]]:
+def _load_plans(
+    args: argparse.Namespace, preset: dict[str, str], timeout_s: float | None
+) -> tuple[list[Plan], list[Any]]:
     from ci.model import DocumentError
     from ci.parse import parse_guide
     from ci.plan import build_plan
@@ -128,7 +153,9 @@ def _load_plans(args: argparse.Namespace, preset: dict[str, str], timeout_s: flo
         try:
             source = read_guide(name)
             parsed = parse_guide(source.text, name)
-            plans.append(build_plan(parsed, preset_names=preset, default_timeout_s=timeout_s, source_path=source.local_path))
+            plans.append(
+                build_plan(parsed, preset_names=preset, default_timeout_s=timeout_s, source_path=source.local_path)
+            )
         except DocumentError as error:
             problems.extend(error.problems)
     return plans, problems
@@ -177,7 +204,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         count = len(problems)
         print(f"[ERROR] {count} document error{'s' if count > 1 else ''}; nothing was run", file=sys.stderr)
         if github:
-            for text in problem_annotations(problems, {p.guide: p.source_path for p in plans} | {g: g for g in args.guides}):
+            for text in problem_annotations(
+                problems, {p.guide: p.source_path for p in plans} | {g: g for g in args.guides}
+            ):
                 print(text)
         return EXIT_USAGE
     if args.list:
@@ -226,7 +255,9 @@ def _run(
         )
         console.guide_started(plan.guide, len(plan.steps))
         try:
-            outcome = run_guide(plan, left_out=left_out[index], options=options, supervisor=supervisor, listener=console)
+            outcome = run_guide(
+                plan, left_out=left_out[index], options=options, supervisor=supervisor, listener=console
+            )
         except RunInterrupted:  # arrived between blocks, outside any wait
             outcome = not_run_outcome(plan, f"run interrupted by signal {gate.signum}")
         if gate.signum is not None and outcome.interrupted_by is None:

@@ -61,7 +61,9 @@ def block_details(result: BlockResult) -> list[tuple[str, str]]:
         if result.match is not None:
             sections.append(("expected", result.match.expected))
             sections.append(("actual", result.match.actual_head.rstrip("\n")))
-            sections.append((f"diff (first unmatched expected line {result.match.first_unmatched_line})", result.match.diff))
+            sections.append(
+                (f"diff (first unmatched expected line {result.match.first_unmatched_line})", result.match.diff)
+            )
         else:
             sections.append(("expected", result.expected))
             sections.append(("actual", stdout_view.render()))

@@ -104,7 +104,13 @@ def failure_annotations(outcomes: Sequence[GuideOutcome]) -> list[str]:
 def problem_annotations(problems: Sequence[Problem], source_paths: dict[str, str | None]) -> list[str]:
     """Error annotations for document errors (first MAX_ANNOTATIONS)."""
     return [
-        annotation("error", source_paths.get(p.file, p.file if p.file != "command line" else None), p.line, "guide document error", p.message)
+        annotation(
+            "error",
+            source_paths.get(p.file, p.file if p.file != "command line" else None),
+            p.line,
+            "guide document error",
+            p.message,
+        )
         for p in problems[:MAX_ANNOTATIONS]
     ]
 
@@ -139,7 +145,9 @@ def step_summary(outcomes: Sequence[GuideOutcome]) -> str:
         if outcome.leftovers:
             parts.append("\nProcesses ended when the run finished:\n")
             for proc in outcome.leftovers:
-                parts.append(f"- pid {proc.pid} `{_cell(proc.command)[:200]}` (from {_cell(proc.started_by)}): {proc.ended_by}")
+                parts.append(
+                    f"- pid {proc.pid} `{_cell(proc.command)[:200]}` (from {_cell(proc.started_by)}): {proc.ended_by}"
+                )
         parts.append("")
     text = "\n".join(parts) + "\n"
     if len(text.encode()) > SUMMARY_LIMIT_BYTES:
