@@ -122,6 +122,22 @@ def _line_of_piece(body: str, pieces: Sequence[str], tokens: Sequence[str], inde
     return body.count("\n", 0, offset)
 
 
+def _failing_line_in_piece(actual: str, piece: str, position: int, anchored: bool) -> int:
+    """0-based line of `piece` at which it stops being found in `actual` from `position`.
+
+    Grows the piece line by line; the first line whose addition makes it
+    unfindable is the one to blame (at the start for the anchored prefix,
+    anywhere further on for the other pieces).
+    """
+    lines = piece.split("\n")
+    for count in range(1, len(lines) + 1):
+        candidate = "\n".join(lines[:count]) + ("\n" if count < len(lines) else "")
+        found = actual.startswith(candidate, position) if anchored else actual.find(candidate, position) >= 0
+        if not found:
+            return count - 1
+    return len(lines) - 1
+
+
 def explain_mismatch(
     actual: str, body: str, tokens: Sequence[str], failed_piece: int, *, limit_chars: int = 200_000
 ) -> MatchReport:
@@ -131,21 +147,14 @@ def explain_mismatch(
     huge output costs no more than `limit_chars`.
     """
     pieces = split_pieces(body, tokens)
+    position = 0
+    for index in range(failed_piece):
+        found = actual.find(pieces[index], position) if index else 0
+        position = max(found, 0) + len(pieces[index])
+    piece = pieces[failed_piece]
+    within = _failing_line_in_piece(actual, piece, position, anchored=failed_piece == 0)
     body_lines = body.split("\n")
-    if failed_piece == 0 and len(pieces) > 0:
-        # A prefix mismatch: name the first line that differs, not the piece's first line.
-        actual_lines = actual.split("\n")
-        line_index = 0
-        prefix_lines = pieces[0].split("\n")
-        for line_index, expected_line in enumerate(prefix_lines):
-            last_of_prefix = line_index == len(prefix_lines) - 1 and len(pieces) > 1
-            got = actual_lines[line_index] if line_index < len(actual_lines) else None
-            if got is None or (got != expected_line and not (last_of_prefix and got.startswith(expected_line))):
-                break
-        start_line = line_index
-    else:
-        start_line = _line_of_piece(body, pieces, tokens, failed_piece)
-    start_line = min(start_line, len(body_lines) - 1)
+    start_line = min(_line_of_piece(body, pieces, tokens, failed_piece) + within, len(body_lines) - 1)
     diff = "\n".join(
         difflib.unified_diff(
             body[:limit_chars].splitlines(),

@@ -33,7 +33,7 @@ _STORE_LIMIT_BYTES = 16 * 1024 * 1024
 
 
 class RunInterrupted(Exception):
-    """Raised (by the command line's signal handler) when SIGINT or SIGTERM arrives."""
+    """Raised while waiting for a block when SIGINT or SIGTERM has arrived."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"interrupted by signal {signum}")
@@ -129,6 +129,10 @@ def run_guide(
     interrupted_by: int | None = None
     total = len(plan.steps)
     for step in plan.steps:
+        signum = supervisor.stop_requested()
+        if signum is not None and stop_reason is None:
+            interrupted_by = signum
+            stop_reason = f"run interrupted by signal {signum}"
         if stop_reason is not None:
             results.append(_result(step, Status.NOT_RUN, stop_reason))
             continue
@@ -144,8 +148,8 @@ def run_guide(
         except RunInterrupted as interrupt:
             interrupted_by = interrupt.signum
             result = interrupt.result or _interrupted(step, interrupt.signum, supervisor)
-            listener.block_finished(result, total)
             stop_reason = f"run interrupted by signal {interrupt.signum}"
+        listener.block_finished(result, total)
         if result.stored is not None:
             stored[result.stored[0]] = result.stored[1]
         results.append(result)
@@ -241,9 +245,7 @@ def _run_step(
     supervisor.reap_orphans()
     common = _observed(block, stdout_path, stderr_path, command, expected, markers)
     common.update(exit_code=block.exit_code if exited else None, dumps=dumps, dump_notes=notes)
-    result = _verdict(step, exited, block, expected, stdout_path, common)
-    listener.block_finished(result, total)
-    return result
+    return _verdict(step, exited, block, expected, stdout_path, common)
 
 
 def _observed(

@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -63,9 +63,16 @@ class BlockProcess:
 class ProcessSupervisor:
     """Owns every process a run starts, from spawn to teardown."""
 
-    def __init__(self, run_token: str, *, grace_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        run_token: str,
+        *,
+        grace_s: float = 10.0,
+        stop_requested: Callable[[], int | None] = lambda: None,
+    ) -> None:
         self.run_token = run_token
         self.grace_s = grace_s
+        self.stop_requested = stop_requested  # the signal number once the run should stop
         self.subreaper = _become_subreaper()
         self.started_by: dict[int, str] = {}  # pid -> block name, for every process seen
         self.block_names: dict[str, str] = {}  # block tag -> block name
@@ -109,10 +116,13 @@ class ProcessSupervisor:
     def wait(self, block: BlockProcess, timeout_s: float) -> bool:
         """Wait for the block's main process; True if it exited, False at the deadline.
 
-        Wakes every half second to reap orphans and sample the tree's memory.
-        Uses a pidfd where the kernel has one, so a quick block is not slowed
-        by polling.
+        Wakes every half second to reap orphans, sample the tree's memory and
+        see whether the run was interrupted (then raises RunInterrupted). Uses
+        a pidfd where the kernel has one, so a quick block is not slowed by
+        polling.
         """
+        from ci.execute import RunInterrupted
+
         deadline = block.started + timeout_s
         pid = block.popen.pid
         pidfd = None
@@ -120,6 +130,9 @@ class ProcessSupervisor:
             pidfd = os.pidfd_open(pid)  # type: ignore[attr-defined]
         try:
             while True:
+                signum = self.stop_requested()
+                if signum is not None:
+                    raise RunInterrupted(signum)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return self._collect(block, blocking=False)

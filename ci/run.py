@@ -120,19 +120,21 @@ def _print_plan_text(plans: Sequence[Plan]) -> None:
 
 
 class _SignalGate:
-    """Turns the first SIGINT/SIGTERM into RunInterrupted; later ones are only remembered."""
+    """Remembers the first SIGINT/SIGTERM; the supervisor checks it while it waits.
+
+    The handler raises nothing, so a signal never cuts a report in half: the
+    waiting loop notices it within half a second and unwinds in order.
+    """
 
     def __init__(self) -> None:
         self.signum: int | None = None
-        self.armed = True  # raise on the first signal; once disarmed, only remember it
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
-        from ci.execute import RunInterrupted
-
         if self.signum is None:
             self.signum = signum
-            if self.armed:
-                raise RunInterrupted(signum)
+
+    def requested(self) -> int | None:
+        return self.signum
 
     def install(self) -> None:
         signal.signal(signal.SIGINT, self)
@@ -227,7 +229,7 @@ def _run(
     grace_s: float,
     github: bool,
 ) -> int:
-    from ci.execute import DEFAULT_ERROR_MARKERS, RunInterrupted, RunOptions, not_run_outcome, run_guide
+    from ci.execute import DEFAULT_ERROR_MARKERS, RunOptions, not_run_outcome, run_guide
     from ci.process import ProcessSupervisor
     from ci.report.console import ConsoleReporter
     from ci.report.github import step_summary
@@ -239,7 +241,7 @@ def _run(
     console = ConsoleReporter(sys.stdout, github=github, stream=args.stream)
     gate = _SignalGate()
     gate.install()
-    supervisor = ProcessSupervisor(uuid.uuid4().hex, grace_s=grace_s)
+    supervisor = ProcessSupervisor(uuid.uuid4().hex, grace_s=grace_s, stop_requested=gate.requested)
     outcomes: list[GuideOutcome] = []
     for index, plan in enumerate(plans):
         if gate.signum is not None:
@@ -254,23 +256,14 @@ def _run(
             block_dir_prefix=f"{index + 1}-{Path(plan.guide).stem}-" if len(plans) > 1 else "",
         )
         console.guide_started(plan.guide, len(plan.steps))
-        try:
-            outcome = run_guide(
-                plan, left_out=left_out[index], options=options, supervisor=supervisor, listener=console
-            )
-        except RunInterrupted:  # arrived between blocks, outside any wait
-            outcome = not_run_outcome(plan, f"run interrupted by signal {gate.signum}")
+        outcome = run_guide(plan, left_out=left_out[index], options=options, supervisor=supervisor, listener=console)
         if gate.signum is not None and outcome.interrupted_by is None:
             outcome = dataclasses.replace(outcome, interrupted_by=gate.signum)
-        grace = min(grace_s, 2.0) if gate.signum is not None else None
-        try:
-            leftovers = supervisor.teardown(grace_s=grace)
-        except RunInterrupted:
-            leftovers = supervisor.teardown(grace_s=0.5)
+        # after a cancellation the whole stop must fit in Actions' 7.5 s before its SIGTERM
+        leftovers = supervisor.teardown(grace_s=min(grace_s, 2.0) if gate.signum is not None else None)
         outcome = dataclasses.replace(outcome, leftovers=tuple(leftovers))
         console.guide_finished(outcome)
         outcomes.append(outcome)
-    gate.armed = False  # the reports below must be written whatever arrives now
 
     if gate.signum is not None:
         exit_status = 128 + gate.signum

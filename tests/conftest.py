@@ -1,0 +1,110 @@
+"""Shared fixtures: run the command line on a guide written to a temporary directory."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TEST_MARKER = "GUIDE_GUARD_TEST_ID"  # set in the harness's environment; every block inherits it
+
+
+@dataclass
+class Run:
+    """A finished `python -m ci.run` and what it left on disk."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    output_dir: Path
+    guide: Path
+
+    @property
+    def record(self) -> dict[str, Any]:
+        return json.loads((self.output_dir / "results.json").read_text(encoding="utf-8"))
+
+    @property
+    def blocks(self) -> list[dict[str, Any]]:
+        return self.record["blocks"]
+
+    def block(self, name: str) -> dict[str, Any]:
+        for block in self.blocks:
+            if name in (block["id"], block["store"], str(block["ordinal"])):
+                return block
+        raise AssertionError(f"no block {name!r} in results.json: {[b['id'] or b['store'] for b in self.blocks]}")
+
+    def statuses(self) -> dict[str, str]:
+        return {b["id"] or b["store"] or str(b["ordinal"]): b["status"] for b in self.blocks}
+
+
+def _survivors(test_id: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get(TEST_MARKER) == test_id and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+@pytest.fixture
+def test_id() -> Iterator[str]:
+    """A marker in the environment of every process a test starts; none may survive the test."""
+    ident = uuid.uuid4().hex
+    yield ident
+    deadline = time.monotonic() + 5
+    survivors = _survivors(ident)
+    while survivors and time.monotonic() < deadline:
+        time.sleep(0.2)
+        survivors = _survivors(ident)
+    for proc in survivors:  # clean up, then fail: a leak must not spill into other tests
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    assert not survivors, "processes survived the test: " + "; ".join(
+        f"{p.pid} {' '.join(p.cmdline())}" for p in survivors if p.is_running()
+    )
+
+
+@pytest.fixture
+def guide_runner(tmp_path: Path, test_id: str):  # type: ignore[no-untyped-def]
+    """Write a guide (dedented) and run `python -m ci.run` on it as a user would."""
+
+    def run(
+        text: str, *args: str, env: dict[str, str] | None = None, timeout_s: float = 120, name: str = "guide.md"
+    ) -> Run:
+        guide = tmp_path / name
+        guide.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+        output_dir = tmp_path / "out"
+        full_env = {**os.environ, TEST_MARKER: test_id, "GITHUB_ACTIONS": "false", **(env or {})}
+        done = subprocess.run(
+            [sys.executable, "-m", "ci.run", str(guide), "--output-dir", str(output_dir), *args],
+            cwd=tmp_path,
+            env=full_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+        )
+        return Run(done.returncode, done.stdout, done.stderr, output_dir, guide)
+
+    return run
+
+
+@pytest.fixture
+def harness_env(test_id: str) -> dict[str, str]:
+    """The environment for a harness started by hand (Popen) in a test."""
+    return {**os.environ, TEST_MARKER: test_id, "GITHUB_ACTIONS": "false"}

@@ -1,0 +1,570 @@
+"""The runner end to end, with real processes: statuses, stores, timeouts, background work, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import psutil
+
+FENCE = "```"
+
+
+def test_store_load_and_wildcards_pass(guide_runner) -> None:
+    run = guide_runner(
+        f"""
+        # Demo
+        {FENCE}shell #test-setup store="who"
+        echo "world  "
+        {FENCE}
+
+        {FENCE}shell #test id="greet" load="who>>NAME"
+        echo "hello <NAME>"
+        echo "pid $$"
+        {FENCE}
+
+        {FENCE}shell #test-result id="greet"
+        hello world
+        pid ...
+        {FENCE}
+        """
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.statuses() == {"who": "passed", "greet": "passed"}
+    assert run.block("who")["captured"] == {"who": "world"}
+    assert "stored who (5 bytes)" in run.stdout  # trailing whitespace removed
+    greet = run.block("greet")
+    assert greet["exit_code"] == 0
+    assert greet["line"] == 6
+    assert len(greet["code_sha256"]) == 64
+    assert (run.output_dir / greet["stdout_path"]).read_text().startswith("hello world\n")
+
+
+def test_failed_block_stops_the_run_and_shows_stderr(guide_runner) -> None:
+    text = f"""
+        {FENCE}shell #test-setup
+        echo "about to fail"; echo "boom on stderr" >&2; exit 3
+        {FENCE}
+
+        {FENCE}shell #test-setup store="later"
+        echo never
+        {FENCE}
+        """
+    run = guide_runner(text)
+    assert run.returncode == 1
+    assert [b["status"] for b in run.blocks] == ["failed", "not_run"]
+    assert run.blocks[0]["exit_code"] == 3
+    assert "boom on stderr" in run.stdout
+    assert "[ERROR] [1/2]" in run.stdout and "exit 3" in run.stdout
+
+    keep_going = guide_runner(text, "--keep-going")
+    assert keep_going.returncode == 1
+    assert [b["status"] for b in keep_going.blocks] == ["failed", "passed"]
+
+
+def test_mismatch_reports_diff_and_first_unmatched_line(guide_runner) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test id="versions"
+        printf 'alpha 1\\nbeta 2\\ngamma 3\\n'
+        {FENCE}
+
+        {FENCE}shell #test-result id="versions" fuzzy='N'
+        alpha N
+        beta 3
+        gamma N
+        {FENCE}
+        """
+    )
+    assert run.returncode == 1
+    block = run.block("versions")
+    assert block["status"] == "mismatch"
+    assert block["first_unmatched_line"] == 2
+    assert "--- expected" in run.stdout and "+++ actual" in run.stdout
+    assert "-beta 3" in run.stdout and "+beta 2" in run.stdout
+    assert "from its line 2: 'beta 3'" in run.stdout
+
+
+def test_stdout_only_is_matched_and_trailing_newlines_are_allowed(guide_runner) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}bash #test id="t"
+        echo "noise" >&2; printf 'out\\n\\n\\n'
+        {FENCE}
+
+        {FENCE}shell #test-result id="t"
+        out
+        {FENCE}
+        """
+    )
+    assert run.returncode == 0, run.stdout
+    assert run.block("t")["status"] == "passed"
+
+
+def test_python_blocks_empty_stdin_and_fresh_processes(guide_runner, tmp_path: Path) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup
+        cd /; export LEAK=yes
+        {FENCE}
+
+        {FENCE}python #test id="py"
+        import os, sys
+        print(repr(sys.stdin.read()))
+        print(os.getcwd() == os.environ["EXPECTED_CWD"], os.environ.get("LEAK"))
+        {FENCE}
+
+        {FENCE}shell #test-result id="py"
+        ''
+        True None
+        {FENCE}
+        """,
+        env={"EXPECTED_CWD": str(tmp_path)},
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_workdir_and_front_matter_env(guide_runner, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    run = guide_runner(
+        f"""
+        ---
+        ci:
+          env:
+            GREETING: "from front matter"
+        ---
+        {FENCE}shell #test id="where"
+        basename "$PWD"; echo "$GREETING"
+        {FENCE}
+
+        {FENCE}shell #test-result id="where" disable_fuzzy
+        work
+        from front matter
+        {FENCE}
+        """,
+        "--workdir",
+        str(work),
+    )
+    assert run.returncode == 0, run.stdout
+
+
+def test_timeout_ends_the_whole_tree_and_keeps_partial_output(guide_runner, tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup timeout='1'
+        sleep 300 &
+        echo $! > {pidfile}
+        echo "partial output"
+        sleep 300
+        {FENCE}
+
+        {FENCE}shell #test-setup store="after"
+        echo after
+        {FENCE}
+        """,
+        "--grace",
+        "1",
+    )
+    assert run.returncode == 1
+    first = run.blocks[0]
+    assert first["status"] == "timed_out"
+    assert first["exit_code"] is None
+    assert run.blocks[1]["status"] == "not_run"
+    assert "partial output" in (run.output_dir / first["stdout_path"]).read_text()
+    assert "timed out after 1s" in run.stdout
+    assert (
+        not psutil.pid_exists(int(pidfile.read_text())) or psutil.Process(int(pidfile.read_text())).status() == "zombie"
+    )
+
+
+def test_ignoring_sigterm_does_not_stop_the_kill(guide_runner, tmp_path: Path) -> None:
+    pidfile = tmp_path / "stubborn.pid"
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup timeout='1'
+        bash -c 'trap "" TERM; echo $$ > {pidfile}; while true; do sleep 0.1; done'
+        {FENCE}
+        """,
+        "--grace",
+        "1",
+    )
+    assert run.block("1")["status"] == "timed_out"
+    pid = int(pidfile.read_text())
+    assert not psutil.pid_exists(pid)
+
+
+def test_timed_out_python_gets_a_stack_dump_naming_the_function(guide_runner) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}python #test-setup timeout='2'
+        import time
+
+        def waiting_for_the_capture_server():
+            while True:
+                time.sleep(0.1)
+
+        waiting_for_the_capture_server()
+        {FENCE}
+        """,
+        "--grace",
+        "1",
+    )
+    block = run.block("1")
+    assert block["status"] == "timed_out"
+    dumps = [run.output_dir / p for p in block["stack_dumps"]]
+    assert dumps, f"no stack dump taken: {block['stack_dump_notes']}"
+    assert "waiting_for_the_capture_server" in dumps[0].read_text()
+    assert "waiting_for_the_capture_server" in run.stdout  # shown in the log too
+
+
+def test_background_server_serves_later_blocks_and_is_ended_at_the_end(guide_runner, tmp_path: Path) -> None:
+    pidfile = tmp_path / "server.pid"
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup
+        nohup sleep 300 >/dev/null 2>&1 &
+        echo $! > {pidfile}
+        {FENCE}
+
+        {FENCE}shell #test id="still-up"
+        kill -0 "$(cat {pidfile})" && echo alive
+        {FENCE}
+
+        {FENCE}shell #test-result id="still-up"
+        alive
+        {FENCE}
+        """,
+        timeout_s=60,
+    )
+    assert run.returncode == 0, run.stdout
+    pid = int(pidfile.read_text())
+    assert not psutil.pid_exists(pid)
+    ended = run.record["guides"][0]["processes_ended"]
+    assert [p["pid"] for p in ended] == [pid]
+    assert ended[0]["command"].startswith("sleep 300")
+    assert ended[0]["started_by"] == "#1"
+    assert "now ended" in run.stdout and "sleep 300" in run.stdout
+
+
+def test_daemon_that_double_forks_and_calls_setsid_is_found(guide_runner, tmp_path: Path) -> None:
+    pidfile = tmp_path / "daemon.pid"
+    run = guide_runner(
+        f"""
+        {FENCE}python #test-setup
+        import os, time
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                open("{pidfile}", "w").write(str(os.getpid()))
+                os.closerange(0, 3)
+                time.sleep(300)
+            os._exit(0)
+        os.wait()
+        while not os.path.exists("{pidfile}") or not open("{pidfile}").read():
+            time.sleep(0.05)
+        {FENCE}
+        """,
+        timeout_s=60,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    pid = int(pidfile.read_text())
+    assert not psutil.pid_exists(pid)
+    assert pid in [p["pid"] for p in run.record["guides"][0]["processes_ended"]]
+
+
+def test_background_child_holding_stdout_never_stalls_the_block(guide_runner) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test id="bg"
+        (sleep 300; echo late) &
+        echo "started"
+        {FENCE}
+
+        {FENCE}shell #test-result id="bg"
+        started
+        {FENCE}
+        """,
+        timeout_s=60,
+    )
+    assert run.returncode == 0, run.stdout
+    assert run.block("bg")["status"] == "passed"
+
+
+def test_unicode_garbage_nul_and_ansi_do_not_break_the_reports(guide_runner, tmp_path: Path) -> None:
+    import junitparser
+
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test id="noise"
+        printf 'caf\\xc3\\xa9 \\xff\\xfe bad\\x00nul \\033[31mred\\033[0m\\n'
+        printf 'Traceback (most recent call last)\\n\\x00\\xff' >&2
+        exit 1
+        {FENCE}
+
+        {FENCE}shell #test-result id="noise"
+        café
+        {FENCE}
+        """,
+        "--junit",
+        str(tmp_path / "junit.xml"),
+    )
+    assert run.returncode == 1
+    assert "café \ufffd\ufffd badnul red" in run.stdout
+    assert "\x1b" not in run.stdout and "\x00" not in run.stdout
+    record = json.loads((run.output_dir / "results.json").read_text())
+    assert record["blocks"][0]["status"] == "failed"
+    xml = junitparser.JUnitXml.fromfile(str(tmp_path / "junit.xml"))
+    cases = [case for suite in xml for case in suite]
+    assert len(cases) == 1
+    assert "\x1b" not in (tmp_path / "junit.xml").read_text()
+
+
+def test_error_markers_show_stderr_of_a_passing_block(guide_runner) -> None:
+    run = guide_runner(
+        f"""
+        ---
+        ci:
+          error_markers: [ERR99999]
+        ---
+        {FENCE}shell #test-setup
+        echo "EZ9999: ERR99999 device error" >&2; echo fine
+        {FENCE}
+
+        {FENCE}shell #test-setup
+        echo "quiet warning" >&2; echo fine
+        {FENCE}
+        """
+    )
+    assert run.returncode == 0
+    assert "EZ9999: ERR99999 device error" in run.stdout
+    assert "contains 'ERR99999'" in run.stdout
+    assert "quiet warning" not in run.stdout
+    assert run.blocks[0]["error_marker"] == "ERR99999"
+
+
+def test_selection_by_only_from_until(guide_runner) -> None:
+    guide = "\n".join(f'{FENCE}shell #test-setup id="s{i}"\necho {i}\n{FENCE}\n' for i in range(1, 6))
+    run = guide_runner(guide, "--only", "s2,4")
+    assert [b["status"] for b in run.blocks] == ["not_run", "passed", "not_run", "passed", "not_run"]
+    run = guide_runner(guide, "--from", "s2", "--until", "3")
+    assert [b["status"] for b in run.blocks] == ["not_run", "passed", "passed", "not_run", "not_run"]
+    bad = guide_runner(guide, "--only", "nope")
+    assert bad.returncode == 2
+    assert "--only 'nope' names no block" in bad.stderr
+    assert bad.stdout == ""
+
+
+def test_load_of_a_value_never_stored_at_run_time_is_an_error(guide_runner) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup store="path"
+        echo /data
+        {FENCE}
+
+        {FENCE}shell #test id="use" load="path>>P"
+        echo <P>
+        {FENCE}
+
+        {FENCE}shell #test-result id="use"
+        /data
+        {FENCE}
+        """,
+        "--only",
+        "use",
+    )
+    assert run.returncode == 1
+    assert run.block("use")["status"] == "error"
+    assert "path was never stored" in run.stdout
+
+
+def test_set_pre_stores_a_value(guide_runner) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test id="ref" load="upstream_ref>>ref"
+        echo "checkout <ref>"
+        {FENCE}
+
+        {FENCE}shell #test-result id="ref"
+        checkout v1.2.3
+        {FENCE}
+        """,
+        "--set",
+        "upstream_ref=v1.2.3",
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_skip_parameter_reports_skipped(guide_runner, tmp_path: Path) -> None:
+    junit = tmp_path / "junit.xml"
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup skip='needs an NPU'
+        exit 1
+        {FENCE}
+        """,
+        "--junit",
+        str(junit),
+    )
+    assert run.returncode == 0
+    assert run.blocks[0]["status"] == "skipped"
+    assert run.blocks[0]["message"] == "needs an NPU"
+    assert "<skipped" in junit.read_text()
+
+
+def test_document_error_runs_nothing(guide_runner, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup
+        touch {marker}
+        {FENCE}
+
+        {FENCE}shell #test id="x"
+        echo x
+        {FENCE}
+        """
+    )
+    assert run.returncode == 2
+    assert "guide.md:5: #test id='x' has no #test-result" in run.stderr
+    assert not marker.exists()
+
+
+def test_unreadable_and_non_utf8_guides_are_document_errors(tmp_path: Path) -> None:
+    bad = tmp_path / "latin1.md"
+    bad.write_bytes(b"# Title\n\ncaf\xe9\n")
+    for guide, message in (
+        (bad, "latin1.md:3: the guide is not valid UTF-8"),
+        (tmp_path / "missing.md", "cannot read the guide"),
+    ):
+        done = subprocess.run([sys.executable, "-m", "ci.run", str(guide)], capture_output=True, text=True)
+        assert done.returncode == 2
+        assert message in done.stderr
+
+
+def test_guide_from_a_url(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "g.md").write_text(
+        f'{FENCE}shell #test id="u"\necho remote\n{FENCE}\n\n{FENCE}shell #test-result id="u"\nremote\n{FENCE}\n'
+    )
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(SimpleHTTPRequestHandler, directory=str(site)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/g.md"
+        done = subprocess.run(
+            [sys.executable, "-m", "ci.run", url, "--output-dir", str(tmp_path / "out")],
+            capture_output=True,
+            text=True,
+            env=harness_env,
+            cwd=tmp_path,
+            timeout=60,
+        )
+        missing = subprocess.run(
+            [sys.executable, "-m", "ci.run", url + ".nope"], capture_output=True, text=True, timeout=60
+        )
+    finally:
+        server.shutdown()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["blocks"][0]["status"] == "passed"
+    assert missing.returncode == 2 and "cannot fetch the guide" in missing.stderr
+
+
+def _start_harness(tmp_path: Path, env: dict[str, str], pidfile: Path) -> subprocess.Popen[str]:
+    guide = tmp_path / "long.md"
+    guide.write_text(
+        f"{FENCE}shell #test-setup\nsleep 300 &\necho $! > {pidfile}\necho started\nsleep 300\n{FENCE}\n\n"
+        f"{FENCE}shell #test-setup\necho never\n{FENCE}\n"
+    )
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ci.run",
+            str(guide),
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--junit",
+            str(tmp_path / "j.xml"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for(path: Path) -> None:
+    for _ in range(300):
+        if path.exists() and path.read_text().strip():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never appeared")
+
+
+def test_sigterm_to_the_harness_writes_reports_and_exits_143(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    pidfile = tmp_path / "bg.pid"
+    harness = _start_harness(tmp_path, harness_env, pidfile)
+    _wait_for(pidfile)
+    harness.send_signal(signal.SIGTERM)
+    stdout, _ = harness.communicate(timeout=30)
+    assert harness.returncode == 143, stdout
+    record = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert record["exit_status"] == 143
+    assert [b["status"] for b in record["blocks"]] == ["error", "not_run"]
+    assert "interrupted by signal 15" in record["blocks"][0]["message"]
+    assert (tmp_path / "j.xml").exists()
+    assert not psutil.pid_exists(int(pidfile.read_text()))
+
+
+def test_sigint_to_the_harness_exits_130(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    pidfile = tmp_path / "bg.pid"
+    harness = _start_harness(tmp_path, harness_env, pidfile)
+    _wait_for(pidfile)
+    harness.send_signal(signal.SIGINT)
+    harness.communicate(timeout=30)
+    assert harness.returncode == 130
+    assert not psutil.pid_exists(int(pidfile.read_text()))
+
+
+def test_orphans_are_reaped_not_left_as_zombies(guide_runner, tmp_path: Path) -> None:
+    pidfile = tmp_path / "orphan.pid"
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup
+        (sleep 0.3 & echo $! > {pidfile})
+        {FENCE}
+
+        {FENCE}shell #test-setup
+        sleep 1.5
+        pid=$(cat {pidfile})
+        if [ -e /proc/$pid ]; then grep State /proc/$pid/status; else echo "reaped"; fi
+        {FENCE}
+        """
+    )
+    assert run.returncode == 0
+    out = (run.output_dir / run.blocks[1]["stdout_path"]).read_text()
+    assert out.strip() == "reaped", out
+
+
+def test_help_is_fast_to_import() -> None:
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "ci.run", "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+    )
+    assert done.returncode == 0
+    for heavy in ("markdown_it", "yaml", "psutil", "requests"):
+        assert f" {heavy}" not in done.stderr, f"--help imports {heavy}"
