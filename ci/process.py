@@ -167,8 +167,9 @@ class ProcessSupervisor:
         block.popen.returncode = code
         block.exit_code = code
         if usage is not None:
+            # ru_maxrss is left out on purpose: Linux carries it across exec, so it
+            # would report the harness's own image copied at fork, not the block's.
             block.cpu_s = usage.ru_utime + usage.ru_stime
-            block.peak_rss_bytes = max(block.peak_rss_bytes, usage.ru_maxrss * 1024)
         self.active = None
         return True
 

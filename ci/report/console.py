@@ -29,13 +29,13 @@ def _header(step: Step, total: int) -> str:
 
 def _verdict_line(result: BlockResult, total: int) -> str:
     step = result.step
+    if result.status in (Status.SKIPPED, Status.NOT_RUN):
+        return f"[{step.ordinal}/{total}] {step.name}: {result.status.value.upper()}: {result.message}"
     sizes = f"stdout {human_size(result.stdout_bytes)}, stderr {human_size(result.stderr_bytes)}"
     exit_text = "" if result.exit_code is None else f"exit {result.exit_code}, "
     text = f"[{step.ordinal}/{total}] {step.name}: {result.status.value.upper()} in {result.duration_s:.2f}s ({exit_text}{sizes})"
     if result.status.is_failure:
         return f"[ERROR] {text}: {result.message} ({step.file}:{step.line})"
-    if result.status in (Status.SKIPPED, Status.NOT_RUN):
-        return f"{text}: {result.message}"
     return text
 
 
@@ -55,7 +55,7 @@ def block_details(result: BlockResult) -> list[tuple[str, str]]:
         marker = f", contains {result.marker_found!r}" if result.marker_found else ""
         if result.stderr_bytes:
             sections.append((f"stderr ({human_size(result.stderr_bytes)}{marker})", stderr_view.render()))
-        if step.label is Label.SETUP or result.status is not Status.MISMATCH:
+        if step.label is Label.SETUP:  # a #test shows its stdout as "actual" below
             sections.append((f"stdout ({human_size(result.stdout_bytes)})", stdout_view.render()))
     if step.label is Label.TEST and result.expected is not None:
         if result.match is not None:

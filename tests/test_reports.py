@@ -1,0 +1,173 @@
+"""Reporters: the job log, GitHub Actions output, the step summary and JUnit, against golden files."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import junitparser
+import pytest
+
+from ci.report.github import escape_data, escape_property
+
+GOLDEN = Path(__file__).parent / "golden"
+FENCE = "```"
+
+
+def _normalise(text: str, tmp_path: Path) -> str:
+    """Remove what changes from run to run: paths, durations, sizes of timing-dependent things, tokens."""
+    text = text.replace(str(tmp_path), "TMP")
+    text = re.sub(r"\d+\.\d+s", "N.NNs", text)
+    text = re.sub(r'time="[\d.]+"', 'time="N"', text)
+    text = re.sub(r'timestamp="[^"]+"', 'timestamp="T"', text)
+    text = re.sub(r"[0-9a-f]{32}", "TOKEN", text)
+    text = re.sub(r"\d+\.\d (KiB|MiB|GiB)", r"N \1", text)
+    return text
+
+
+def _check_golden(name: str, actual: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.write_text(actual, encoding="utf-8")
+    expected = path.read_text(encoding="utf-8")
+    assert actual == expected, f"{path} differs (rerun with UPDATE_GOLDEN=1 and review the diff)"
+
+
+def _run_fixture(tmp_path: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
+    guide = tmp_path / "report-guide.md"
+    shutil.copy(GOLDEN / "report-guide.md", guide)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ci.run",
+            "report-guide.md",
+            "--output-dir",
+            "out",
+            "--junit",
+            "junit.xml",
+            "--keep-going",
+            *extra,
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_console_log_matches_golden(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    done = _run_fixture(tmp_path, harness_env)
+    assert done.returncode == 1
+    _check_golden("console.txt", _normalise(done.stdout, tmp_path))
+
+
+def test_junit_matches_golden_and_reads_back(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    _run_fixture(tmp_path, harness_env)
+    xml_text = (tmp_path / "junit.xml").read_text(encoding="utf-8")
+    _check_golden("junit.xml", _normalise(xml_text, tmp_path))
+    suites = list(junitparser.JUnitXml.fromfile(str(tmp_path / "junit.xml")))
+    assert len(suites) == 1
+    cases = {case.name: case for case in suites[0]}
+    assert set(cases) == {
+        "001 #test-setup name",
+        "002 #test hello",
+        "003 #test drifted",
+        "004 #test crashes",
+        "005 #test-setup #5",
+    }
+    assert cases["002 #test hello"].is_passed
+    drifted = cases["003 #test drifted"].result[0]
+    assert isinstance(drifted, junitparser.Failure) and drifted.type == "mismatch"
+    assert isinstance(cases["004 #test crashes"].result[0], junitparser.Failure)
+    assert isinstance(cases["005 #test-setup #5"].result[0], junitparser.Skipped)
+
+
+def test_github_actions_groups_annotations_and_summary(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    summary = tmp_path / "summary.md"
+    env = {
+        **harness_env,
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_STEP_SUMMARY": str(summary),
+        "GITHUB_WORKSPACE": str(tmp_path),
+    }
+    done = _run_fixture(tmp_path, env)
+    log = done.stdout
+    assert log.count("::group::") == log.count("::endgroup::") == 4
+    annotations = [line for line in log.splitlines() if line.startswith("::error ")]
+    # the first failure comes first; a mismatch points at the first expected line that failed
+    assert annotations[0].startswith("::error file=report-guide.md,line=27,title=#test drifted%3A mismatch::")
+    assert annotations[1].startswith("::error file=report-guide.md,line=30,title=#test crashes%3A failed::exit 4")
+    text = summary.read_text(encoding="utf-8")
+    assert "report-guide.md: failed" in text
+    assert "| 3 | `#test drifted` | mismatch |" in text
+    assert "| 5 | `#test-setup #5` | skipped |" in text
+    _check_golden("summary.md", _normalise(text, tmp_path))
+
+
+def test_block_output_cannot_issue_workflow_commands(guide_runner, tmp_path: Path) -> None:
+    summary = tmp_path / "summary.md"
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test id="evil"
+        echo "::error file=x::pwned"
+        echo "::add-mask::leak" >&2
+        exit 1
+        {FENCE}
+
+        {FENCE}shell #test-result id="evil"
+        nothing
+        {FENCE}
+        """,
+        env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)},
+    )
+    stopped_by: str | None = None
+    for line in run.stdout.splitlines():
+        if line.startswith("::stop-commands::"):
+            stopped_by = line.removeprefix("::stop-commands::")
+        elif stopped_by is not None and line == f"::{stopped_by}::":
+            stopped_by = None
+        elif "pwned" in line or "add-mask" in line:
+            assert stopped_by is not None, f"block output outside stop-commands: {line!r}"
+            assert len(stopped_by) >= 32
+    assert "pwned" in run.stdout
+
+
+def test_at_most_ten_annotations_first_failure_first(guide_runner) -> None:
+    blocks = "\n".join(f'{FENCE}shell #test-setup id="b{i}"\nexit {i}\n{FENCE}\n' for i in range(1, 13))
+    run = guide_runner(blocks, "--keep-going", env={"GITHUB_ACTIONS": "true"})
+    annotations = [line for line in run.stdout.splitlines() if line.startswith("::error ")]
+    assert len(annotations) == 10
+    assert "title=#test-setup b1%3A failed" in annotations[0]
+
+
+def test_document_errors_become_annotations(guide_runner) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test id="lonely"
+        echo hi
+        {FENCE}
+        """,
+        env={"GITHUB_ACTIONS": "true"},
+    )
+    assert run.returncode == 2
+    assert "::error file=" in run.stdout and ",line=1,title=guide document error::" in run.stdout
+
+
+@pytest.mark.parametrize(
+    ("raw", "data", "prop"),
+    [
+        ("plain", "plain", "plain"),
+        ("50% done", "50%25 done", "50%25 done"),
+        ("a\nb\r", "a%0Ab%0D", "a%0Ab%0D"),
+        ("docs/a,b.md:3", "docs/a,b.md:3", "docs/a%2Cb.md%3A3"),
+    ],
+)
+def test_workflow_command_escaping(raw: str, data: str, prop: str) -> None:
+    assert escape_data(raw) == data
+    assert escape_property(raw) == prop
