@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import difflib
-import mmap
+import os
 from collections.abc import Sequence
+from typing import BinaryIO
 
 from ci.model import MatchReport
 
@@ -12,8 +13,8 @@ __all__ = ["DEFAULT_WILDCARD", "explain_mismatch", "match_file", "matches", "spl
 
 DEFAULT_WILDCARD = "..."
 
-# What can be searched: a str, bytes, or a memory map of the output file.
-Haystack = str | bytes | mmap.mmap
+# What can be searched in memory: a str or bytes.
+Haystack = str | bytes
 
 
 def split_pieces(body: str, tokens: Sequence[str]) -> list[str]:
@@ -88,27 +89,90 @@ def matches(actual: str, body: str, tokens: Sequence[str] = (DEFAULT_WILDCARD,))
     return _match_pieces(actual, split_pieces(body, tokens)) is None
 
 
+class _FileText:
+    """The bytes of a stdout file, searched in bounded chunks so memory stays small."""
+
+    def __init__(self, handle: BinaryIO, size: int) -> None:
+        self.handle = handle
+        self.size = size
+
+    def read(self, start: int, length: int) -> bytes:
+        self.handle.seek(start)
+        return self.handle.read(length)
+
+    def content_end(self) -> int:
+        """Size without trailing newlines."""
+        end = self.size
+        while end > 0:
+            chunk = self.read(max(end - _CHUNK_BYTES, 0), min(_CHUNK_BYTES, end))
+            stripped = chunk.rstrip(b"\n")
+            end -= len(chunk) - len(stripped)
+            if stripped:
+                return end
+        return 0
+
+    def find(self, piece: bytes, start: int) -> int:
+        """Offset of the first `piece` at or after `start`, else -1."""
+        chunk_bytes = _FIRST_CHUNK_BYTES
+        offset = start
+        buffer = b""
+        while offset + len(buffer) < self.size:
+            buffer += self.read(offset + len(buffer), chunk_bytes)
+            found = buffer.find(piece)
+            if found >= 0:
+                return offset + found
+            keep = len(piece) - 1
+            if len(buffer) > keep:
+                offset += len(buffer) - keep
+                buffer = buffer[len(buffer) - keep :] if keep else b""
+            chunk_bytes = min(chunk_bytes * 2, _CHUNK_BYTES)
+        return -1
+
+
+_FIRST_CHUNK_BYTES = 64 * 1024  # pieces usually sit close together: start small
+_CHUNK_BYTES = 4 * 1024 * 1024
+
+
+def _match_file_pieces(text: _FileText, pieces: Sequence[bytes]) -> int | None:
+    """_match_pieces for a file: the same algorithm, reading only what it needs."""
+    first = pieces[0]
+    if len(pieces) == 1:
+        end = text.content_end()
+        return None if end == len(first) and text.read(0, end) == first else 0
+    if text.read(0, len(first)) != first:
+        return 0
+    position = len(first)
+    for index in range(1, len(pieces) - 1):
+        piece = pieces[index]
+        found = text.find(piece, position) if piece else position
+        if found < 0:
+            return index
+        position = found + len(piece)
+    last = pieces[-1]
+    if not last:
+        return None
+    end = text.content_end()
+    start = end - len(last)
+    if start < position or text.read(start, len(last)) != last:
+        return len(pieces) - 1
+    return None
+
+
 def match_file(path: str, body: str, tokens: Sequence[str]) -> int | None:
     """Match a stdout file without reading it into memory.
 
     Returns None on a match, else the index of the first piece that failed.
-    Works on bytes through mmap: UTF-8 is self-synchronising, so a byte-level
-    search finds exactly the character-level matches. A body holding U+FFFD
-    could match a replaced invalid byte, so that rare case decodes first.
+    Works on bytes: UTF-8 is self-synchronising, so a byte-level search finds
+    exactly the character-level matches. A body holding U+FFFD could match a
+    replaced invalid byte, so that rare case decodes the whole output first.
     """
     pieces = split_pieces(body, tokens)
     if "\ufffd" in body:
         with open(path, "rb") as handle:
-            text = handle.read().decode("utf-8", errors="replace")
-        return _match_pieces(text, pieces)
-    encoded = [p.encode("utf-8") for p in pieces]
+            return _match_pieces(handle.read().decode("utf-8", errors="replace"), pieces)
     with open(path, "rb") as handle:
-        try:
-            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-        except ValueError:  # an empty file cannot be mapped
-            return _match_pieces(b"", encoded)
-        with mapped:
-            return _match_pieces(mapped, encoded)
+        size = os.fstat(handle.fileno()).st_size
+        return _match_file_pieces(_FileText(handle, size), [p.encode("utf-8") for p in pieces])
 
 
 def _line_of_piece(body: str, pieces: Sequence[str], tokens: Sequence[str], index: int) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -72,12 +73,16 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:60] or "block"
 
 
-def _interpreter(language: Language, env: Mapping[str, str]) -> str | None:
-    path = env.get("PATH", os.defpath)
+@functools.lru_cache(maxsize=16)
+def _find_interpreter(language: Language, path: str) -> str | None:
     if language is Language.SHELL:
         return shutil.which("bash", path=path)
     # the container's interpreter, as a reader typing `python` would get it
     return shutil.which("python", path=path) or shutil.which("python3", path=path)
+
+
+def _interpreter(language: Language, env: Mapping[str, str]) -> str | None:
+    return _find_interpreter(language, env.get("PATH", os.defpath))
 
 
 def _result(step: Step, status: Status, message: str, **fields: object) -> BlockResult:

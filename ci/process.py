@@ -127,7 +127,7 @@ class ProcessSupervisor:
         pid = block.popen.pid
         pidfd = None
         with contextlib.suppress(AttributeError, OSError):
-            pidfd = os.pidfd_open(pid)  # type: ignore[attr-defined]
+            pidfd = os.pidfd_open(pid)
         try:
             while True:
                 signum = self.stop_requested()
@@ -362,6 +362,6 @@ def _py_spy_dump(py_spy: str, pid: int, timeout_s: float) -> tuple[str | None, s
             return None, str(exc)
         if done.returncode == 0 and done.stdout.strip():
             return done.stdout.decode("utf-8", "replace"), ""
-        last_error = (done.stderr or done.stdout).decode("utf-8", "replace").strip().splitlines()
-        last_error = last_error[-1] if last_error else f"exit {done.returncode}"  # type: ignore[assignment]
-    return None, str(last_error)
+        said = (done.stderr or done.stdout).decode("utf-8", "replace").strip().splitlines()
+        last_error = said[-1] if said else f"exit {done.returncode}"
+    return None, last_error

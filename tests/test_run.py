@@ -568,3 +568,56 @@ def test_help_is_fast_to_import() -> None:
     assert done.returncode == 0
     for heavy in ("markdown_it", "yaml", "psutil", "requests"):
         assert f" {heavy}" not in done.stderr, f"--help imports {heavy}"
+
+
+def test_stream_shows_output_while_the_block_runs(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    flag = tmp_path / "go"
+    guide = tmp_path / "g.md"
+    guide.write_text(
+        f"{FENCE}shell #test-setup\necho 'first line, live'\n"
+        f"while [ ! -e {flag} ]; do sleep 0.05; done\necho 'second line'\n{FENCE}\n"
+    )
+    harness = subprocess.Popen(
+        [sys.executable, "-m", "ci.run", str(guide), "--stream", "--output-dir", str(tmp_path / "out")],
+        cwd=tmp_path,
+        env=harness_env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert harness.stdout is not None
+    seen = []
+    for line in harness.stdout:  # the block is still waiting for the flag when this line arrives
+        seen.append(line)
+        if "first line, live" in line:
+            break
+    flag.touch()
+    rest, _ = harness.communicate(timeout=60)
+    assert harness.returncode == 0
+    assert "second line" in rest
+
+
+def test_several_guides_run_in_order_each_with_its_own_stores(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    one = tmp_path / "one.md"
+    two = tmp_path / "two.md"
+    one.write_text(f'{FENCE}shell #test-setup store="v"\necho one\n{FENCE}\n')
+    two.write_text(
+        f'{FENCE}shell #test-setup store="v"\necho two\n{FENCE}\n\n'
+        f'{FENCE}shell #test id="t" load="v>>V"\necho <V>\n{FENCE}\n\n{FENCE}shell #test-result id="t"\none\n{FENCE}\n'
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "ci.run", str(one), str(two), "--output-dir", "out", "--junit", "j.xml"],
+        cwd=tmp_path,
+        env=harness_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    record = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [(b["guide"].rsplit("/", 1)[-1], b["status"]) for b in record["blocks"]] == [
+        ("one.md", "passed"),
+        ("two.md", "passed"),
+        ("two.md", "mismatch"),
+    ]
+    assert (tmp_path / "j.xml").read_text().count("<testsuite ") == 2
+    assert done.stdout.index("one.md: PASSED") < done.stdout.index("two.md: FAILED")

@@ -72,7 +72,8 @@ def junit_xml(outcomes: Sequence[GuideOutcome]) -> bytes:
         for result in results:
             suite.append(_testcase(result, classname))
     ET.indent(root)
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    document: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return document
 
 
 def write_junit(path: Path, outcomes: Sequence[GuideOutcome]) -> None:

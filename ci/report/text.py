@@ -62,9 +62,12 @@ class OutputView:
 
 def read_view(path: str | None, *, full_limit_bytes: int = HEAD_BYTES + TAIL_BYTES) -> OutputView:
     """Read a stream file into a bounded view (memory stays small whatever its size)."""
-    if path is None or not os.path.exists(path):
+    try:
+        size = os.stat(path).st_size if path is not None else 0
+    except FileNotFoundError:
+        size = 0
+    if path is None or size == 0:
         return OutputView("", "", 0, True)
-    size = os.path.getsize(path)
     with open(path, "rb") as handle:
         if size <= full_limit_bytes:
             text = clean_text(handle.read().decode("utf-8", "replace"))
@@ -81,7 +84,10 @@ def read_view(path: str | None, *, full_limit_bytes: int = HEAD_BYTES + TAIL_BYT
 
 def file_contains(path: str | None, needles: tuple[str, ...], chunk_bytes: int = 1 << 20) -> str | None:
     """The first needle found in a file (read in chunks), else None."""
-    if not path or not needles or not os.path.exists(path):
+    try:
+        if not path or not needles or os.stat(path).st_size == 0:
+            return None
+    except FileNotFoundError:
         return None
     encoded = [(n, n.encode("utf-8")) for n in needles if n]
     overlap = max((len(b) for _, b in encoded), default=1) - 1
