@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import re
-import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -73,16 +71,12 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:60] or "block"
 
 
-@functools.lru_cache(maxsize=16)
-def _find_interpreter(language: Language, path: str) -> str | None:
+def _argv_choices(language: Language, command: str) -> list[list[str]]:
+    """The commands to try, in order; the block's own PATH decides which program they are."""
     if language is Language.SHELL:
-        return shutil.which("bash", path=path)
+        return [["bash", "-c", command]]
     # the container's interpreter, as a reader typing `python` would get it
-    return shutil.which("python", path=path) or shutil.which("python3", path=path)
-
-
-def _interpreter(language: Language, env: Mapping[str, str]) -> str | None:
-    return _find_interpreter(language, env.get("PATH", os.defpath))
+    return [["python", "-c", command], ["python3", "-c", command]]
 
 
 def _result(step: Step, status: Status, message: str, **fields: object) -> BlockResult:
@@ -159,7 +153,7 @@ def run_guide(
             stored[result.stored[0]] = result.stored[1]
         results.append(result)
         if result.status.is_failure and not options.keep_going and stop_reason is None:
-            stop_reason = f"not run: block {step.name} (line {step.line}) {result.status.value}"
+            stop_reason = f"after block {step.name} (line {step.line}) {result.status.value}"
     return GuideOutcome(
         plan=plan,
         results=tuple(results),
@@ -191,6 +185,10 @@ def _run_step(
     listener: Listener,
     total: int,
 ) -> BlockResult:
+    block_dir = options.output_dir / "blocks" / f"{options.block_dir_prefix}{step.ordinal:03d}-{_slug(step.name)}"
+    stdout_path = block_dir / "stdout.txt"
+    stderr_path = block_dir / "stderr.txt"
+    listener.block_started(step, total, stdout_path, stderr_path)
     missing = [load.name for load in step.loads if load.name not in stored]
     if step.expected:
         missing += [load.name for load in step.expected.loads if load.name not in stored]
@@ -208,28 +206,27 @@ def _run_step(
         expected_pairs = tuple((load.placeholder, stored[load.name]) for load in step.expected.loads)
         expected = substitute(step.expected.body, expected_pairs)
 
-    block_dir = options.output_dir / "blocks" / f"{options.block_dir_prefix}{step.ordinal:03d}-{_slug(step.name)}"
     block_dir.mkdir(parents=True, exist_ok=True)
-    stdout_path = block_dir / "stdout.txt"
-    stderr_path = block_dir / "stderr.txt"
-    interpreter = _interpreter(step.language, env)
-    if interpreter is None:
-        wanted = "bash" if step.language is Language.SHELL else "python"
+    block = None
+    for argv in _argv_choices(step.language, command):
+        try:
+            block = supervisor.start(
+                argv,
+                env=env,
+                cwd=options.workdir,
+                stdout_path=stdout_path,
+                stderr_path=stderr_path,
+                block_name=step.name,
+                block_tag=f"{options.block_dir_prefix}{step.ordinal}",
+            )
+            break
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            return _result(step, Status.ERROR, f"could not be run: {exc}", command=command, expected=expected)
+    if block is None:
+        wanted = " or ".join(argv[0] for argv in _argv_choices(step.language, command))
         return _result(step, Status.ERROR, f"could not be run: no {wanted} on PATH", command=command, expected=expected)
-
-    listener.block_started(step, total, stdout_path, stderr_path)
-    try:
-        block = supervisor.start(
-            [interpreter, "-c", command],
-            env=env,
-            cwd=options.workdir,
-            stdout_path=stdout_path,
-            stderr_path=stderr_path,
-            block_name=step.name,
-            block_tag=f"{options.block_dir_prefix}{step.ordinal}",
-        )
-    except OSError as exc:
-        return _result(step, Status.ERROR, f"could not be run: {exc}", command=command, expected=expected)
     try:
         exited = supervisor.wait(block, step.timeout_s)
     except RunInterrupted as interrupt:

@@ -97,7 +97,9 @@ class _Collector:
         for comment in _COMMENT.finditer(content):
             inner_start = comment.start(1)
             line_index = first_line_index + content.count("\n", 0, inner_start)
+            visible_heading = self.heading  # a heading inside a comment is never seen by readers
             self.walk(_markdown().parse(comment.group(1)), line_index, hidden=True)
+            self.heading = visible_heading
 
     def fence(self, token: Any, line: int, hidden: bool) -> None:
         words, quote_error = split_info(token.info)

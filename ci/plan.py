@@ -164,34 +164,45 @@ def _settings(parsed: ParsedGuide, checker: _Checker) -> GuideSettings:
         at = line + 1 + mark.line if mark is not None else line
         checker.error(at, f"front matter is not valid YAML: {getattr(exc, 'problem', exc)}")
         return GuideSettings()
-    if not isinstance(data, dict) or "ci" not in data:
+    if not isinstance(data, dict) or data.get("ci") is None:
         return GuideSettings()
+    key_lines = _key_lines(parsed.front_matter, line)
     section: Any = data["ci"]
     if not isinstance(section, dict):
-        checker.error(line, "front matter: 'ci' must be a mapping (timeout, error_markers, env, upstream)")
+        checker.error(
+            key_lines.get("", line), "front matter: 'ci' must be a mapping (timeout, error_markers, env, upstream)"
+        )
         return GuideSettings()
+
+    def line_of(key: str) -> int:
+        return key_lines.get(key, line)
+
     for key in section:
         if key not in _FRONT_MATTER_KEYS:
-            checker.error(line, f"front matter: unknown key ci.{key}; allowed: {_list(_FRONT_MATTER_KEYS)}")
+            checker.error(
+                line_of(str(key)), f"front matter: unknown key ci.{key}; allowed: {_list(_FRONT_MATTER_KEYS)}"
+            )
     timeout_s = None
     if section.get("timeout") is not None:
         try:
             timeout_s = parse_duration(str(section["timeout"]))
         except ValueError as exc:
-            checker.error(line, f"front matter ci.timeout: {exc}")
+            checker.error(line_of("timeout"), f"front matter ci.timeout: {exc}")
     markers = section.get("error_markers") or []
     if isinstance(markers, str):
         markers = [markers]
     if not isinstance(markers, list) or not all(isinstance(m, (str, int)) and str(m) for m in markers):
-        checker.error(line, "front matter ci.error_markers must be a list of non-empty strings")
+        checker.error(line_of("error_markers"), "front matter ci.error_markers must be a list of non-empty strings")
         markers = []
     env = section.get("env") or {}
     if not isinstance(env, dict) or any(isinstance(v, (dict, list)) for v in env.values()):
-        checker.error(line, 'front matter ci.env must map names to plain values, e.g. PYTHONUNBUFFERED: "1"')
+        checker.error(line_of("env"), 'front matter ci.env must map names to plain values, e.g. PYTHONUNBUFFERED: "1"')
         env = {}
     upstream = section.get("upstream") or {}
     if not isinstance(upstream, dict):
-        checker.error(line, "front matter ci.upstream must be a mapping, e.g. {repo: owner/name, model: org/model}")
+        checker.error(
+            at("upstream"), "front matter ci.upstream must be a mapping, e.g. {repo: owner/name, model: org/model}"
+        )
         upstream = {}
     return GuideSettings(
         timeout_s=timeout_s,
@@ -199,6 +210,24 @@ def _settings(parsed: ParsedGuide, checker: _Checker) -> GuideSettings:
         env={str(k): "" if v is None else _yaml_scalar(v) for k, v in env.items()},
         upstream={str(k): str(v) for k, v in upstream.items()},
     )
+
+
+def _key_lines(front_matter: str, opening_line: int) -> dict[str, int]:
+    """1-based guide lines of the keys under `ci:` ("" is the line of `ci:` itself)."""
+    import yaml
+
+    lines: dict[str, int] = {}
+    root = yaml.compose(front_matter, Loader=yaml.SafeLoader)
+    if not isinstance(root, yaml.MappingNode):
+        return lines
+    for key_node, value_node in root.value:
+        if key_node.value != "ci":
+            continue
+        lines[""] = opening_line + 1 + key_node.start_mark.line
+        if isinstance(value_node, yaml.MappingNode):
+            for sub_key, _ in value_node.value:
+                lines[str(sub_key.value)] = opening_line + 1 + sub_key.start_mark.line
+    return lines
 
 
 def _yaml_scalar(value: object) -> str:

@@ -33,7 +33,8 @@ RUN_MARKER = "GUIDE_GUARD_RUN"  # environment variable naming the run a process 
 BLOCK_MARKER = "GUIDE_GUARD_BLOCK"  # environment variable naming the block that started it
 
 _PR_SET_CHILD_SUBREAPER = 36  # from <linux/prctl.h>
-_POLL_S = 0.5  # how often a waiting run wakes to reap orphans and sample memory
+_FIRST_POLL_S = 0.05  # a waiting run wakes soon at first, so short blocks get a memory sample too
+_POLL_S = 0.5  # and then this often, to reap orphans and sample memory
 _DUMP_TIMEOUT_S = 15.0  # per py-spy call
 _DUMP_BUDGET_S = 45.0  # for all dumps of one timeout, so a hung dump never delays the kill much
 
@@ -116,18 +117,18 @@ class ProcessSupervisor:
     def wait(self, block: BlockProcess, timeout_s: float) -> bool:
         """Wait for the block's main process; True if it exited, False at the deadline.
 
-        Wakes every half second to reap orphans, sample the tree's memory and
-        see whether the run was interrupted (then raises RunInterrupted). Uses
-        a pidfd where the kernel has one, so a quick block is not slowed by
-        polling.
+        Wakes now and then (soon at first, then every half second) to reap
+        orphans, sample the tree's memory and see whether the run was
+        interrupted (then raises RunInterrupted). Uses a pidfd where the kernel
+        has one, so a quick block is not slowed by polling.
         """
         from ci.execute import RunInterrupted
 
         deadline = block.started + timeout_s
-        pid = block.popen.pid
         pidfd = None
         with contextlib.suppress(AttributeError, OSError):
-            pidfd = os.pidfd_open(pid)
+            pidfd = os.pidfd_open(block.popen.pid)
+        poll_s = _FIRST_POLL_S
         try:
             while True:
                 signum = self.stop_requested()
@@ -136,26 +137,30 @@ class ProcessSupervisor:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return self._collect(block, blocking=False)
-                step_s = min(remaining, _POLL_S)
-                if pidfd is not None:
-                    ready, _, _ = select.select([pidfd], [], [], step_s)
-                    if ready:
-                        return self._collect(block, blocking=True)
-                elif self._collect(block, blocking=False):
-                    return True
-                else:
-                    time.sleep(min(step_s, 0.01))
-                    if self._collect(block, blocking=False):
-                        return True
-                    continue
-                self.reap_orphans(exclude=pid)
+                if self._exits_within(block, pidfd, min(remaining, poll_s)):
+                    return self._collect(block, blocking=True)
+                poll_s = min(poll_s * 2, _POLL_S)
+                self.reap_orphans(exclude=block.popen.pid)
                 self._sample(block)
         finally:
             if pidfd is not None:
                 os.close(pidfd)
 
+    def _exits_within(self, block: BlockProcess, pidfd: int | None, seconds: float) -> bool:
+        if pidfd is not None:
+            ready, _, _ = select.select([pidfd], [], [], seconds)
+            return bool(ready)
+        until = time.monotonic() + seconds  # no pidfd (old kernel): poll
+        while time.monotonic() < until:
+            if self._collect(block, blocking=False):
+                return True
+            time.sleep(0.01)
+        return False
+
     def _collect(self, block: BlockProcess, *, blocking: bool) -> bool:
         """Reap the main process with wait4 to get its CPU time; True if it has exited."""
+        if block.exit_code is not None:
+            return True
         pid = block.popen.pid
         try:
             waited, status, usage = os.wait4(pid, 0 if blocking else os.WNOHANG)
@@ -273,26 +278,41 @@ class ProcessSupervisor:
         return paths, notes
 
     def end_tree(self, block: BlockProcess, *, grace_s: float | None = None) -> list[TrackedProcess]:
-        """End a block's whole tree: SIGTERM, a grace period, SIGKILL; reap what we can."""
+        """End a block's whole tree: SIGTERM, a grace period, SIGKILL; then check nothing is left."""
         members = self._members(block.block_tag, [block.popen.pid])
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(block.popen.pid, signal.SIGTERM)
-        ended = self._terminate(members, self.grace_s if grace_s is None else grace_s, exclude_main=block.popen.pid)
+        grace = self.grace_s if grace_s is None else grace_s
+        ended, exit_codes = self._terminate(members, grace, origin=block.block_name)
+        # a last look: whatever the tree forked during the grace period goes too
+        stragglers = [p for p in self._members(block.block_tag, [block.popen.pid]) if p.pid not in exit_codes]
+        if stragglers:
+            more, more_codes = self._terminate(stragglers, 0.0, origin=block.block_name)
+            ended += more
+            exit_codes.update(more_codes)
         if block.exit_code is None:
-            self._collect(block, blocking=True)
+            if block.popen.pid in exit_codes:  # psutil reaped it while waiting
+                block.exit_code = exit_codes[block.popen.pid]
+                block.popen.returncode = block.exit_code
+                self.active = None
+            else:
+                self._collect(block, blocking=True)
         self.reap_orphans()
-        block.killed_tree = ended
-        return ended
+        block.killed_tree = [p for p in ended if p.pid != block.popen.pid]
+        return block.killed_tree
 
     def _terminate(
-        self, members: list[psutil.Process], grace_s: float, exclude_main: int | None = None
-    ) -> list[TrackedProcess]:
+        self, members: list[psutil.Process], grace_s: float, *, origin: str | None = None
+    ) -> tuple[list[TrackedProcess], dict[int, int | None]]:
+        """SIGTERM, wait up to grace_s, SIGKILL what is left; the ended processes and their exit codes."""
         import psutil
 
         described: dict[int, str] = {}
+        origins: dict[int, str] = {}
         for proc in members:
             with contextlib.suppress(psutil.Error):
                 described[proc.pid] = " ".join(proc.cmdline()) or proc.name()
+            origins[proc.pid] = origin or self._origin(proc)
         for proc in members:
             with contextlib.suppress(psutil.Error):
                 proc.terminate()
@@ -304,16 +324,18 @@ class ProcessSupervisor:
                 killed.add(proc.pid)
         if alive:
             psutil.wait_procs(alive, timeout=2)
-        return [
+        # psutil sets returncode on the processes it saw go (for our own children, their exit status)
+        exit_codes = {proc.pid: getattr(proc, "returncode", None) for proc in members}
+        tracked = [
             TrackedProcess(
                 pid=proc.pid,
                 command=described.get(proc.pid, "?"),
-                started_by=self._origin(proc),
+                started_by=origins[proc.pid],
                 ended_by="SIGKILL" if proc.pid in killed else "SIGTERM",
             )
             for proc in members
-            if proc.pid != exclude_main
         ]
+        return tracked, exit_codes
 
     def _origin(self, proc: psutil.Process) -> str:
         if proc.pid in self.started_by:
@@ -326,16 +348,20 @@ class ProcessSupervisor:
 
     def teardown(self, grace_s: float | None = None) -> list[TrackedProcess]:
         """End every process of the run still alive (background servers, daemons) and list them."""
-        import psutil
 
-        members = self._members(None)
-        for proc in members:  # remember origins before the processes are gone
-            with contextlib.suppress(psutil.Error, OSError):
-                tag = proc.environ().get(BLOCK_MARKER, "")
-                self.started_by.setdefault(proc.pid, self.block_names.get(tag, "?"))
-        ended = self._terminate(members, self.grace_s if grace_s is None else grace_s)
+        members = [p for p in self._members(None) if _alive(p)]
+        ended, _ = self._terminate(members, self.grace_s if grace_s is None else grace_s)
         self.reap_orphans()
         return ended
+
+
+def _alive(proc: psutil.Process) -> bool:
+    import psutil
+
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _find_py_spy() -> str | None:

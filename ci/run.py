@@ -65,6 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--until", metavar="ID", help="stop after this block")
     parser.add_argument("--list", action="store_true", help="print the plan and run nothing")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="format of --list")
+    parser.add_argument(
+        "--mask-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also mask this variable's value in every report (names with TOKEN, SECRET, PASSWORD or ending in _KEY are masked anyway)",
+    )
     parser.add_argument("--keep-going", action="store_true", help="run the remaining blocks after a failure")
     parser.add_argument("--stream", action="store_true", help="also show block output live")
     return parser
@@ -232,12 +239,21 @@ def _run(
     from ci.execute import DEFAULT_ERROR_MARKERS, RunOptions, not_run_outcome, run_guide
     from ci.process import ProcessSupervisor
     from ci.report.console import ConsoleReporter
-    from ci.report.github import step_summary
+    from ci.report.github import escape_data, step_summary
     from ci.report.junit import write_junit
     from ci.report.record import write_record
+    from ci.report.text import configure_masking, secret_values
 
     output_dir = Path(args.output_dir) if args.output_dir else Path(tempfile.mkdtemp(prefix="guide-guard-"))
     output_dir.mkdir(parents=True, exist_ok=True)
+    env_seen: dict[str, str] = dict(os.environ)
+    for plan in plans:
+        env_seen.update(plan.settings.env)
+    secrets = secret_values(env_seen, args.mask_env)
+    configure_masking(secrets)
+    if github:
+        for value in secrets:  # registered first, so Actions masks them in every later line too
+            print(f"::add-mask::{escape_data(value)}", flush=True)
     console = ConsoleReporter(sys.stdout, github=github, stream=args.stream)
     gate = _SignalGate()
     gate.install()

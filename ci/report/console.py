@@ -10,7 +10,7 @@ from typing import TextIO
 
 from ci.model import BlockResult, GuideOutcome, Label, Problem, Status, Step
 from ci.report.github import StopCommands, failure_annotations
-from ci.report.text import FULL_LIMIT_BYTES, clean_text, human_size, read_view
+from ci.report.text import FULL_LIMIT_BYTES, clean_text, human_size, mask_secrets, read_view
 
 __all__ = ["ConsoleReporter", "block_details", "format_problems"]
 
@@ -116,9 +116,10 @@ class ConsoleReporter:
         self.stream = stream
         self.stop = StopCommands()
         self.tailer: _Tailer | None = None
+        self.group_open = False  # under Actions, a block's fold is open between its start and end
 
     def line(self, text: str = "") -> None:
-        self.out.write(text + "\n")
+        self.out.write(mask_secrets(text) + "\n")
         self.out.flush()
 
     def untrusted(self, text: str) -> None:
@@ -132,6 +133,7 @@ class ConsoleReporter:
     def block_started(self, step: Step, total: int, stdout_path: Path, stderr_path: Path) -> None:
         header = _header(step, total)
         self.line(f"::group::{header}" if self.github else f"==> {header}")
+        self.group_open = self.github
         if self.stream:
             if self.github:
                 self.line(f"::stop-commands::{self.stop.token}")
@@ -145,16 +147,13 @@ class ConsoleReporter:
             self.tailer = None
             if self.github:
                 self.line(f"::{self.stop.token}::")
-        started = result.stdout_path is not None
         sections = block_details(result)
-        failed = result.status.is_failure
-        if self.github and started and not failed:
+        if self.group_open and not result.status.is_failure:
             self._sections(sections)
+        if self.group_open:
             self.line("::endgroup::")
-        elif self.github and started:
-            self.line("::endgroup::")  # failures stay outside the fold, where readers look
-            self._sections(sections)
-        else:
+            self.group_open = False
+        if not self.github or result.status.is_failure:  # failures stay outside the fold, where readers look
             self._sections(sections)
         self.line(_verdict_line(result, total))
 
@@ -173,7 +172,7 @@ class ConsoleReporter:
             for proc in outcome.leftovers:
                 self.line(f"  pid {proc.pid} (from block {proc.started_by}, {proc.ended_by}): ")
                 self.untrusted(f"    {proc.command[:300]}")
-        verdict = "FAILED" if outcome.failed else ("INTERRUPTED" if outcome.interrupted_by else "PASSED")
+        verdict = "INTERRUPTED" if outcome.interrupted_by else ("FAILED" if outcome.failed else "PASSED")
         prefix = "[ERROR] " if outcome.failed or outcome.interrupted_by else ""
         self.line(f"{prefix}=== {outcome.plan.guide}: {verdict} ({tally}) in {outcome.duration_s:.1f}s")
 

@@ -126,7 +126,7 @@ def step_summary(outcomes: Sequence[GuideOutcome]) -> str:
         counts: dict[str, int] = {}
         for result in outcome.results:
             counts[result.status.value] = counts.get(result.status.value, 0) + 1
-        verdict = "failed" if outcome.failed else ("interrupted" if outcome.interrupted_by else "passed")
+        verdict = "interrupted" if outcome.interrupted_by else ("failed" if outcome.failed else "passed")
         icon = {"passed": "✅", "failed": "❌", "interrupted": "⚠️"}[verdict]
         tally = ", ".join(f"{n} {status}" for status, n in counts.items())
         parts.append(f"### {icon} {_cell(outcome.plan.guide)}: {verdict} ({tally}) in {outcome.duration_s:.1f}s\n")

@@ -31,7 +31,7 @@ def _testcase(result: BlockResult, classname: str) -> ET.Element:
         },
     )
     details = "\n\n".join(f"--- {title}\n{clean_text(text)}" for title, text in block_details(result))
-    message = clean_text(f"{result.status.value}: {result.message}")
+    message = clean_text(f"{result.status.value.replace('_', ' ')}: {result.message}")
     status = result.status
     if status is Status.PASSED:
         pass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import resource
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ def _block(result: BlockResult, guide: str, base: Path) -> dict[str, Any]:
         "store": step.store,
         "language": step.language_word,
         "line": step.line,
-        "heading": step.heading,
+        "heading": clean_text(step.heading) if step.heading else None,
         "hidden": step.hidden,
         "status": result.status.value,
         "message": clean_text(result.message),
@@ -65,6 +66,8 @@ def run_record(outcomes: Sequence[GuideOutcome], exit_status: int, base: Path) -
     return {
         "version": RECORD_VERSION,
         "exit_status": exit_status,
+        # the harness's own peak memory (Linux reports ru_maxrss in KiB)
+        "harness_peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "guides": [
             {
                 "guide": o.plan.guide,

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 __all__ = [
     "FULL_LIMIT_BYTES",
+    "MASK",
     "OutputView",
     "clean_text",
+    "configure_masking",
     "file_contains",
     "human_size",
+    "mask_secrets",
     "read_view",
+    "secret_values",
 ]
 
 FULL_LIMIT_BYTES = 256 * 1024  # up to this size a stream may be shown in full
@@ -26,12 +31,43 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _XML_INVALID = re.compile("[\ud800-\udfff\ufffe\uffff]")
 
 
+MASK = "***"
+MIN_SECRET_CHARS = 4  # shorter values would mask every "1" or "on" in the log
+_SECRET_PARTS = ("TOKEN", "SECRET", "PASSWORD")
+_secrets: tuple[str, ...] = ()  # set once per run by configure_masking()
+
+
+def secret_values(env: Mapping[str, str], extra_names: Iterable[str] = ()) -> list[str]:
+    """Values of variables whose names look secret (*TOKEN*, *SECRET*, *PASSWORD*, *_KEY) or are named."""
+    named = set(extra_names)
+    values = []
+    for name, value in env.items():
+        upper = name.upper()
+        looks_secret = any(part in upper for part in _SECRET_PARTS) or upper.endswith("_KEY")
+        if (looks_secret or name in named) and len(value) >= MIN_SECRET_CHARS:
+            values.append(value)
+    return sorted(set(values), key=len, reverse=True)  # longest first, so no secret is half-masked
+
+
+def configure_masking(values: Iterable[str]) -> None:
+    """Set the secret values that every reporter replaces by ***."""
+    global _secrets
+    _secrets = tuple(sorted({v for v in values if len(v) >= MIN_SECRET_CHARS}, key=len, reverse=True))
+
+
+def mask_secrets(text: str) -> str:
+    for value in _secrets:
+        if value in text:
+            text = text.replace(value, MASK)
+    return text
+
+
 def clean_text(text: str) -> str:
-    """Text safe for a log, XML or JSON: no ANSI escapes, control characters or lone surrogates."""
+    """Text safe for a log, XML or JSON: secrets masked; no ANSI escapes, control characters or lone surrogates."""
     text = _ANSI.sub("", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = _CONTROL.sub("", text)
-    return _XML_INVALID.sub("\ufffd", text)
+    return mask_secrets(_XML_INVALID.sub("\ufffd", text))
 
 
 def human_size(size_bytes: int) -> str:

@@ -1,0 +1,105 @@
+"""Operator guarantees: secrets masked everywhere, bounded memory on huge output, resources recorded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+FENCE = "```"
+
+
+def test_secrets_are_masked_in_every_report(guide_runner, tmp_path: Path) -> None:
+    summary = tmp_path / "summary.md"
+    junit = tmp_path / "junit.xml"
+    secret = "hf_s3cr3t_value_123"
+    other = "named-by-flag-456"
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup store="leak"
+        echo "$HF_TOKEN"
+        {FENCE}
+
+        {FENCE}shell #test id="echo" load="leak>>L"
+        echo "token=<L> other=$PLAIN_VALUE"
+        echo "stderr $HF_TOKEN" >&2
+        exit 1
+        {FENCE}
+
+        {FENCE}shell #test-result id="echo"
+        token=<L>
+        {FENCE}
+        """,
+        "--junit",
+        str(junit),
+        "--mask-env",
+        "PLAIN_VALUE",
+        env={
+            "HF_TOKEN": secret,
+            "PLAIN_VALUE": other,
+            "GITHUB_ACTIONS": "true",
+            "GITHUB_STEP_SUMMARY": str(summary),
+        },
+    )
+    assert run.returncode == 1
+    reports = {
+        "console": run.stdout.replace(f"::add-mask::{secret}", "").replace(f"::add-mask::{other}", ""),
+        "junit": junit.read_text(),
+        "summary": summary.read_text(),
+        "results.json": (run.output_dir / "results.json").read_text(),
+    }
+    for name, text in reports.items():
+        assert secret not in text, f"secret leaked into {name}"
+        assert other not in text, f"--mask-env value leaked into {name}"
+    assert "token=***" in run.stdout and "stderr ***" in run.stdout
+    assert f"::add-mask::{secret}" in run.stdout.splitlines()[0:3]
+    assert json.loads(reports["results.json"])["blocks"][0]["captured"] == {"leak": "***"}
+    # the files on disk keep everything: nothing is lost
+    assert secret in (run.output_dir / run.block("leak")["stdout_path"]).read_text()
+
+
+def test_a_gibibyte_of_output_keeps_the_harness_small(guide_runner) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test id="flood"
+        yes "all work and no play" | head -c 1073741824
+        echo
+        echo "the end"
+        {FENCE}
+
+        {FENCE}shell #test-result id="flood"
+        all work and no play
+        ...
+        the end
+        {FENCE}
+        """,
+        timeout_s=600,
+    )
+    assert run.returncode == 0, run.stdout[-2000:]
+    block = run.block("flood")
+    assert block["stdout_bytes"] > 1 << 30
+    assert (run.output_dir / block["stdout_path"]).stat().st_size == block["stdout_bytes"]
+    assert "the end" in run.stdout  # the tail is shown
+    assert len(run.stdout) < 200_000  # but not the gigabyte
+    assert run.record["harness_peak_rss_bytes"] < 100 * 1024 * 1024
+    (run.output_dir / block["stdout_path"]).unlink()  # a GiB is too much to leave in /tmp
+
+
+def test_peak_memory_and_cpu_time_are_recorded(guide_runner) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}python #test-setup
+        import time
+        data = bytearray(64 * 1024 * 1024)
+        for i in range(0, len(data), 4096):
+            data[i] = 1
+        end = time.process_time() + 0.3
+        while time.process_time() < end:
+            pass
+        time.sleep(0.3)
+        {FENCE}
+        """
+    )
+    assert run.returncode == 0
+    block = run.blocks[0]
+    assert block["peak_rss_bytes"] >= 64 * 1024 * 1024
+    assert block["cpu_s"] >= 0.3

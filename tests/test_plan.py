@@ -1,0 +1,542 @@
+"""Plan tests: document errors with their lines, the valid semantics of the label contract, step selection."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import pytest
+
+from ci.model import DocumentError, Label, Language, Load, Plan, Problem
+from ci.parse import parse_guide
+from ci.plan import DEFAULT_TIMEOUT_S, build_plan, parse_duration, select_steps
+
+FILE = "docs/guide.md"
+F = "```"  # a fence, so that guides below read as they would in a file
+
+
+def plan_of(
+    text: str, *, preset_names: Iterable[str] = (), default_timeout_s: float | None = None, file: str = FILE
+) -> Plan:
+    return build_plan(parse_guide(text, file), preset_names=preset_names, default_timeout_s=default_timeout_s)
+
+
+def problems_of(text: str, *, preset_names: Iterable[str] = (), file: str = FILE) -> list[Problem]:
+    with pytest.raises(DocumentError) as caught:
+        plan_of(text, preset_names=preset_names, file=file)
+    return caught.value.problems
+
+
+def line_of(text: str, needle: str, nth: int = 1) -> int:
+    """1-based line of the nth line containing needle (a needle ending in a newline must end the line).
+
+    This is the test's own reading of where a block or an error is.
+    """
+    if needle.endswith("\n"):
+        hits = [n for n, line in enumerate(text.split("\n"), start=1) if line.endswith(needle[:-1])]
+    else:
+        hits = [n for n, line in enumerate(text.split("\n"), start=1) if needle in line]
+    assert len(hits) >= nth, f"test bug: {needle!r} occurs {len(hits)} times in the guide"
+    return hits[nth - 1]
+
+
+def block(info: str, body: str = "true") -> str:
+    return f"{F}{info}\n{body}\n{F}\n\n"
+
+
+def pair(test_id: str, out: str = "ok", test_params: str = "", result_params: str = "") -> str:
+    """A valid #test with its #test-result."""
+    return block(f'shell #test id="{test_id}"{test_params}', f"echo {out}") + block(
+        f'shell #test-result id="{test_id}"{result_params}', out
+    )
+
+
+# ---------------------------------------------------------------------------
+# Document errors: one per guide, each on the right line, with a message that names the fault.
+
+ERROR_CASES: list[tuple[str, str, str, int, str]] = [
+    # (case id, guide, needle marking the line the error belongs to, nth occurrence, word the message must contain)
+    ("unknown-parameter", "# T\n\n" + pair("a", test_params=' colour="red"'), "colour=", 1, "colour"),
+    ("unknown-bare-word", "# T\n\n" + pair("a", test_params=" verbose"), "verbose", 1, "verbose"),
+    (
+        "unquoted-value",
+        "# T\n\n" + block("shell #test id=abc") + block('#test-result id="abc"', "x"),
+        "id=abc",
+        1,
+        "abc",
+    ),
+    ("flag-with-value", "# T\n\n" + pair("a", result_params=' disable_fuzzy="x"'), "disable_fuzzy", 1, "disable_fuzzy"),
+    ("store-on-test", "# T\n\n" + pair("a", test_params=' store="s"'), 'store="s"', 1, "store"),
+    ("fuzzy-on-test", "# T\n\n" + pair("a", test_params=" fuzzy='x'"), "fuzzy='x'", 1, "fuzzy"),
+    ("skip-on-result", "# T\n\n" + pair("a", result_params=" skip='no'"), "skip='no'", 1, "skip"),
+    ("timeout-on-result", "# T\n\n" + pair("a", result_params=" timeout='9'"), "timeout='9'", 1, "timeout"),
+    (
+        "test-without-result",
+        "# T\n\n" + pair("a") + block('shell #test id="lonely"'),
+        'id="lonely"',
+        1,
+        "lonely",
+    ),
+    ("test-without-id", "# T\n\n" + pair("a") + block("shell #test", "echo x"), "#test\n", 1, "id"),
+    ("result-without-id", "# T\n\n" + pair("a") + block("shell #test-result", "x"), "#test-result\n", 1, "id"),
+    ("duplicate-test-id", "# T\n\n" + pair("a") + block('shell #test id="a"'), '#test id="a"', 2, "duplicate"),
+    (
+        "duplicate-result-id",
+        "# T\n\n" + pair("a") + block('shell #test-result id="a"', "ok"),
+        '#test-result id="a"',
+        2,
+        "duplicate",
+    ),
+    (
+        "duplicate-setup-id",
+        "# T\n\n" + block('shell #test-setup id="s"') + block('shell #test-setup id="s"'),
+        'id="s"',
+        2,
+        "duplicate",
+    ),
+    ("load-never-stored", "# T\n\n" + pair("a", test_params=' load="ghost>>G"'), "ghost", 1, "ghost"),
+    (
+        "load-stored-only-later",
+        "# T\n\n" + pair("a", test_params=' load="later>>L"') + block('shell #test-setup store="later"'),
+        'load="later',
+        1,
+        "later",
+    ),
+    (
+        "result-load-never-stored",
+        "# T\n\n" + pair("a", result_params=' load="ghost>>G"'),
+        "ghost",
+        1,
+        "ghost",
+    ),
+    (
+        "setup-load-never-stored",
+        "# T\n\n" + block('shell #test-setup store="x" load="x>>X"'),
+        "load=",
+        1,
+        "'x'",
+    ),
+    (
+        "test-inside-comment",
+        "# T\n\n<!--\n" + block('shell #test id="h"') + "-->\n\n" + block('shell #test-result id="h"', "ok"),
+        '#test id="h"',
+        1,
+        "comment",
+    ),
+    (
+        "result-inside-comment",
+        "# T\n\n"
+        + block('shell #test id="h"', "echo ok")
+        + "<!--\n"
+        + block('shell #test-result id="h"', "ok")
+        + "-->\n",
+        '#test-result id="h"',
+        1,
+        "comment",
+    ),
+    (
+        "missing-language",
+        "# T\n\n" + block('#test id="a"', "echo ok") + block('#test-result id="a"', "ok"),
+        "#test id",
+        1,
+        "language",
+    ),
+    ("missing-language-setup", "# T\n\n" + block("#test-setup"), "#test-setup", 1, "language"),
+    (
+        "unsupported-language",
+        "# T\n\n" + block('ruby #test id="a"', "puts 1") + block('#test-result id="a"', "1"),
+        "ruby",
+        1,
+        "ruby",
+    ),
+    ("bad-timeout", "# T\n\n" + pair("a", test_params=" timeout='5 minutes'"), "timeout=", 1, "5 minutes"),
+    ("zero-timeout", "# T\n\n" + block("shell #test-setup timeout='0'"), "timeout=", 1, "timeout"),
+    (
+        "disable-fuzzy-with-fuzzy",
+        "# T\n\n" + pair("a", result_params=" disable_fuzzy fuzzy='x'"),
+        "disable_fuzzy",
+        1,
+        "disable_fuzzy",
+    ),
+    (
+        "load-without-arrows",
+        "# T\n\n" + block('shell #test-setup store="name"') + pair("a", test_params=' load="name"'),
+        'load="name"',
+        1,
+        ">>",
+    ),
+    ("unterminated-quote", "# T\n\n" + pair("a", test_params=" skip='oops"), "skip='oops", 1, "quote"),
+    ("invalid-front-matter-yaml", "---\nci:\n\ttimeout: 3h\n---\n\n# T\n\n" + pair("a"), "\ttimeout", 1, "yaml"),
+    (
+        "unknown-front-matter-key",
+        "---\nci:\n  timeout: 3h\n  timout: 2h\n---\n\n# T\n\n" + pair("a"),
+        "timout:",
+        1,
+        "timout",
+    ),
+    (
+        "bad-front-matter-timeout",
+        "---\nci:\n  timeout: 5 minutes\n---\n\n# T\n\n" + pair("a"),
+        "5 minutes",
+        1,
+        "5 minutes",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("guide", "needle", "nth", "word"), [c[1:] for c in ERROR_CASES], ids=[c[0] for c in ERROR_CASES]
+)
+def test_document_error_is_reported_on_its_line(guide: str, needle: str, nth: int, word: str) -> None:
+    line = line_of(guide, needle, nth)
+    problems = problems_of(guide)
+    where = [str(p) for p in problems]
+    assert all(p.file == FILE for p in problems), f"every problem must name the guide: {where}"
+    assert {p.line for p in problems} == {line}, f"expected the error on line {line} only, got {where}"
+    assert any(word.lower() in p.message.lower() for p in problems), f"no message mentions {word!r}: {where}"
+
+
+def test_every_document_error_is_found_in_one_pass_sorted_by_line() -> None:
+    guide = (
+        "# Many faults\n\n"
+        + pair("ok1")
+        + pair("p1", test_params=' colour="red"')  # unknown parameter
+        + block("shell #test id=abc")  # unquoted value (its result below has id "abc")
+        + block('shell #test-result id="abc"', "x")
+        + pair("p2", result_params=' disable_fuzzy="x"')  # flag with a value
+        + pair("p3", test_params=' store="s"')  # key on the wrong label
+        + block('shell #test id="lonely"')  # no result
+        + block("shell #test", "echo no-id")  # no id
+        + pair("ok1")  # duplicate test id (and duplicate result id on the next block)
+        + pair("p4", test_params=' load="ghost>>G"')  # never stored
+        + pair("p5", test_params=' load="later>>L"')  # stored only later
+        + block('shell #test-setup store="later"')
+        + "<!--\n"
+        + block('shell #test id="hid"')  # non-setup in a comment
+        + "-->\n\n"
+        + block('shell #test-result id="hid"', "ok")
+        + block('#test id="nolang"', "echo ok")  # no language
+        + block('#test-result id="nolang"', "ok")
+        + block('ruby #test id="rb"', "puts 1")  # unsupported language
+        + block('#test-result id="rb"', "1")
+        + pair("p6", test_params=" timeout='5 minutes'")  # bad timeout
+        + pair("p7", result_params=" fuzzy='x' disable_fuzzy")  # conflict
+        + pair("p8", test_params=' load="later"')  # no >>
+        + pair("p9", test_params=" skip='oops")  # unterminated quote
+    )
+    expected = {
+        line_of(guide, "colour="): "colour",
+        line_of(guide, "id=abc"): "abc",
+        line_of(guide, 'disable_fuzzy="x"'): "disable_fuzzy",
+        line_of(guide, 'store="s"'): "store",
+        line_of(guide, 'id="lonely"'): "lonely",
+        line_of(guide, "#test\n"): "id",
+        line_of(guide, '#test id="ok1"', 2): "duplicate",
+        line_of(guide, '#test-result id="ok1"', 2): "duplicate",
+        line_of(guide, "ghost>>"): "ghost",
+        line_of(guide, "later>>"): "later",
+        line_of(guide, '#test id="hid"'): "comment",
+        line_of(guide, '#test id="nolang"'): "language",
+        line_of(guide, "ruby #test"): "ruby",
+        line_of(guide, "5 minutes"): "5 minutes",
+        line_of(guide, "fuzzy='x' disable_fuzzy"): "disable_fuzzy",
+        line_of(guide, 'load="later"'): ">>",
+        line_of(guide, "skip='oops"): "quote",
+    }
+    problems = problems_of(guide)
+    reported = [p.line for p in problems]
+    assert reported == sorted(reported), f"problems must come sorted by line: {reported}"
+    assert all(p.file == FILE for p in problems)
+    missing = [
+        f"line {line}: {word}"
+        for line, word in sorted(expected.items())
+        if not any(p.line == line and word.lower() in p.message.lower() for p in problems)
+    ]
+    assert not missing, f"not reported: {missing}; got {[str(p) for p in problems]}"
+    stray = sorted({p.line for p in problems} - set(expected))
+    assert not stray, f"problems on lines with no error: {stray}; got {[str(p) for p in problems]}"
+
+
+def test_document_error_lines_are_right_after_front_matter() -> None:
+    guide = "---\nci:\n  timeout: 1h\n---\n\n# T\n\n" + pair("a", test_params=' colour="red"')
+    assert [p.line for p in problems_of(guide)] == [line_of(guide, "colour=")]
+
+
+# ---------------------------------------------------------------------------
+# Valid guides: what the plan says about them.
+
+
+def test_preset_names_make_a_load_valid() -> None:
+    guide = "# T\n\n" + pair("a", test_params=' load="tok>>TOKEN"')
+    assert problems_of(guide)
+    plan = plan_of(guide, preset_names={"tok"})
+    assert plan.steps[0].loads == (Load("tok", "TOKEN"),)
+
+
+def test_load_of_an_earlier_store_is_valid_and_repeatable() -> None:
+    guide = (
+        "# T\n\n"
+        + block('shell #test-setup store="m"', "echo m")
+        + block('python #test-setup store="n"', "print(1)")
+        + pair("a", test_params=' load="m>>M" load="n>>N"', result_params=' load="m>>M"')
+    )
+    test = plan_of(guide).steps[2]
+    assert test.loads == (Load("m", "M"), Load("n", "N"))
+    assert test.expected is not None
+    assert test.expected.loads == (Load("m", "M"),)
+
+
+def test_setup_may_load_and_store() -> None:
+    guide = "# T\n\n" + block('shell #test-setup store="x"') + block('shell #test-setup store="y" load="x>>X"')
+    steps = plan_of(guide).steps
+    assert [(s.store, s.loads) for s in steps] == [("x", ()), ("y", (Load("x", "X"),))]
+
+
+@pytest.mark.parametrize(
+    ("front_matter", "default_timeout_s", "block_timeout", "expected"),
+    [
+        (None, None, None, 10800.0),
+        (None, 120.0, None, 120.0),
+        ("45m", 120.0, None, 2700.0),
+        ("45m", None, None, 2700.0),
+        ("45m", 120.0, "30s", 30.0),
+        (None, 120.0, "2h", 7200.0),
+        (None, None, "90", 90.0),
+    ],
+)
+def test_timeout_precedence(
+    front_matter: str | None, default_timeout_s: float | None, block_timeout: str | None, expected: float
+) -> None:
+    head = f"---\nci:\n  timeout: {front_matter}\n---\n\n" if front_matter else ""
+    timeout = f" timeout='{block_timeout}'" if block_timeout else ""
+    guide = head + "# T\n\n" + pair("a", test_params=timeout) + block(f"shell #test-setup{timeout}")
+    plan = plan_of(guide, default_timeout_s=default_timeout_s)
+    assert [s.timeout_s for s in plan.steps] == [expected, expected]
+    assert DEFAULT_TIMEOUT_S == 10800.0
+
+
+def test_block_timeout_applies_to_its_block_only() -> None:
+    guide = "---\nci:\n  timeout: 10m\n---\n\n" + pair("a", test_params=' timeout="3h"') + pair("b")
+    assert [s.timeout_s for s in plan_of(guide).steps] == [10800.0, 600.0]
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90", 90.0), ("30s", 30.0), ("10m", 600.0), ("3h", 10800.0), ("1.5h", 5400.0), ("0.5m", 30.0), (" 7 ", 7.0)],
+)
+def test_parse_duration(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "abc", "5 minutes", "10x", "1h30m", "h", "-5", "0", "0s", "3 hours", "1e3"])
+def test_parse_duration_rejects(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize(
+    ("result_params", "tokens"),
+    [
+        ("", ("...",)),
+        (" fuzzy='xxx'", ("xxx",)),
+        (" fuzzy='<b>' fuzzy='<a>'", ("<b>", "<a>")),
+        (" fuzzy='xxx' fuzzy='...'", ("xxx", "...")),
+        (" disable_fuzzy", ()),
+    ],
+)
+def test_fuzzy_tokens_in_effect(result_params: str, tokens: tuple[str, ...]) -> None:
+    (step,) = plan_of("# T\n\n" + pair("a", result_params=result_params)).steps
+    assert step.expected is not None
+    assert step.expected.fuzzy == tokens
+
+
+def test_expected_body_is_the_result_as_written() -> None:
+    guide = "# T\n\n" + block('shell #test-setup store="v"') + block('shell #test id="a"', "echo x")
+    guide += block('shell #test-result id="a" load="v>>V"', "line <V>\n  indented ...\n\n")
+    step = plan_of(guide).steps[1]
+    assert step.expected is not None
+    assert step.expected.body == "line <V>\n  indented ..."
+    assert step.expected.line == line_of(guide, "#test-result")
+
+
+def test_result_without_test_is_ignored_with_a_warning() -> None:
+    guide = (
+        "# T\n\n" + pair("a") + block('shell #test-setup store="orphan"') + block('shell #test-result id="orphan"', "x")
+    )
+    plan = plan_of(guide)
+    assert [s.name for s in plan.steps] == ["a", "orphan"]
+    assert [(w.file, w.line) for w in plan.warnings] == [(FILE, line_of(guide, '#test-result id="orphan"'))]
+
+
+def test_later_store_of_the_same_name_is_allowed() -> None:
+    guide = (
+        "# T\n\n"
+        + block('shell #test-setup store="ckpt"', "echo one")
+        + pair("a", test_params=' load="ckpt>>C"')
+        + block('shell #test-setup store="ckpt"', "echo two")
+        + pair("b", test_params=' load="ckpt>>C"')
+    )
+    steps = plan_of(guide).steps
+    assert [(s.label, s.store) for s in steps] == [
+        (Label.SETUP, "ckpt"),
+        (Label.TEST, None),
+        (Label.SETUP, "ckpt"),
+        (Label.TEST, None),
+    ]
+    assert steps[3].loads == (Load("ckpt", "C"),)
+
+
+def test_ordinals_count_only_tests_and_setups() -> None:
+    guide = (
+        "# T\n\n"
+        + pair("a")
+        + "```shell\nnot labelled\n```\n\n"
+        + block('shell #test-setup store="s"')
+        + pair("b")
+        + block("shell #test-setup")
+    )
+    plan = plan_of(guide)
+    assert [(s.ordinal, s.label, s.name) for s in plan.steps] == [
+        (1, Label.TEST, "a"),
+        (2, Label.SETUP, "s"),
+        (3, Label.TEST, "b"),
+        (4, Label.SETUP, "#4"),
+    ]
+    assert [s.line for s in plan.steps] == [
+        line_of(guide, '#test id="a"'),
+        line_of(guide, 'store="s"'),
+        line_of(guide, '#test id="b"'),
+        line_of(guide, "#test-setup\n"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("word", "language"),
+    [
+        ("shell", Language.SHELL),
+        ("bash", Language.SHELL),
+        ("sh", Language.SHELL),
+        ("python", Language.PYTHON),
+        ("python3", Language.PYTHON),
+    ],
+)
+def test_language_aliases(word: str, language: Language) -> None:
+    guide = (
+        "# T\n\n"
+        + block(f'{word} #test id="a"')
+        + block('text #test-result id="a"', "x")
+        + block(f"{word} #test-setup")
+    )
+    plan = plan_of(guide)
+    assert [(s.language, s.language_word) for s in plan.steps] == [(language, word), (language, word)]
+
+
+def test_result_needs_no_language() -> None:
+    guide = "# T\n\n" + block('shell #test id="a"') + block('#test-result id="a"', "x")
+    (step,) = plan_of(guide).steps
+    assert step.expected is not None and step.expected.body == "x"
+
+
+def test_typo_label_is_a_warning_not_an_error() -> None:
+    guide = "# T\n\n" + pair("a") + block('shell #tset id="b"', "echo b")
+    plan = plan_of(guide)
+    assert [s.name for s in plan.steps] == ["a"]
+    assert [w.line for w in plan.warnings] == [line_of(guide, "#tset")]
+    assert "#tset" in plan.warnings[0].message
+
+
+def test_ids_are_unique_per_label_kind_only() -> None:
+    guide = "# T\n\n" + block('shell #test-setup id="a"') + pair("a")
+    assert [(s.label, s.id) for s in plan_of(guide).steps] == [(Label.SETUP, "a"), (Label.TEST, "a")]
+
+
+def test_hidden_setups_and_skip_reasons_reach_the_plan() -> None:
+    guide = (
+        "# T\n\n<!--\n"
+        + block('shell #test-setup store="h"')
+        + "-->\n\n"
+        + pair("a", test_params=" skip='needs an NPU'")
+        + block("shell #test-setup skip=''")
+    )
+    steps = plan_of(guide).steps
+    assert [s.hidden for s in steps] == [True, False, False]
+    assert [s.skip_reason for s in steps] == [None, "needs an NPU", "skipped"]
+
+
+def test_front_matter_settings() -> None:
+    guide = '---\nci:\n  timeout: 90\n  error_markers: [ERR99999]\n  env:\n    PYTHONUNBUFFERED: "1"\n---\n\n' + pair(
+        "a"
+    )
+    settings = plan_of(guide).settings
+    assert settings.timeout_s == 90.0
+    assert settings.error_markers == ("ERR99999",)
+    assert dict(settings.env) == {"PYTHONUNBUFFERED": "1"}
+
+
+# ---------------------------------------------------------------------------
+# select_steps: --only / --from / --until
+
+
+SELECT_GUIDE = (
+    "# T\n\n"
+    + block('shell #test-setup store="env"')  # 1
+    + pair("a")  # 2
+    + pair("b")  # 3
+    + block('shell #test-setup store="ckpt"')  # 4
+    + pair("c")  # 5
+)
+
+
+def left_out(
+    plans: Sequence[Plan] | None = None, only: Sequence[str] = (), start: str | None = None, until: str | None = None
+) -> list[dict[int, str]]:
+    return select_steps(plans or [plan_of(SELECT_GUIDE)], only=only, start=start, until=until)
+
+
+@pytest.mark.parametrize(
+    ("only", "start", "until", "skipped"),
+    [
+        ((), None, None, set()),
+        (("a",), None, None, {1, 3, 4, 5}),
+        (("ckpt",), None, None, {1, 2, 3, 5}),
+        (("3",), None, None, {1, 2, 4, 5}),
+        (("a", "c"), None, None, {1, 3, 4}),
+        (("env", "5"), None, None, {2, 3, 4}),
+        ((), "b", None, {1, 2}),
+        ((), "ckpt", None, {1, 2, 3}),
+        ((), None, "b", {4, 5}),
+        ((), None, "ckpt", {5}),
+        ((), "a", "ckpt", {1, 5}),
+        ((), "2", "4", {1, 5}),
+    ],
+)
+def test_select_steps(only: tuple[str, ...], start: str | None, until: str | None, skipped: set[int]) -> None:
+    (reasons,) = left_out(only=only, start=start, until=until)
+    assert set(reasons) == skipped
+    for reason in reasons.values():
+        flags = ["--only"] if only else [f for f, given in (("--from", start), ("--until", until)) if given]
+        assert any(flag in reason for flag in flags), f"reason {reason!r} must name the option that left the block out"
+
+
+@pytest.mark.parametrize(
+    ("only", "start", "until", "ident"),
+    [
+        (("nope",), None, None, "nope"),
+        ((), "missing", None, "missing"),
+        ((), None, "99", "99"),
+        (("a", "zz"), None, None, "zz"),
+    ],
+)
+def test_select_unknown_ident_is_a_document_error(
+    only: tuple[str, ...], start: str | None, until: str | None, ident: str
+) -> None:
+    with pytest.raises(DocumentError) as caught:
+        left_out(only=only, start=start, until=until)
+    assert len(caught.value.problems) == 1
+    assert ident in caught.value.problems[0].message
+
+
+def test_select_across_guides_names_blocks_of_any_guide() -> None:
+    other = plan_of("# U\n\n" + pair("z"), file="other.md")
+    first, second = left_out([plan_of(SELECT_GUIDE), other], only=("z",))
+    assert set(first) == {1, 2, 3, 4, 5}
+    assert second == {}
