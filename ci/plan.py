@@ -201,7 +201,7 @@ def _settings(parsed: ParsedGuide, checker: _Checker) -> GuideSettings:
     upstream = section.get("upstream") or {}
     if not isinstance(upstream, dict):
         checker.error(
-            at("upstream"), "front matter ci.upstream must be a mapping, e.g. {repo: owner/name, model: org/model}"
+            line_of("upstream"), "front matter ci.upstream must be a mapping, e.g. {repo: owner/name, model: org/model}"
         )
         upstream = {}
     return GuideSettings(
