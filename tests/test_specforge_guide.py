@@ -1,0 +1,311 @@
+"""Static checks of docs/specforge.md: plan, syntax of every block, front matter."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+GUIDE = ROOT / "docs" / "specforge.md"
+
+# (label, id, store, loads) in execution order.
+EXPECTED_PLAN = [
+    ("#test", "check-py", None, []),
+    ("#test", "check-cann", None, []),
+    ("#test", "check-torch", None, []),
+    ("#test-setup", "install-hf-hub", None, []),
+    ("#test-setup", "build-mooncake", None, []),
+    ("#test", "verify-install", None, []),
+    ("#test-setup", None, "upstream_ref", []),
+    ("#test", "specforge-install-source", None, [["upstream_ref", "ref"]]),
+    ("#test", "specforge-import", None, []),
+    ("#test", "specforge-help", None, []),
+    ("#test", "specforge-train-help", None, []),
+    ("#test-setup", "smoke-download-model", "model_path", []),
+    ("#test", "smoke-apply-patches", None, []),
+    ("#test", "smoke-start-mooncake", None, []),
+    ("#test", "smoke-start-sglang", None, [["model_path", "MODEL_PATH"]]),
+    ("#test-setup", "smoke-prepare-data", "sharegpt_path", []),
+    (
+        "#test",
+        "smoke-train-launch",
+        None,
+        [["model_path", "MODEL_PATH"], ["sharegpt_path", "SHAREGPT_PATH"]],
+    ),
+    ("#test", "smoke-train-monitor", None, []),
+]
+
+SHELL_LANGS = {"shell", "bash", "sh"}
+PYTHON_LANGS = {"python", "python3"}
+PLACEHOLDER = re.compile(r"<([A-Za-z_][A-Za-z0-9_]*)>")
+FENCE_OPEN = re.compile(r"^(`{3,}|~{3,})(.*)$")
+LABELS = ("#test", "#test-result", "#test-setup")
+
+
+@pytest.fixture(scope="module")
+def cli_result() -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ci.run", "docs/specforge.md", "--list", "--format", "json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.fixture(scope="module")
+def plan(cli_result: subprocess.CompletedProcess) -> list[dict]:
+    assert cli_result.returncode == 0, cli_result.stderr
+    return json.loads(cli_result.stdout)
+
+
+@pytest.fixture(scope="module")
+def guide_text() -> str:
+    return GUIDE.read_text(encoding="utf-8")
+
+
+def labelled_blocks(text: str) -> list[tuple[int, str, str, str]]:
+    """Every labelled fence: (line, language, label, body); a small independent parser."""
+    lines = text.split("\n")
+    blocks = []
+    i = 0
+    while i < len(lines):
+        m = FENCE_OPEN.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        fence, info = m.group(1), m.group(2).split()
+        start = i
+        i += 1
+        body = []
+        while i < len(lines) and not (
+            lines[i].startswith(fence[0] * len(fence)) and not lines[i].strip(fence[0]).strip()
+        ):
+            body.append(lines[i])
+            i += 1
+        i += 1
+        label = next((w for w in info if w in LABELS), None)
+        if label is None:
+            continue
+        lang = info[0].lower() if info and info[0] != label else ""
+        blocks.append((start + 1, lang, label, "\n".join(body)))
+    return blocks
+
+
+def substitute(body: str) -> str:
+    """Replace <PLACEHOLDER> tokens by a dummy value (else `<ref>` is a redirection)."""
+    return PLACEHOLDER.sub(lambda m: f"dummy_{m.group(1)}", body)
+
+
+def python_heredocs(body: str) -> list[str]:
+    """Bodies of heredocs fed to python (`python - ... <<'PY'`, `python3 <<EOF`, ...)."""
+    found = []
+    lines = body.split("\n")
+    for n, line in enumerate(lines):
+        if not re.search(r"\bpython3?\b", line):
+            continue
+        m = re.search(r"<<(-?)\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2", line)
+        if not m:
+            continue
+        strip_tabs, delim = m.group(1) == "-", m.group(3)
+        doc = []
+        for later in lines[n + 1 :]:
+            check = later.lstrip("\t") if strip_tabs else later
+            if check == delim:
+                break
+            doc.append(check)
+        else:
+            raise AssertionError(f"heredoc {delim!r} is never closed")
+        found.append("\n".join(doc))
+    return found
+
+
+def python_c_strings(body: str) -> list[str]:
+    """Multi-line `python -c "..."` programs (the double-quoted string spans lines)."""
+    found = []
+    for m in re.finditer(r'\bpython3?\s+-c\s+"((?:[^"\\]|\\.)*)"', body, re.S):
+        code = m.group(1)
+        if "\n" not in code:
+            continue
+        # Shell expansions inside the string: give them a harmless Python value.
+        code = re.sub(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?", "0", code)
+        code = code.replace('\\"', '"').replace("\\$", "$").replace("\\\\", "\\")
+        found.append(code)
+    return found
+
+
+def test_cli_lists_the_guide_cleanly(cli_result: subprocess.CompletedProcess) -> None:
+    assert cli_result.returncode == 0, cli_result.stderr
+    assert "warning" not in cli_result.stderr.lower(), cli_result.stderr
+    assert "[ERROR]" not in cli_result.stderr, cli_result.stderr
+
+
+def test_plan_order_ids_stores_and_loads(plan: list[dict]) -> None:
+    got = [(b["label"], b["id"], b["store"], b["loads"]) for b in plan]
+    assert got == EXPECTED_PLAN
+    assert [b["ordinal"] for b in plan] == list(range(1, len(EXPECTED_PLAN) + 1))
+
+
+def test_only_upstream_ref_setup_is_hidden(plan: list[dict]) -> None:
+    hidden = [b["store"] for b in plan if b["hidden"]]
+    assert hidden == ["upstream_ref"]
+
+
+def test_every_test_has_expected_output(plan: list[dict]) -> None:
+    for block in plan:
+        if block["label"] == "#test":
+            assert block["expected"], block["id"]
+
+
+def test_fuzzy_tokens(plan: list[dict]) -> None:
+    by_id = {b["id"]: b for b in plan if b["label"] == "#test"}
+    for block in by_id.values():
+        if "xxx" in block["expected"]:
+            assert block["fuzzy"] == ["xxx"], block["id"]
+    # click prints `[ARGS]...`: matched literally, not as a wildcard.
+    assert by_id["specforge-help"]["fuzzy"] == []
+    assert by_id["specforge-train-help"]["fuzzy"] == []
+
+
+def test_stores_come_before_loads(plan: list[dict]) -> None:
+    stored: set[str] = set()
+    for block in plan:
+        for name, _ph in block["loads"]:
+            assert name in stored, f"{block['id']} loads {name} before it is stored"
+        if block["store"]:
+            stored.add(block["store"])
+    assert {"upstream_ref", "model_path", "sharegpt_path"} <= stored
+
+
+def test_loaded_placeholders_are_used(plan: list[dict], guide_text: str) -> None:
+    bodies = {line: body for line, _lang, _label, body in labelled_blocks(guide_text)}
+    for block in plan:
+        body = bodies[block["line"]]
+        for _name, ph in block["loads"]:
+            assert f"<{ph}>" in body, f"{block['id']} loads {ph} but never uses <{ph}>"
+
+
+def test_front_matter(plan: list[dict], guide_text: str) -> None:
+    assert guide_text.startswith("---\n")
+    front = yaml.safe_load(guide_text.split("---\n", 2)[1])
+    ci = front["ci"]
+    assert ci["timeout"] == 10800
+    assert "ERR99999" in ci["error_markers"]
+    assert "applicaiton exception" in ci["error_markers"]
+    assert ci["upstream"] == {"repo": "sgl-project/SpecForge", "model": "Qwen/Qwen3.5-4B"}
+    assert all(b["timeout_s"] == 10800 for b in plan)
+
+
+def test_prose_is_chinese_and_uses_hugging_face(guide_text: str) -> None:
+    body = guide_text.split("---\n", 2)[2]
+    assert body.lstrip().startswith("# SpecForge\n")
+    for heading in ("## 前置条件", "### 硬件", "### 基础软件", "### 本文档示例使用的版本"):
+        assert heading + "\n" in body
+    assert "| 组件 | 版本 |" in body
+    assert "HuggingFace Hub" in body or "Hugging Face" in body
+    assert "modelscope" not in body.lower()
+
+
+def test_npu_smi_is_not_labelled(guide_text: str) -> None:
+    for _line, _lang, _label, body in labelled_blocks(guide_text):
+        assert "npu-smi" not in body
+
+
+def _shell_blocks(text: str) -> list[tuple[int, str]]:
+    return [
+        (line, body)
+        for line, lang, label, body in labelled_blocks(text)
+        if label != "#test-result" and lang in SHELL_LANGS
+    ]
+
+
+def _python_blocks(text: str) -> list[tuple[int, str]]:
+    return [
+        (line, body)
+        for line, lang, label, body in labelled_blocks(text)
+        if label != "#test-result" and lang in PYTHON_LANGS
+    ]
+
+
+def test_parser_agrees_with_plan(plan: list[dict], guide_text: str) -> None:
+    runnable = [(line, lang) for line, lang, label, _body in labelled_blocks(guide_text) if label != "#test-result"]
+    assert runnable == [(b["line"], b["language"]) for b in plan]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_shell_blocks_pass_bash_n(guide_text: str, tmp_path: Path) -> None:
+    blocks = _shell_blocks(guide_text)
+    assert len(blocks) >= 14
+    for line, body in blocks:
+        script = tmp_path / f"block-{line}.sh"
+        script.write_text(substitute(body) + "\n", encoding="utf-8")
+        proc = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+        assert proc.returncode == 0, f"docs/specforge.md:{line}: {proc.stderr}"
+
+
+def test_python_blocks_compile(guide_text: str) -> None:
+    blocks = _python_blocks(guide_text)
+    assert len(blocks) == 2
+    for line, body in blocks:
+        compile(substitute(body), f"docs/specforge.md:{line}", "exec")
+
+
+def test_python_heredocs_compile(guide_text: str) -> None:
+    count = 0
+    for line, body in _shell_blocks(guide_text):
+        for code in python_heredocs(substitute(body)):
+            compile(code, f"docs/specforge.md:{line} (heredoc)", "exec")
+            count += 1
+    assert count == 2  # model download, data preparation
+
+
+def test_multiline_python_c_compiles(guide_text: str) -> None:
+    count = 0
+    for line, body in _shell_blocks(guide_text):
+        for code in python_c_strings(body):
+            compile(code, f"docs/specforge.md:{line} (python -c)", "exec")
+            count += 1
+    assert count == 1  # the mooncake port probe
+
+
+def test_one_line_python_c_compiles(guide_text: str) -> None:
+    count = 0
+    for line, body in _shell_blocks(guide_text):
+        for m in re.finditer(r'\bpython3?\s+-c\s+"([^"\n]*)"', body):
+            compile(m.group(1), f"docs/specforge.md:{line} (python -c)", "exec")
+            count += 1
+    assert count >= 6
+
+
+def test_training_data_is_valid_json(guide_text: str) -> None:
+    (code,) = [c for _line, body in _shell_blocks(guide_text) for c in python_heredocs(body) if "conversations" in c]
+    (row_node,) = [
+        node.value
+        for node in ast.walk(ast.parse(code))
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "row" for t in node.targets)
+    ]
+    row = ast.literal_eval(row_node)
+    assert [c["role"] for c in row["conversations"]] == ["user", "assistant"]
+    assert len(row["conversations"][1]["content"]) > 1000
+    json.dumps(row)
+
+
+def test_model_download_prints_only_the_path(guide_text: str) -> None:
+    """Download chatter goes to stderr inside the `with`; only `print(path)` reaches stdout."""
+    (code,) = [
+        c for _line, body in _shell_blocks(guide_text) for c in python_heredocs(body) if "snapshot_download" in c
+    ]
+    tree = ast.parse(code)
+    (with_node,) = [n for n in tree.body if isinstance(n, ast.With)]
+    inside = ast.unparse(ast.Module(body=with_node.body, type_ignores=[]))
+    assert "from huggingface_hub import snapshot_download" in inside
+    assert "path = snapshot_download(MODEL_ID)" in inside
+    assert ast.unparse(tree.body[-1]) == "print(path)"
