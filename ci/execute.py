@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 DEFAULT_ERROR_MARKERS = ("[ERROR]", "Traceback (most recent call last)")
-_INTERRUPT_GRACE_S = 2.0  # Actions sends SIGTERM 7.5 s after SIGINT: keep well inside it
+_INTERRUPT_GRACE_S = 1.5  # a cancelled run must be done within 5 s (Actions sends SIGTERM 7.5 s after SIGINT)
 _STORE_LIMIT_BYTES = 16 * 1024 * 1024
 
 

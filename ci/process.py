@@ -31,6 +31,7 @@ __all__ = ["BLOCK_MARKER", "RUN_MARKER", "BlockProcess", "ProcessSupervisor"]
 
 RUN_MARKER = "GUIDE_GUARD_RUN"  # environment variable naming the run a process belongs to
 BLOCK_MARKER = "GUIDE_GUARD_BLOCK"  # environment variable naming the block that started it
+PY_SPY_ENV = "GUIDE_GUARD_PY_SPY"  # path of the py-spy to use, when not the one installed with the harness
 
 _PR_SET_CHILD_SUBREAPER = 36  # from <linux/prctl.h>
 _FIRST_POLL_S = 0.05  # a waiting run wakes soon at first, so short blocks get a memory sample too
@@ -365,6 +366,9 @@ def _alive(proc: psutil.Process) -> bool:
 
 
 def _find_py_spy() -> str | None:
+    chosen = os.environ.get(PY_SPY_ENV)
+    if chosen:
+        return chosen
     beside = Path(sys.executable).parent / "py-spy"
     if beside.exists():
         return str(beside)

@@ -276,7 +276,7 @@ def _run(
         if gate.signum is not None and outcome.interrupted_by is None:
             outcome = dataclasses.replace(outcome, interrupted_by=gate.signum)
         # after a cancellation the whole stop must fit in Actions' 7.5 s before its SIGTERM
-        leftovers = supervisor.teardown(grace_s=min(grace_s, 2.0) if gate.signum is not None else None)
+        leftovers = supervisor.teardown(grace_s=min(grace_s, 1.5) if gate.signum is not None else None)
         outcome = dataclasses.replace(outcome, leftovers=tuple(leftovers))
         console.guide_finished(outcome)
         outcomes.append(outcome)

@@ -103,3 +103,75 @@ def test_peak_memory_and_cpu_time_are_recorded(guide_runner) -> None:
     block = run.blocks[0]
     assert block["peak_rss_bytes"] >= 64 * 1024 * 1024
     assert block["cpu_s"] >= 0.3
+
+
+def test_setsid_nohup_server_is_found_and_ended(guide_runner, tmp_path: Path) -> None:
+    pidfile = tmp_path / "server.pid"
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup
+        setsid nohup python -c "import time; time.sleep(300)" >/dev/null 2>&1 < /dev/null &
+        echo $! > {pidfile}
+        {FENCE}
+        """
+    )
+    assert run.returncode == 0
+    ended = run.record["guides"][0]["processes_ended"]
+    pid = int(pidfile.read_text())
+    assert pid in [p["pid"] for p in ended]
+    assert "time.sleep(300)" in next(p["command"] for p in ended if p["pid"] == pid)
+
+
+def test_a_failed_stack_dump_is_one_line_and_the_kill_still_happens(guide_runner, tmp_path: Path) -> None:
+    fake = tmp_path / "py-spy"
+    fake.write_text("#!/bin/sh\necho 'Error: Permission denied (os error 13)' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    run = guide_runner(
+        f"""
+        {FENCE}python #test-setup timeout='1'
+        import time
+        time.sleep(300)
+        {FENCE}
+        """,
+        "--grace",
+        "1",
+        env={"GUIDE_GUARD_PY_SPY": str(fake)},
+    )
+    block = run.blocks[0]
+    assert block["status"] == "timed_out"
+    assert block["stack_dumps"] == []
+    [note] = block["stack_dump_notes"]
+    assert note.endswith("failed: Error: Permission denied (os error 13)")
+    assert note in run.stdout
+
+
+def test_output_is_on_disk_while_the_block_runs_even_if_the_harness_is_killed(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    guide = tmp_path / "g.md"
+    guide.write_text(f"{FENCE}shell #test-setup\necho 'written before the crash'\nexec sleep 300\n{FENCE}\n")
+    harness = subprocess.Popen(
+        [sys.executable, "-m", "ci.run", str(guide), "--output-dir", str(tmp_path / "out")],
+        cwd=tmp_path,
+        env=harness_env,
+        stdout=subprocess.DEVNULL,
+    )
+    stdout_file = tmp_path / "out" / "blocks" / "001-1" / "stdout.txt"
+    for _ in range(200):
+        if stdout_file.exists() and stdout_file.read_text():
+            break
+        time.sleep(0.05)
+    harness.send_signal(signal.SIGKILL)
+    harness.wait()
+    assert stdout_file.read_text() == "written before the crash\n"
+    # a SIGKILLed harness cannot clean up: end its block by hand (the fixture checks nothing is left)
+    for line in subprocess.run(["pgrep", "-f", "^sleep 300$"], capture_output=True, text=True).stdout.split():
+        environ = Path(f"/proc/{line}/environ").read_bytes()
+        if f"GUIDE_GUARD_TEST_ID={harness_env['GUIDE_GUARD_TEST_ID']}".encode() in environ:
+            os.kill(int(line), signal.SIGKILL)
