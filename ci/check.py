@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Sequence
 from typing import BinaryIO
@@ -24,9 +23,9 @@ def split_pieces(body: str, tokens: Sequence[str]) -> list[str]:
     longest wins, so `fuzzy='xx' fuzzy='xxx'` reads `xxx` as one wildcard.
     With no tokens the whole body is one literal piece.
     """
-    if not tokens:
+    ordered = sorted({t for t in tokens if t}, key=len, reverse=True)  # an empty token would match nowhere useful
+    if not ordered:
         return [body]
-    ordered = sorted(set(tokens), key=len, reverse=True)
     pieces: list[str] = []
     start = 0
     scan = 0
@@ -42,55 +41,70 @@ def split_pieces(body: str, tokens: Sequence[str]) -> list[str]:
     return pieces
 
 
-def _content_end(actual: Haystack, newline: str | bytes) -> int:
-    """Length of `actual` without its trailing newlines."""
-    end = len(actual)
-    while end > 0 and actual[end - 1 : end] == newline:
-        end -= 1
-    return end
+class _MemoryText:
+    """An output held in memory (str or bytes), behind the same interface as a file."""
+
+    def __init__(self, text: Haystack) -> None:
+        self.text = text
+        self.size = len(text)
+        self.newline: str | bytes = "\n" if isinstance(text, str) else b"\n"
+
+    def read(self, start: int, length: int) -> Haystack:
+        return self.text[start : start + length]
+
+    def find(self, piece: str | bytes, start: int) -> int:
+        return self.text.find(piece, start)  # type: ignore[arg-type]
+
+    def content_end(self) -> int:
+        return len(self.text.rstrip(self.newline))  # type: ignore[arg-type]
 
 
-def _match_pieces(actual: Haystack, pieces: Sequence[str | bytes]) -> int | None:
-    """Return None when `actual` matches, else the index of the first piece that failed.
+def _match_text(text: _MemoryText | _FileText, pieces: Sequence[str | bytes]) -> int | None:
+    """Return None when the text matches, else the index of the first piece that failed.
 
     The reference semantics is a regular expression: the pieces escaped and
-    joined by a lazy DOTALL `.*?`, anchored at both ends, followed by `\\n*`.
+    joined by a lazy DOTALL `.*?`, anchored at both ends, followed by `\n*`.
     Without backtracking: the first piece is a prefix, the last a suffix of the
-    output less its trailing newlines (or anything, when empty), and the middle
-    pieces are found leftmost, in order, in between. Leftmost is optimal, so
-    this gives the regular expression's verdict in one pass.
+    output (newlines it ends with may come from the trailing ones), and the
+    middle pieces are found leftmost, in order, in between. Leftmost is
+    optimal, so this gives the regular expression's verdict in one pass.
     """
-    newline = "\n" if isinstance(actual, str) else b"\n"
-    first = pieces[0]
+    newline = text.newline
+    last = pieces[-1]
+    core = last.rstrip(newline)  # type: ignore[arg-type]
+    newlines_needed = len(last) - len(core)
+    end = text.content_end()
+    trailing = text.size - end
     if len(pieces) == 1:
-        end = _content_end(actual, newline)
-        return None if end == len(first) and actual[:end] == first else 0
-    if actual[: len(first)] != first:
+        whole = end == len(core) and (not core or text.read(0, end) == core)
+        return None if whole and trailing >= newlines_needed else 0
+    first = pieces[0]
+    if text.read(0, len(first)) != first:
         return 0
     position = len(first)
     for index in range(1, len(pieces) - 1):
         piece = pieces[index]
-        found = actual.find(piece, position)  # type: ignore[arg-type]
+        found = text.find(piece, position) if piece else position
         if found < 0:
             return index
         position = found + len(piece)
-    last = pieces[-1]
-    if not last:
-        return None
-    end = _content_end(actual, newline)
-    start = end - len(last)
-    if start < position or actual[start:end] != last:
-        return len(pieces) - 1
-    return None
+    if not core:
+        fits = text.size - position >= newlines_needed and trailing >= newlines_needed
+    else:
+        start = end - len(core)
+        fits = trailing >= newlines_needed and start >= position and text.read(start, len(core)) == core
+    return None if fits else len(pieces) - 1
 
 
 def matches(actual: str, body: str, tokens: Sequence[str] = (DEFAULT_WILDCARD,)) -> bool:
     """True when `actual` matches the expected `body` with these wildcard tokens."""
-    return _match_pieces(actual, split_pieces(body, tokens)) is None
+    return _match_text(_MemoryText(actual), split_pieces(body, tokens)) is None
 
 
 class _FileText:
     """The bytes of a stdout file, searched in bounded chunks so memory stays small."""
+
+    newline = b"\n"
 
     def __init__(self, handle: BinaryIO, size: int) -> None:
         self.handle = handle
@@ -111,8 +125,9 @@ class _FileText:
                 return end
         return 0
 
-    def find(self, piece: bytes, start: int) -> int:
-        """Offset of the first `piece` at or after `start`, else -1."""
+    def find(self, piece: str | bytes, start: int) -> int:
+        """Offset of the first `piece` (bytes) at or after `start`, else -1."""
+        assert isinstance(piece, bytes)
         chunk_bytes = _FIRST_CHUNK_BYTES
         offset = start
         buffer = b""
@@ -133,31 +148,6 @@ _FIRST_CHUNK_BYTES = 64 * 1024  # pieces usually sit close together: start small
 _CHUNK_BYTES = 4 * 1024 * 1024
 
 
-def _match_file_pieces(text: _FileText, pieces: Sequence[bytes]) -> int | None:
-    """_match_pieces for a file: the same algorithm, reading only what it needs."""
-    first = pieces[0]
-    if len(pieces) == 1:
-        end = text.content_end()
-        return None if end == len(first) and text.read(0, end) == first else 0
-    if text.read(0, len(first)) != first:
-        return 0
-    position = len(first)
-    for index in range(1, len(pieces) - 1):
-        piece = pieces[index]
-        found = text.find(piece, position) if piece else position
-        if found < 0:
-            return index
-        position = found + len(piece)
-    last = pieces[-1]
-    if not last:
-        return None
-    end = text.content_end()
-    start = end - len(last)
-    if start < position or text.read(start, len(last)) != last:
-        return len(pieces) - 1
-    return None
-
-
 def match_file(path: str, body: str, tokens: Sequence[str]) -> int | None:
     """Match a stdout file without reading it into memory.
 
@@ -169,10 +159,10 @@ def match_file(path: str, body: str, tokens: Sequence[str]) -> int | None:
     pieces = split_pieces(body, tokens)
     if "\ufffd" in body:
         with open(path, "rb") as handle:
-            return _match_pieces(handle.read().decode("utf-8", errors="replace"), pieces)
+            return _match_text(_MemoryText(handle.read().decode("utf-8", errors="replace")), pieces)
     with open(path, "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
-        return _match_file_pieces(_FileText(handle, size), [p.encode("utf-8") for p in pieces])
+        return _match_text(_FileText(handle, size), [p.encode("utf-8") for p in pieces])
 
 
 def _line_of_piece(body: str, pieces: Sequence[str], tokens: Sequence[str], index: int) -> int:
@@ -210,6 +200,8 @@ def explain_mismatch(
     `actual` may be a bounded view of the output; the diff is bounded too, so a
     huge output costs no more than `limit_chars`.
     """
+    import difflib  # only a mismatch pays for it
+
     pieces = split_pieces(body, tokens)
     position = 0
     for index in range(failed_piece):

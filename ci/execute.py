@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -57,7 +59,7 @@ class RunOptions:
     preset: Mapping[str, str]  # values stored before the first block (--set)
     error_markers: tuple[str, ...]  # defaults and --error-marker; the guide's are added
     keep_going: bool  # run the remaining blocks after a failure
-    block_dir_prefix: str = ""  # distinguishes guides when several run together
+    block_file_prefix: str = ""  # distinguishes guides when several run together
 
 
 def substitute(text: str, loads: tuple[tuple[str, str], ...]) -> str:
@@ -69,6 +71,45 @@ def substitute(text: str, loads: tuple[tuple[str, str], ...]) -> str:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:60] or "block"
+
+
+def _output_stem(step: Step, options: RunOptions) -> Path:
+    """blocks/NNN-name: its .stdout.txt, .stderr.txt and .dumps/ sit beside each other."""
+    return options.output_dir / "blocks" / f"{options.block_file_prefix}{step.ordinal:03d}-{_slug(step.name)}"
+
+
+class _OutputFiles:
+    """Creates the blocks' output files ahead of the run, on a thread of its own.
+
+    On some file systems creating a file costs more than a trivial block that
+    writes to it, so the files are made while earlier blocks run; the child
+    then only truncates its own. Files of blocks that never ran are removed.
+    """
+
+    def __init__(self, steps: list[Step], options: RunOptions) -> None:
+        self.stems = {step.ordinal: _output_stem(step, options) for step in steps}
+        self.ready = {ordinal: threading.Event() for ordinal in self.stems}
+        self.thread = threading.Thread(target=self._create_all, name="output-files", daemon=True)
+        self.thread.start()
+
+    def _create_all(self) -> None:
+        for ordinal, stem in self.stems.items():
+            for suffix in (".stdout.txt", ".stderr.txt"):
+                with contextlib.suppress(OSError):  # the spawn reports a real problem clearly
+                    open(f"{stem}{suffix}", "ab").close()
+            self.ready[ordinal].set()
+
+    def wait_for(self, step: Step) -> None:
+        if step.ordinal in self.ready:
+            self.ready[step.ordinal].wait()
+
+    def remove_unused(self, results: list[BlockResult]) -> None:
+        self.thread.join()
+        for result in results:
+            if result.stdout_path is None and result.step.ordinal in self.stems:
+                for suffix in (".stdout.txt", ".stderr.txt"):
+                    with contextlib.suppress(OSError):
+                        os.unlink(f"{self.stems[result.step.ordinal]}{suffix}")
 
 
 def _argv_choices(language: Language, command: str) -> list[list[str]]:
@@ -127,6 +168,9 @@ def run_guide(
     stop_reason: str | None = None
     interrupted_by: int | None = None
     total = len(plan.steps)
+    (options.output_dir / "blocks").mkdir(parents=True, exist_ok=True)
+    to_run = [s for s in plan.steps if s.ordinal not in left_out and s.skip_reason is None]
+    output_files = _OutputFiles(to_run, options)
     for step in plan.steps:
         signum = supervisor.stop_requested()
         if signum is not None and stop_reason is None:
@@ -143,7 +187,17 @@ def run_guide(
             listener.block_finished(results[-1], total)
             continue
         try:
-            result = _run_step(step, stored, env, markers, options, supervisor, listener, total)
+            result = _run_step(
+                step,
+                stored,
+                env,
+                markers,
+                options,
+                supervisor,
+                listener,
+                total,
+                output_files=output_files,
+            )
         except RunInterrupted as interrupt:
             interrupted_by = interrupt.signum
             result = interrupt.result or _interrupted(step, interrupt.signum, supervisor)
@@ -154,6 +208,7 @@ def run_guide(
         results.append(result)
         if result.status.is_failure and not options.keep_going and stop_reason is None:
             stop_reason = f"after block {step.name} (line {step.line}) {result.status.value}"
+    output_files.remove_unused(results)
     return GuideOutcome(
         plan=plan,
         results=tuple(results),
@@ -184,10 +239,11 @@ def _run_step(
     supervisor: ProcessSupervisor,
     listener: Listener,
     total: int,
+    output_files: _OutputFiles,
 ) -> BlockResult:
-    block_dir = options.output_dir / "blocks" / f"{options.block_dir_prefix}{step.ordinal:03d}-{_slug(step.name)}"
-    stdout_path = block_dir / "stdout.txt"
-    stderr_path = block_dir / "stderr.txt"
+    stem = _output_stem(step, options)
+    stdout_path = Path(f"{stem}.stdout.txt")
+    stderr_path = Path(f"{stem}.stderr.txt")
     listener.block_started(step, total, stdout_path, stderr_path)
     missing = [load.name for load in step.loads if load.name not in stored]
     if step.expected:
@@ -204,9 +260,10 @@ def _run_step(
     expected = None
     if step.expected:
         expected_pairs = tuple((load.placeholder, stored[load.name]) for load in step.expected.loads)
-        expected = substitute(step.expected.body, expected_pairs)
+        # trailing newlines go after substitution: a value stored empty must not leave one behind
+        expected = substitute(step.expected.body, expected_pairs).rstrip("\n")
 
-    block_dir.mkdir(parents=True, exist_ok=True)
+    output_files.wait_for(step)
     block = None
     for argv in _argv_choices(step.language, command):
         try:
@@ -217,7 +274,7 @@ def _run_step(
                 stdout_path=stdout_path,
                 stderr_path=stderr_path,
                 block_name=step.name,
-                block_tag=f"{options.block_dir_prefix}{step.ordinal}",
+                block_tag=f"{options.block_file_prefix}{step.ordinal}",
             )
             break
         except FileNotFoundError:
@@ -241,7 +298,7 @@ def _run_step(
     dumps: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     if not exited:
-        dump_paths, dump_notes = supervisor.dump_stacks(block, block_dir / "dumps")
+        dump_paths, dump_notes = supervisor.dump_stacks(block, Path(f"{stem}.dumps"))
         dumps, notes = tuple(dump_paths), tuple(dump_notes)
         supervisor.end_tree(block)
     supervisor.reap_orphans()

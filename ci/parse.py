@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -154,6 +155,7 @@ class _Collector:
         )
 
 
+@functools.cache
 def _markdown() -> Any:
     # Imported here so that `python -m ci.run --help` does not pay for markdown-it.
     from markdown_it import MarkdownIt

@@ -225,20 +225,35 @@ class ProcessSupervisor:
                         with contextlib.suppress(psutil.Error, OSError):
                             if os.getpgid(proc.pid) == group:
                                 found[proc.pid] = proc
-        for proc in psutil.process_iter():
-            if proc.pid == me or proc.pid in found:
-                continue
-            try:
-                environ = proc.environ()
-            except (psutil.Error, OSError):
-                continue
-            if environ.get(RUN_MARKER) != self.run_token:
-                continue
-            if block_tag is not None and environ.get(BLOCK_MARKER) != block_tag:
-                continue
-            found[proc.pid] = proc
+        for pid in self._marked_pids(block_tag):
+            if pid not in found:
+                with contextlib.suppress(psutil.Error):
+                    found[pid] = psutil.Process(pid)
         found.pop(me, None)
         return list(found.values())
+
+    def _marked_pids(self, block_tag: str | None) -> list[int]:
+        """Pids whose environment carries this run's marker (and this block's, if given).
+
+        Reads /proc directly: cheaper than psutil for the common case of
+        finding nothing, and it sees daemons that left their process group.
+        """
+        wanted = [f"{RUN_MARKER}={self.run_token}".encode()]
+        if block_tag is not None:
+            wanted.append(f"{BLOCK_MARKER}={block_tag}".encode())
+        me = os.getpid()
+        pids = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == me:
+                continue
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as handle:
+                    variables = handle.read().split(b"\0")
+            except OSError:  # gone, or not ours to read
+                continue
+            if all(item in variables for item in wanted):
+                pids.append(int(entry))
+        return pids
 
     def dump_stacks(self, block: BlockProcess, dump_dir: Path) -> tuple[list[str], list[str]]:
         """py-spy dumps of every Python process in the block's tree; (paths, one-line notes)."""
@@ -350,6 +365,9 @@ class ProcessSupervisor:
     def teardown(self, grace_s: float | None = None) -> list[TrackedProcess]:
         """End every process of the run still alive (background servers, daemons) and list them."""
 
+        if not self._marked_pids(None):  # the usual case: nothing left, and no psutil to import
+            self.reap_orphans()
+            return []
         members = [p for p in self._members(None) if _alive(p)]
         ended, _ = self._terminate(members, self.grace_s if grace_s is None else grace_s)
         self.reap_orphans()

@@ -8,8 +8,6 @@ import json
 import os
 import signal
 import sys
-import tempfile
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
@@ -240,11 +238,15 @@ def _run(
     from ci.process import ProcessSupervisor
     from ci.report.console import ConsoleReporter
     from ci.report.github import escape_data, step_summary
-    from ci.report.junit import write_junit
     from ci.report.record import write_record
     from ci.report.text import configure_masking, secret_values
 
-    output_dir = Path(args.output_dir) if args.output_dir else Path(tempfile.mkdtemp(prefix="guide-guard-"))
+    if args.output_dir:
+        output_dir = Path(args.output_dir)
+    else:
+        import tempfile
+
+        output_dir = Path(tempfile.mkdtemp(prefix="guide-guard-"))
     output_dir.mkdir(parents=True, exist_ok=True)
     env_seen: dict[str, str] = dict(os.environ)
     for plan in plans:
@@ -257,7 +259,7 @@ def _run(
     console = ConsoleReporter(sys.stdout, github=github, stream=args.stream)
     gate = _SignalGate()
     gate.install()
-    supervisor = ProcessSupervisor(uuid.uuid4().hex, grace_s=grace_s, stop_requested=gate.requested)
+    supervisor = ProcessSupervisor(os.urandom(16).hex(), grace_s=grace_s, stop_requested=gate.requested)
     outcomes: list[GuideOutcome] = []
     for index, plan in enumerate(plans):
         if gate.signum is not None:
@@ -269,7 +271,7 @@ def _run(
             preset=preset,
             error_markers=(*DEFAULT_ERROR_MARKERS, *args.error_marker),
             keep_going=args.keep_going,
-            block_dir_prefix=f"{index + 1}-{Path(plan.guide).stem}-" if len(plans) > 1 else "",
+            block_file_prefix=f"{index + 1}-{Path(plan.guide).stem}-" if len(plans) > 1 else "",
         )
         console.guide_started(plan.guide, len(plan.steps))
         outcome = run_guide(plan, left_out=left_out[index], options=options, supervisor=supervisor, listener=console)
@@ -289,6 +291,8 @@ def _run(
         exit_status = EXIT_OK
     write_record(output_dir / "results.json", outcomes, exit_status)
     if args.junit:
+        from ci.report.junit import write_junit
+
         write_junit(Path(args.junit), outcomes)
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
     if github and summary_path:

@@ -162,7 +162,7 @@ def test_output_is_on_disk_while_the_block_runs_even_if_the_harness_is_killed(
         env=harness_env,
         stdout=subprocess.DEVNULL,
     )
-    stdout_file = tmp_path / "out" / "blocks" / "001-1" / "stdout.txt"
+    stdout_file = tmp_path / "out" / "blocks" / "001-1.stdout.txt"
     for _ in range(200):
         if stdout_file.exists() and stdout_file.read_text():
             break

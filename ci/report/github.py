@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -44,7 +43,7 @@ class StopCommands:
     """Wraps untrusted text so that nothing in it is read as a workflow command."""
 
     def __init__(self) -> None:
-        self.token = secrets.token_hex(16)  # unguessable by the blocks whose output it wraps
+        self.token = os.urandom(16).hex()  # unguessable by the blocks whose output it wraps
 
     def wrap(self, text: str) -> str:
         return f"::stop-commands::{self.token}\n{text}\n::{self.token}::"
