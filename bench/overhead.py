@@ -9,7 +9,8 @@ run three ways, each timed as a whole command (interpreter start included):
             then a `.*?`-joined regular expression match of its stdout
   ci.run    `python -m ci.run GUIDE --output-dir TMP`
 
-Each is repeated (`--repeat`, default 3) and the median is kept. The target
+Each repetition (`--repeat`, default 3) runs the three one after the other, so
+they see the same machine load; the medians are kept. The target
 reported (not enforced) is ci.run <= 1.5x bash at N=200. Exit status is non-zero
 only when something errs (a run fails or a block does not pass), never on a
 missed target.
@@ -83,10 +84,6 @@ def timed(argv: list[str], cwd: Path) -> float:
     return elapsed
 
 
-def median_of(repeat: int, run_once: Callable[[int], float]) -> float:
-    return statistics.median(run_once(attempt) for attempt in range(repeat))
-
-
 def measure(count: int, repeat: int, work: Path) -> dict[str, float]:
     """Median wall time in seconds of the three ways of running `count` blocks."""
     here = work / f"n{count}"
@@ -101,16 +98,18 @@ def measure(count: int, repeat: int, work: Path) -> dict[str, float]:
     loop = here / "loop.sh"
     write_bash_loop(loop, blocks, bash_out)
 
-    def ci_run(attempt: int) -> float:
-        return timed(
+    runs: dict[str, Callable[[int], float]] = {
+        "bash": lambda _: timed(["bash", str(loop)], here),
+        "baseline": lambda _: timed([sys.executable, "-c", BASELINE_SCRIPT, str(pairs)], here),
+        "ci.run": lambda attempt: timed(
             [sys.executable, "-m", "ci.run", str(guide), "--output-dir", str(here / f"ci-out-{attempt}")], REPO
-        )
-
-    return {
-        "bash": median_of(repeat, lambda _: timed(["bash", str(loop)], here)),
-        "baseline": median_of(repeat, lambda _: timed([sys.executable, "-c", BASELINE_SCRIPT, str(pairs)], here)),
-        "ci.run": median_of(repeat, ci_run),
+        ),
     }
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    for attempt in range(repeat):  # interleaved: a load spike hits all three, not one
+        for name, run_once in runs.items():
+            samples[name].append(run_once(attempt))
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def parse_sizes(text: str) -> list[int]:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -54,7 +54,7 @@ class Listener(Protocol):
 class RunOptions:
     """How to run a plan: where, with which extra settings."""
 
-    workdir: str  # every block's working directory
+    workdir: str  # every block's working directory: the harness moves there before the first block
     output_dir: Path  # block outputs go under output_dir/blocks
     preset: Mapping[str, str]  # values stored before the first block (--set)
     error_markers: tuple[str, ...]  # defaults and --error-marker; the guide's are added
@@ -78,38 +78,38 @@ def _output_stem(step: Step, options: RunOptions) -> Path:
     return options.output_dir / "blocks" / f"{options.block_file_prefix}{step.ordinal:03d}-{_slug(step.name)}"
 
 
-class _OutputFiles:
-    """Creates the blocks' output files ahead of the run, on a thread of its own.
+class _SpareFiles:
+    """Reuses the empty output files of finished blocks for the next blocks.
 
-    On some file systems creating a file costs more than a trivial block that
-    writes to it, so the files are made while earlier blocks run; the child
-    then only truncates its own. Files of blocks that never ran are removed.
+    Creating a file costs far more than a trivial block on some file systems
+    (it is the allocation of an inode, not the name), while a rename is cheap.
+    A stream that a block left empty keeps no file of its own: its file is
+    renamed to serve the next block, but only once nothing of that block's
+    process group is left that could still write to it.
     """
 
-    def __init__(self, steps: list[Step], options: RunOptions) -> None:
-        self.stems = {step.ordinal: _output_stem(step, options) for step in steps}
-        self.ready = {ordinal: threading.Event() for ordinal in self.stems}
-        self.thread = threading.Thread(target=self._create_all, name="output-files", daemon=True)
-        self.thread.start()
+    def __init__(self) -> None:
+        self.spare: list[Path] = []
 
-    def _create_all(self) -> None:
-        for ordinal, stem in self.stems.items():
-            for suffix in (".stdout.txt", ".stderr.txt"):
-                with contextlib.suppress(OSError):  # the spawn reports a real problem clearly
-                    open(f"{stem}{suffix}", "ab").close()
-            self.ready[ordinal].set()
+    def provide(self, *paths: Path) -> None:
+        for path in paths:
+            if not self.spare:
+                return  # the spawn creates the rest
+            with contextlib.suppress(OSError):
+                os.rename(self.spare.pop(), path)
 
-    def wait_for(self, step: Step) -> None:
-        if step.ordinal in self.ready:
-            self.ready[step.ordinal].wait()
+    def take_back(self, path: Path, size_bytes: int, writers_left: bool) -> bool:
+        """Keep an empty stream's file for later; True when it was taken."""
+        if size_bytes or writers_left:
+            return False
+        self.spare.append(path)
+        return True
 
-    def remove_unused(self, results: list[BlockResult]) -> None:
-        self.thread.join()
-        for result in results:
-            if result.stdout_path is None and result.step.ordinal in self.stems:
-                for suffix in (".stdout.txt", ".stderr.txt"):
-                    with contextlib.suppress(OSError):
-                        os.unlink(f"{self.stems[result.step.ordinal]}{suffix}")
+    def remove_all(self) -> None:
+        for path in self.spare:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        self.spare.clear()
 
 
 def _argv_choices(language: Language, command: str) -> list[list[str]]:
@@ -159,6 +159,7 @@ def run_guide(
     listener: Listener,
 ) -> GuideOutcome:
     """Run every step of a plan in order and return the outcome; RunInterrupted is absorbed."""
+    os.chdir(options.workdir)  # blocks inherit it (see ProcessSupervisor.start)
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     clock = time.monotonic()
     stored: dict[str, str] = dict(options.preset)
@@ -169,8 +170,7 @@ def run_guide(
     interrupted_by: int | None = None
     total = len(plan.steps)
     (options.output_dir / "blocks").mkdir(parents=True, exist_ok=True)
-    to_run = [s for s in plan.steps if s.ordinal not in left_out and s.skip_reason is None]
-    output_files = _OutputFiles(to_run, options)
+    spare_files = _SpareFiles()
     for step in plan.steps:
         signum = supervisor.stop_requested()
         if signum is not None and stop_reason is None:
@@ -196,7 +196,7 @@ def run_guide(
                 supervisor,
                 listener,
                 total,
-                output_files=output_files,
+                spare_files=spare_files,
             )
         except RunInterrupted as interrupt:
             interrupted_by = interrupt.signum
@@ -208,7 +208,7 @@ def run_guide(
         results.append(result)
         if result.status.is_failure and not options.keep_going and stop_reason is None:
             stop_reason = f"after block {step.name} (line {step.line}) {result.status.value}"
-    output_files.remove_unused(results)
+    spare_files.remove_all()
     return GuideOutcome(
         plan=plan,
         results=tuple(results),
@@ -239,7 +239,7 @@ def _run_step(
     supervisor: ProcessSupervisor,
     listener: Listener,
     total: int,
-    output_files: _OutputFiles,
+    spare_files: _SpareFiles,
 ) -> BlockResult:
     stem = _output_stem(step, options)
     stdout_path = Path(f"{stem}.stdout.txt")
@@ -263,14 +263,13 @@ def _run_step(
         # trailing newlines go after substitution: a value stored empty must not leave one behind
         expected = substitute(step.expected.body, expected_pairs).rstrip("\n")
 
-    output_files.wait_for(step)
+    spare_files.provide(stdout_path, stderr_path)
     block = None
     for argv in _argv_choices(step.language, command):
         try:
             block = supervisor.start(
                 argv,
                 env=env,
-                cwd=options.workdir,
                 stdout_path=stdout_path,
                 stderr_path=stderr_path,
                 block_name=step.name,
@@ -304,7 +303,13 @@ def _run_step(
     supervisor.reap_orphans()
     common = _observed(block, stdout_path, stderr_path, command, expected, markers)
     common.update(exit_code=block.exit_code if exited else None, dumps=dumps, dump_notes=notes)
-    return _verdict(step, exited, block, expected, stdout_path, common)
+    result = _verdict(step, exited, block, expected, stdout_path, common)
+    writers_left = supervisor.group_alive(block)
+    if spare_files.take_back(stdout_path, result.stdout_bytes, writers_left):
+        result = dataclasses.replace(result, stdout_path=None)
+    if spare_files.take_back(stderr_path, result.stderr_bytes, writers_left):
+        result = dataclasses.replace(result, stderr_path=None)
+    return result
 
 
 def _observed(

@@ -52,7 +52,7 @@ def _become_subreaper() -> bool:
 class BlockProcess:
     """A running block: its Popen handle and what is measured while it runs."""
 
-    popen: subprocess.Popen[bytes]
+    pid: int  # also the id of its process group and session
     block_name: str
     block_tag: str  # value of BLOCK_MARKER in its environment
     started: float  # monotonic
@@ -87,30 +87,39 @@ class ProcessSupervisor:
         argv: Sequence[str],
         *,
         env: Mapping[str, str],
-        cwd: str,
         stdout_path: Path,
         stderr_path: Path,
         block_name: str,
         block_tag: str,
     ) -> BlockProcess:
-        """Start one block in a new session with stdout and stderr going to files."""
+        """Start one block in a new session, stdin empty, stdout and stderr going to files.
+
+        The block runs in the harness's working directory (the command line
+        moves there first). posix_spawn rather than subprocess: it is markedly
+        cheaper per block, and the files are opened by the child itself.
+        FileNotFoundError when argv[0] is not on the block's PATH.
+        """
         full_env = dict(env)
         full_env[RUN_MARKER] = self.run_token
         full_env[BLOCK_MARKER] = block_tag
-        with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-            popen = subprocess.Popen(
-                list(argv),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                cwd=cwd,
-                env=full_env,
-                start_new_session=True,
-                close_fds=True,
-            )
-        self.started_by[popen.pid] = block_name
+        program = shutil.which(argv[0], path=full_env.get("PATH", os.defpath))
+        if program is None:
+            raise FileNotFoundError(f"{argv[0]} not found on PATH")
+        write = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        pid = os.posix_spawn(
+            program,
+            list(argv),
+            full_env,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 1, str(stdout_path), write, 0o644),
+                (os.POSIX_SPAWN_OPEN, 2, str(stderr_path), write, 0o644),
+            ],
+            setsid=True,  # its own session and process group, so the whole tree can be ended
+        )
+        self.started_by[pid] = block_name
         self.block_names[block_tag] = block_name
-        self.active = BlockProcess(popen, block_name, block_tag, time.monotonic())
+        self.active = BlockProcess(pid, block_name, block_tag, time.monotonic())
         return self.active
 
     # -- waiting ----------------------------------------------------------
@@ -128,7 +137,7 @@ class ProcessSupervisor:
         deadline = block.started + timeout_s
         pidfd = None
         with contextlib.suppress(AttributeError, OSError):
-            pidfd = os.pidfd_open(block.popen.pid)
+            pidfd = os.pidfd_open(block.pid)
         poll_s = _FIRST_POLL_S
         try:
             while True:
@@ -141,7 +150,7 @@ class ProcessSupervisor:
                 if self._exits_within(block, pidfd, min(remaining, poll_s)):
                     return self._collect(block, blocking=True)
                 poll_s = min(poll_s * 2, _POLL_S)
-                self.reap_orphans(exclude=block.popen.pid)
+                self.reap_orphans(exclude=block.pid)
                 self._sample(block)
         finally:
             if pidfd is not None:
@@ -162,16 +171,14 @@ class ProcessSupervisor:
         """Reap the main process with wait4 to get its CPU time; True if it has exited."""
         if block.exit_code is not None:
             return True
-        pid = block.popen.pid
+        pid = block.pid
         try:
             waited, status, usage = os.wait4(pid, 0 if blocking else os.WNOHANG)
         except ChildProcessError:
             waited, status, usage = pid, 0, None
         if waited == 0:
             return False
-        code = os.waitstatus_to_exitcode(status) if usage is not None else (block.popen.returncode or 0)
-        block.popen.returncode = code
-        block.exit_code = code
+        block.exit_code = os.waitstatus_to_exitcode(status) if usage is not None else None
         if usage is not None:
             # ru_maxrss is left out on purpose: Linux carries it across exec, so it
             # would report the harness's own image copied at fork, not the block's.
@@ -184,7 +191,7 @@ class ProcessSupervisor:
         import psutil
 
         try:
-            root = psutil.Process(block.popen.pid)
+            root = psutil.Process(block.pid)
             members = [root, *root.children(recursive=True)]
         except psutil.Error:
             return
@@ -193,6 +200,16 @@ class ProcessSupervisor:
             with contextlib.suppress(psutil.Error):
                 total += member.memory_info().rss
         block.peak_rss_bytes = max(block.peak_rss_bytes, total)
+
+    def group_alive(self, block: BlockProcess) -> bool:
+        """True while any process is left in the block's process group (a background child)."""
+        try:
+            os.killpg(block.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
 
     def reap_orphans(self, exclude: int | None = None) -> None:
         """Reap exited children that are not the running block (orphans re-parented to us)."""
@@ -261,7 +278,7 @@ class ProcessSupervisor:
 
         paths: list[str] = []
         notes: list[str] = []
-        members = self._members(block.block_tag, [block.popen.pid])
+        members = self._members(block.block_tag, [block.pid])
         pythons = []
         for proc in members:
             with contextlib.suppress(psutil.Error):
@@ -295,26 +312,25 @@ class ProcessSupervisor:
 
     def end_tree(self, block: BlockProcess, *, grace_s: float | None = None) -> list[TrackedProcess]:
         """End a block's whole tree: SIGTERM, a grace period, SIGKILL; then check nothing is left."""
-        members = self._members(block.block_tag, [block.popen.pid])
+        members = self._members(block.block_tag, [block.pid])
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(block.popen.pid, signal.SIGTERM)
+            os.killpg(block.pid, signal.SIGTERM)
         grace = self.grace_s if grace_s is None else grace_s
         ended, exit_codes = self._terminate(members, grace, origin=block.block_name)
         # a last look: whatever the tree forked during the grace period goes too
-        stragglers = [p for p in self._members(block.block_tag, [block.popen.pid]) if p.pid not in exit_codes]
+        stragglers = [p for p in self._members(block.block_tag, [block.pid]) if p.pid not in exit_codes]
         if stragglers:
             more, more_codes = self._terminate(stragglers, 0.0, origin=block.block_name)
             ended += more
             exit_codes.update(more_codes)
         if block.exit_code is None:
-            if block.popen.pid in exit_codes:  # psutil reaped it while waiting
-                block.exit_code = exit_codes[block.popen.pid]
-                block.popen.returncode = block.exit_code
+            if block.pid in exit_codes:  # psutil reaped it while waiting
+                block.exit_code = exit_codes[block.pid]
                 self.active = None
             else:
                 self._collect(block, blocking=True)
         self.reap_orphans()
-        block.killed_tree = [p for p in ended if p.pid != block.popen.pid]
+        block.killed_tree = [p for p in ended if p.pid != block.pid]
         return block.killed_tree
 
     def _terminate(

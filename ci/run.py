@@ -160,9 +160,8 @@ def _load_plans(
         try:
             source = read_guide(name)
             parsed = parse_guide(source.text, name)
-            plans.append(
-                build_plan(parsed, preset_names=preset, default_timeout_s=timeout_s, source_path=source.local_path)
-            )
+            local = os.path.abspath(source.local_path) if source.local_path else None
+            plans.append(build_plan(parsed, preset_names=preset, default_timeout_s=timeout_s, source_path=local))
         except DocumentError as error:
             problems.extend(error.problems)
     return plans, problems
@@ -241,13 +240,15 @@ def _run(
     from ci.report.record import write_record
     from ci.report.text import configure_masking, secret_values
 
+    # absolute, because the run moves to --workdir before its first block
     if args.output_dir:
-        output_dir = Path(args.output_dir)
+        output_dir = Path(args.output_dir).absolute()
     else:
         import tempfile
 
         output_dir = Path(tempfile.mkdtemp(prefix="guide-guard-"))
     output_dir.mkdir(parents=True, exist_ok=True)
+    junit_path = Path(args.junit).absolute() if args.junit else None
     env_seen: dict[str, str] = dict(os.environ)
     for plan in plans:
         env_seen.update(plan.settings.env)
@@ -290,10 +291,10 @@ def _run(
     else:
         exit_status = EXIT_OK
     write_record(output_dir / "results.json", outcomes, exit_status)
-    if args.junit:
+    if junit_path is not None:
         from ci.report.junit import write_junit
 
-        write_junit(Path(args.junit), outcomes)
+        write_junit(junit_path, outcomes)
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
     if github and summary_path:
         with open(summary_path, "a", encoding="utf-8") as handle:

@@ -43,7 +43,7 @@ def block_details(result: BlockResult) -> list[tuple[str, str]]:
     """The sections shown under a finished block, as (title, untrusted text) pairs (spec section 7)."""
     sections: list[tuple[str, str]] = []
     step = result.step
-    if result.status in (Status.SKIPPED, Status.NOT_RUN) or result.stdout_path is None:
+    if result.status in (Status.SKIPPED, Status.NOT_RUN):
         return sections
     failed = result.status.is_failure
     stderr_view = read_view(result.stderr_path)
@@ -55,7 +55,7 @@ def block_details(result: BlockResult) -> list[tuple[str, str]]:
         marker = f", contains {result.marker_found!r}" if result.marker_found else ""
         if result.stderr_bytes:
             sections.append((f"stderr ({human_size(result.stderr_bytes)}{marker})", stderr_view.render()))
-        if step.label is Label.SETUP:  # a #test shows its stdout as "actual" below
+        if step.label is Label.SETUP and result.stdout_bytes:  # a #test shows its stdout as "actual" below
             sections.append((f"stdout ({human_size(result.stdout_bytes)})", stdout_view.render()))
     if step.label is Label.TEST and result.expected is not None:
         if result.match is not None:
