@@ -72,6 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--keep-going", action="store_true", help="run the remaining blocks after a failure")
     parser.add_argument("--stream", action="store_true", help="also show block output live")
+    parser.add_argument(
+        "--update",
+        action="store_true",
+        help="rewrite the #test-result bodies that mismatched in --from-run DIR with what was printed; runs nothing",
+    )
+    parser.add_argument("--from-run", metavar="DIR", help="with --update: the --output-dir of a finished run")
     return parser
 
 
@@ -170,6 +176,12 @@ def _load_plans(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.update or args.from_run:
+        if not (args.update and args.from_run):
+            return _fail_usage(parser, "--update and --from-run DIR go together")
+        from ci.update import update_guides
+
+        return update_guides(args.guides, args.from_run)
 
     from ci.model import DocumentError
     from ci.plan import parse_duration, select_steps

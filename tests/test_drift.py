@@ -1,0 +1,419 @@
+"""`python -m ci.drift`: checks of changed guides on pull requests, in git repositories built per test."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from web_stub import WebStub, running_stub
+
+from ci.drift import pinned_versions, python_heredocs
+
+ROOT = Path(__file__).resolve().parents[1]
+FENCE = "```"
+
+BASE_GUIDE = f"""\
+# Guide
+
+{FENCE}shell #test-setup store="where"
+echo /srv/app
+{FENCE}
+
+{FENCE}shell #test id="hello" load="where>>DIR"
+echo "hello from <DIR>"
+echo "pid $$"
+{FENCE}
+
+{FENCE}shell #test-result id="hello" load="where>>DIR" fuzzy='NNN'
+hello from <DIR>
+pid NNN
+{FENCE}
+
+{FENCE}shell #test-setup
+echo anonymous
+{FENCE}
+
+{FENCE}shell #test id="version"
+echo "version 1.2"
+{FENCE}
+
+{FENCE}shell #test-result id="version"
+version 1.2
+{FENCE}
+
+{FENCE}shell #test id="gone"
+true
+{FENCE}
+
+{FENCE}shell #test-result id="gone"
+{FENCE}
+"""
+
+
+class Repo:
+    """A git repository in a temporary directory, with the environment git and the drift check need."""
+
+    def __init__(self, path: Path, env: dict[str, str]) -> None:
+        self.path = path
+        self.env = env
+        self.git("init", "-q", "-b", "main")
+
+    def git(self, *args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=self.path, env=self.env, capture_output=True, text=True, check=True)
+        return done.stdout.strip()
+
+    def write(self, name: str, text: str) -> Path:
+        path = self.path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    def commit(self, message: str) -> str:
+        self.git("add", "-A")
+        self.git("commit", "-q", "-m", message)
+        return self.git("rev-parse", "HEAD")
+
+    def start(self) -> str:
+        """A first commit without guides: the base revision of a pull request that adds them."""
+        self.write("README.md", "# Repo\n")
+        return self.commit("start")
+
+    def drift(self, *args: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "ci.drift", *args],
+            cwd=self.path,
+            env={**self.env, **extra_env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+
+@pytest.fixture
+def pypi() -> Iterator[WebStub]:
+    with running_stub() as server:
+        yield server
+
+
+@pytest.fixture
+def repo(tmp_path: Path, pypi: WebStub) -> Repo:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "Guide Author",
+        "GIT_AUTHOR_EMAIL": "author@example.com",
+        "GIT_COMMITTER_NAME": "Guide Author",
+        "GIT_COMMITTER_EMAIL": "author@example.com",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "PYTHONPATH": str(ROOT),
+        "PYPI_URL": pypi.url,
+        "GUIDE_GUARD_HTTP_TIMEOUT": "0.5",
+        "GITHUB_ACTIONS": "false",
+    }
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    (tmp_path / "repo").mkdir()
+    return Repo(tmp_path / "repo", env)
+
+
+def line_of(text: str, needle: str) -> int:
+    """1-based line of the first line that contains `needle`."""
+    return next(n for n, line in enumerate(text.split("\n"), start=1) if needle in line)
+
+
+def annotations(output: str) -> list[tuple[str, int, str]]:
+    """(kind, line, message) of every `::error file=...,line=N,...::message` line."""
+    found = []
+    for match in re.finditer(r"^::(error|warning|notice) file=[^,]*,line=(\d+),[^:]*::(.*)$", output, re.M):
+        found.append((match.group(1), int(match.group(2)), match.group(3)))
+    return found
+
+
+def test_contract_errors_are_all_reported_with_lines(repo: Repo) -> None:
+    base = repo.start()
+    guide = f"""\
+# Broken
+
+{FENCE}shell #test
+echo no id
+{FENCE}
+
+{FENCE}ruby #test-setup
+puts 1
+{FENCE}
+
+{FENCE}shell #test id="x" timeout='soon'
+echo x
+{FENCE}
+"""
+    repo.write("docs/guide.md", guide)
+    repo.commit("add a broken guide")
+    done = repo.drift("--base", base, "--no-pins", GITHUB_ACTIONS="true")
+    assert done.returncode == 1, done.stdout + done.stderr
+    errors = [(line, message) for kind, line, message in annotations(done.stdout) if kind == "error"]
+    assert len(errors) == 4, errors
+    assert any(line == 3 and "#test needs an id" in message for line, message in errors)
+    assert any(line == 7 and "unsupported language 'ruby'" in message for line, message in errors)
+    assert any(line == 11 and "bad duration 'soon'" in message for line, message in errors)
+    assert any(line == 11 and "has no #test-result" in message for line, message in errors)
+    assert "error: docs/guide.md:3: [contract] #test needs an id" in done.stdout
+    assert "4 errors" in done.stdout
+
+
+def test_static_checks_map_lines_back_to_the_guide(repo: Repo) -> None:
+    base = repo.start()
+    guide = f"""\
+# Static
+
+<!--
+```shell #test-setup store="ref"
+echo v1
+```
+-->
+
+{FENCE}shell #test-setup load="ref>>ref"
+if [[ "<ref>" =~ ^v ]]; then
+    git checkout "<ref>"
+fi
+{FENCE}
+
+{FENCE}shell #test-setup
+echo start
+if true; then
+    echo unbalanced
+{FENCE}
+
+{FENCE}bash #test-setup
+for f in $(ls); do echo "$f"; done
+cd /tmp
+{FENCE}
+
+{FENCE}python #test-setup
+print("fine")
+def broken(:
+    pass
+{FENCE}
+
+{FENCE}shell #test-setup
+python - "$ARG" <<'PY'
+import sys
+print(sys.argv[1])
+PY
+python3 <<EOF
+value = "$HOME"
+print(value
+EOF
+	python3 <<-END
+	ok = 1
+	END
+{FENCE}
+"""
+    repo.write("guide.md", guide)
+    repo.commit("add")
+    done = repo.drift("--base", base, "--no-pins", GITHUB_ACTIONS="true")
+    assert done.returncode == 1, done.stdout + done.stderr
+    found = annotations(done.stdout)
+    errors = [(line, message) for kind, line, message in found if kind == "error"]
+    warnings = [(line, message) for kind, line, message in found if kind == "warning"]
+    # bash -n: the missing `fi` is noticed at the end of the block, its closing fence
+    unbalanced = line_of(guide, "echo start")
+    assert any(line == unbalanced + 3 and "bash -n" in message for line, message in errors), found
+    # compile(): the bad `def` of the Python block
+    assert any(line == line_of(guide, "def broken") and "Python syntax error" in m for line, m in errors), found
+    # the unquoted heredoc's unclosed paren; the quoted one and the <<- one compile
+    heredoc = [line for line, message in errors if "Python heredoc" in message]
+    assert heredoc and set(heredoc) <= {line_of(guide, "print(value"), line_of(guide, "print(value") + 1}, found
+    # shellcheck: its errors fail (iterating over ls output), its warnings annotate (cd without || exit)
+    assert any(line == line_of(guide, "for f in") and "SC2045" in message for line, message in errors), found
+    assert any(line == line_of(guide, "cd /tmp") and "SC2164" in message for line, message in warnings), found
+    # a loaded <ref> is neither a redirection for bash nor a constant for shellcheck
+    first = line_of(guide, 'load="ref>>ref"')
+    assert not any(first <= line <= first + 4 for line, _ in errors + warnings), found
+
+
+def test_block_diff_table_in_the_step_summary(repo: Repo, tmp_path: Path) -> None:
+    repo.write("docs/guide.md", BASE_GUIDE)
+    repo.write("docs/notes.md", "# Notes without labels\n")
+    base = repo.commit("base")
+    gone = f'{FENCE}shell #test id="gone"\ntrue\n{FENCE}\n\n{FENCE}shell #test-result id="gone"\n{FENCE}\n'
+    changed = (
+        BASE_GUIDE.replace('echo "version 1.2"', 'echo "version 1.3"')
+        .replace("version 1.2\n```\n", "version 1.3\n```\n")
+        .replace(gone, "")
+        .replace("echo anonymous", "echo still anonymous")
+        + f'{FENCE}shell #test-setup store="extra" timeout="5m"\necho extra\n{FENCE}\n'
+    )
+    repo.write("docs/guide.md", changed)
+    repo.write("docs/notes.md", "# Notes without labels, edited\n")
+    repo.commit("change the guide")
+    summary = tmp_path / "summary.md"
+    done = repo.drift("--base", base, "--no-pins", GITHUB_STEP_SUMMARY=str(summary))
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = summary.read_text()
+    assert "docs/notes.md" not in text  # changed, but holds no labelled block
+    version = line_of(changed, '#test id="version"')
+    anonymous = line_of(changed, "echo still anonymous") - 1
+    extra = line_of(changed, 'store="extra"')
+    removed = line_of(BASE_GUIDE, '#test id="gone"')
+    assert f"| `#test id=version` | {version} | changed | command, expected output |" in text
+    assert f"| `#test-setup #1 without id or store` | {anonymous} | changed | command |" in text
+    assert f"| `#test id=gone` | {removed} (base) | removed |  |" in text
+    assert f"| `#test-setup store=extra` | {extra} | added |  |" in text
+    assert "#test id=hello" not in text  # unchanged
+    assert "Needs re-verification on hardware" in text
+    assert f"changed  #test id=version, line {version} (command, expected output)" in done.stdout
+
+
+def test_changed_result_is_rechecked_against_the_last_run(
+    repo: Repo, tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    repo.write("guide.md", BASE_GUIDE)
+    base = repo.commit("base")
+    artifact = tmp_path / "artifact"
+    run = subprocess.run(
+        [sys.executable, "-m", "ci.run", "guide.md", "--output-dir", str(artifact)],
+        cwd=repo.path,
+        env=harness_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    started_at = json.loads((artifact / "results.json").read_text())["guides"][0]["started_at"]
+
+    # "hello" drifts (a line the runner never printed); "version" still matches (a wildcard instead of the patch)
+    changed = BASE_GUIDE.replace("hello from <DIR>\npid NNN\n", "hello from <DIR>\npid NNN\nextra line\n").replace(
+        '#test-result id="version"\nversion 1.2\n', "#test-result id=\"version\" fuzzy='NNN'\nversion 1.NNN\n"
+    )
+    repo.write("guide.md", changed)
+    repo.commit("edit expected output")
+    done = repo.drift("--base", base, "--no-pins", "--last-run", str(artifact), GITHUB_ACTIONS="true")
+    assert done.returncode == 1, done.stdout + done.stderr
+    errors = [(line, message) for kind, line, message in annotations(done.stdout) if kind == "error"]
+    assert len(errors) == 1, errors
+    line, message = errors[0]
+    assert line == line_of(changed, "extra line")  # the first expected line the runner never printed
+    assert f"no longer matches what the runner printed on {started_at}" in message
+    assert "re-checked 2 changed #test-result" in done.stdout
+
+    # the command changed as well: only a warning, since hardware must say
+    edited = changed.replace('echo "hello from <DIR>"', 'echo "hi from <DIR>"')
+    repo.write("guide.md", edited)
+    repo.commit("edit the command too")
+    again = repo.drift("--base", base, "--no-pins", "--last-run", str(artifact), GITHUB_ACTIONS="true")
+    assert again.returncode == 0, again.stdout
+    found = annotations(again.stdout)
+    assert any(kind == "warning" and "its command changed too" in message for kind, _, message in found), found
+
+
+def test_pins_against_pypi(repo: Repo, pypi: WebStub) -> None:
+    base = repo.start()
+    pypi.set("/pypi/requests/json", {"info": {"version": "2.40.0"}})
+    pypi.set("/pypi/sglang/json", {"info": {"version": "0.5.20"}})
+    pypi.set("/pypi/fresh/json", {"info": {"version": "1.0"}})
+    repo.write(
+        "guide.md",
+        f"""\
+# Pins
+
+Image: registry.example.com/team/sglang:v0.5.18-cann9.0.0-910b
+
+{FENCE}shell #test-setup
+uv pip install --upgrade \\
+    'requests==2.31.0' \\
+    fresh==1.0 unknown-package==0.1
+echo "not a pin: x==1"
+{FENCE}
+""",
+    )
+    repo.commit("pins")
+    done = repo.drift("--base", base, GITHUB_ACTIONS="true")
+    assert done.returncode == 0, done.stdout + done.stderr
+    notices = [(line, message) for kind, line, message in annotations(done.stdout) if kind == "notice"]
+    assert (
+        3,
+        "image registry.example.com/team/sglang:v0.5.18-cann9.0.0-910b carries sglang 0.5.18; the latest sglang on PyPI is 0.5.20",
+    ) in notices
+    assert (7, "requests==2.31.0 is pinned; the latest requests on PyPI is 2.40.0") in notices
+    assert any(line == 8 and "unknown-package is not on PyPI" in message for line, message in notices)
+    assert not any("fresh" in message for _, message in notices)
+    assert "/pypi/x/json" not in pypi.paths()
+
+
+@pytest.mark.parametrize("failure", ["status", "timeout", "malformed", "unreachable"])
+def test_pypi_failures_are_one_notice(repo: Repo, pypi: WebStub, failure: str) -> None:
+    base = repo.start()
+    reply = {
+        "status": {"body": {"message": "down"}, "status": 503},
+        "timeout": {"hang": True},
+        "malformed": {"body": "<html>"},
+        "unreachable": {"body": {}},
+    }[failure]
+    pypi.set("/pypi/one/json", **reply)
+    pypi.set("/pypi/two/json", **reply)
+    repo.write("guide.md", f"{FENCE}shell #test-setup\npip install one==1 two==2\n{FENCE}\n")
+    repo.commit("pins")
+    extra = {"PYPI_URL": "http://127.0.0.1:9"} if failure == "unreachable" else {}
+    done = repo.drift("--base", base, **extra)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [line for line in done.stdout.splitlines() if "[pins]" in line]
+    assert len(lines) == 1, done.stdout
+    assert "pinned versions were not checked" in lines[0]
+
+
+def test_python_heredocs() -> None:
+    body = "python - a b <<'PY'\nx = 1\nPY\ncat <<EOF\nnot python\nEOF\npython3 <<-EOF\n\tprint($HOME)\n\tEOF\npython <<< 'here string'"
+    assert python_heredocs(body) == [(1, "x = 1"), (7, "print(0)")]
+
+
+def test_pinned_versions() -> None:
+    text = "pip install a==1.0 'b[extra]==2.0.post1'\nx==3\nuv add c==4\nimage: quay.io/org/tool:v1.2.3-cuda\nhttp://host:8080/x"
+    pins = [(p.kind, p.name, p.version, p.line) for p in pinned_versions(text)]
+    assert pins == [
+        ("pip", "a", "1.0", 1),
+        ("pip", "b", "2.0.post1", 1),
+        ("pip", "c", "4", 3),
+        ("image", "tool", "1.2.3", 4),
+    ]
+
+
+def test_default_guides_are_changed_markdown_with_labels(repo: Repo) -> None:
+    repo.write("docs/guide.md", BASE_GUIDE)
+    repo.write("docs/other.md", BASE_GUIDE)
+    base = repo.commit("base")
+    repo.write("docs/guide.md", BASE_GUIDE + "\nMore prose.\n")
+    repo.write("notes.md", "# no labels\n")
+    repo.commit("prose only")
+    done = repo.drift("--base", base, "--no-pins")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "=== docs/guide.md" in done.stdout
+    assert "other.md" not in done.stdout and "notes.md" not in done.stdout
+    assert "0 blocks need re-verification" in done.stdout
+
+
+def test_bad_base_and_missing_guide(repo: Repo) -> None:
+    repo.write("guide.md", BASE_GUIDE)
+    repo.commit("base")
+    bad = repo.drift("--base", "no-such-rev", "--no-pins")
+    assert bad.returncode == 2
+    assert "[ERROR] --base no-such-rev" in bad.stderr
+    missing = repo.drift("--base", "HEAD", "nope.md", "--no-pins")
+    assert missing.returncode == 2
+    assert "no such guide: nope.md" in missing.stderr
+
+
+def test_specforge_guide_has_no_drift_errors() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ci.drift", "--base", "HEAD", "docs/specforge.md", "--no-pins"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 errors" in done.stdout

@@ -1,0 +1,302 @@
+"""`python -m ci.run GUIDE --update --from-run DIR`: wildcard-preserving rewrites, and nothing else touched."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ci.check import matches
+from ci.update import updated_body
+
+ROOT = Path(__file__).resolve().parents[1]
+FENCE = "```"
+TRAILING = "   "  # kept out of the source line, where linters would strip it
+
+
+@pytest.mark.parametrize(
+    ("body", "output", "tokens", "values", "expected"),
+    [
+        pytest.param("pid xxx\nversion 1.2", "pid 991\nversion 1.3\n", ["xxx"], {}, "pid xxx\nversion 1.3", id="issue"),
+        pytest.param("Python 3.11.xxx", "Python 3.12.4", ["xxx"], {}, "Python 3.12.xxx", id="inline-wildcard-kept"),
+        pytest.param(
+            "version=1.2.xxx (build xxx)",
+            "version=1.3.0 (build 77)",
+            ["xxx"],
+            {},
+            "version=1.3.xxx (build xxx)",
+            id="two-wildcards-one-line",
+        ),
+        pytest.param(
+            "xxx\nsmoke: exited, elapsed=xxx\nsmoke: OK",
+            "[12:00] elapsed=60\n[12:01] elapsed=120\nsmoke: exited, elapsed=130\nsmoke: OK - done\n",
+            ["xxx"],
+            {},
+            "xxx\nsmoke: exited, elapsed=xxx\nsmoke: OK - done",
+            id="wildcard-line-keeps-covering-lines",
+        ),
+        pytest.param(
+            "Loading...\nready on port ...\ndone",
+            "Loading model\n shard 1\n shard 2\nready on port 8080\nall done",
+            ["..."],
+            {},
+            "Loading...\nready on port ...\nall done",
+            id="trailing-wildcard-spans-lines",
+        ),
+        pytest.param("a\nb\nc", "a\nc", ["..."], {}, "a\nc", id="line-removed"),
+        pytest.param("a\nb\nc", "a\nb\nnew\nc", ["..."], {}, "a\nb\nnew\nc", id="line-added"),
+        pytest.param("count: 4", "count: 8", [], {}, "count: 8", id="disable-fuzzy"),
+        pytest.param("model at <P> v1", "model at /tmp/m v2", ["..."], {"P": "/tmp/m"}, "model at <P> v2", id="load"),
+        pytest.param(
+            "path <P>\nstatus ...\nv1",
+            "path /srv/x\nstatus up 3 days\nv2",
+            ["..."],
+            {"P": "/srv/x"},
+            "path <P>\nstatus ...\nv2",
+            id="load-line-kept",
+        ),
+        pytest.param("same ...", "same thing\n\n", ["..."], {}, "same ...", id="already-matches"),
+        pytest.param("anything", "", ["..."], {}, "", id="empty-output"),
+    ],
+)
+def test_updated_body(body: str, output: str, tokens: list[str], values: dict[str, str], expected: str) -> None:
+    new_body = updated_body(body, output, tokens, values)
+    assert new_body == expected
+    substituted = new_body
+    for placeholder, value in values.items():
+        substituted = substituted.replace(f"<{placeholder}>", value)
+    assert matches(output, substituted, tokens)
+
+
+def test_wildcard_line_over_a_long_output_is_kept() -> None:
+    body = "start\n...\n" + "\n".join(f"step {i}: ..." for i in range(18)) + "\nexit 1"
+    progress = "\n".join(f"progress {i}%" for i in range(50_000))
+    output = f"start\n{progress}\n" + "\n".join(f"step {i}: ok" for i in range(18)) + "\nexit 0\n"
+    assert updated_body(body, output, ["..."]) == body.replace("exit 1", "exit 0")
+
+
+def test_literal_output_that_cannot_be_written_back() -> None:
+    # the output holds the placeholder itself, which the next run would substitute
+    assert updated_body("v <P>", "v <P> literally", ["..."], {"P": "x"}) is None
+
+
+_LINES = st.lists(st.sampled_from(["a", "b", "pid 1", "pid 22", "v1.2", "v1.3", "", "x y"]), min_size=0, max_size=6)
+_BODY_LINES = st.lists(st.sampled_from(["a", "b", "pid ...", "v1.2", "v1....", "...", "x ... y", ""]), max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=_BODY_LINES, output=_LINES)
+def test_updated_body_always_matches_the_new_output(body: list[str], output: list[str]) -> None:
+    text = "\n".join(output)
+    new_body = updated_body("\n".join(body).rstrip("\n"), text, ["..."])
+    assert new_body is not None
+    assert matches(text, new_body, ["..."])
+    if matches(text, "\n".join(body).rstrip("\n"), ["..."]):
+        assert new_body == "\n".join(body).rstrip("\n")  # a body that still matches is left as it is
+
+
+def run_guide(guide: Path, output_dir: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ci.run", str(guide), "--output-dir", str(output_dir), "--keep-going"],
+        cwd=guide.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def update(guide: Path, output_dir: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ci.run", str(guide), "--update", "--from-run", str(output_dir), *extra],
+        cwd=guide.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+GUIDE = f"""\
+# Update me
+
+Some prose that must survive byte for byte: trailing spaces here{TRAILING}
+and a tab\there.
+
+{FENCE}shell #test-setup store="who"
+echo world
+{FENCE}
+
+{FENCE}shell #test id="greet" load="who>>NAME"
+echo "hello <NAME>"
+echo "pid $$"
+echo "version 1.3"
+{FENCE}
+
+{FENCE}shell #test-result id="greet" load="who>>NAME" fuzzy='xxx'
+hello <NAME>
+pid xxx
+version 1.2
+{FENCE}
+
+{FENCE}shell #test id="fine"
+echo stays
+{FENCE}
+
+{FENCE}shell #test-result id="fine"
+stays
+{FENCE}
+
+1. A step in a list:
+
+   {FENCE}shell #test id="listed"
+   printf 'a\\n\\nb\\n'
+   {FENCE}
+
+   {FENCE}shell #test-result id="listed"
+   a
+   c
+   {FENCE}
+
+> {FENCE}shell #test id="quoted"
+> echo new
+> {FENCE}
+>
+> {FENCE}shell #test-result id="quoted"
+> old
+> {FENCE}
+"""
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"], ids=["lf", "crlf"])
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"], ids=["no-bom", "bom"])
+def test_update_rewrites_only_the_mismatched_bodies(
+    tmp_path: Path, harness_env: dict[str, str], newline: str, bom: bytes
+) -> None:
+    guide = tmp_path / "guide.md"
+    original = bom + GUIDE.replace("\n", newline).encode("utf-8")
+    guide.write_bytes(original)
+    first = run_guide(guide, tmp_path / "out", harness_env)
+    assert first.returncode == 1, first.stdout + first.stderr
+    statuses = {b["id"]: b["status"] for b in json.loads((tmp_path / "out" / "results.json").read_text())["blocks"]}
+    assert statuses == {
+        None: "passed",
+        "greet": "mismatch",
+        "fine": "passed",
+        "listed": "mismatch",
+        "quoted": "mismatch",
+    }
+
+    done = update(guide, tmp_path / "out", harness_env)
+    assert done.returncode == 0, done.stderr
+    assert "updated 3 #test-result blocks" in done.stderr
+    assert "-version 1.2" in done.stdout and "+version 1.3" in done.stdout
+    assert done.stdout.startswith(f"--- a/{guide}")
+
+    expected = (
+        GUIDE.replace("pid xxx\nversion 1.2\n", "pid xxx\nversion 1.3\n")
+        .replace("   a\n   c\n", "   a\n\n   b\n")
+        .replace("> old\n", "> new\n")
+    )
+    assert guide.read_bytes() == bom + expected.replace("\n", newline).encode("utf-8")
+
+    again = run_guide(guide, tmp_path / "out2", harness_env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    nothing = update(guide, tmp_path / "out2", harness_env)
+    assert nothing.returncode == 0 and nothing.stdout == ""
+    assert "nothing to update" in nothing.stderr
+
+
+def test_update_leaves_alone_what_it_cannot_rewrite_safely(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    guide = tmp_path / "guide.md"
+    text = f"""\
+{FENCE}shell #test id="fence"
+printf 'ok\\n{FENCE}\\n'
+{FENCE}
+
+{FENCE}shell #test-result id="fence"
+ok
+{FENCE}
+
+{FENCE}shell #test id="edited"
+echo one
+{FENCE}
+
+{FENCE}shell #test-result id="edited"
+two
+{FENCE}
+
+{FENCE}shell #test id="simple"
+echo 2
+{FENCE}
+
+{FENCE}shell #test-result id="simple"
+1
+{FENCE}
+"""
+    guide.write_text(text, encoding="utf-8")
+    assert run_guide(guide, tmp_path / "out", harness_env).returncode == 1
+    # the command changed after the run: its recorded output may be stale
+    guide.write_text(text.replace("echo one", "echo three"), encoding="utf-8")
+    done = update(guide, tmp_path / "out", harness_env)
+    assert done.returncode == 1, done.stderr
+    assert "id='fence': the new output holds a line that would close the fence" in done.stderr
+    assert "id='edited': the command changed since that run" in done.stderr
+    assert guide.read_text(encoding="utf-8") == text.replace("echo one", "echo three").replace(
+        'id="simple"\n1\n', 'id="simple"\n2\n'
+    )
+
+
+def test_update_input_errors(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    guide = tmp_path / "guide.md"
+    guide.write_text(f'{FENCE}shell #test id="a"\necho a\n{FENCE}\n\n{FENCE}shell #test-result id="a"\na\n{FENCE}\n')
+    missing = update(guide, tmp_path / "nowhere", harness_env)
+    assert missing.returncode == 2
+    assert "results.json does not exist" in missing.stderr
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "results.json").write_text(
+        json.dumps({"version": 1, "exit_status": 1, "guides": [], "blocks": []})
+    )
+    unrelated = update(guide, tmp_path / "other", harness_env)
+    assert unrelated.returncode == 2
+    assert "is not a guide of the run" in unrelated.stderr
+    (tmp_path / "other" / "results.json").write_text("[1, 2")
+    assert "is not valid JSON" in update(guide, tmp_path / "other", harness_env).stderr
+    alone = subprocess.run(
+        [sys.executable, "-m", "ci.run", str(guide), "--update"], capture_output=True, text=True, env=harness_env
+    )
+    assert alone.returncode == 2
+    assert "--update and --from-run DIR go together" in alone.stderr
+    assert guide.read_text().count("echo a") == 1
+
+
+def test_update_finds_the_guide_under_another_path(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    """The run was made from another directory (as CI does); the guide is found by its trailing path."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    guide = docs / "g.md"
+    guide.write_text(
+        f'{FENCE}shell #test id="a"\necho new\n{FENCE}\n\n{FENCE}shell #test-result id="a"\nold\n{FENCE}\n'
+    )
+    subprocess.run(
+        [sys.executable, "-m", "ci.run", "docs/g.md", "--output-dir", str(tmp_path / "out")],
+        cwd=tmp_path,
+        env=harness_env,
+        capture_output=True,
+        timeout=60,
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "ci.run", "g.md", "--update", "--from-run", "../out"],
+        cwd=docs,
+        env=harness_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "\nnew\n" in guide.read_text()

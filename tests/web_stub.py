@@ -1,0 +1,80 @@
+"""A loopback HTTP server that answers like a web API (GitHub, the Hugging Face Hub, PyPI) with canned replies."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    """What the stub answers on one path."""
+
+    status: int = 200
+    body: Any = None  # JSON-encoded unless it is str/bytes
+    headers: dict[str, str] = field(default_factory=dict)
+    hang: bool = False  # never answer (until the stub stops): the client must time out
+
+
+class WebStub:
+    """Routes by path (query included first, then without); records every request it gets."""
+
+    def __init__(self) -> None:
+        self.routes: dict[str, Reply] = {}
+        self.requests: list[tuple[str, dict[str, str]]] = []  # (path with query, headers)
+        self.stop = threading.Event()
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                stub.requests.append((self.path, dict(self.headers)))
+                reply = stub.routes.get(self.path) or stub.routes.get(self.path.split("?")[0])
+                if reply is None:
+                    reply = Reply(404, {"message": "Not Found"})
+                if reply.hang:
+                    stub.stop.wait(30)
+                    return
+                if isinstance(reply.body, bytes):
+                    data = reply.body
+                elif isinstance(reply.body, str):
+                    data = reply.body.encode()
+                else:
+                    data = json.dumps(reply.body).encode()
+                self.send_response(reply.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:  # keep the test output clean
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def set(self, path: str, body: Any = None, status: int = 200, **options: Any) -> None:
+        self.routes[path] = Reply(status, body, **options)
+
+    def paths(self) -> list[str]:
+        return [path for path, _ in self.requests]
+
+
+@contextmanager
+def running_stub() -> Iterator[WebStub]:
+    stub = WebStub()
+    thread = threading.Thread(target=stub.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        yield stub
+    finally:
+        stub.stop.set()
+        stub.server.shutdown()
+        stub.server.server_close()
