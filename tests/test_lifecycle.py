@@ -175,3 +175,37 @@ def test_output_is_on_disk_while_the_block_runs_even_if_the_harness_is_killed(
         environ = Path(f"/proc/{line}/environ").read_bytes()
         if f"GUIDE_GUARD_TEST_ID={harness_env['GUIDE_GUARD_TEST_ID']}".encode() in environ:
             os.kill(int(line), signal.SIGKILL)
+
+
+def test_own_peak_memory_is_not_inherited_from_a_big_parent(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    # Linux carries ru_maxrss across exec: a harness started by a big process must not report its size
+    import subprocess
+    import sys
+
+    guide = tmp_path / "g.md"
+    guide.write_text(f"{FENCE}shell #test-setup\necho hi\n{FENCE}\n")
+    launcher = (
+        "import subprocess, sys\n"
+        "ballast = bytearray(300 * 1024 * 1024)\n"
+        "for i in range(0, len(ballast), 4096): ballast[i] = 1\n"
+        "sys.exit(subprocess.run(sys.argv[1:]).returncode)\n"
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            launcher,
+            sys.executable,
+            "-m",
+            "ci.run",
+            str(guide),
+            "--output-dir",
+            str(tmp_path / "out"),
+        ],
+        env=harness_env,
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0
+    record = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert record["harness_peak_rss_bytes"] < 100 * 1024 * 1024

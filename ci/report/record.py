@@ -61,13 +61,28 @@ def _block(result: BlockResult, guide: str, base: Path) -> dict[str, Any]:
     }
 
 
+def _own_peak_rss_bytes() -> int:
+    """The harness's peak resident memory since it started.
+
+    VmHWM, not getrusage: Linux carries ru_maxrss across exec, so a harness
+    forked from a big process (a test runner) would report its parent's size.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
 def run_record(outcomes: Sequence[GuideOutcome], exit_status: int, base: Path) -> dict[str, Any]:
     """The run record: every block of every guide, plus per-guide verdicts and leftovers."""
     return {
         "version": RECORD_VERSION,
         "exit_status": exit_status,
-        # the harness's own peak memory (Linux reports ru_maxrss in KiB)
-        "harness_peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "harness_peak_rss_bytes": _own_peak_rss_bytes(),
         "guides": [
             {
                 "guide": o.plan.guide,
