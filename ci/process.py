@@ -238,6 +238,8 @@ class ProcessSupervisor:
                     found[proc.pid] = proc
                 with contextlib.suppress(OSError):
                     group = os.getpgid(root_pid)
+                    if group == os.getpgid(0):  # never the harness's own group (the CI job's)
+                        continue
                     for proc in psutil.process_iter():
                         with contextlib.suppress(psutil.Error, OSError):
                             if os.getpgid(proc.pid) == group:
@@ -381,13 +383,27 @@ class ProcessSupervisor:
     def teardown(self, grace_s: float | None = None) -> list[TrackedProcess]:
         """End every process of the run still alive (background servers, daemons) and list them."""
 
-        if not self._marked_pids(None):  # the usual case: nothing left, and no psutil to import
-            self.reap_orphans()
+        self.reap_orphans()
+        if not self._marked_pids(None) and not _has_children():  # the usual case: no psutil to import
             return []
-        members = [p for p in self._members(None) if _alive(p)]
+        import psutil
+
+        # Besides the marker: every descendant of the harness. Orphaned daemons are re-parented
+        # to it (it is a subreaper), and this holds even if a process dropped or lost its environment.
+        descendants = [child.pid for child in psutil.Process().children(recursive=True)]
+        members = [p for p in self._members(None, descendants) if _alive(p)]
         ended, _ = self._terminate(members, self.grace_s if grace_s is None else grace_s)
         self.reap_orphans()
         return ended
+
+
+def _has_children() -> bool:
+    """Whether the harness has any child process (cheaply, from /proc; True when unsure)."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+        return any(Path(f"/proc/self/task/{tid}/children").read_text().strip() for tid in tasks)
+    except OSError:
+        return True
 
 
 def _alive(proc: psutil.Process) -> bool:

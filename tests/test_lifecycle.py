@@ -209,3 +209,18 @@ def test_own_peak_memory_is_not_inherited_from_a_big_parent(tmp_path: Path, harn
     assert done.returncode == 0
     record = json.loads((tmp_path / "out" / "results.json").read_text())
     assert record["harness_peak_rss_bytes"] < 100 * 1024 * 1024
+
+
+def test_a_daemon_that_drops_its_environment_is_still_ended(guide_runner, tmp_path: Path) -> None:
+    pidfile = tmp_path / "bare.pid"
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup
+        setsid env -i sleep 300 >/dev/null 2>&1 < /dev/null &
+        echo $! > {pidfile}
+        {FENCE}
+        """
+    )
+    assert run.returncode == 0
+    pid = int(pidfile.read_text())
+    assert pid in [p["pid"] for p in run.record["guides"][0]["processes_ended"]]
