@@ -1,19 +1,32 @@
-"""Per-block overhead of `python -m ci.run`, side by side with plain bash and a subprocess+regex baseline.
+"""Per-block overhead of `python -m ci.run`, side by side with plain bash, a subprocess+regex baseline, prysk and byexample.
 
 For each N, a guide of N trivial `#test` blocks (`echo hello I`, expected `hello I`) is
-run three ways, each timed as a whole command (interpreter start included):
+run these ways, each timed as a whole command (interpreter start included):
 
-  bash      one `bash -c BODY` process per block, driven by one bash loop (the floor)
-  baseline  what the reference engine documents: in one Python process,
-            `subprocess.run(["bash", "-c", body], capture_output=True)` per block,
-            then a `.*?`-joined regular expression match of its stdout
-  ci.run    `python -m ci.run GUIDE --output-dir TMP`
+  bash       one `bash -c BODY` process per block, driven by one bash loop, stdout to a file (the floor)
+  baseline   what the reference engine documents: in one Python process,
+             `subprocess.run(["bash", "-c", body], capture_output=True)` per block,
+             then a `.*?`-joined regular expression match of its stdout
+  prysk      the same commands and outputs as a cram-style `.t` file (`prysk --shell bash`)
+  byexample  the same as a Markdown file of `$ echo hello I` examples (`byexample -l shell`)
+  ci.run     `python -m ci.run GUIDE --output-dir TMP`
 
-Each repetition (`--repeat`, default 3) runs the three one after the other, so
-they see the same machine load; the medians are kept. The target
-reported (not enforced) is ci.run <= 1.5x bash at N=200. Exit status is non-zero
-only when something errs (a run fails or a block does not pass), never on a
-missed target.
+prysk and byexample run every command of a file in one long-lived shell (no
+process per block, no separate output files), so they are not the same job:
+they show what a tool that gives up isolation costs. They are left out, with
+"not installed", when absent.
+
+At the breakdown size (200 when measured, else the largest N) three more
+commands run in the same rounds: `--help`, `--list GUIDE`, and the guide with
+every block `skip=''`, which costs everything but the blocks (interpreter,
+imports, parse, plan, results.json): the fixed cost. Between consecutive N's,
+(t2 - t1) / (N2 - N1) is each tool's marginal cost per block.
+
+Each repetition (`--repeat`, default 3) runs all of them one after the other
+(order rotating), so they see the same machine load; the medians are kept. The
+targets are reported (not enforced): ci.run <= 1.5x bash and faster than the
+baseline at N=200. Exit status is non-zero only when something errs (a run
+fails or a block does not pass), never on a missed target.
 
     python bench/overhead.py [--sizes 50,200,1000] [--repeat 3]
 """
@@ -21,19 +34,37 @@ missed target.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import shlex
-import statistics
-import subprocess
+import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from common import (
+    NOT_INSTALLED,
+    REPO,
+    CommandFailed,
+    Section,
+    SummaryRow,
+    Timing,
+    find_tool,
+    int_list,
+    interleaved,
+    median,
+    precompiled_copy,
+    run_timed,
+    verdict,
+)
+
 TARGET_SIZE = 200
 TARGET_RATIO = 1.5
+ALTERNATIVES = ("prysk", "byexample")
+TOOLS = ("bash", "baseline", *ALTERNATIVES, "ci.run")  # the columns of the main table
+HELP, LIST, SKIPPED, PRECOMPILED = "--help", "--list", "all skipped", "ci.run, precompiled"
 
 # The baseline, run as its own interpreter so that its start-up is counted as ci.run's is.
 BASELINE_SCRIPT = r"""
@@ -57,10 +88,12 @@ def block_bodies(count: int) -> list[tuple[str, str]]:
     return [(f"echo hello {index}", f"hello {index}") for index in range(count)]
 
 
-def write_guide(path: Path, blocks: list[tuple[str, str]]) -> None:
+def write_guide(path: Path, blocks: list[tuple[str, str]], *, skip: bool = False) -> None:
+    """A guide of `#test` blocks with their results; with `skip`, every block is `skip=''`."""
+    extra = " skip=''" if skip else ""
     parts = ["# Overhead benchmark\n\n"]
     for index, (command, expected) in enumerate(blocks):
-        parts.append(f'```shell #test id="b{index}"\n{command}\n```\n\n')
+        parts.append(f'```shell #test id="b{index}"{extra}\n{command}\n```\n\n')
         parts.append(f'```shell #test-result id="b{index}"\n{expected}\n```\n\n')
     path.write_text("".join(parts), encoding="utf-8")
 
@@ -73,83 +106,296 @@ def write_bash_loop(path: Path, blocks: list[tuple[str, str]], out_dir: Path) ->
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def timed(argv: list[str], cwd: Path) -> float:
-    """Wall time of one command; raises when it fails."""
-    started = time.perf_counter()
-    done = subprocess.run(argv, cwd=cwd, capture_output=True, stdin=subprocess.DEVNULL)
-    elapsed = time.perf_counter() - started
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).decode("utf-8", "replace")[-2000:]
-        raise RuntimeError(f"{' '.join(argv[:3])} ... exited {done.returncode}:\n{tail}")
-    return elapsed
+def write_prysk(path: Path, blocks: list[tuple[str, str]]) -> None:
+    """A cram-style test file: two-space indented `$ command` lines followed by their output."""
+    path.write_text("".join(f"  $ {command}\n  {expected}\n" for command, expected in blocks), encoding="utf-8")
 
 
-def measure(count: int, repeat: int, work: Path) -> dict[str, float]:
-    """Median wall time in seconds of the three ways of running `count` blocks."""
+def write_byexample(path: Path, blocks: list[tuple[str, str]]) -> None:
+    """A Markdown file of shell examples: `$ command` and the expected output in one fence."""
+    parts = ["# Overhead benchmark\n\n"]
+    parts += [f"```shell\n$ {command}\n{expected}\n```\n\n" for command, expected in blocks]
+    path.write_text("".join(parts), encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class OverheadResult:
+    """Median wall times in seconds per block count, and which alternatives could not run."""
+
+    medians: dict[int, dict[str, float]]  # N -> tool (or breakdown command) -> wall seconds
+    cpu_medians: dict[int, dict[str, float]]  # N -> tool -> CPU seconds (user + sys, children included)
+    missing: tuple[str, ...]  # alternatives not installed
+    breakdown_size: int
+
+
+def installed_alternatives() -> dict[str, str]:
+    """prysk and byexample executables that are installed, by name."""
+    found = {name: find_tool(name) for name in ALTERNATIVES}
+    return {name: path for name, path in found.items() if path is not None}
+
+
+def measure(count: int, repeat: int, work: Path, *, breakdown: bool) -> tuple[dict[str, float], dict[str, float]]:
+    """Median wall and CPU seconds of each way of running `count` blocks (and of the breakdown commands)."""
     here = work / f"n{count}"
     here.mkdir()
     blocks = block_bodies(count)
-    guide = here / "guide.md"
+    guide, skipped_guide = here / "guide.md", here / "skipped.md"
     write_guide(guide, blocks)
+    write_guide(skipped_guide, blocks, skip=True)
     pairs = here / "blocks.json"
     pairs.write_text(json.dumps(blocks), encoding="utf-8")
     bash_out = here / "bash-out"
     bash_out.mkdir()
     loop = here / "loop.sh"
     write_bash_loop(loop, blocks, bash_out)
+    log = here / "last.log"
+    python = sys.executable
 
-    runs: dict[str, Callable[[int], float]] = {
-        "bash": lambda _: timed(["bash", str(loop)], here),
-        "baseline": lambda _: timed([sys.executable, "-c", BASELINE_SCRIPT, str(pairs)], here),
-        "ci.run": lambda attempt: timed(
-            [sys.executable, "-m", "ci.run", str(guide), "--output-dir", str(here / f"ci-out-{attempt}")], REPO
-        ),
+    def command(argv: list[str], cwd: Path = here) -> Callable[[int], Timing]:
+        return lambda _: run_timed(argv, cwd=cwd, log=log)
+
+    def ci_run(source: Path, cwd: Path = REPO, tag: str = "") -> Callable[[int], Timing]:
+        # a fresh output directory each time, as in a real run
+        return lambda attempt: run_timed(
+            [python, "-m", "ci.run", str(source), "--output-dir", str(here / f"out-{source.stem}{tag}-{attempt}")],
+            cwd=cwd,
+            log=log,
+        )
+
+    runs: dict[str, Callable[[int], Timing]] = {
+        "bash": command(["bash", str(loop)]),
+        "baseline": command([python, "-c", BASELINE_SCRIPT, str(pairs)]),
     }
-    samples: dict[str, list[float]] = {name: [] for name in runs}
-    for attempt in range(repeat):  # interleaved: a load spike hits all three, not one
-        for name, run_once in runs.items():
-            samples[name].append(run_once(attempt))
-    return {name: statistics.median(values) for name, values in samples.items()}
+    tools = installed_alternatives()
+    if "prysk" in tools:
+        prysk_file = here / "blocks.t"
+        write_prysk(prysk_file, blocks)
+        runs["prysk"] = command([tools["prysk"], "--shell", shutil.which("bash") or "/bin/bash", "-q", str(prysk_file)])
+    if "byexample" in tools:
+        byexample_file = here / "examples.md"
+        write_byexample(byexample_file, blocks)
+        runs["byexample"] = command([tools["byexample"], "-l", "shell", "-q", str(byexample_file)])
+    runs["ci.run"] = ci_run(guide)
+    if breakdown:
+        runs[HELP] = command([python, "-m", "ci.run", "--help"], cwd=REPO)
+        runs[LIST] = command([python, "-m", "ci.run", "--list", str(guide)], cwd=REPO)
+        runs[SKIPPED] = ci_run(skipped_guide)
+        runs[PRECOMPILED] = ci_run(guide, precompiled_copy(here / "precompiled"), "-precompiled")
+    samples = interleaved(runs, repeat)
+    wall = {name: median([timing.wall_s for timing in values]) for name, values in samples.items()}
+    cpu = {name: median([timing.cpu_s for timing in values]) for name, values in samples.items()}
+    return wall, cpu
 
 
-def parse_sizes(text: str) -> list[int]:
-    sizes = [int(item) for item in text.split(",") if item.strip()]
-    if not sizes or min(sizes) < 1:
-        raise argparse.ArgumentTypeError("sizes must be positive integers, e.g. 50,200")
-    return sizes
+def marginal_ms(medians: dict[int, dict[str, float]], name: str) -> list[tuple[int, int, float]]:
+    """(N1, N2, ms per block) between consecutive sizes: (t(N2) - t(N1)) / (N2 - N1)."""
+    sizes = sorted(count for count, times in medians.items() if name in times)
+    return [
+        (first, second, 1000 * (medians[second][name] - medians[first][name]) / (second - first))
+        for first, second in itertools.pairwise(sizes)
+    ]
+
+
+def ratio_text(ours: float, other: float | None) -> str:
+    return "-" if other is None else f"{ours / other:.2f}x"
+
+
+def run_overhead(sizes: list[int], repeat: int, section: Section) -> OverheadResult:
+    """Measure every size, print the tables into `section`, add its summary rows; CommandFailed on errors."""
+    missing = tuple(name for name in ALTERNATIVES if name not in installed_alternatives())
+    for name in missing:
+        section.line(f"{name}: {NOT_INSTALLED} (pip install {name}); its columns show -")
+    breakdown_size = TARGET_SIZE if TARGET_SIZE in sizes else max(sizes)
+    section.line(
+        f"median of {repeat} run(s) each, interleaved; wall time of the whole command, interpreter start included"
+    )
+    columns = "".join(f" {name + ' s':>11}" for name in TOOLS)
+    ratios = "".join(f" {'ci/' + name:>12}" for name in TOOLS if name != "ci.run")
+    section.table(f"{'N':>6}{columns}{ratios} {'ci ms/block':>12}")
+    medians: dict[int, dict[str, float]] = {}
+    cpu_medians: dict[int, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="gg-overhead-") as tmp:
+        for count in sizes:
+            times, cpu_medians[count] = measure(count, repeat, Path(tmp), breakdown=count == breakdown_size)
+            medians[count] = times
+            cells = "".join(f" {times[name]:>11.3f}" if name in times else f" {'-':>11}" for name in TOOLS)
+            ratio_cells = "".join(
+                f" {ratio_text(times['ci.run'], times.get(name)):>12}" for name in TOOLS if name != "ci.run"
+            )
+            section.line(f"{count:>6}{cells}{ratio_cells} {1000 * times['ci.run'] / count:>12.2f}")
+    result = OverheadResult(medians, cpu_medians, missing, breakdown_size)
+    print_cpu(result, section)
+    print_breakdown(result, section)
+    summarize(result, section)
+    return result
+
+
+def print_cpu(result: OverheadResult, section: Section) -> None:
+    """The same runs in CPU seconds, which load from other processes on the machine disturbs less."""
+    section.line("")
+    section.line("CPU time of the same runs (user + sys, children included; medians): less disturbed by other load")
+    columns = "".join(f" {name + ' s':>11}" for name in TOOLS)
+    section.table(f"{'N':>6}{columns} {'ci/bash':>12} {'ci/baseline':>12}")
+    for count, cpu in result.cpu_medians.items():
+        cells = "".join(f" {cpu[name]:>11.3f}" if name in cpu else f" {'-':>11}" for name in TOOLS)
+        section.line(
+            f"{count:>6}{cells} {ratio_text(cpu['ci.run'], cpu['bash']):>12} {ratio_text(cpu['ci.run'], cpu['baseline']):>12}"
+        )
+
+
+def print_breakdown(result: OverheadResult, section: Section) -> None:
+    size = result.breakdown_size
+    times = result.medians[size]
+    per_block_ms = 1000 * (times["ci.run"] - times[SKIPPED]) / size
+    rows = [
+        ("python -m ci.run --help", f"{times[HELP]:.3f} s", "interpreter, argparse, the ci package"),
+        ("python -m ci.run --list GUIDE", f"{times[LIST]:.3f} s", "and markdown-it, parse, plan"),
+        (f"ci.run, all {size} blocks skip=''", f"{times[SKIPPED]:.3f} s", "fixed cost: and the run's imports, reports"),
+        (f"ci.run, {size} blocks run", f"{times['ci.run']:.3f} s", f"{times['ci.run'] / times['bash']:.2f}x bash"),
+        (
+            f"ci.run, {size} blocks run, precompiled",
+            f"{times[PRECOMPILED]:.3f} s",
+            f"{times[PRECOMPILED] / times['bash']:.2f}x bash; ci/ bytecode compiled beforehand",
+        ),
+        (
+            "per block: (run - all skipped) / N",
+            f"{per_block_ms:.2f} ms",
+            f"bash loop {1000 * times['bash'] / size:.2f} ms",
+        ),
+    ]
+    section.line("")
+    section.line(f"fixed and per-block cost of ci.run at N={size} (medians of the same rounds)")
+    for label, value, note in rows:
+        section.line(f"  {label:<38} {value:>9}   {note}".rstrip())
+    if len(result.medians) >= 2:
+        section.line("")
+        sizes = sorted(result.medians)
+        steps = [f"{first}->{second}" for first, second in itertools.pairwise(sizes)]
+        section.line("marginal cost per block between sizes, ms: (t(N2) - t(N1)) / (N2 - N1), start-up cancelled out")
+        section.table(f"{'tool':>10}" + "".join(f" {step:>11}" for step in steps))
+        for name in TOOLS:
+            costs = marginal_ms(result.medians, name)
+            if costs:
+                section.line(f"{name:>10}" + "".join(f" {ms:>11.2f}" for _, _, ms in costs))
+
+
+def summarize(result: OverheadResult, section: Section) -> None:
+    for count, times in result.medians.items():
+        ours = times["ci.run"]
+        if count == TARGET_SIZE:
+            bash_ratio = ours / times["bash"]
+            section.summary.append(
+                SummaryRow(
+                    "overhead",
+                    f"{count} trivial blocks vs bash floor",
+                    f"{ours:.3f} s",
+                    f"bash {times['bash']:.3f} s",
+                    f"{bash_ratio:.2f}x",
+                    f"<= {TARGET_RATIO}x",
+                    verdict(bash_ratio <= TARGET_RATIO),
+                )
+            )
+            cpu = result.cpu_medians[count]
+            section.summary.append(
+                SummaryRow(
+                    "overhead",
+                    f"{count} trivial blocks, CPU time, vs bash / baseline",
+                    f"{cpu['ci.run']:.3f} s",
+                    f"bash {cpu['bash']:.3f} s / baseline {cpu['baseline']:.3f} s",
+                    f"{cpu['ci.run'] / cpu['bash']:.2f}x / {cpu['ci.run'] / cpu['baseline']:.2f}x",
+                    "",
+                    "",
+                )
+            )
+            section.summary.append(
+                SummaryRow(
+                    "overhead",
+                    f"{count} trivial blocks vs baseline",
+                    f"{ours:.3f} s",
+                    f"baseline {times['baseline']:.3f} s",
+                    f"{ours / times['baseline']:.2f}x",
+                    "< 1x (faster)",
+                    verdict(ours < times["baseline"]),
+                )
+            )
+        else:
+            section.summary.append(
+                SummaryRow(
+                    "overhead",
+                    f"{count} trivial blocks vs bash / baseline",
+                    f"{ours:.3f} s",
+                    f"bash {times['bash']:.3f} s / baseline {times['baseline']:.3f} s",
+                    f"{ours / times['bash']:.2f}x / {ours / times['baseline']:.2f}x",
+                    "",
+                    "",
+                )
+            )
+        for name in ALTERNATIVES:
+            if name in result.missing and count == result.breakdown_size:
+                section.summary.append(
+                    SummaryRow(
+                        "overhead", f"{count} blocks vs {name}", f"{ours:.3f} s", f"{name} {NOT_INSTALLED}", "", "", ""
+                    )
+                )
+            if name in times and count == result.breakdown_size:
+                section.summary.append(
+                    SummaryRow(
+                        "overhead",
+                        f"{count} blocks vs {name} (one shell for all)",
+                        f"{ours:.3f} s",
+                        f"{name} {times[name]:.3f} s",
+                        f"{ours / times[name]:.2f}x",
+                        "",
+                        "",
+                    )
+                )
+    times = result.medians[result.breakdown_size]
+    section.summary.append(
+        SummaryRow(
+            "overhead",
+            f"{result.breakdown_size} blocks, ci/ bytecode precompiled, vs bash",
+            f"{times[PRECOMPILED]:.3f} s",
+            f"bash {times['bash']:.3f} s",
+            f"{times[PRECOMPILED] / times['bash']:.2f}x",
+            "",
+            "",
+        )
+    )
+    section.summary.append(
+        SummaryRow(
+            "overhead",
+            f"fixed cost (all {result.breakdown_size} blocks skipped)",
+            f"{times[SKIPPED]:.3f} s",
+            f"--help {times[HELP]:.3f} s, --list {times[LIST]:.3f} s",
+            "",
+            "",
+            "",
+        )
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", type=parse_sizes, default=[50, 200, 1000], help="block counts (default 50,200,1000)")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--sizes", type=int_list, default=[50, 200, 1000], help="block counts (default 50,200,1000)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median is kept (default 3)")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
-
-    header = f"{'N':>6} {'bash s':>9} {'baseline s':>11} {'ci.run s':>9} {'ci/bash':>8} {'ci/baseline':>12} {'ci ms/block':>12}"
-    print(f"median of {args.repeat} run(s) each; wall time of the whole command, interpreter start included")
-    print(header)
-    print("-" * len(header))
-    results: dict[int, dict[str, float]] = {}
-    with tempfile.TemporaryDirectory(prefix="gg-overhead-") as tmp:
-        for count in args.sizes:
-            try:
-                times = measure(count, args.repeat, Path(tmp))
-            except (RuntimeError, OSError) as exc:
-                print(f"[ERROR] N={count}: {exc}", file=sys.stderr)
-                return 1
-            results[count] = times
-            print(
-                f"{count:>6} {times['bash']:>9.3f} {times['baseline']:>11.3f} {times['ci.run']:>9.3f}"
-                f" {times['ci.run'] / times['bash']:>7.2f}x {times['ci.run'] / times['baseline']:>11.2f}x"
-                f" {1000 * times['ci.run'] / count:>12.2f}",
-                flush=True,
-            )
-    if TARGET_SIZE in results:
-        ratio = results[TARGET_SIZE]["ci.run"] / results[TARGET_SIZE]["bash"]
-        verdict = "met" if ratio <= TARGET_RATIO else "MISSED"
-        print(f"target at N={TARGET_SIZE}: ci.run <= {TARGET_RATIO}x bash: {ratio:.2f}x ({verdict})")
+    section = Section("Overhead")
+    try:
+        result = run_overhead(args.sizes, args.repeat, section)
+    except (CommandFailed, OSError) as exc:
+        print(f"[ERROR] {exc}", file=sys.stderr)
+        return 1
+    if TARGET_SIZE in result.medians:
+        times = result.medians[TARGET_SIZE]
+        ratio = times["ci.run"] / times["bash"]
+        faster = "faster" if times["ci.run"] < times["baseline"] else "slower"
+        print(
+            f"target at N={TARGET_SIZE}: ci.run <= {TARGET_RATIO}x bash: {ratio:.2f}x ({verdict(ratio <= TARGET_RATIO)});"
+            f" {faster} than the baseline: {times['ci.run'] / times['baseline']:.2f}x"
+            f" ({verdict(times['ci.run'] < times['baseline'])})"
+        )
     return 0
 
 

@@ -20,21 +20,38 @@ def run_script(*argv: str, timeout_s: float = 120) -> subprocess.CompletedProces
     )
 
 
+def table_rows(out: str, header_first: str) -> tuple[list[str], list[list[str]]]:
+    """The header (split) of the first table whose header starts with `header_first`, and its rows until a blank line."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:1] == [header_first])
+    rows = []
+    for line in lines[start + 2 :]:  # header, then a rule
+        if not line.strip():
+            break
+        rows.append(line.split())
+    return lines[start].split(), rows
+
+
 def test_overhead_bench_runs() -> None:
     done = run_script("bench/overhead.py", "--sizes", "3,5", "--repeat", "1")
     assert done.returncode == 0, done.stdout + done.stderr
-    lines = done.stdout.splitlines()
-    assert any(line.split()[:1] == ["N"] and "ci/bash" in line and "ci/baseline" in line for line in lines), done.stdout
-    rows = [line.split() for line in lines if line.split()[:1] in (["3"], ["5"])]
+    header, rows = table_rows(done.stdout, "N")
+    assert "ci/bash" in header and "ci/baseline" in header, done.stdout
     assert [row[0] for row in rows] == ["3", "5"], done.stdout
+    ratio_count = len([word for word in header if word.startswith("ci/")])
     for row in rows:
-        assert row[4].endswith("x") and row[5].endswith("x"), row
+        ratios = row[-ratio_count - 1 : -1]  # before the last column, ci ms/block
+        assert len(ratios) == ratio_count and all(cell.endswith("x") or cell == "-" for cell in ratios), row
+        assert float(row[-1]) > 0, row
+    assert "fixed and per-block cost of ci.run at N=5" in done.stdout
+    assert "marginal cost per block" in done.stdout
 
 
 def test_overhead_bench_reports_the_target() -> None:
     done = run_script("bench/overhead.py", "--sizes", "200", "--repeat", "1")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "target at N=200" in done.stdout
+    assert "all 200 blocks skip=''" in done.stdout
 
 
 def test_overhead_bench_rejects_bad_sizes() -> None:
@@ -62,7 +79,38 @@ def test_matching_bench_runs() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert "match_file throughput" in out and "MB/s" in out
-    throughput_rows = [line.split() for line in out.splitlines() if line.split()[:1] == ["1"]]
-    assert [row[1] for row in throughput_rows] == ["1", "10"], out
+    header, rows = table_rows(out, "size")
+    assert "regex" in header, out
+    assert [row[1] for row in rows] == ["1", "10"], out
     assert "adversarial family" in out
     assert out.count("...a...b") >= 2 and out.count("...a...a...b") >= 2, out
+    assert "growth exponent" in out
+
+
+def test_run_all_quick_writes_the_document(tmp_path: Path) -> None:
+    done = run_script("bench/run.py", "--quick", "--out-dir", str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    for title in ("Overhead", "Matching", "Memory", "Timeouts", "Startup", "Summary"):
+        assert f"== {title}" in out, out
+    summary = out[out.index("== Summary") :]
+    assert "verdict" in summary
+    for benchmark in ("overhead", "matching", "memory", "timeouts", "startup"):
+        assert f"\n{benchmark} " in summary, summary
+    document = (tmp_path / "performance.md").read_text(encoding="utf-8")
+    assert "Quick run" in document
+    for heading in ("## Summary", "## Machine", "## How to reproduce", "## Overhead", "## Timeouts"):
+        assert heading in document, document
+    for fact in ("| CPU |", "| memory |", "| kernel |", "| Python |", "| temp dir |"):
+        assert fact in document, document
+    plots = sorted(path.name for path in tmp_path.glob("performance-*.png"))
+    if plots:
+        assert plots == ["performance-adversarial.png", "performance-matching.png", "performance-overhead.png"]
+    else:
+        assert "matplotlib is not installed" in document
+
+
+def test_run_all_rejects_unknown_benchmarks() -> None:
+    done = run_script("bench/run.py", "--quick", "--only", "overhead,nothing")
+    assert done.returncode == 2
+    assert "choose from" in done.stderr
