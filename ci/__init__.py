@@ -1,22 +1,28 @@
 """guide-guard: run the labelled command blocks of Markdown guides and report every block."""
 
-from ci.check import matches, split_pieces
-from ci.model import (
-    Block,
-    BlockResult,
-    DocumentError,
-    Expected,
-    GuideOutcome,
-    GuideSettings,
-    Label,
-    Language,
-    Load,
-    MatchReport,
-    Plan,
-    Problem,
-    Status,
-    Step,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ci.check import matches, split_pieces
+    from ci.model import (
+        Block,
+        BlockResult,
+        DocumentError,
+        Expected,
+        GuideOutcome,
+        GuideSettings,
+        Label,
+        Language,
+        Load,
+        MatchReport,
+        Plan,
+        Problem,
+        Status,
+        Step,
+    )
 
 __all__ = [
     "Block",
@@ -39,3 +45,14 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+# Loaded on first use, so that `python -m ci.run --help` (which imports this package first) stays fast.
+_HOMES = {"matches": "ci.check", "split_pieces": "ci.check"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        value = getattr(importlib.import_module(_HOMES.get(name, "ci.model")), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'ci' has no attribute {name!r}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import json
 import os
@@ -19,6 +20,10 @@ import psutil
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Hundreds of harnesses start during the suite; where PYTHONDONTWRITEBYTECODE is set (as on our CI
+# machines) each would compile ci/ again. Compile it once up front.
+compileall.compile_dir(str(REPO / "ci"), quiet=1)
 TEST_MARKER = "GUIDE_GUARD_TEST_ID"  # set in the harness's environment; every block inherits it
 
 

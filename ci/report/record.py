@@ -104,4 +104,9 @@ def run_record(outcomes: Sequence[GuideOutcome], exit_status: int, base: Path) -
 def write_record(path: Path, outcomes: Sequence[GuideOutcome], exit_status: int) -> None:
     record = run_record(outcomes, exit_status, path.parent)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    # One line per block: readable, and json's fast C encoder works only without indent.
+    blocks = record.pop("blocks")
+    head = json.dumps(record, indent=2, ensure_ascii=False)
+    lines = ",\n".join("    " + json.dumps(block, ensure_ascii=False) for block in blocks)
+    text = head[:-2] + (',\n  "blocks": [\n' + lines + "\n  ]\n}\n" if blocks else ',\n  "blocks": []\n}\n')
+    path.write_text(text, encoding="utf-8")
