@@ -1,0 +1,145 @@
+"""[simulation] `python -m sglang.launch_server`: checks its arguments and environment, then serves /health."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import time
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import rehearsal_simulation
+from rehearsal_simulation import broken, say
+
+STARTUP_S = 1.0  # stands in for weight loading and NPU graph capture (minutes on a 910B)
+MOONCAKE_ATTEMPTS = 10
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m sglang.launch_server")
+    parser.add_argument("--model-path", required=True)
+    parser.add_argument("--trust-remote-code", action="store_true")
+    parser.add_argument("--skip-tokenizer-init", action="store_true")
+    parser.add_argument("--tp-size", type=int, default=1)
+    parser.add_argument("--mem-fraction-static", type=float, default=0.8)
+    parser.add_argument("--context-length", type=int)
+    parser.add_argument("--chunked-prefill-size", type=int, default=8192)
+    parser.add_argument("--attention-backend")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=30000)
+    try:
+        from sglang.srt.spec_capture_sink import SpecCaptureSink
+    except ModuleNotFoundError:
+        pass  # unpatched sglang: --enable-spec-capture stays an unrecognized argument
+    else:
+        SpecCaptureSink.add_cli_args(parser)
+    return parser
+
+
+def connect_store(master: str) -> None:
+    """Reach mooncake_master as the spec-capture client does; fail setup as sglang does when it cannot."""
+    host, _, port = master.rpartition(":")
+    for attempt in range(1, MOONCAKE_ATTEMPTS + 1):
+        try:
+            socket.create_connection((host or "127.0.0.1", int(port)), timeout=2).close()
+            print(f"spec-capture: connected to mooncake master {master}", flush=True)
+            return
+        except OSError:
+            print(f"spec-capture: Client not available (master {master}, attempt {attempt})", flush=True)
+            time.sleep(1)
+    raise RuntimeError(f"spec-capture setup failed: mooncake master {master} not reachable")
+
+
+def check_metadata_server(url: str) -> None:
+    try:
+        urllib.request.urlopen(f"{url}?key=rehearsal_probe", timeout=5).close()
+    except urllib.error.HTTPError:
+        pass  # any HTTP answer means the metadata server is up
+    except OSError as exc:
+        raise RuntimeError(f"MOONCAKE_METADATA_SERVER {url!r} not reachable: {exc}") from exc
+
+
+def require_libatb() -> None:
+    """Hybrid (Mamba/GDN) models make torch_npu lazy-load libatb.so during graph capture."""
+    for directory in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
+        if directory and Path(directory, "libatb.so").is_file():
+            return
+    raise OSError("libatb.so: cannot open shared object file: No such file or directory")
+
+
+def serve(args: argparse.Namespace, capture: dict[str, Any] | None) -> None:
+    unhealthy = broken("sglang-never-healthy")
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self, status: int, body: bytes, kind: str = "text/plain") -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("X-Simulation", "guide-guard rehearsal stand-in for sglang.launch_server")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            if self.path == "/health":
+                if unhealthy:
+                    self._answer(503, b"[simulation] REHEARSAL_BREAK=sglang-never-healthy\n")
+                else:
+                    self._answer(200, b"OK\n")
+            elif self.path == "/get_model_info":
+                info = {"model_path": args.model_path, "simulation": True}
+                self._answer(200, json.dumps(info).encode(), "application/json")
+            else:
+                self._answer(404, b"not found\n")
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", "0"))
+            request = json.loads(self.rfile.read(length) or b"{}")
+            if self.path != "/generate":
+                self._answer(404, b"not found\n")
+                return
+            answer = {
+                "text": "",
+                "meta_info": {"prompt_tokens": len(str(request.get("text", "")).split()), "spec_capture": capture},
+                "simulation": True,
+            }
+            self._answer(200, json.dumps(answer).encode(), "application/json")
+
+    server = ThreadingHTTPServer((args.host, args.port), Handler)
+    if unhealthy:
+        say("REHEARSAL_BREAK=sglang-never-healthy: /health answers 503 for ever", sys.stdout)
+    print(f"The server is fired up and ready to roll! (http://{args.host}:{args.port})", flush=True)
+    server.serve_forever()
+
+
+def main() -> int:
+    rehearsal_simulation.record("sglang.launch_server")
+    say("sglang.launch_server: guide-guard rehearsal stand-in (no NPU, no weights loaded)", sys.stdout)
+    args = build_parser().parse_args()
+    rehearsal_simulation.register_process("sglang.launch_server")
+    model_config = json.loads(Path(args.model_path, "config.json").read_text(encoding="utf-8"))
+    capture = None
+    if getattr(args, "enable_spec_capture", False):
+        if args.chunked_prefill_size != -1:
+            raise AssertionError("--enable-spec-capture needs --chunked-prefill-size -1 (one prefill pass)")
+        from sglang.srt.spec_capture_sink import SpecCaptureSink
+
+        sink = SpecCaptureSink(args.spec_capture_method, args.spec_capture_aux_layer_ids)
+        connect_store(sink.master)
+        if sink.metadata_server:
+            check_metadata_server(sink.metadata_server)
+        capture = sink.describe()
+    if "linear_attention" in model_config.get("layer_types", []) and args.attention_backend == "ascend":
+        require_libatb()
+    time.sleep(STARTUP_S)
+    serve(args, capture)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

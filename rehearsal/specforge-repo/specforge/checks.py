@@ -1,0 +1,53 @@
+"""[simulation] What the stand-in trainer verifies before its step: model files, data, the servers it talks to."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+from pathlib import Path
+from typing import Any
+
+
+def model_tensor_names(model_path: str) -> set[str]:
+    """Tensor names in the model's safetensors headers (no weights are read)."""
+    root = Path(model_path)
+    if not (root / "config.json").is_file():
+        raise FileNotFoundError(f"model.target_model_path {model_path!r} has no config.json")
+    names: set[str] = set()
+    for weights in sorted(root.glob("*.safetensors")):
+        with open(weights, "rb") as handle:
+            (header_bytes,) = struct.unpack("<Q", handle.read(8))
+            header = json.loads(handle.read(header_bytes))
+        names.update(name for name in header if name != "__metadata__")
+    if not names:
+        raise FileNotFoundError(f"model.target_model_path {model_path!r} has no *.safetensors weights")
+    return names
+
+
+def conversations(data_path: str) -> list[dict[str, Any]]:
+    """The JSONL rows, each with a user turn and an assistant turn."""
+    path = Path(data_path)
+    if not path.is_file():
+        raise FileNotFoundError(f"data.train_data_path {data_path!r} does not exist")
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not rows:
+        raise ValueError(f"data.train_data_path {data_path!r} is empty")
+    for row in rows:
+        roles = [turn.get("role") for turn in row.get("conversations", [])]
+        if "user" not in roles or "assistant" not in roles:
+            raise ValueError(f"row {row.get('id')!r} needs a user and an assistant turn, has {roles}")
+    return rows
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host or "127.0.0.1", int(port)
+
+
+def connect_mooncake(address: str) -> socket.socket:
+    """A connection to mooncake_master's RPC port, as the Mooncake store client opens one."""
+    try:
+        return socket.create_connection(split_address(address), timeout=5)
+    except OSError as exc:
+        raise RuntimeError(f"mooncake: Client not available: master {address} unreachable ({exc})") from exc

@@ -1,0 +1,356 @@
+"""The rehearsal of docs/specforge.md: green against its simulations, each broken stage caught by the right block."""
+
+# Every test runs `python -m ci.rehearse` as a user would (real processes, real ports on 127.0.0.1), then
+# checks results.json, the job log, and that no process of the run survives it: the `test_id` fixture looks
+# for the test's marker in every process's environment, and `assert_nothing_left` checks the simulated
+# processes the rehearsal registered (a zombie thread-group leader hides its environment, so the marker
+# alone cannot find it).
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+GUIDE = "docs/specforge.md"
+BLOCK_IDS = [
+    "check-py",
+    "check-cann",
+    "check-torch",
+    "install-hf-hub",
+    "build-mooncake",
+    "verify-install",
+    "upstream_ref",
+    "specforge-install-source",
+    "specforge-import",
+    "specforge-help",
+    "specforge-train-help",
+    "smoke-download-model",
+    "smoke-apply-patches",
+    "smoke-start-mooncake",
+    "smoke-start-sglang",
+    "smoke-prepare-data",
+    "smoke-train-launch",
+    "smoke-train-monitor",
+]
+
+
+@dataclass
+class Rehearsed:
+    """A finished `python -m ci.rehearse` run and what it left in its output directory."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    output_dir: Path
+    duration_s: float
+
+    @property
+    def sandbox(self) -> Path:
+        return self.output_dir / "sandbox"
+
+    @property
+    def record(self) -> dict[str, Any]:
+        return json.loads((self.output_dir / "results.json").read_text(encoding="utf-8"))
+
+    def statuses(self) -> dict[str, str]:
+        return {b["id"] or b["store"]: b["status"] for b in self.record["blocks"]}
+
+    def block(self, name: str) -> dict[str, Any]:
+        (found,) = [b for b in self.record["blocks"] if name in (b["id"], b["store"])]
+        return found
+
+    def output(self, name: str, stream: str) -> str:
+        path = self.block(name)[f"{stream}_path"]
+        return (self.output_dir / path).read_text(encoding="utf-8") if path else ""
+
+    def train_log(self) -> str:
+        """The guide's /tmp/smoke-train.log: the sandbox's copy when the rehearsal had its own mount namespace."""
+        own = self.sandbox / "guide-tmp" / "smoke-train.log"
+        return (own if own.exists() else Path("/tmp/smoke-train.log")).read_text(encoding="utf-8")
+
+    def calls(self) -> list[dict[str, Any]]:
+        lines = (self.sandbox / "calls.jsonl").read_text(encoding="utf-8").splitlines()
+        return [json.loads(line) for line in lines]
+
+    def ended_at_teardown(self) -> str:
+        return "\n".join(p["command"] for p in self.record["guides"][0]["processes_ended"])
+
+
+def rehearse(tmp_path: Path, env: dict[str, str], *args: str, **variables: str) -> Rehearsed:
+    """Run the rehearsal with --output-dir in tmp_path; variables go into its environment."""
+    output_dir = tmp_path / "rehearsal"
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "ci.rehearse", GUIDE, "--output-dir", str(output_dir), *args],
+        cwd=REPO,
+        env={**env, **variables},
+        capture_output=True,
+        text=True,
+        timeout=240,
+        stdin=subprocess.DEVNULL,
+    )
+    return Rehearsed(done.returncode, done.stdout, done.stderr, output_dir, time.monotonic() - started)
+
+
+def _has_live_thread(pid: int) -> bool:
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    states = []
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat", encoding="utf-8") as handle:
+                states.append(handle.read().rsplit(")", 1)[1].split()[0])
+        except OSError:
+            continue
+    return any(state not in ("Z", "X") for state in states)
+
+
+def assert_nothing_left(run: Rehearsed) -> None:
+    """No simulated process the run registered is still running, not even as a zombie leader's last thread."""
+    registered = (run.sandbox / "processes.txt").read_text(encoding="utf-8").splitlines()
+    assert registered, "the simulations registered no process"
+    for line in registered:
+        pid_text, start_ticks, name = line.split(" ", 2)
+        try:
+            with open(f"/proc/{pid_text}/stat", encoding="utf-8") as handle:
+                same = handle.read().rsplit(")", 1)[1].split()[19] == start_ticks
+        except OSError:
+            continue
+        assert not (same and _has_live_thread(int(pid_text))), f"{name} (pid {pid_text}) survived the run"
+    assert "outlived the run" not in run.stdout, run.stdout[-2000:]
+
+
+def assert_in_log_and_file(run: Rehearsed, block: str, stream: str, *texts: str) -> None:
+    """Each text is in the block's stdout/stderr file and in the job log the user reads."""
+    content = run.output(block, stream)
+    for text in texts:
+        assert text in content, f"{text!r} not in {block}'s {stream}:\n{content}"
+        assert text in run.stdout, f"{text!r} not in the job log:\n{run.stdout[-4000:]}"
+
+
+def assert_stops_at(run: Rehearsed, failing: str, message: str = "exit 1") -> None:
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr
+    statuses = run.statuses()
+    position = BLOCK_IDS.index(failing)
+    assert [statuses[name] for name in BLOCK_IDS[:position]] == ["passed"] * position, statuses
+    assert statuses[failing] == "failed", statuses
+    assert run.block(failing)["message"] == message
+    assert {statuses[name] for name in BLOCK_IDS[position + 1 :]} <= {"not_run"}, statuses
+    assert re.search(rf"^\[ERROR\] \[\d+/18\] {failing}: FAILED in ", run.stdout, re.M), run.stdout[-3000:]
+    assert "=== rehearsal: FAILED (ci.run exit 1)" in run.stdout
+
+
+def test_the_whole_guide_passes_against_the_simulations(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    run = rehearse(tmp_path, harness_env)
+
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr
+    assert list(run.statuses()) == BLOCK_IDS
+    assert set(run.statuses().values()) == {"passed"}
+    assert run.duration_s < 120, f"the rehearsal took {run.duration_s:.0f}s; it must stay under 2 minutes"
+    report = run.stdout[run.stdout.index("=== rehearsal of docs/specforge.md") :]
+    for simulation in (
+        "npu-smi, apt-get:",
+        "uv:",
+        "pkill:",
+        "python:",
+        "torch 2.10.0+cpu, torch_npu 2.10.0:",
+        "sglang 0.5.18:",
+        "mooncake-transfer-engine-npu 0.3.13.post1:",
+        "accelerate:",
+        "SpecForge:",
+        "Qwen/Qwen3.5-4B:",
+        "CANN 9.0.0, ATB:",
+        "fake Hugging Face Hub: http://127.0.0.1:",
+    ):
+        assert f"\n  {simulation}" in report, simulation
+    sandbox = str(run.sandbox)
+    for override in (
+        f"PATH={sandbox}/bin:",
+        f"SPECFORGE_ASCEND_ROOT={sandbox}/ascend",
+        f"GIT_CONFIG_GLOBAL={sandbox}/gitconfig",
+        "UPSTREAM_REF=v0.0.0-rehearsal",
+        f"HF_HOME={sandbox}/hf-home",
+        "HF_ENDPOINT=http://127.0.0.1:",
+        "SPECFORGE_TRAIN_LIVENESS_WAIT=3",
+        f"--workdir {sandbox}/work",
+    ):
+        assert f"\n  {override}" in report, override
+    # The guide's /tmp files: the sandbox's own where the machine allows private namespaces.
+    if "\nisolation: private network namespace (loopback only) and mount namespace\n" in report:
+        assert f"/tmp/smoke-train.log, /tmp/smoke-train.pid: bind mounts of {sandbox}/guide-tmp/" in report
+    else:
+        assert "/tmp/smoke-train.log, /tmp/smoke-train.pid" in report.split("not redirected: the guide's own ")[1]
+    assert report.rstrip().endswith(f"outputs and sandbox kept in {run.output_dir}")
+
+    # Every simulation says it is one, in its own output.
+    assert "[simulation]" in run.output("check-torch", "stderr")
+    assert "[simulation]" in run.output("install-hf-hub", "stderr")
+    assert "[simulation]" in run.output("verify-install", "stderr")
+    assert "[simulation]" in run.output("specforge-help", "stderr")
+    assert run.output("specforge-install-source", "stdout") == "specforge, version 0.0.0+rehearsal\n"
+    assert "[simulation] specforge train" in run.train_log()
+    # Each fake recorded its calls; the real huggingface_hub client went to the fake Hub.
+    tools = {call["tool"] for call in run.calls()}
+    assert {"uv", "apt-get", "pkill", "mooncake_master", "sglang.launch_server", "specforge"} <= tools
+    uv_calls = [call["argv"] for call in run.calls() if call["tool"] == "uv"]
+    assert ["pip", "install", "--no-deps", "."] in uv_calls
+    hub_log = (run.sandbox / "hub.log").read_text(encoding="utf-8")
+    assert "GET /api/models/Qwen/Qwen3.5-4B/revision/main -> 200" in hub_log
+    assert re.search(r"GET /Qwen/Qwen3.5-4B/resolve/[0-9a-f]{40}/model.safetensors -> 200", hub_log)
+    assert run.block("smoke-download-model")["captured"]["model_path"].startswith(f"{sandbox}/hf-home/hub/")
+    # The servers lived until the end of the guide, where the harness ended them.
+    assert "mooncake_master --enable_http_metadata_server=true --rpc_port=35551" in run.ended_at_teardown()
+    assert "-m sglang.launch_server" in run.ended_at_teardown()
+    # Installs went into the sandbox, not into the harness's environment.
+    for name in ("specforge", "mooncake-transfer-engine-npu"):
+        with pytest.raises(importlib.metadata.PackageNotFoundError):
+            importlib.metadata.version(name)
+    assert_nothing_left(run)
+
+
+def test_a_commit_ref_takes_the_guides_fetch_by_hash_path(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    run = rehearse(tmp_path, harness_env, "--ref", "commit", "--until", "specforge-install-source")
+
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr
+    ref = run.block("upstream_ref")["captured"]["upstream_ref"]
+    assert re.fullmatch(r"[0-9a-f]{40}", ref)
+    assert run.block("specforge-install-source")["status"] == "passed"
+    assert f"* branch            {ref} -> FETCH_HEAD" in run.output("specforge-install-source", "stderr")
+
+
+def test_without_namespaces_the_machine_is_shared_and_said_so(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    run = rehearse(tmp_path, harness_env, "--until", "check-cann", REHEARSAL_SHARED="1")
+
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr
+    assert run.statuses()["check-cann"] == "passed"
+    assert "\nisolation: none (REHEARSAL_SHARED=1); the machine's loopback and /tmp are shared\n" in run.stdout
+    assert "\n  not redirected: the guide's own /tmp/build-mooncake-pip.log, /tmp/smoke-mooncake.log," in run.stdout
+
+
+def test_an_unknown_failure_knob_is_a_usage_error(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    run = rehearse(tmp_path, harness_env, REHEARSAL_BREAK="mooncake-no-bnid")
+
+    assert run.returncode == 2
+    assert "REHEARSAL_BREAK='mooncake-no-bnid' is not a failure knob; known: mooncake-no-bind," in run.stderr
+    assert not run.output_dir.exists()
+
+
+def test_mooncake_never_binding_fails_its_start_block(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    run = rehearse(tmp_path, harness_env, REHEARSAL_BREAK="mooncake-no-bind", SPECFORGE_MOONCAKE_READY_TIMEOUT="3")
+
+    assert_stops_at(run, "smoke-start-mooncake")
+    assert_in_log_and_file(
+        run,
+        "smoke-start-mooncake",
+        "stderr",
+        "smoke: FAILED - mooncake_master did not bind 35551 in 3s",
+        "[simulation] REHEARSAL_BREAK=mooncake-no-bind: never binding 127.0.0.1:35551",
+    )
+    assert "REHEARSAL_BREAK=mooncake-no-bind  (mooncake_master never binds" in run.stdout
+    assert "mooncake_master --enable_http_metadata_server=true" in run.ended_at_teardown()
+    assert_nothing_left(run)
+
+
+def test_sglang_never_healthy_fails_at_the_guides_deadline(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    run = rehearse(tmp_path, harness_env, REHEARSAL_BREAK="sglang-never-healthy", SPECFORGE_SGLANG_HEALTH_TIMEOUT="5")
+
+    assert_stops_at(run, "smoke-start-sglang")
+    assert run.output("smoke-start-sglang", "stdout") == "smoke: waiting for SGLang /health (up to 5s)\n"
+    assert_in_log_and_file(
+        run,
+        "smoke-start-sglang",
+        "stderr",
+        "smoke: FAILED - SGLang not healthy after 5s",
+        "[simulation] REHEARSAL_BREAK=sglang-never-healthy: /health answers 503 for ever",
+    )
+    assert "SPECFORGE_SGLANG_HEALTH_TIMEOUT=5  (from the caller's environment)" in run.stdout
+    assert "-m sglang.launch_server" in run.ended_at_teardown()
+    assert_nothing_left(run)
+
+
+def test_a_trainer_dying_at_start_fails_the_launch(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    run = rehearse(tmp_path, harness_env, REHEARSAL_BREAK="trainer-dies")
+
+    assert_stops_at(run, "smoke-train-launch")
+    assert_in_log_and_file(
+        run,
+        "smoke-train-launch",
+        "stdout",
+        "smoke: FAILED - specforge train died within 3s of launch",
+        "RuntimeError: mooncake: Client not available: master 127.0.0.1:35551 refused the connection",
+    )
+    assert_nothing_left(run)
+
+
+def test_a_zombie_trainer_counts_as_exited(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    run = rehearse(tmp_path, harness_env, REHEARSAL_BREAK="trainer-zombie")
+
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr
+    assert set(run.statuses().values()) == {"passed"}
+    monitor = run.output("smoke-train-monitor", "stdout")
+    assert re.search(r"already exited \(zombie state; container init does not reap orphans\)", monitor)
+    assert monitor.endswith("smoke: OK - 1-step training completed\n")
+    # The zombie lasted until the harness ended mooncake_master after the last block: only then did the
+    # process's remaining thread see its connection drop and end it.
+    assert_nothing_left(run)
+    train_log = run.train_log()
+    assert "main thread exits; the process stays as a zombie leader" in train_log
+    assert train_log.rstrip().endswith("trainer-zombie: mooncake_master went away; the last thread ends the process")
+
+
+def test_a_trainer_without_step_line_fails_the_monitor(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    run = rehearse(tmp_path, harness_env, REHEARSAL_BREAK="trainer-no-step", SPECFORGE_TRAIN_TIMEOUT="0")
+
+    assert_stops_at(run, "smoke-train-monitor")
+    assert_in_log_and_file(
+        run,
+        "smoke-train-monitor",
+        "stdout",
+        "smoke: FAILED - specforge train exceeded 0s, killing pid=",
+        "[simulation] REHEARSAL_BREAK=trainer-no-step: no feature batch ever arrives",
+    )
+    assert "step 1:" not in run.train_log()
+    # The monitor killed the trainer; its worker was left to the harness, which ended it.
+    assert "-m specforge.worker --role consumer" in run.ended_at_teardown()
+    assert_nothing_left(run)
+
+
+def test_a_trainer_hanging_after_its_step_gets_the_monitors_teardown(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    run = rehearse(tmp_path, harness_env, REHEARSAL_BREAK="trainer-hang", SPECFORGE_TRAIN_GRACE="0")
+
+    # By the guide's design a hang after the step line is a success, with diagnostics.
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr
+    monitor = run.block("smoke-train-monitor")
+    assert monitor["status"] == "passed"
+    assert monitor["error_marker"] == "[ERROR]"
+    assert re.search(
+        r"smoke: WARNING - train pid=\d+ still alive 0s after step/loss markers; dumping stacks then killing",
+        run.output("smoke-train-monitor", "stdout"),
+    )
+    diagnostics = run.output("smoke-train-monitor", "stderr")
+    assert len(re.findall(r"^\[ERROR\] teardown-hang diagnostic for pid \d+:$", diagnostics, re.M)) == 2
+    assert re.search(
+        r"^\[ERROR\] (py-spy stack dump for pid|py-spy dump failed|py-spy install failed)", diagnostics, re.M
+    )
+    # The job log shows the monitor's stderr in full, line by line.
+    section = run.stdout[run.stdout.index("--- stderr", run.stdout.index("id=smoke-train-monitor")) :]
+    for line in diagnostics.splitlines():
+        assert line.rstrip() in section, f"missing from the job log: {line!r}"
+    assert "omitted; the whole stream is on disk" not in section.split("[18/18] smoke-train-monitor: PASSED")[0]
+    assert ["pip", "install", "--quiet", "py-spy"] in [c["argv"] for c in run.calls() if c["tool"] == "uv"]
+    assert_nothing_left(run)
