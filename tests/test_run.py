@@ -621,3 +621,19 @@ def test_several_guides_run_in_order_each_with_its_own_stores(tmp_path: Path, ha
     ]
     assert (tmp_path / "j.xml").read_text().count("<testsuite ") == 2
     assert done.stdout.index("one.md: PASSED") < done.stdout.index("two.md: FAILED")
+
+
+def test_the_demo_guide_passes(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    demo = Path(__file__).resolve().parents[1] / "docs" / "examples" / "demo.md"
+    done = subprocess.run(
+        [sys.executable, "-m", "ci.run", str(demo), "--output-dir", str(tmp_path / "out")],
+        cwd=tmp_path,
+        env=harness_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert {b["status"] for b in record["blocks"]} == {"passed"}
+    assert record["guides"][0]["processes_ended"], "the demo's background server is ended and listed"
