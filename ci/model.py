@@ -145,6 +145,20 @@ class Step:
         """The id, else the store, else the ordinal: how logs and JUnit name a block."""
         return self.id or self.store or f"#{self.ordinal}"
 
+    def identity(self) -> dict[str, object]:
+        """What names and places the block, as `--list --format json` and results.json show it."""
+        return {
+            "ordinal": self.ordinal,
+            "label": self.label.value,
+            "id": self.id,
+            "store": self.store,
+            "language": self.language_word,
+            "line": self.line,
+            "timeout_s": self.timeout_s,
+            "loads": [[load.name, load.placeholder] for load in self.loads],
+            "hidden": self.hidden,
+        }
+
 
 @dataclass(frozen=True)
 class GuideSettings:

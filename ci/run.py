@@ -91,18 +91,7 @@ def _plan_entries(plans: Sequence[Plan]) -> list[dict[str, Any]]:
     entries = []
     for plan in plans:
         for step in plan.steps:
-            entry: dict[str, Any] = {
-                "guide": plan.guide,
-                "ordinal": step.ordinal,
-                "label": step.label.value,
-                "id": step.id,
-                "store": step.store,
-                "language": step.language_word,
-                "line": step.line,
-                "timeout_s": step.timeout_s,
-                "loads": [[load.name, load.placeholder] for load in step.loads],
-                "hidden": step.hidden,
-            }
+            entry: dict[str, Any] = {"guide": plan.guide, **step.identity()}
             if step.skip_reason is not None:
                 entry["skip"] = step.skip_reason
             if step.expected is not None:
