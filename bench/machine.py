@@ -124,7 +124,7 @@ def describe() -> list[tuple[str, str]]:
         ("memory", memory_total()),
         ("kernel", f"{platform.system()} {platform.release()} {platform.machine()}"),
         ("OS", os_name()),
-        ("Python", f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})"),
+        ("Python", f"{platform.python_implementation()} {platform.python_version()}"),
         ("temp dir", f"{temp}: {mount_of(temp)}"),
         ("creating an empty file there", f"{file_creation_ms(temp):.3f} ms (median of 200)"),
     ]
@@ -133,7 +133,7 @@ def describe() -> list[tuple[str, str]]:
     rows += [
         ("PYTHONDONTWRITEBYTECODE", os.environ.get("PYTHONDONTWRITEBYTECODE") or "unset"),
         ("packages", package_versions()),
-        ("guide-guard", f"{REPO} at {git_revision()}"),
+        ("guide-guard", f"commit {git_revision()}"),
         ("load at start", load_now()),
     ]
     return rows

@@ -479,7 +479,7 @@ def pinned_versions(text: str) -> list[Pin]:
 
 
 class PyPIVersions:
-    """Latest versions on PyPI ($PYPI_URL, else pypi.org); after the first network failure it asks no more."""
+    """Latest versions on PyPI ($PYPI_URL, else the public index); after the first network failure it asks no more."""
 
     def __init__(self) -> None:
         self.base = (os.environ.get("PYPI_URL") or "https://pypi.org").rstrip("/")
