@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -240,7 +239,6 @@ def test_parser_agrees_with_plan(plan: list[dict], guide_text: str) -> None:
     assert runnable == [(b["line"], b["language"]) for b in plan]
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_shell_blocks_pass_bash_n(guide_text: str, tmp_path: Path) -> None:
     blocks = _shell_blocks(guide_text)
     assert len(blocks) >= 14
