@@ -16,7 +16,7 @@ from typing import Protocol
 from ci.check import explain_mismatch, match_file
 from ci.model import BlockResult, GuideOutcome, Language, Plan, Status, Step
 from ci.process import BlockProcess, ProcessSupervisor
-from ci.report.text import file_contains, read_view
+from ci.report.text import FULL_LIMIT_BYTES, file_contains, read_view
 
 __all__ = [
     "DEFAULT_ERROR_MARKERS",
@@ -356,7 +356,7 @@ def _verdict(
         failed_piece = match_file(str(stdout_path), expected, step.expected.fuzzy)
         if failed_piece is None:
             return _result(step, Status.PASSED, "output matched", **common)
-        view = read_view(str(stdout_path), full_limit_bytes=256 * 1024)
+        view = read_view(str(stdout_path), full_limit_bytes=FULL_LIMIT_BYTES)
         report = explain_mismatch(view.render(), expected, step.expected.fuzzy, failed_piece)
         return _result(
             step,

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,7 +59,6 @@ class BlockProcess:
     exit_code: int | None = None  # set when it has exited (negative: killed by that signal)
     cpu_s: float | None = None
     peak_rss_bytes: int = 0
-    killed_tree: list[TrackedProcess] = field(default_factory=list)
 
 
 class ProcessSupervisor:
@@ -332,8 +331,7 @@ class ProcessSupervisor:
             else:
                 self._collect(block, blocking=True)
         self.reap_orphans()
-        block.killed_tree = [p for p in ended if p.pid != block.pid]
-        return block.killed_tree
+        return [p for p in ended if p.pid != block.pid]
 
     def _terminate(
         self, members: list[psutil.Process], grace_s: float, *, origin: str | None = None
