@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import os
 import re
 import time
@@ -73,30 +74,48 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:60] or "block"
 
 
-def _output_stem(step: Step, options: RunOptions) -> Path:
+def _output_stem(step: Step, options: RunOptions) -> str:
     """blocks/NNN-name: its .stdout.txt, .stderr.txt and .dumps/ sit beside each other."""
-    return options.output_dir / "blocks" / f"{options.block_file_prefix}{step.ordinal:03d}-{_slug(step.name)}"
+    return f"{options.output_dir}/blocks/{options.block_file_prefix}{step.ordinal:03d}-{_slug(step.name)}"
 
 
-class _SpareFiles:
-    """Reuses the empty output files of finished blocks for the next blocks.
+def _output_paths(step: Step, options: RunOptions) -> tuple[Path, Path]:
+    stem = _output_stem(step, options)
+    return Path(f"{stem}.stdout.txt"), Path(f"{stem}.stderr.txt")
 
-    Creating a file costs far more than a trivial block on some file systems
-    (it is the allocation of an inode, not the name), while a rename is cheap.
-    A stream that a block left empty keeps no file of its own: its file is
-    renamed to serve the next block, but only once nothing of that block's
-    process group is left that could still write to it.
+
+class _OutputFiles:
+    """Makes each block's output files ahead of time, while the block before it runs.
+
+    Creating a file can cost more than a whole trivial block on some file
+    systems (it is the allocation of an inode, not the name); the harness is
+    only waiting while a block runs, so the next block's files are made then,
+    on the other core, instead of in the spawn that the run waits for. A
+    stream that a block left empty keeps no file of its own: once nothing of
+    its process group is left that could still write to it, its file is
+    renamed to serve a later block (a rename is cheap). Files made for blocks
+    that never ran are removed at the end.
     """
 
     def __init__(self) -> None:
-        self.spare: list[Path] = []
+        self.spare: list[Path] = []  # empty files of finished blocks, free to rename
+        self.made: set[Path] = set()  # made ahead for blocks that have not run yet
 
-    def provide(self, *paths: Path) -> None:
+    def prepare(self, *paths: Path) -> None:
         for path in paths:
-            if not self.spare:
-                return  # the spawn creates the rest
-            with contextlib.suppress(OSError):
-                os.rename(self.spare.pop(), path)
+            if path in self.made:
+                continue
+            try:
+                if self.spare:
+                    os.rename(self.spare.pop(), path)
+                else:
+                    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            except OSError:
+                continue  # (a file of an earlier run, say): the spawn opens it with O_TRUNC
+            self.made.add(path)
+
+    def used(self, *paths: Path) -> None:
+        self.made.difference_update(paths)
 
     def take_back(self, path: Path, size_bytes: int, writers_left: bool) -> bool:
         """Keep an empty stream's file for later; True when it was taken."""
@@ -105,11 +124,12 @@ class _SpareFiles:
         self.spare.append(path)
         return True
 
-    def remove_all(self) -> None:
-        for path in self.spare:
+    def remove_unused(self) -> None:
+        for path in [*self.spare, *self.made]:
             with contextlib.suppress(OSError):
                 os.unlink(path)
         self.spare.clear()
+        self.made.clear()
 
 
 def _argv_choices(language: Language, command: str) -> list[list[str]]:
@@ -170,7 +190,9 @@ def run_guide(
     interrupted_by: int | None = None
     total = len(plan.steps)
     (options.output_dir / "blocks").mkdir(parents=True, exist_ok=True)
-    spare_files = _SpareFiles()
+    output_files = _OutputFiles()
+    runnable = [step for step in plan.steps if step.skip_reason is None and step.ordinal not in left_out]
+    following = {step.ordinal: _output_paths(after, options) for step, after in itertools.pairwise(runnable)}
     for step in plan.steps:
         signum = supervisor.stop_requested()
         if signum is not None and stop_reason is None:
@@ -196,7 +218,8 @@ def run_guide(
                 supervisor,
                 listener,
                 total,
-                spare_files=spare_files,
+                output_files=output_files,
+                next_paths=following.get(step.ordinal),
             )
         except RunInterrupted as interrupt:
             interrupted_by = interrupt.signum
@@ -208,7 +231,7 @@ def run_guide(
         results.append(result)
         if result.status.is_failure and not options.keep_going and stop_reason is None:
             stop_reason = f"after block {step.name} (line {step.line}) {result.status.value}"
-    spare_files.remove_all()
+    output_files.remove_unused()
     return GuideOutcome(
         plan=plan,
         results=tuple(results),
@@ -239,11 +262,11 @@ def _run_step(
     supervisor: ProcessSupervisor,
     listener: Listener,
     total: int,
-    spare_files: _SpareFiles,
+    output_files: _OutputFiles,
+    next_paths: tuple[Path, Path] | None,
 ) -> BlockResult:
     stem = _output_stem(step, options)
-    stdout_path = Path(f"{stem}.stdout.txt")
-    stderr_path = Path(f"{stem}.stderr.txt")
+    stdout_path, stderr_path = _output_paths(step, options)
     listener.block_started(step, total, stdout_path, stderr_path)
     missing = [load.name for load in step.loads if load.name not in stored]
     if step.expected:
@@ -263,7 +286,7 @@ def _run_step(
         # trailing newlines go after substitution: a value stored empty must not leave one behind
         expected = substitute(step.expected.body, expected_pairs).rstrip("\n")
 
-    spare_files.provide(stdout_path, stderr_path)
+    output_files.prepare(stdout_path, stderr_path)  # made already, unless this is the first block
     block = None
     for argv in _argv_choices(step.language, command):
         try:
@@ -283,6 +306,9 @@ def _run_step(
     if block is None:
         wanted = " or ".join(argv[0] for argv in _argv_choices(step.language, command))
         return _result(step, Status.ERROR, f"could not be run: no {wanted} on PATH", command=command, expected=expected)
+    output_files.used(stdout_path, stderr_path)
+    if next_paths is not None:
+        output_files.prepare(*next_paths)  # while this block runs
     try:
         exited = supervisor.wait(block, step.timeout_s)
     except RunInterrupted as interrupt:
@@ -305,9 +331,9 @@ def _run_step(
     common.update(exit_code=block.exit_code if exited else None, dumps=dumps, dump_notes=notes)
     result = _verdict(step, exited, block, expected, stdout_path, common)
     writers_left = supervisor.group_alive(block)
-    if spare_files.take_back(stdout_path, result.stdout_bytes, writers_left):
+    if output_files.take_back(stdout_path, result.stdout_bytes, writers_left):
         result = dataclasses.replace(result, stdout_path=None)
-    if spare_files.take_back(stderr_path, result.stderr_bytes, writers_left):
+    if output_files.take_back(stderr_path, result.stderr_bytes, writers_left):
         result = dataclasses.replace(result, stderr_path=None)
     return result
 

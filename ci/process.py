@@ -96,16 +96,20 @@ class ProcessSupervisor:
         The block runs in the harness's working directory (the command line
         moves there first). posix_spawn rather than subprocess: it is markedly
         cheaper per block, and the files are opened by the child itself.
-        FileNotFoundError when argv[0] is not on the block's PATH.
+        FileNotFoundError when argv[0] is not on the block's PATH (the guide's env may set its own).
         """
         full_env = dict(env)
         full_env[RUN_MARKER] = self.run_token
         full_env[BLOCK_MARKER] = block_tag
-        program = shutil.which(argv[0], path=full_env.get("PATH", os.defpath))
-        if program is None:
-            raise FileNotFoundError(f"{argv[0]} not found on PATH")
+        search_path = full_env.get("PATH", os.defpath)
+        if search_path == os.environ.get("PATH", os.defpath):
+            spawn, program = os.posix_spawnp, argv[0]  # searches the harness's PATH, in C
+        else:
+            spawn, program = os.posix_spawn, shutil.which(argv[0], path=search_path) or ""
+            if not program:
+                raise FileNotFoundError(f"{argv[0]} not found on PATH")
         write = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-        pid = os.posix_spawn(
+        pid = spawn(
             program,
             list(argv),
             full_env,

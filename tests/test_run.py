@@ -157,6 +157,84 @@ def test_workdir_and_front_matter_env(guide_runner, tmp_path: Path) -> None:
     assert run.returncode == 0, run.stdout
 
 
+def test_a_guide_path_decides_which_bash_runs_its_blocks(guide_runner, tmp_path: Path) -> None:
+    """The block's PATH (here set by the guide) is searched, not only the harness's own."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    fake_bash = tools / "bash"
+    fake_bash.write_text('#!/bin/sh\necho "simulated bash, given: $2"\n', encoding="utf-8")
+    fake_bash.chmod(0o755)
+    text = f"""
+        ---
+        ci:
+          env:
+            PATH: "{{path}}"
+        ---
+        {FENCE}shell #test id="which"
+        echo real
+        {FENCE}
+
+        {FENCE}shell #test-result id="which"
+        simulated bash, given: echo real
+        {FENCE}
+        """
+    run = guide_runner(text.replace("{path}", f"{tools}:{os.environ['PATH']}"))
+    assert run.returncode == 0, run.stdout
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    missing = guide_runner(text.replace("{path}", str(empty)))
+    assert missing.returncode == 1
+    assert missing.block("which")["status"] == "error"
+    assert "could not be run: no bash on PATH" in missing.stdout
+
+
+def test_output_files_hold_what_blocks_printed_and_nothing_else(guide_runner) -> None:
+    """An empty stream keeps no file; blocks that never ran leave none; a late writer's file is kept."""
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup store="quiet"
+        true
+        {FENCE}
+
+        {FENCE}shell #test-setup store="both"
+        echo out; echo err >&2
+        {FENCE}
+
+        {FENCE}shell #test-setup store="late"
+        (sleep 0.5; echo "written after the block ended" >&2; touch late-done) &
+        {FENCE}
+
+        {FENCE}shell #test-setup store="skipped" skip="not today"
+        echo never
+        {FENCE}
+
+        {FENCE}shell #test-setup store="fails"
+        for i in $(seq 300); do [ -e late-done ] && break; sleep 0.1; done; exit 4
+        {FENCE}
+
+        {FENCE}shell #test-setup store="after"
+        echo never either
+        {FENCE}
+        """
+    )
+    assert run.returncode == 1, run.stdout
+    quiet, both, late = run.block("quiet"), run.block("both"), run.block("late")
+    assert (quiet["stdout_path"], quiet["stderr_path"]) == (None, None)
+    assert (run.output_dir / both["stdout_path"]).read_text() == "out\n"
+    assert (run.output_dir / both["stderr_path"]).read_text() == "err\n"
+    # the background writer still held stderr when the block ended, so its file was kept for it
+    assert (run.output_dir / late["stderr_path"]).read_text() == "written after the block ended\n"
+    files = sorted(path.name for path in (run.output_dir / "blocks").iterdir())
+    assert files == [
+        "002-both.stderr.txt",
+        "002-both.stdout.txt",
+        "003-late.stderr.txt",
+        "003-late.stdout.txt",  # empty, but its writer was still alive when the block ended
+    ]
+    assert [b["status"] for b in run.blocks[3:]] == ["skipped", "failed", "not_run"]
+
+
 def test_timeout_ends_the_whole_tree_and_keeps_partial_output(guide_runner, tmp_path: Path) -> None:
     pidfile = tmp_path / "child.pid"
     run = guide_runner(
