@@ -132,6 +132,40 @@ class _OutputFiles:
         self.made.clear()
 
 
+class _Events:
+    """Tells the listener about blocks in order, holding a finished block's report until the next block runs.
+
+    Reporting a block (reading its output again to show it) is a good part of
+    the harness's own time per block; written while the next block runs, it
+    no longer delays that block's start. The listener sees the same events in
+    the same order: the next block's start is announced right after its
+    spawn, once the previous report is out.
+    """
+
+    def __init__(self, listener: Listener, total: int) -> None:
+        self.listener = listener
+        self.total = total
+        self.pending: BlockResult | None = None  # finished, not reported yet
+        self.announced: Step | None = None  # the last block whose start was announced
+
+    def started(self, step: Step, stdout_path: Path, stderr_path: Path) -> None:
+        """Announce a block's start once (after its spawn, or when it could not be started)."""
+        if self.announced is step:
+            return
+        self.flush()
+        self.announced = step
+        self.listener.block_started(step, self.total, stdout_path, stderr_path)
+
+    def finished(self, result: BlockResult) -> None:
+        self.flush()
+        self.pending = result
+
+    def flush(self) -> None:
+        if self.pending is not None:
+            result, self.pending = self.pending, None
+            self.listener.block_finished(result, self.total)
+
+
 def _argv_choices(language: Language, command: str) -> list[list[str]]:
     """The commands to try, in order; the block's own PATH decides which program they are."""
     if language is Language.SHELL:
@@ -191,6 +225,7 @@ def run_guide(
     total = len(plan.steps)
     (options.output_dir / "blocks").mkdir(parents=True, exist_ok=True)
     output_files = _OutputFiles()
+    events = _Events(listener, total)
     runnable = [step for step in plan.steps if step.skip_reason is None and step.ordinal not in left_out]
     following = {step.ordinal: _output_paths(after, options) for step, after in itertools.pairwise(runnable)}
     for step in plan.steps:
@@ -206,7 +241,7 @@ def run_guide(
             continue
         if step.skip_reason is not None:
             results.append(_result(step, Status.SKIPPED, step.skip_reason))
-            listener.block_finished(results[-1], total)
+            events.finished(results[-1])
             continue
         try:
             result = _run_step(
@@ -216,8 +251,7 @@ def run_guide(
                 markers,
                 options,
                 supervisor,
-                listener,
-                total,
+                events,
                 output_files=output_files,
                 next_paths=following.get(step.ordinal),
             )
@@ -225,12 +259,14 @@ def run_guide(
             interrupted_by = interrupt.signum
             result = interrupt.result or _interrupted(step, interrupt.signum, supervisor)
             stop_reason = f"run interrupted by signal {interrupt.signum}"
-        listener.block_finished(result, total)
+        events.started(step, *_output_paths(step, options))  # unless its spawn did
+        events.finished(result)
         if result.stored is not None:
             stored[result.stored[0]] = result.stored[1]
         results.append(result)
         if result.status.is_failure and not options.keep_going and stop_reason is None:
             stop_reason = f"after block {step.name} (line {step.line}) {result.status.value}"
+    events.flush()
     output_files.remove_unused()
     return GuideOutcome(
         plan=plan,
@@ -260,14 +296,12 @@ def _run_step(
     markers: tuple[str, ...],
     options: RunOptions,
     supervisor: ProcessSupervisor,
-    listener: Listener,
-    total: int,
+    events: _Events,
     output_files: _OutputFiles,
     next_paths: tuple[Path, Path] | None,
 ) -> BlockResult:
     stem = _output_stem(step, options)
     stdout_path, stderr_path = _output_paths(step, options)
-    listener.block_started(step, total, stdout_path, stderr_path)
     missing = [load.name for load in step.loads if load.name not in stored]
     if step.expected:
         missing += [load.name for load in step.expected.loads if load.name not in stored]
@@ -307,8 +341,10 @@ def _run_step(
         wanted = " or ".join(argv[0] for argv in _argv_choices(step.language, command))
         return _result(step, Status.ERROR, f"could not be run: no {wanted} on PATH", command=command, expected=expected)
     output_files.used(stdout_path, stderr_path)
+    # while this block runs: the previous block's report, this one's header, the next one's files
+    events.started(step, stdout_path, stderr_path)
     if next_paths is not None:
-        output_files.prepare(*next_paths)  # while this block runs
+        output_files.prepare(*next_paths)
     try:
         exited = supervisor.wait(block, step.timeout_s)
     except RunInterrupted as interrupt:
