@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import itertools
 import os
 import re
@@ -227,7 +226,8 @@ def run_guide(
     output_files = _OutputFiles()
     events = _Events(listener, total)
     runnable = [step for step in plan.steps if step.skip_reason is None and step.ordinal not in left_out]
-    following = {step.ordinal: _output_paths(after, options) for step, after in itertools.pairwise(runnable)}
+    paths = {step.ordinal: _output_paths(step, options) for step in runnable}
+    following = {step.ordinal: paths[after.ordinal] for step, after in itertools.pairwise(runnable)}
     for step in plan.steps:
         signum = supervisor.stop_requested()
         if signum is not None and stop_reason is None:
@@ -253,13 +253,14 @@ def run_guide(
                 supervisor,
                 events,
                 output_files=output_files,
+                paths=paths[step.ordinal],
                 next_paths=following.get(step.ordinal),
             )
         except RunInterrupted as interrupt:
             interrupted_by = interrupt.signum
             result = interrupt.result or _interrupted(step, interrupt.signum, supervisor)
             stop_reason = f"run interrupted by signal {interrupt.signum}"
-        events.started(step, *_output_paths(step, options))  # unless its spawn did
+        events.started(step, *paths[step.ordinal])  # unless its spawn did
         events.finished(result)
         if result.stored is not None:
             stored[result.stored[0]] = result.stored[1]
@@ -285,8 +286,14 @@ def _interrupted(step: Step, signum: int, supervisor: ProcessSupervisor) -> Bloc
     return _result(step, Status.ERROR, f"interrupted by signal {signum}")
 
 
-def _size(path: str | None) -> int:
-    return os.path.getsize(path) if path and os.path.exists(path) else 0
+def _sizes(*paths: Path) -> tuple[int, ...]:
+    sizes = []
+    for path in paths:
+        try:
+            sizes.append(os.stat(path).st_size)
+        except OSError:
+            sizes.append(0)
+    return tuple(sizes)
 
 
 def _run_step(
@@ -298,10 +305,10 @@ def _run_step(
     supervisor: ProcessSupervisor,
     events: _Events,
     output_files: _OutputFiles,
+    paths: tuple[Path, Path],
     next_paths: tuple[Path, Path] | None,
 ) -> BlockResult:
-    stem = _output_stem(step, options)
-    stdout_path, stderr_path = _output_paths(step, options)
+    stdout_path, stderr_path = paths
     missing = [load.name for load in step.loads if load.name not in stored]
     if step.expected:
         missing += [load.name for load in step.expected.loads if load.name not in stored]
@@ -353,46 +360,48 @@ def _run_step(
             step,
             Status.ERROR,
             f"interrupted by signal {interrupt.signum} after {time.monotonic() - block.started:.1f}s; its process tree was ended",
-            **_observed(block, stdout_path, stderr_path, command, expected, markers),
+            **_observed(block, paths, _sizes(*paths), command, expected, markers),
         )
         raise
     dumps: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     if not exited:
-        dump_paths, dump_notes = supervisor.dump_stacks(block, Path(f"{stem}.dumps"))
+        dump_paths, dump_notes = supervisor.dump_stacks(block, Path(f"{_output_stem(step, options)}.dumps"))
         dumps, notes = tuple(dump_paths), tuple(dump_notes)
         supervisor.end_tree(block)
     supervisor.reap_orphans()
-    common = _observed(block, stdout_path, stderr_path, command, expected, markers)
-    common.update(exit_code=block.exit_code if exited else None, dumps=dumps, dump_notes=notes)
-    result = _verdict(step, exited, block, expected, stdout_path, common)
+    sizes = _sizes(*paths)
     writers_left = supervisor.group_alive(block)
-    if output_files.take_back(stdout_path, result.stdout_bytes, writers_left):
-        result = dataclasses.replace(result, stdout_path=None)
-    if output_files.take_back(stderr_path, result.stderr_bytes, writers_left):
-        result = dataclasses.replace(result, stderr_path=None)
-    return result
+    # an empty stream keeps no file (the file itself stays until a later block's files are made)
+    kept = tuple(
+        None if output_files.take_back(path, size, writers_left) else path
+        for path, size in zip(paths, sizes, strict=True)
+    )
+    common = _observed(block, kept, sizes, command, expected, markers)
+    common.update(exit_code=block.exit_code if exited else None, dumps=dumps, dump_notes=notes)
+    return _verdict(step, exited, block, expected, stdout_path, common)
 
 
 def _observed(
     block: BlockProcess,
-    stdout_path: Path,
-    stderr_path: Path,
+    paths: tuple[Path | None, ...],
+    sizes: tuple[int, ...],
     command: str,
     expected: str | None,
     markers: tuple[str, ...],
 ) -> dict[str, object]:
-    """What was measured of a block that ran, whatever its verdict."""
+    """What was measured of a block that ran, whatever its verdict; a path is None for a stream not kept."""
+    stdout_path, stderr_path = (str(path) if path else None for path in paths)
     return {
         "exit_code": block.exit_code,
         "duration_s": time.monotonic() - block.started,
-        "stdout_path": str(stdout_path),
-        "stderr_path": str(stderr_path),
-        "stdout_bytes": _size(str(stdout_path)),
-        "stderr_bytes": _size(str(stderr_path)),
+        "stdout_path": stdout_path,
+        "stderr_path": stderr_path,
+        "stdout_bytes": sizes[0],
+        "stderr_bytes": sizes[1],
         "command": command,
         "expected": expected,
-        "marker_found": file_contains(str(stderr_path), markers),
+        "marker_found": file_contains(stderr_path, markers) if sizes[1] else None,
         "peak_rss_bytes": block.peak_rss_bytes or None,
         "cpu_s": block.cpu_s,
     }

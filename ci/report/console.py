@@ -117,10 +117,12 @@ class ConsoleReporter:
         self.stop = StopCommands()
         self.tailer: _Tailer | None = None
         self.group_open = False  # under Actions, a block's fold is open between its start and end
+        self.holding = False  # while True, lines are flushed together (one write for a block's report)
 
     def line(self, text: str = "") -> None:
         self.out.write(mask_secrets(text) + "\n")
-        self.out.flush()
+        if not self.holding:
+            self.out.flush()
 
     def untrusted(self, text: str) -> None:
         """Block output: never able to issue workflow commands."""
@@ -141,6 +143,14 @@ class ConsoleReporter:
             self.tailer.start()
 
     def block_finished(self, result: BlockResult, total: int) -> None:
+        self.holding = True
+        try:
+            self._block_report(result, total)
+        finally:
+            self.holding = False
+            self.out.flush()
+
+    def _block_report(self, result: BlockResult, total: int) -> None:
         if self.tailer is not None:
             self.tailer.done.set()
             self.tailer.join()
