@@ -195,8 +195,12 @@ SECTION_NOTES = {
         "`bash` is the floor: one `bash -c` per block from a bash loop, stdout to a new file per block as the "
         "harness does. `baseline` is the reference engine's documented way (`subprocess.run(..., "
         "capture_output=True)` and a `.*?` regex per block): it pipes output instead of creating files, which "
-        "is cheaper per block where creating a file is slow (see the machine table). prysk and byexample run "
-        "all commands of a file in one long-lived shell: no process, no file and no isolation per block."
+        "is cheaper per block where creating a file is slow (see the machine table). `base+files` is that "
+        "baseline keeping each block's stdout and stderr in two new files, as the contract asks of the harness "
+        "(pipes would let a background server stall the run): the difference between the two baselines is the "
+        "price of the contract's files, the difference between `base+files` and `ci.run` the harness's own. "
+        "prysk and byexample run all commands of a file in one long-lived shell: no process, no file and no "
+        "isolation per block."
     ),
     "Matching": (
         "Ours reads the file in bounded chunks (`ci.check.match_file`), the regex needs the whole output "
