@@ -228,47 +228,49 @@ def run_guide(
     runnable = [step for step in plan.steps if step.skip_reason is None and step.ordinal not in left_out]
     paths = {step.ordinal: _output_paths(step, options) for step in runnable}
     following = {step.ordinal: paths[after.ordinal] for step, after in itertools.pairwise(runnable)}
-    for step in plan.steps:
-        signum = supervisor.stop_requested()
-        if signum is not None and stop_reason is None:
-            interrupted_by = signum
-            stop_reason = f"run interrupted by signal {signum}"
-        if stop_reason is not None:
-            results.append(_result(step, Status.NOT_RUN, stop_reason))
-            continue
-        if step.ordinal in left_out:
-            results.append(_result(step, Status.NOT_RUN, left_out[step.ordinal]))
-            continue
-        if step.skip_reason is not None:
-            results.append(_result(step, Status.SKIPPED, step.skip_reason))
-            events.finished(results[-1])
-            continue
-        try:
-            result = _run_step(
-                step,
-                stored,
-                env,
-                markers,
-                options,
-                supervisor,
-                events,
-                output_files=output_files,
-                paths=paths[step.ordinal],
-                next_paths=following.get(step.ordinal),
-            )
-        except RunInterrupted as interrupt:
-            interrupted_by = interrupt.signum
-            result = interrupt.result or _interrupted(step, interrupt.signum, supervisor)
-            stop_reason = f"run interrupted by signal {interrupt.signum}"
-        events.started(step, *paths[step.ordinal])  # unless its spawn did
-        events.finished(result)
-        if result.stored is not None:
-            stored[result.stored[0]] = result.stored[1]
-        results.append(result)
-        if result.status.is_failure and not options.keep_going and stop_reason is None:
-            stop_reason = f"after block {step.name} (line {step.line}) {result.status.value}"
-    events.flush()
-    output_files.remove_unused()
+    try:
+        for step in plan.steps:
+            signum = supervisor.stop_requested()
+            if signum is not None and stop_reason is None:
+                interrupted_by = signum
+                stop_reason = f"run interrupted by signal {signum}"
+            if stop_reason is not None:
+                results.append(_result(step, Status.NOT_RUN, stop_reason))
+                continue
+            if step.ordinal in left_out:
+                results.append(_result(step, Status.NOT_RUN, left_out[step.ordinal]))
+                continue
+            if step.skip_reason is not None:
+                results.append(_result(step, Status.SKIPPED, step.skip_reason))
+                events.finished(results[-1])
+                continue
+            try:
+                result = _run_step(
+                    step,
+                    stored,
+                    env,
+                    markers,
+                    options,
+                    supervisor,
+                    events,
+                    output_files=output_files,
+                    paths=paths[step.ordinal],
+                    next_paths=following.get(step.ordinal),
+                )
+            except RunInterrupted as interrupt:
+                interrupted_by = interrupt.signum
+                result = interrupt.result or _interrupted(step, interrupt.signum, supervisor)
+                stop_reason = f"run interrupted by signal {interrupt.signum}"
+            events.started(step, *paths[step.ordinal])  # unless its spawn did
+            events.finished(result)
+            if result.stored is not None:
+                stored[result.stored[0]] = result.stored[1]
+            results.append(result)
+            if result.status.is_failure and not options.keep_going and stop_reason is None:
+                stop_reason = f"after block {step.name} (line {step.line}) {result.status.value}"
+    finally:  # what ran is reported, and no file of a block that never ran is left, whatever happens
+        events.flush()
+        output_files.remove_unused()
     return GuideOutcome(
         plan=plan,
         results=tuple(results),
