@@ -74,9 +74,10 @@ class Problem:
 class DocumentError(Exception):
     """The guide (or the command line naming its blocks) is wrong: nothing runs, exit 2."""
 
-    def __init__(self, problems: list[Problem]) -> None:
+    def __init__(self, problems: list[Problem], warnings: tuple[Problem, ...] = ()) -> None:
         super().__init__("\n".join(str(p) for p in problems))
         self.problems = problems  # every problem found, in source order
+        self.warnings = warnings  # found in the same guide: the author fixes both in one go
 
 
 @dataclass(frozen=True)

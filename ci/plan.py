@@ -318,14 +318,15 @@ def build_plan(
         )
 
     problems = sorted([*parsed.problems, *checker.problems], key=lambda p: p.line)
+    warnings = tuple(sorted([*parsed.warnings, *checker.warnings], key=lambda p: p.line))
     if problems:
-        raise DocumentError(problems)
+        raise DocumentError(problems, warnings)
     return Plan(
         guide=parsed.file,
         source_path=source_path,
         steps=tuple(steps),
         settings=settings,
-        warnings=tuple(sorted([*parsed.warnings, *checker.warnings], key=lambda p: p.line)),
+        warnings=warnings,
     )
 
 

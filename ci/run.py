@@ -143,7 +143,8 @@ class _SignalGate:
 
 def _load_plans(
     args: argparse.Namespace, preset: dict[str, str], timeout_s: float | None
-) -> tuple[list[Plan], list[Any]]:
+) -> tuple[list[Plan], list[Any], list[tuple[str | None, Any]]]:
+    """The plans, every document error, and every warning with the local path of its guide (for annotations)."""
     from ci.model import DocumentError
     from ci.parse import parse_guide
     from ci.plan import build_plan
@@ -151,15 +152,21 @@ def _load_plans(
 
     plans = []
     problems = []
+    warnings: list[tuple[str | None, Any]] = []
     for name in args.guides:
+        local = None
         try:
             source = read_guide(name)
-            parsed = parse_guide(source.text, name)
             local = os.path.abspath(source.local_path) if source.local_path else None
-            plans.append(build_plan(parsed, preset_names=preset, default_timeout_s=timeout_s, source_path=local))
+            parsed = parse_guide(source.text, name)
+            plan = build_plan(parsed, preset_names=preset, default_timeout_s=timeout_s, source_path=local)
         except DocumentError as error:
             problems.extend(error.problems)
-    return plans, problems
+            warnings.extend((local, warning) for warning in error.warnings)
+            continue
+        plans.append(plan)
+        warnings.extend((local, warning) for warning in plan.warnings)
+    return plans, problems, warnings
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -193,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail_usage(parser, f"--workdir {args.workdir!r} is not a directory")
     github = in_github_actions()
 
-    plans, problems = _load_plans(args, preset, timeout_s)
+    plans, problems, warnings = _load_plans(args, preset, timeout_s)
     only = [ident.strip() for item in args.only for ident in item.split(",") if ident.strip()]
     left_out: list[dict[int, str]] = []
     if not problems and not args.list:
@@ -201,11 +208,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             left_out = select_steps(plans, only=only, start=args.start, until=args.until)
         except DocumentError as error:
             problems.extend(error.problems)
-    for plan in plans:
-        for warning in plan.warnings:
-            print(f"warning: {warning}", file=sys.stderr)
-            if github:
-                print(annotation("warning", plan.source_path, warning.line, "guide warning", warning.message))
+    for source_path, warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+        if github:
+            print(annotation("warning", source_path, warning.line, "guide warning", warning.message))
     if problems:
         print(format_problems(problems), file=sys.stderr)
         count = len(problems)

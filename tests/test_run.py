@@ -510,10 +510,16 @@ def test_document_error_runs_nothing(guide_runner, tmp_path: Path) -> None:
         {FENCE}shell #test id="x"
         echo x
         {FENCE}
+
+        {FENCE}shell #tset id="y"
+        echo y
+        {FENCE}
         """
     )
     assert run.returncode == 2
     assert "guide.md:5: #test id='x' has no #test-result" in run.stderr
+    # the same guide's warnings come with its errors, so that one edit fixes both
+    assert "warning: " in run.stderr and "guide.md:9: " in run.stderr and "#tset" in run.stderr
     assert not marker.exists()
 
 
