@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ci.model import Block, DocumentError, Label, Plan
+from ci.model import Block, DocumentError, Label, Plan, Problem
 from ci.parse import ParsedGuide, parse_guide
 
 __all__ = [
@@ -109,8 +109,13 @@ def contract_findings(parsed: ParsedGuide) -> tuple[Plan | None, list[Finding]]:
     try:
         plan = build_plan(parsed, source_path=parsed.file)
     except DocumentError as error:
-        return None, [Finding(CONTRACT, Severity.ERROR, parsed.file, p.line, p.message) for p in error.problems]
-    return plan, [Finding(CONTRACT, Severity.WARNING, parsed.file, w.line, w.message) for w in plan.warnings]
+        errors = [Finding(CONTRACT, Severity.ERROR, parsed.file, p.line, p.message) for p in error.problems]
+        return None, errors + _warnings(parsed, error.warnings)
+    return plan, _warnings(parsed, plan.warnings)
+
+
+def _warnings(parsed: ParsedGuide, warnings: tuple[Problem, ...]) -> list[Finding]:
+    return [Finding(CONTRACT, Severity.WARNING, parsed.file, w.line, w.message) for w in warnings]
 
 
 # ---- 2. static checks

@@ -150,6 +150,10 @@ puts 1
 {FENCE}shell #test id="x" timeout='soon'
 echo x
 {FENCE}
+
+{FENCE}shell #tset id="y"
+echo y
+{FENCE}
 """
     repo.write("docs/guide.md", guide)
     repo.commit("add a broken guide")
@@ -163,6 +167,8 @@ echo x
     assert any(line == 11 and "has no #test-result" in message for line, message in errors)
     assert "error: docs/guide.md:3: [contract] #test needs an id" in done.stdout
     assert "4 errors" in done.stdout
+    # the same guide's warnings come with its errors
+    assert [line for kind, line, _ in annotations(done.stdout) if kind == "warning"] == [15]
 
 
 def test_static_checks_map_lines_back_to_the_guide(repo: Repo) -> None:
