@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ci.check import explain_mismatch, match_file
-from ci.model import BlockResult, GuideOutcome, Language, Plan, Status, Step
+from ci.model import BlockResult, GuideOutcome, Language, Plan, Status, Step, TrackedProcess
 from ci.process import BlockProcess, ProcessSupervisor
 from ci.report.text import FULL_LIMIT_BYTES, file_contains, read_view
 
@@ -283,9 +283,8 @@ def run_guide(
 
 def _interrupted(step: Step, signum: int, supervisor: ProcessSupervisor) -> BlockResult:
     """The result of a block cut short by a signal outside its wait (its tree is ended too)."""
-    if supervisor.active is not None:
-        supervisor.end_tree(supervisor.active, grace_s=_INTERRUPT_GRACE_S)
-    return _result(step, Status.ERROR, f"interrupted by signal {signum}")
+    ended = supervisor.end_tree(supervisor.active, grace_s=_INTERRUPT_GRACE_S) if supervisor.active else []
+    return _result(step, Status.ERROR, f"interrupted by signal {signum}", ended=tuple(ended))
 
 
 def _sizes(*paths: Path) -> tuple[int, ...]:
@@ -357,20 +356,22 @@ def _run_step(
     try:
         exited = supervisor.wait(block, step.timeout_s)
     except RunInterrupted as interrupt:
-        supervisor.end_tree(block, grace_s=_INTERRUPT_GRACE_S)
+        cut_short = supervisor.end_tree(block, grace_s=_INTERRUPT_GRACE_S)
         interrupt.result = _result(
             step,
             Status.ERROR,
             f"interrupted by signal {interrupt.signum} after {time.monotonic() - block.started:.1f}s; its process tree was ended",
+            ended=tuple(cut_short),
             **_observed(block, paths, _sizes(*paths), command, expected, markers),
         )
         raise
     dumps: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    ended: tuple[TrackedProcess, ...] = ()
     if not exited:
         dump_paths, dump_notes = supervisor.dump_stacks(block, Path(f"{_output_stem(step, options)}.dumps"))
         dumps, notes = tuple(dump_paths), tuple(dump_notes)
-        supervisor.end_tree(block)
+        ended = tuple(supervisor.end_tree(block))
     supervisor.reap_orphans()
     sizes = _sizes(*paths)
     writers_left = supervisor.group_alive(block)
@@ -380,7 +381,7 @@ def _run_step(
         for path, size in zip(paths, sizes, strict=True)
     )
     common = _observed(block, kept, sizes, command, expected, markers)
-    common.update(exit_code=block.exit_code if exited else None, dumps=dumps, dump_notes=notes)
+    common.update(exit_code=block.exit_code if exited else None, dumps=dumps, dump_notes=notes, ended=ended)
     return _verdict(step, exited, block, expected, stdout_path, common)
 
 

@@ -223,6 +223,7 @@ class BlockResult:
     marker_found: str | None  # the first error marker seen in stderr
     dumps: tuple[str, ...] = ()  # paths of stack dumps taken on timeout
     dump_notes: tuple[str, ...] = ()  # one line per dump that could not be taken
+    ended: tuple[TrackedProcess, ...] = ()  # processes the harness ended for it (timeout, interruption)
     peak_rss_bytes: int | None = None
     cpu_s: float | None = None
 

@@ -316,12 +316,16 @@ class ProcessSupervisor:
         return paths, notes
 
     def end_tree(self, block: BlockProcess, *, grace_s: float | None = None) -> list[TrackedProcess]:
-        """End a block's whole tree: SIGTERM, a grace period, SIGKILL; then check nothing is left."""
+        """End a block's whole tree: SIGTERM, a grace period, SIGKILL; then check nothing is left.
+
+        Returns the processes ended, the block's own first.
+        """
         members = self._members(block.block_tag, [block.pid])
+        described = _describe(members)  # before the signal, while they can still say what they are
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(block.pid, signal.SIGTERM)
         grace = self.grace_s if grace_s is None else grace_s
-        ended, exit_codes = self._terminate(members, grace, origin=block.block_name)
+        ended, exit_codes = self._terminate(members, grace, origin=block.block_name, described=described)
         # a last look: whatever the tree forked during the grace period goes too
         stragglers = [p for p in self._members(block.block_tag, [block.pid]) if p.pid not in exit_codes]
         if stragglers:
@@ -335,20 +339,21 @@ class ProcessSupervisor:
             else:
                 self._collect(block, blocking=True)
         self.reap_orphans()
-        return [p for p in ended if p.pid != block.pid]
+        return sorted(ended, key=lambda p: p.pid != block.pid)
 
     def _terminate(
-        self, members: list[psutil.Process], grace_s: float, *, origin: str | None = None
+        self,
+        members: list[psutil.Process],
+        grace_s: float,
+        *,
+        origin: str | None = None,
+        described: dict[int, str] | None = None,
     ) -> tuple[list[TrackedProcess], dict[int, int | None]]:
         """SIGTERM, wait up to grace_s, SIGKILL what is left; the ended processes and their exit codes."""
         import psutil
 
-        described: dict[int, str] = {}
-        origins: dict[int, str] = {}
-        for proc in members:
-            with contextlib.suppress(psutil.Error):
-                described[proc.pid] = " ".join(proc.cmdline()) or proc.name()
-            origins[proc.pid] = origin or self._origin(proc)
+        described = {**_describe(members), **(described or {})}
+        origins = {proc.pid: origin or self._origin(proc) for proc in members}
         for proc in members:
             with contextlib.suppress(psutil.Error):
                 proc.terminate()
@@ -397,6 +402,17 @@ class ProcessSupervisor:
         ended, _ = self._terminate(members, self.grace_s if grace_s is None else grace_s)
         self.reap_orphans()
         return ended
+
+
+def _describe(members: Iterable[psutil.Process]) -> dict[int, str]:
+    """pid -> command line (or name) of each process that can still say."""
+    import psutil
+
+    described = {}
+    for proc in members:
+        with contextlib.suppress(psutil.Error):
+            described[proc.pid] = " ".join(proc.cmdline()) or proc.name()
+    return described
 
 
 def _has_children() -> bool:

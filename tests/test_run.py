@@ -243,7 +243,7 @@ def test_timeout_ends_the_whole_tree_and_keeps_partial_output(guide_runner, tmp_
         sleep 300 &
         echo $! > {pidfile}
         echo "partial output"
-        sleep 300
+        sleep 300; echo "never printed"
         {FENCE}
 
         {FENCE}shell #test-setup store="after"
@@ -260,9 +260,15 @@ def test_timeout_ends_the_whole_tree_and_keeps_partial_output(guide_runner, tmp_
     assert run.blocks[1]["status"] == "not_run"
     assert "partial output" in (run.output_dir / first["stdout_path"]).read_text()
     assert "timed out after 1s" in run.stdout
-    assert (
-        not psutil.pid_exists(int(pidfile.read_text())) or psutil.Process(int(pidfile.read_text())).status() == "zombie"
-    )
+    child = int(pidfile.read_text())
+    assert not psutil.pid_exists(child) or psutil.Process(child).status() == "zombie"
+    # what the timeout ended is listed, the block's own shell first, then its background child
+    ended = first["processes_ended"]
+    assert ended[0]["command"].startswith("bash -c") and ended[0]["started_by"] == "#1"
+    assert child in [p["pid"] for p in ended]
+    assert all(p["ended_by"] in ("SIGTERM", "SIGKILL") for p in ended)
+    assert f"--- processes ended ({len(ended)})" in run.stdout and f"pid {child} (SIGTERM): sleep 300" in run.stdout
+    assert run.blocks[1]["processes_ended"] == []
 
 
 def test_ignoring_sigterm_does_not_stop_the_kill(guide_runner, tmp_path: Path) -> None:

@@ -75,6 +75,9 @@ def block_details(result: BlockResult) -> list[tuple[str, str]]:
             sections.append((f"stack dump {Path(path).name}", Path(path).read_text(encoding="utf-8", errors="replace")))
         if result.dump_notes:
             sections.append(("stack dumps", "\n".join(result.dump_notes)))
+    if result.ended:
+        listed = "\n".join(f"pid {p.pid} ({p.ended_by}): {p.command[:300]}" for p in result.ended)
+        sections.append((f"processes ended ({len(result.ended)})", listed))
     return sections
 
 

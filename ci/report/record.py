@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ci.model import BlockResult, GuideOutcome
+from ci.model import BlockResult, GuideOutcome, TrackedProcess
 from ci.report.text import clean_text
 
 __all__ = ["RECORD_VERSION", "run_record", "write_record"]
@@ -48,9 +48,17 @@ def _block(result: BlockResult, guide: str, base: Path) -> dict[str, Any]:
         "error_marker": result.marker_found,
         "stack_dumps": [_relative(p, base) for p in result.dumps],
         "stack_dump_notes": [clean_text(n) for n in result.dump_notes],
+        "processes_ended": _processes(result.ended),
         "peak_rss_bytes": result.peak_rss_bytes,
         "cpu_s": round(result.cpu_s, 3) if result.cpu_s is not None else None,
     }
+
+
+def _processes(processes: Sequence[TrackedProcess]) -> list[dict[str, Any]]:
+    return [
+        {"pid": p.pid, "command": clean_text(p.command), "started_by": p.started_by, "ended_by": p.ended_by}
+        for p in processes
+    ]
 
 
 def _own_peak_rss_bytes() -> int:
@@ -82,10 +90,7 @@ def run_record(outcomes: Sequence[GuideOutcome], exit_status: int, base: Path) -
                 "duration_s": round(o.duration_s, 3),
                 "failed": o.failed,
                 "interrupted_by_signal": o.interrupted_by,
-                "processes_ended": [
-                    {"pid": p.pid, "command": clean_text(p.command), "started_by": p.started_by, "ended_by": p.ended_by}
-                    for p in o.leftovers
-                ],
+                "processes_ended": _processes(o.leftovers),
             }
             for o in outcomes
         ],
