@@ -1,17 +1,20 @@
-"""Delay between a block's deadline and its process tree being gone, for trees that ignore SIGTERM.
+"""Delay between a block's deadline and its process tree being gone, for trees that ignore SIGTERM and one that obeys.
 
-Two guides, each one `#test-setup` block with `timeout='T'`, run with `--grace G`:
+Three guides, each one `#test-setup` block with `timeout='T'`, run with `--grace G`:
 
   bash tree    the block's bash starts `bash -c 'trap "" TERM; sleep 1000 & wait'`:
                the inner bash and its sleep child ignore SIGTERM, so only SIGKILL
                after the grace period ends them
   python tree  the block's bash starts a Python process that ignores SIGTERM and
                sleeps: the harness first takes a py-spy stack dump of it
+  wide tree    the block's bash starts five background sleeps and waits on a sixth;
+               all obey SIGTERM, so the tree is gone at once and the harness should
+               not wait for the grace period (nor part of it) before moving on
 
 The block writes its start time (`date +%s.%N`) and the pids of its processes to
 files. The benchmark polls /proc every 2 ms until every one of them has exited
-(a zombie counts as gone) and reports gone - (start + T). The target is
-grace + 1 s. For the python tree it also reports when the stack dump file was
+(a zombie counts as gone) and reports gone - (start + T), and when the
+harness itself has finished (its reports written). The target is grace + 1 s. For the python tree it also reports when the stack dump file was
 written, after the deadline. The block's start is taken a few milliseconds
 after the harness's own clock starts, which makes the delays a little longer.
 
@@ -39,11 +42,12 @@ TARGET_SLACK_S = 1.0  # the target is grace + this
 
 @dataclass(frozen=True)
 class TreeKind:
-    """A kind of process tree ignoring SIGTERM, and how many pids its block writes."""
+    """A kind of process tree, and how many pids its block writes."""
 
     name: str
     body_template: str  # {dir} is the work directory, {python} this interpreter
     pid_count: int
+    what: str  # for the summary: how the tree treats SIGTERM
 
 
 TREES = (
@@ -53,6 +57,7 @@ TREES = (
         "echo $$ >> {dir}/pids\n"
         "bash -c 'trap \"\" TERM; echo $$ >> {dir}/pids; sleep 1000 & echo $! >> {dir}/pids; wait'",
         3,
+        "ignoring SIGTERM",
     ),
     TreeKind(
         "python tree",
@@ -61,6 +66,16 @@ TREES = (
         "{python} -c 'import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
         ' open("{dir}/pids", "a").write(f"{{os.getpid()}}\\n"); time.sleep(1000)\'',
         2,
+        "ignoring SIGTERM",
+    ),
+    TreeKind(
+        "wide tree",
+        "date +%s.%N > {dir}/start\n"
+        "echo $$ >> {dir}/pids\n"
+        "for i in 1 2 3 4 5; do sleep 1000 & echo $! >> {dir}/pids; done\n"
+        "sleep 1000; echo never",  # a command after the sleep, so bash does not exec it
+        6,
+        "obeying SIGTERM, 6 processes",
     ),
 )
 
@@ -70,6 +85,7 @@ class StopTiming:
     """One run: seconds after the deadline until the tree was gone, and until the stack dump was written."""
 
     gone_after_s: float
+    finished_after_s: float  # the harness has exited, its reports written
     dump_after_s: float | None  # None: no dump was taken (no Python process, or py-spy failed)
     dump_note: str  # why there is no dump, when there is none
 
@@ -121,6 +137,7 @@ def run_once(tree: TreeKind, timeout_s: float, grace_s: float, work: Path) -> St
         wait_for(lambda: not any(alive(pid) for pid in pids), timeout_s + grace_s + 120, "the tree to be gone")
         gone_at = time.time()
         code = harness.wait(timeout=120)
+        finished_at = time.time()
     finally:
         if harness.poll() is None:
             harness.kill()
@@ -133,7 +150,8 @@ def run_once(tree: TreeKind, timeout_s: float, grace_s: float, work: Path) -> St
     dump_after_s = None
     if block["stack_dumps"]:
         dump_after_s = (out / block["stack_dumps"][0]).stat().st_mtime - deadline
-    return StopTiming(gone_at - deadline, dump_after_s, "; ".join(block["stack_dump_notes"]))
+    notes = "; ".join(block["stack_dump_notes"])
+    return StopTiming(gone_at - deadline, finished_at - deadline, dump_after_s, notes)
 
 
 @dataclass(frozen=True)
@@ -164,14 +182,18 @@ def run_timeouts(timeout_s: float, grace_s: float, repeat: int, section: Section
     section.line(
         f"block timeout={timeout_s:g}s, --grace {grace_s:g}; seconds from the deadline; median (worst) of {repeat}"
     )
-    section.table(f"{'tree':>12} {'gone after':>14} {'dump written after':>20} {'target':>8}")
+    section.table(
+        f"{'tree':>12} {'gone after':>14} {'harness done after':>20} {'dump written after':>20} {'target':>8}"
+    )
     for tree in TREES:
         runs = timings[tree.name]
         gone = [run.gone_after_s for run in runs]
+        finished = [run.finished_after_s for run in runs]
         dumps = [run.dump_after_s for run in runs if run.dump_after_s is not None]
         dump_text = f"{median(dumps):.3f} ({max(dumps):.3f})" if dumps else "-"
         section.line(
-            f"{tree.name:>12} {f'{median(gone):.3f} ({max(gone):.3f})':>14} {dump_text:>20} {f'<= {target_s:g}':>8}"
+            f"{tree.name:>12} {f'{median(gone):.3f} ({max(gone):.3f})':>14}"
+            f" {f'{median(finished):.3f} ({max(finished):.3f})':>20} {dump_text:>20} {f'<= {target_s:g}':>8}"
         )
         notes = sorted({run.dump_note for run in runs if run.dump_note})
         for note in notes:
@@ -179,10 +201,11 @@ def run_timeouts(timeout_s: float, grace_s: float, repeat: int, section: Section
         section.summary.append(
             SummaryRow(
                 "timeouts",
-                f"deadline -> {tree.name} ignoring SIGTERM gone (grace {grace_s:g} s)"
+                f"deadline -> {tree.name} {tree.what} gone (grace {grace_s:g} s)"
                 + (", after a py-spy dump" if tree.name == "python tree" else ""),
                 f"{median(gone):.2f} s (worst {max(gone):.2f} s)",
-                f"py-spy dump written at +{median(dumps):.2f} s" if dumps else "",
+                f"harness done at +{median(finished):.2f} s (worst {max(finished):.2f} s)"
+                + (f"; py-spy dump written at +{median(dumps):.2f} s" if dumps else ""),
                 "",
                 f"<= {target_s:g} s",
                 verdict(max(gone) <= target_s),

@@ -327,13 +327,14 @@ class ProcessSupervisor:
         grace = self.grace_s if grace_s is None else grace_s
         ended, exit_codes = self._terminate(members, grace, origin=block.block_name, described=described)
         # a last look: whatever the tree forked during the grace period goes too
-        stragglers = [p for p in self._members(block.block_tag, [block.pid]) if p.pid not in exit_codes]
+        known = {proc.pid for proc in members}
+        stragglers = [p for p in self._members(block.block_tag, [block.pid]) if p.pid not in known and _alive(p)]
         if stragglers:
             more, more_codes = self._terminate(stragglers, 0.0, origin=block.block_name)
             ended += more
             exit_codes.update(more_codes)
         if block.exit_code is None:
-            if block.pid in exit_codes:  # psutil reaped it while waiting
+            if block.pid in exit_codes:  # reaped while waiting for the tree
                 block.exit_code = exit_codes[block.pid]
                 self.active = None
             else:
@@ -357,16 +358,15 @@ class ProcessSupervisor:
         for proc in members:
             with contextlib.suppress(psutil.Error):
                 proc.terminate()
-        _, alive = psutil.wait_procs(members, timeout=grace_s) if members else ([], [])
+        exit_codes: dict[int, int | None] = {}
+        alive = _wait_gone(members, grace_s, exit_codes)
         killed = set()
         for proc in alive:
             with contextlib.suppress(psutil.Error):
                 proc.kill()
                 killed.add(proc.pid)
         if alive:
-            psutil.wait_procs(alive, timeout=2)
-        # psutil sets returncode on the processes it saw go (for our own children, their exit status)
-        exit_codes = {proc.pid: getattr(proc, "returncode", None) for proc in members}
+            _wait_gone(alive, 2.0, exit_codes)
         tracked = [
             TrackedProcess(
                 pid=proc.pid,
@@ -402,6 +402,40 @@ class ProcessSupervisor:
         ended, _ = self._terminate(members, self.grace_s if grace_s is None else grace_s)
         self.reap_orphans()
         return ended
+
+
+def _wait_gone(
+    members: list[psutil.Process], timeout_s: float, exit_codes: dict[int, int | None]
+) -> list[psutil.Process]:
+    """Wait until every member is gone or the time is up; those still alive.
+
+    A zombie counts as gone. Our own children (the block's process, orphans
+    re-parented to the harness) are reaped here, their exit codes kept in
+    `exit_codes`. Unlike psutil.wait_procs, which waits up to 1/N s on each of
+    N processes in turn and never reaps a process that became our child
+    after it started waiting, this notices every exit within a few
+    milliseconds.
+    """
+    deadline = time.monotonic() + timeout_s
+    pause_s = 0.001
+    while True:
+        still = []
+        for proc in members:
+            try:
+                waited, status = os.waitpid(proc.pid, os.WNOHANG)
+            except ChildProcessError:  # not our child: a zombie is for its parent to reap
+                if _alive(proc):
+                    still.append(proc)
+                continue
+            if waited:
+                exit_codes[proc.pid] = os.waitstatus_to_exitcode(status)
+            else:
+                still.append(proc)
+        members = still
+        if not members or time.monotonic() >= deadline:
+            return members
+        time.sleep(pause_s)
+        pause_s = min(pause_s * 2, 0.02)
 
 
 def _describe(members: Iterable[psutil.Process]) -> dict[int, str]:

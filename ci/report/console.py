@@ -76,7 +76,7 @@ def block_details(result: BlockResult) -> list[tuple[str, str]]:
         if result.dump_notes:
             sections.append(("stack dumps", "\n".join(result.dump_notes)))
     if result.ended:
-        listed = "\n".join(f"pid {p.pid} ({p.ended_by}): {p.command[:300]}" for p in result.ended)
+        listed = "\n".join(f"pid {p.pid} ({p.ended_by}): {' '.join(p.command.split())[:300]}" for p in result.ended)
         sections.append((f"processes ended ({len(result.ended)})", listed))
     return sections
 
