@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from typing import Any
 
-__all__ = ["DEFAULT_TIMEOUT_S", "TIMEOUT_ENV", "WebError", "get_json", "timeout_s"]
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "RETRY_WAIT_LIMIT_S",
+    "TIMEOUT_ENV",
+    "WebError",
+    "get_json",
+    "retry_after_s",
+    "timeout_s",
+]
 
 TIMEOUT_ENV = "GUIDE_GUARD_HTTP_TIMEOUT"
 DEFAULT_TIMEOUT_S = 15.0
+RETRY_WAIT_LIMIT_S = 10.0  # a rate limit lifting this soon is waited for once; a longer one is reported
 USER_AGENT = "guide-guard"
 
 
@@ -34,6 +45,24 @@ def timeout_s() -> float:
     except ValueError:
         return DEFAULT_TIMEOUT_S
     return value if value > 0 else DEFAULT_TIMEOUT_S
+
+
+def retry_after_s(headers: Any) -> float | None:
+    """Seconds a Retry-After header asks to wait (a number of seconds or an HTTP date), else None."""
+    value = str(headers.get("Retry-After") or "").strip()
+    if not value:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max((when - datetime.now(timezone.utc)).total_seconds(), 0.0)
 
 
 def _limit_message(service: str, status: int, headers: Any) -> str | None:
@@ -75,19 +104,26 @@ def get_json(url: str, *, service: str, headers: dict[str, str] | None = None) -
     import requests  # only the commands that ask web services pay for it
 
     wait_s = timeout_s()
-    try:
-        response = requests.get(url, headers={"User-Agent": USER_AGENT, **(headers or {})}, timeout=wait_s)
-    except requests.Timeout:
-        raise WebError(
-            f"{service} did not answer within {wait_s:g} s ({url}); set {TIMEOUT_ENV} to wait longer"
-        ) from None
-    except requests.RequestException as exc:
-        raise WebError(f"cannot reach {service} ({url}): {_cause(exc)}") from None
-    status = response.status_code
-    if status in (403, 429):
+    for attempt in (1, 2):
+        try:
+            response = requests.get(url, headers={"User-Agent": USER_AGENT, **(headers or {})}, timeout=wait_s)
+        except requests.Timeout:
+            raise WebError(
+                f"{service} did not answer within {wait_s:g} s ({url}); set {TIMEOUT_ENV} to wait longer"
+            ) from None
+        except requests.RequestException as exc:
+            raise WebError(f"cannot reach {service} ({url}): {_cause(exc)}") from None
+        status = response.status_code
+        if status not in (403, 429):
+            break
         limited = _limit_message(service, status, response.headers)
+        pause_s = retry_after_s(response.headers)
+        if attempt == 1 and pause_s is not None and pause_s <= RETRY_WAIT_LIMIT_S:
+            time.sleep(pause_s)  # a short rate limit: ask once more
+            continue
         if limited:
-            raise WebError(limited, status=status)
+            raise WebError(limited + (" (asked twice)" if attempt == 2 else ""), status=status)
+        break
     if status >= 400:
         detail = _server_message(response)
         raise WebError(f"{service} answered {status} for {url}" + (f": {detail}" if detail else ""), status=status)

@@ -302,6 +302,26 @@ def test_secondary_rate_limit_and_hub_429(
     assert decision["reason"] == "no earlier record of the guide's content"
 
 
+def test_a_short_rate_limit_is_waited_for_once(
+    stub: WebStub, env: dict[str, str], guide: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    publish(stub)
+    for path in (f"/repos/{REPO}/releases/latest", f"/api/models/{MODEL}"):
+        lifted = stub.routes[path]
+        stub.set(path, {"message": "slow down"}, status=429, headers={"Retry-After": "1"}, then=lifted)
+    decision, err = check(guide, tmp_path / "state.json", capsys)
+    assert decision["signals"]["release"]["status"] == "fired", decision["signals"]["release"]
+    assert decision["signals"]["model"]["status"] == "fired", decision["signals"]["model"]
+    assert decision["ref"] == "v0.4.0"
+    assert stub.paths().count(f"/repos/{REPO}/releases/latest") == 2
+    assert "warning" not in err
+
+    # still limited when asked again: reported, not waited for a third time
+    stub.set(f"/repos/{REPO}/releases/latest", {"message": "slow down"}, status=429, headers={"Retry-After": "0"})
+    decision, _ = check(guide, tmp_path / "state.json", capsys)
+    assert decision["signals"]["release"]["detail"] == "GitHub API rate limit hit (429): retry after 0 s (asked twice)"
+
+
 def test_not_found_everywhere(
     stub: WebStub, env: dict[str, str], guide: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -19,6 +19,7 @@ class Reply:
     body: Any = None  # JSON-encoded unless it is str/bytes
     headers: dict[str, str] = field(default_factory=dict)
     hang: bool = False  # never answer (until the stub stops): the client must time out
+    then: Reply | None = None  # the answer from the second request on (a rate limit that lifts)
 
 
 class WebStub:
@@ -33,9 +34,12 @@ class WebStub:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 stub.requests.append((self.path, dict(self.headers)))
-                reply = stub.routes.get(self.path) or stub.routes.get(self.path.split("?")[0])
+                route = self.path if self.path in stub.routes else self.path.split("?")[0]
+                reply = stub.routes.get(route)
                 if reply is None:
                     reply = Reply(404, {"message": "Not Found"})
+                elif reply.then is not None:
+                    stub.routes[route] = reply.then
                 if reply.hang:
                     stub.stop.wait(30)
                     return
