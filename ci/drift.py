@@ -33,6 +33,7 @@ __all__ = [
     "main",
     "pin_findings",
     "pinned_versions",
+    "python_c_programs",
     "python_heredocs",
     "static_findings",
     "step_summary",
@@ -189,6 +190,36 @@ def python_heredocs(body: str) -> list[tuple[int, str]]:
     return found
 
 
+_PYTHON_C = re.compile(
+    r"""\bpython(?:3(?:\.\d+)?)?(?:[ \t]+-[A-Za-bd-z]+)*[ \t]+-c[ \t]+(?:"((?:[^"\\]|\\.)*)"|'([^']*)')""", re.S
+)
+
+# inside double quotes: an escaped character stands for itself, an expansion for a harmless value
+_DOUBLE_QUOTED = re.compile(r'\\([\\"$`])|' + _SHELL_EXPANSION.pattern)
+
+
+def python_c_programs(body: str) -> list[tuple[int, str]]:
+    """Python programs given as `python -c "..."` or `python3 -c '...'`, one line or several.
+
+    Returns (0-based body line of the program's first line, program). In a
+    double-quoted string the shell expands `$...` first (replaced by a
+    harmless 0) and drops the backslash before a double quote, a dollar
+    sign, a backslash or a backquote; a single-quoted one is taken as it is. A program that is only an
+    expansion (`python -c "$CODE"`) has nothing to check.
+    """
+    found = []
+    for match in _PYTHON_C.finditer(body):
+        double, single = match.group(1), match.group(2)
+        if double is not None:
+            code = _DOUBLE_QUOTED.sub(lambda m: m.group(1) or "0", double)
+            start = match.start(1)
+        else:
+            code, start = single, match.start(2)
+        if code.strip() and code.strip() != "0":
+            found.append((body.count("\n", 0, start), code))
+    return found
+
+
 def _compile_findings(code: str, file: str, first_line: int, what: str) -> list[Finding]:
     """compile() the code; first_line is the guide line of the code's line 1."""
     try:
@@ -249,7 +280,8 @@ def static_findings(parsed: ParsedGuide, *, shellcheck: str | None) -> list[Find
     """Syntax checks of every runnable block, executing none of them.
 
     Shell blocks: `bash -n` and shellcheck (errors fail, warnings annotate);
-    Python blocks and Python heredocs inside shell blocks: compile(). Lines
+    Python blocks, and Python heredocs and `python -c` programs inside shell
+    blocks: compile(). Lines
     are the guide's: the fence line plus the line inside the block.
     """
     findings: list[Finding] = []
@@ -265,8 +297,11 @@ def static_findings(parsed: ParsedGuide, *, shellcheck: str | None) -> list[Find
             findings += _bash_findings(script, parsed.file, block.line, what)
             if shellcheck:
                 findings += _shellcheck_findings(shellcheck, script, parsed.file, block.line, what)
-            for start, program in python_heredocs(_python_source(block)):
+            source = _python_source(block)
+            for start, program in python_heredocs(source):
                 findings += _compile_findings(program, parsed.file, block.line + 1 + start, f"{what} (Python heredoc)")
+            for start, program in python_c_programs(source):
+                findings += _compile_findings(program, parsed.file, block.line + 1 + start, f"{what} (python -c)")
     return findings
 
 

@@ -217,6 +217,10 @@ EOF
 	python3 <<-END
 	ok = 1
 	END
+python -c 'print("single quoted, fine")'
+python3 -c "import json
+print(json.dumps({{\"home\": \"$HOME\"}})
+"
 {FENCE}
 """
     repo.write("guide.md", guide)
@@ -234,6 +238,10 @@ EOF
     # the unquoted heredoc's unclosed paren; the quoted one and the <<- one compile
     heredoc = [line for line, message in errors if "Python heredoc" in message]
     assert heredoc and set(heredoc) <= {line_of(guide, "print(value"), line_of(guide, "print(value") + 1}, found
+    # a multi-line `python -c "..."` with an unclosed paren, at the line the program starts (Python's own
+    # line for "was never closed"); the single-quoted one compiles
+    python_c = [line for line, message in errors if "(python -c)" in message]
+    assert python_c == [line_of(guide, "print(json.dumps")], found
     # shellcheck: its errors fail (iterating over ls output), its warnings annotate (cd without || exit)
     assert any(line == line_of(guide, "for f in") and "SC2045" in message for line, message in errors), found
     assert any(line == line_of(guide, "cd /tmp") and "SC2164" in message for line, message in warnings), found
