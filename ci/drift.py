@@ -163,7 +163,9 @@ def _shell_script(block: Block) -> str:
 
 
 _HEREDOC = re.compile(r"\bpython(?:3(?:\.\d+)?)?\b[^\n#]*?(?<!<)<<(?!<)(-?)[ \t]*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2")
-_SHELL_EXPANSION = re.compile(r"\$\{[^}]*\}|\$\([^)]*\)|\$[A-Za-z_][A-Za-z0-9_]*")
+_SHELL_EXPANSION = re.compile(r"\$\{[^}]*\}|\$\([^)]*\)|\$[A-Za-z_][A-Za-z0-9_]*|\$[0-9@*#?!$-]")
+# in an unquoted heredoc: an escaped character stands for itself, an expansion for a harmless value
+_UNQUOTED_HEREDOC = re.compile(r"\\([\\$`])|" + _SHELL_EXPANSION.pattern)
 
 
 def python_heredocs(body: str) -> list[tuple[int, str]]:
@@ -185,7 +187,7 @@ def python_heredocs(body: str) -> list[tuple[int, str]]:
             text = later.lstrip("\t") if strip_tabs else later
             if text == delimiter:
                 break
-            program.append(text if quoted else _SHELL_EXPANSION.sub("0", text).replace("\\$", "$"))
+            program.append(text if quoted else _UNQUOTED_HEREDOC.sub(lambda m: m.group(1) or "0", text))
         found.append((index + 1, "\n".join(program)))
     return found
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from web_stub import WebStub, running_stub
 
-from ci.drift import pinned_versions, python_heredocs
+from ci.drift import pinned_versions, python_c_programs, python_heredocs
 
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = "```"
@@ -383,6 +383,20 @@ def test_pypi_failures_are_one_notice(repo: Repo, pypi: WebStub, failure: str) -
 def test_python_heredocs() -> None:
     body = "python - a b <<'PY'\nx = 1\nPY\ncat <<EOF\nnot python\nEOF\npython3 <<-EOF\n\tprint($HOME)\n\tEOF\npython <<< 'here string'"
     assert python_heredocs(body) == [(1, "x = 1"), (7, "print(0)")]
+    # unquoted: an escaped dollar stays a dollar (what bash hands to Python), `\\` is one backslash
+    escaped = 'python3 <<EOF\nprint("\\$HOME is $HOME", "\\\\n")\nEOF'
+    assert python_heredocs(escaped) == [(1, 'print("$HOME is 0", "\\n")')]
+
+
+def test_python_c_programs() -> None:
+    body = (
+        "echo start\n"
+        "python -c 'print(\"$HOME\")'\n"  # single quotes: as written
+        'python3 -u -c "import sys\nprint(\\"$1\\", \\$x)"\n'  # double quotes: expanded, unescaped
+        'python -c "$CODE"\n'  # only an expansion: nothing to check
+        "python -m json.tool -c"
+    )
+    assert python_c_programs(body) == [(1, 'print("$HOME")'), (2, 'import sys\nprint("0", $x)')]
 
 
 def test_pinned_versions() -> None:
