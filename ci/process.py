@@ -34,6 +34,7 @@ BLOCK_MARKER = "GUIDE_GUARD_BLOCK"  # environment variable naming the block that
 PY_SPY_ENV = "GUIDE_GUARD_PY_SPY"  # path of the py-spy to use, when not the one installed with the harness
 
 _PR_SET_CHILD_SUBREAPER = 36  # from <linux/prctl.h>
+_RESTORED_SIGNALS = tuple(getattr(signal, name) for name in ("SIGPIPE", "SIGXFSZ") if hasattr(signal, name))
 _FIRST_POLL_S = 0.05  # a waiting run wakes soon at first, so short blocks get a memory sample too
 _POLL_S = 0.5  # and then this often, to reap orphans and sample memory
 _DUMP_TIMEOUT_S = 15.0  # per py-spy call
@@ -119,6 +120,9 @@ class ProcessSupervisor:
                 (os.POSIX_SPAWN_OPEN, 2, str(stderr_path), write, 0o644),
             ],
             setsid=True,  # its own session and process group, so the whole tree can be ended
+            # Python ignores these for itself; a block gets them back as a shell would have them,
+            # or `yes | head -1` fails with "Broken pipe" instead of ending quietly
+            setsigdef=_RESTORED_SIGNALS,
         )
         self.started_by[pid] = block_name
         self.block_names[block_tag] = block_name

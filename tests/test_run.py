@@ -235,6 +235,24 @@ def test_output_files_hold_what_blocks_printed_and_nothing_else(guide_runner) ->
     assert [b["status"] for b in run.blocks[3:]] == ["skipped", "failed", "not_run"]
 
 
+def test_blocks_get_the_signals_python_ignores_back(guide_runner) -> None:
+    """A writer into a closed pipe ends on SIGPIPE, as in a terminal: no "Broken pipe" error, status 141."""
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test id="pipe"
+        yes | head -1; echo "${{PIPESTATUS[@]}}"
+        {FENCE}
+
+        {FENCE}shell #test-result id="pipe" disable_fuzzy
+        y
+        141 0
+        {FENCE}
+        """
+    )
+    assert run.returncode == 0, run.stdout
+    assert run.block("pipe")["stderr_path"] is None  # nothing on stderr
+
+
 def test_timeout_ends_the_whole_tree_and_keeps_partial_output(guide_runner, tmp_path: Path) -> None:
     pidfile = tmp_path / "child.pid"
     run = guide_runner(
