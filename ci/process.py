@@ -49,6 +49,23 @@ def _become_subreaper() -> bool:
     return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
 
 
+def _keep_inherited_fds() -> None:
+    """Pass no descriptor the harness inherited (beyond stdin, stdout, stderr) on to blocks.
+
+    As subprocess's close_fds does for the engine the guides were written for:
+    a runner's pipe handed down to a block's background server would keep
+    the job step waiting on it. Descriptors Python opens are not inherited anyway.
+    """
+    try:
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        return
+    for fd in fds:
+        if fd > 2:
+            with contextlib.suppress(OSError):  # the listing's own descriptor is gone by now
+                os.set_inheritable(fd, False)
+
+
 @dataclass
 class BlockProcess:
     """A running block: its Popen handle and what is measured while it runs."""
@@ -76,6 +93,7 @@ class ProcessSupervisor:
         self.grace_s = grace_s
         self.stop_requested = stop_requested  # the signal number once the run should stop
         self.subreaper = _become_subreaper()
+        _keep_inherited_fds()
         self.started_by: dict[int, str] = {}  # pid -> block name, for every process seen
         self.block_names: dict[str, str] = {}  # block tag -> block name
         self.active: BlockProcess | None = None

@@ -636,6 +636,29 @@ def test_sigterm_to_the_harness_writes_reports_and_exits_143(tmp_path: Path, har
     assert not psutil.pid_exists(int(pidfile.read_text()))
 
 
+def test_descriptors_the_harness_inherited_are_not_passed_to_blocks(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    guide = tmp_path / "guide.md"
+    guide.write_text(f'{FENCE}shell #test-setup store="fds"\nls /proc/$$/fd | sort -n | tr "\\n" " "\n{FENCE}\n')
+    read_end, write_end = os.pipe()  # as a runner's pipe would be
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "ci.run", str(guide), "--output-dir", str(tmp_path / "out")],
+            env=harness_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            pass_fds=(read_end, write_end),
+        )
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert record["blocks"][0]["captured"] == {"fds": "0 1 2"}
+
+
 def test_sigint_to_the_harness_exits_130(tmp_path: Path, harness_env: dict[str, str]) -> None:
     pidfile = tmp_path / "bg.pid"
     harness = _start_harness(tmp_path, harness_env, pidfile)
