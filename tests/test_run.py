@@ -640,7 +640,8 @@ def test_descriptors_the_harness_inherited_are_not_passed_to_blocks(
     tmp_path: Path, harness_env: dict[str, str]
 ) -> None:
     guide = tmp_path / "guide.md"
-    guide.write_text(f'{FENCE}shell #test-setup store="fds"\nls /proc/$$/fd | sort -n | tr "\\n" " "\n{FENCE}\n')
+    # one command, no pipeline (whose pipes bash holds for a moment): what ls sees open, plus its own listing (3)
+    guide.write_text(f'{FENCE}shell #test-setup store="fds"\nls -1 /proc/self/fd\n{FENCE}\n')
     read_end, write_end = os.pipe()  # as a runner's pipe would be
     try:
         done = subprocess.run(
@@ -656,7 +657,7 @@ def test_descriptors_the_harness_inherited_are_not_passed_to_blocks(
         os.close(write_end)
     assert done.returncode == 0, done.stdout + done.stderr
     record = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert record["blocks"][0]["captured"] == {"fds": "0 1 2"}
+    assert record["blocks"][0]["captured"]["fds"].split() == ["0", "1", "2", "3"]
 
 
 def test_sigint_to_the_harness_exits_130(tmp_path: Path, harness_env: dict[str, str]) -> None:
