@@ -217,7 +217,8 @@ def run_guide(
     clock = time.monotonic()
     stored: dict[str, str] = dict(options.preset)
     markers = tuple(dict.fromkeys((*options.error_markers, *plan.settings.error_markers)))
-    env = {**os.environ, **plan.settings.env}
+    # PWD as a shell that did `cd` there would have it (bash checks it names the directory; python does not)
+    env = {**os.environ, "PWD": options.workdir, **plan.settings.env}
     results: list[BlockResult] = []
     stop_reason: str | None = None
     interrupted_by: int | None = None

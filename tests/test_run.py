@@ -157,6 +157,34 @@ def test_workdir_and_front_matter_env(guide_runner, tmp_path: Path) -> None:
     assert run.returncode == 0, run.stdout
 
 
+def test_python_blocks_see_the_workdir_as_pwd(guide_runner, tmp_path: Path) -> None:
+    """PWD names the block's directory, as after a shell's `cd` (a python found on PATH has no shell to fix it)."""
+    work, tools = tmp_path / "work", tmp_path / "tools"
+    work.mkdir()
+    tools.mkdir()
+    (tools / "python").symlink_to(sys.executable)  # a real interpreter first on PATH, not a wrapper script
+    run = guide_runner(
+        f"""
+        ---
+        ci:
+          env:
+            PATH: "{tools}:{os.environ["PATH"]}"
+        ---
+        {FENCE}python #test id="where"
+        import os, sys
+        print(os.path.basename(os.environ["PWD"]), os.path.samefile(os.environ["PWD"], "."), sys.executable)
+        {FENCE}
+
+        {FENCE}shell #test-result id="where" disable_fuzzy
+        work True {tools / "python"}
+        {FENCE}
+        """,
+        "--workdir",
+        str(work),
+    )
+    assert run.returncode == 0, run.stdout
+
+
 def test_a_guide_path_decides_which_bash_runs_its_blocks(guide_runner, tmp_path: Path) -> None:
     """The block's PATH (here set by the guide) is searched, not only the harness's own."""
     tools = tmp_path / "tools"
