@@ -8,7 +8,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -228,6 +228,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             _print_plan_text(plans)
         return EXIT_OK
+    problem = _output_problem(args)
+    if problem:
+        return _fail_usage(parser, problem)
     return _run(args, plans, left_out, preset, workdir, grace_s, github)
 
 
@@ -297,17 +300,49 @@ def _run(
         exit_status = EXIT_FAILED
     else:
         exit_status = EXIT_OK
-    write_record(output_dir / "results.json", outcomes, exit_status)
+    # a report that cannot be written (a full disk, say) is said, and the others are still written
+    _write_report("the run record", output_dir / "results.json", lambda path: write_record(path, outcomes, exit_status))
     if junit_path is not None:
         from ci.report.junit import write_junit
 
-        write_junit(junit_path, outcomes)
+        _write_report("the JUnit report", junit_path, lambda path: write_junit(path, outcomes))
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
     if github and summary_path:
-        with open(summary_path, "a", encoding="utf-8") as handle:
-            handle.write(step_summary(outcomes))
+
+        def append_summary(path: Path) -> None:
+            with open(path, "a", encoding="utf-8") as handle:
+                handle.write(step_summary(outcomes))
+
+        _write_report("the step summary", Path(summary_path), append_summary)
     console.run_finished(outcomes, output_dir)
     return exit_status
+
+
+def _write_report(what: str, path: Path, write: Callable[[Path], None]) -> None:
+    try:
+        write(path)
+    except OSError as exc:
+        print(f"[ERROR] could not write {what} to {path}: {exc.strerror or exc}", file=sys.stderr, flush=True)
+
+
+def _output_problem(args: argparse.Namespace) -> str | None:
+    """Why the run could not keep its outputs where the command line says, before any block runs."""
+    wanted = [("--output-dir", Path(args.output_dir), Path(args.output_dir))] if args.output_dir else []
+    if args.junit:
+        junit = Path(args.junit)
+        if junit.is_dir():
+            return f"--junit {args.junit!r} is a directory; name a file, e.g. {junit / 'junit.xml'}"
+        wanted.append(("--junit", junit, junit.parent))
+    for option, named, directory in wanted:
+        if directory.exists() and not directory.is_dir():
+            return f"{option} {str(named)!r}: {str(directory)!r} is a file, not a directory; name another place"
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            return f"{option} {str(named)!r}: cannot create {str(directory)!r} ({exc.strerror or exc}); name a writable place"
+        if not os.access(directory, os.W_OK | os.X_OK):
+            return f"{option} {str(named)!r}: {str(directory)!r} is not writable; name a writable place"
+    return None
 
 
 if __name__ == "__main__":

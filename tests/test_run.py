@@ -551,6 +551,42 @@ def test_skip_parameter_reports_skipped(guide_runner, tmp_path: Path) -> None:
     assert "<skipped" in junit.read_text()
 
 
+def test_unusable_output_places_are_refused_before_anything_runs(guide_runner, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    text = f"""
+        {FENCE}shell #test-setup
+        touch {marker}
+        {FENCE}
+        """
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for args, says in [
+        (("--junit", str(tmp_path)), "is a directory; name a file"),
+        (("--junit", f"{a_file}/junit.xml"), "is a file, not a directory"),
+    ]:
+        run = guide_runner(text, *args)
+        assert run.returncode == 2, run.stderr
+        assert says in run.stderr and "[ERROR] --junit" in run.stderr
+        assert not marker.exists()
+
+
+def test_a_report_that_cannot_be_written_does_not_cost_the_verdict(guide_runner, tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup
+        rm -r {reports} && touch {reports}  # the JUnit report's directory goes away while the run is on
+        {FENCE}
+        """,
+        "--junit",
+        str(reports / "junit.xml"),
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"[ERROR] could not write the JUnit report to {reports / 'junit.xml'}" in run.stderr
+    assert "PASSED" in run.stdout and "full block outputs:" in run.stdout
+    assert run.blocks[0]["status"] == "passed"  # results.json was still written
+
+
 def test_document_error_runs_nothing(guide_runner, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     run = guide_runner(
