@@ -272,27 +272,40 @@ def _run(
     gate.install()
     supervisor = ProcessSupervisor(os.urandom(16).hex(), grace_s=grace_s, stop_requested=gate.requested)
     outcomes: list[GuideOutcome] = []
-    for index, plan in enumerate(plans):
-        if gate.signum is not None:
-            outcomes.append(not_run_outcome(plan, f"run interrupted by signal {gate.signum}"))
-            continue
-        options = RunOptions(
-            workdir=workdir,
-            output_dir=output_dir,
-            preset=preset,
-            error_markers=(*DEFAULT_ERROR_MARKERS, *args.error_marker),
-            keep_going=args.keep_going,
-            block_file_prefix=f"{index + 1}-{Path(plan.guide).stem}-" if len(plans) > 1 else "",
+    try:
+        for index, plan in enumerate(plans):
+            if gate.signum is not None:
+                outcomes.append(not_run_outcome(plan, f"run interrupted by signal {gate.signum}"))
+                continue
+            options = RunOptions(
+                workdir=workdir,
+                output_dir=output_dir,
+                preset=preset,
+                error_markers=(*DEFAULT_ERROR_MARKERS, *args.error_marker),
+                keep_going=args.keep_going,
+                block_file_prefix=f"{index + 1}-{Path(plan.guide).stem}-" if len(plans) > 1 else "",
+            )
+            console.guide_started(plan.guide, len(plan.steps))
+            outcome = run_guide(
+                plan, left_out=left_out[index], options=options, supervisor=supervisor, listener=console
+            )
+            if gate.signum is not None and outcome.interrupted_by is None:
+                outcome = dataclasses.replace(outcome, interrupted_by=gate.signum)
+            # after a cancellation the whole stop must fit in Actions' 7.5 s before its SIGTERM
+            leftovers = supervisor.teardown(grace_s=min(grace_s, 1.5) if gate.signum is not None else None)
+            outcome = dataclasses.replace(outcome, leftovers=tuple(leftovers))
+            console.guide_finished(outcome)
+            outcomes.append(outcome)
+    except Exception:
+        # a bug in the harness: it may not leave what the run started running
+        ended = supervisor.teardown(grace_s=min(grace_s, 1.5))
+        print(
+            f"[ERROR] guide-guard stopped on an internal error (a bug: please report it with the traceback below);"
+            f" {len(ended)} process(es) the run had started were ended",
+            file=sys.stderr,
+            flush=True,
         )
-        console.guide_started(plan.guide, len(plan.steps))
-        outcome = run_guide(plan, left_out=left_out[index], options=options, supervisor=supervisor, listener=console)
-        if gate.signum is not None and outcome.interrupted_by is None:
-            outcome = dataclasses.replace(outcome, interrupted_by=gate.signum)
-        # after a cancellation the whole stop must fit in Actions' 7.5 s before its SIGTERM
-        leftovers = supervisor.teardown(grace_s=min(grace_s, 1.5) if gate.signum is not None else None)
-        outcome = dataclasses.replace(outcome, leftovers=tuple(leftovers))
-        console.guide_finished(outcome)
-        outcomes.append(outcome)
+        raise
 
     if gate.signum is not None:
         exit_status = 128 + gate.signum

@@ -724,6 +724,46 @@ def test_descriptors_the_harness_inherited_are_not_passed_to_blocks(
     assert record["blocks"][0]["captured"]["fds"].split() == ["0", "1", "2", "3"]
 
 
+def test_an_internal_error_still_ends_what_the_run_started(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    pidfile = tmp_path / "server.pid"
+    guide = tmp_path / "guide.md"
+    guide.write_text(
+        f"{FENCE}shell #test-setup\nsleep 300 &\necho $! > {pidfile}\n{FENCE}\n\n{FENCE}shell #test-setup\ntrue\n{FENCE}\n"
+    )
+    # the harness with a simulated bug: judging the second block raises
+    with_a_bug = """
+import sys
+import ci.execute as execute
+from ci.run import main
+
+judged = []
+original = execute._verdict
+
+
+def judge(*args, **kwargs):
+    judged.append(args)
+    if len(judged) == 2:
+        raise RuntimeError("simulated bug in the harness")
+    return original(*args, **kwargs)
+
+
+execute._verdict = judge
+sys.exit(main(sys.argv[1:]))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", with_a_bug, str(guide), "--output-dir", str(tmp_path / "out")],
+        env=harness_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "RuntimeError: simulated bug in the harness" in done.stderr
+    assert "[ERROR] guide-guard stopped on an internal error" in done.stderr
+    server = int(pidfile.read_text())
+    assert not psutil.pid_exists(server) or psutil.Process(server).status() == "zombie"
+
+
 def test_sigint_to_the_harness_exits_130(tmp_path: Path, harness_env: dict[str, str]) -> None:
     pidfile = tmp_path / "bg.pid"
     harness = _start_harness(tmp_path, harness_env, pidfile)
