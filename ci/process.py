@@ -375,7 +375,7 @@ class ProcessSupervisor:
         """SIGTERM, wait up to grace_s, SIGKILL what is left; the ended processes and their exit codes."""
         import psutil
 
-        described = {**_describe(members), **(described or {})}
+        described = _describe(members) if described is None else described
         origins = {proc.pid: origin or self._origin(proc) for proc in members}
         for proc in members:
             with contextlib.suppress(psutil.Error):
