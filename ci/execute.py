@@ -217,8 +217,7 @@ def run_guide(
     clock = time.monotonic()
     stored: dict[str, str] = dict(options.preset)
     markers = tuple(dict.fromkeys((*options.error_markers, *plan.settings.error_markers)))
-    # PWD as a shell that did `cd` there would have it (bash checks it names the directory; python does not)
-    env = {**os.environ, "PWD": options.workdir, **plan.settings.env}
+    env = {**os.environ, "PWD": _pwd(options.workdir), **plan.settings.env}
     results: list[BlockResult] = []
     stop_reason: str | None = None
     interrupted_by: int | None = None
@@ -280,6 +279,21 @@ def run_guide(
         started_at=started_at,
         duration_s=time.monotonic() - clock,
     )
+
+
+def _pwd(workdir: str) -> str:
+    """PWD for the blocks, as a shell that did `cd` there would have it (bash checks it; python does not).
+
+    The harness's own PWD is kept when it names the working directory (a
+    path through a symbolic link, as the user typed it).
+    """
+    inherited = os.environ.get("PWD", "")
+    try:
+        if os.path.isabs(inherited) and os.path.samefile(inherited, workdir):
+            return inherited
+    except OSError:
+        pass
+    return workdir
 
 
 def _interrupted(step: Step, signum: int, supervisor: ProcessSupervisor) -> BlockResult:

@@ -184,6 +184,18 @@ def test_python_blocks_see_the_workdir_as_pwd(guide_runner, tmp_path: Path) -> N
     )
     assert run.returncode == 0, run.stdout
 
+    # started from a directory reached through a symbolic link: PWD keeps the path as the user typed it
+    alias = tmp_path / "alias"
+    alias.symlink_to(tmp_path, target_is_directory=True)
+    text = f"""
+        {FENCE}python #test-setup store="pwd"
+        import os
+        print(os.environ["PWD"])
+        {FENCE}
+        """
+    run = guide_runner(text, env={"PWD": str(alias)})
+    assert run.block("pwd")["captured"] == {"pwd": str(alias)}
+
 
 def test_a_guide_path_decides_which_bash_runs_its_blocks(guide_runner, tmp_path: Path) -> None:
     """The block's PATH (here set by the guide) is searched, not only the harness's own."""
