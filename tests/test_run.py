@@ -242,7 +242,7 @@ def test_output_files_hold_what_blocks_printed_and_nothing_else(guide_runner) ->
         {FENCE}
 
         {FENCE}shell #test-setup store="late"
-        (sleep 0.5; echo "written after the block ended" >&2; touch late-done) &
+        (sleep 2; echo "written after the block ended" >&2; touch late-done) &
         {FENCE}
 
         {FENCE}shell #test-setup store="skipped" skip="not today"
