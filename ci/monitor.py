@@ -7,7 +7,6 @@ import hashlib
 import json
 import os
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from ci.web import RETRY_WAIT_LIMIT_S, WebError, get_json, retry_after_s, timeout_s
+from ci.web import WebError, get_json, timeout_s, waited_for_rate_limit
 
 __all__ = [
     "SIGNALS",
@@ -289,10 +288,8 @@ def model_revision(model: str, revision: str | None = None) -> str:
         try:
             info = HfApi(endpoint=endpoint).model_info(model, revision=revision, timeout=wait_s)
         except HfHubHTTPError as exc:
-            pause_s = retry_after_s(exc.response.headers) if exc.response.status_code == 429 else None
-            if pause_s is None or pause_s > RETRY_WAIT_LIMIT_S:
+            if exc.response.status_code != 429 or not waited_for_rate_limit(exc.response.headers):
                 raise
-            time.sleep(pause_s)  # a short rate limit: ask once more
             info = HfApi(endpoint=endpoint).model_info(model, revision=revision, timeout=wait_s)
     except RevisionNotFoundError:
         raise WebError(f"revision {revision!r} of {model} not found on the Hub ({where})", status=404) from None

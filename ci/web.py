@@ -17,6 +17,7 @@ __all__ = [
     "get_json",
     "retry_after_s",
     "timeout_s",
+    "waited_for_rate_limit",
 ]
 
 TIMEOUT_ENV = "GUIDE_GUARD_HTTP_TIMEOUT"
@@ -63,6 +64,15 @@ def retry_after_s(headers: Any) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     return max((when - datetime.now(timezone.utc)).total_seconds(), 0.0)
+
+
+def waited_for_rate_limit(headers: Any) -> bool:
+    """Sleep through a rate limit that lifts within RETRY_WAIT_LIMIT_S; True if the caller should ask again."""
+    pause_s = retry_after_s(headers)
+    if pause_s is None or pause_s > RETRY_WAIT_LIMIT_S:
+        return False
+    time.sleep(pause_s)
+    return True
 
 
 def _limit_message(service: str, status: int, headers: Any) -> str | None:
@@ -116,11 +126,9 @@ def get_json(url: str, *, service: str, headers: dict[str, str] | None = None) -
         status = response.status_code
         if status not in (403, 429):
             break
-        limited = _limit_message(service, status, response.headers)
-        pause_s = retry_after_s(response.headers)
-        if attempt == 1 and pause_s is not None and pause_s <= RETRY_WAIT_LIMIT_S:
-            time.sleep(pause_s)  # a short rate limit: ask once more
+        if attempt == 1 and waited_for_rate_limit(response.headers):
             continue
+        limited = _limit_message(service, status, response.headers)
         if limited:
             raise WebError(limited + (" (asked twice)" if attempt == 2 else ""), status=status)
         break
