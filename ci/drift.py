@@ -168,6 +168,11 @@ _SHELL_EXPANSION = re.compile(r"\$\{[^}]*\}|\$\([^)]*\)|\$[A-Za-z_][A-Za-z0-9_]*
 _UNQUOTED_HEREDOC = re.compile(r"\\([\\$`])|" + _SHELL_EXPANSION.pattern)
 
 
+def _as_the_shell_leaves_it(match: re.Match[str]) -> str:
+    """For the escape-or-expansion patterns: an escaped character stands for itself, an expansion for 0."""
+    return match.group(1) or "0"
+
+
 def python_heredocs(body: str) -> list[tuple[int, str]]:
     """Python programs fed on a heredoc (`python - ARGS <<'PY'`, `python3 <<EOF`, `<<-EOF`).
 
@@ -187,7 +192,7 @@ def python_heredocs(body: str) -> list[tuple[int, str]]:
             text = later.lstrip("\t") if strip_tabs else later
             if text == delimiter:
                 break
-            program.append(text if quoted else _UNQUOTED_HEREDOC.sub(lambda m: m.group(1) or "0", text))
+            program.append(text if quoted else _UNQUOTED_HEREDOC.sub(_as_the_shell_leaves_it, text))
         found.append((index + 1, "\n".join(program)))
     return found
 
@@ -213,7 +218,7 @@ def python_c_programs(body: str) -> list[tuple[int, str]]:
     for match in _PYTHON_C.finditer(body):
         double, single = match.group(1), match.group(2)
         if double is not None:
-            code = _DOUBLE_QUOTED.sub(lambda m: m.group(1) or "0", double)
+            code = _DOUBLE_QUOTED.sub(_as_the_shell_leaves_it, double)
             start = match.start(1)
         else:
             code, start = single, match.start(2)
