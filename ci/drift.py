@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ci.cli import command_parser
 from ci.model import Block, DocumentError, Label, Plan, Problem
 from ci.parse import ParsedGuide, parse_guide
 
@@ -745,8 +746,8 @@ def annotation_lines(drifts: Sequence[GuideDrift]) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m ci.drift",
+    parser = command_parser(
+        "ci.drift",
         description=(
             "Check changed guides without running them: contract errors, bash -n/shellcheck/compile, "
             "blocks changed against REV, changed expected output against the last run, pinned versions."

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from ci.cli import command_parser
 from ci.web import WebError, get_json, timeout_s, waited_for_rate_limit
 
 __all__ = [
@@ -339,8 +340,8 @@ def _observe(guide: str, guide_sha256: str, upstream: Mapping[str, str]) -> Obse
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m ci.monitor",
+    parser = command_parser(
+        "ci.monitor",
         description=(
             "Decide whether a scheduled run of GUIDE is needed and with which upstream ref: "
             "a new upstream release, a changed guide, a new model revision, or a failed previous run (retried)."

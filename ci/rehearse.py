@@ -6,7 +6,7 @@
 # standing in for SpecForge, the CANN files the guide reads), starts a fake Hugging Face Hub on 127.0.0.1
 # for the real huggingface_hub client, runs `python -m ci.run` on the guide in that environment, and
 # prints a report of every simulation and override in effect. Its exit status is ci.run's. The
-# simulations live in rehearsal/; docs/rehearsal.md describes them, the overrides and the failure knobs.
+# simulations live in ci/rehearsal/; docs/rehearsal.md describes them, the overrides and the failure knobs.
 
 from __future__ import annotations
 
@@ -36,10 +36,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import FrameType
 
+from ci.cli import command_parser
+
 __all__ = ["KNOBS", "build_parser", "main"]
 
 EXIT_SETUP = 2  # the rehearsal could not be prepared: nothing ran (as ci.run's usage errors)
-ASSETS = Path(__file__).resolve().parents[1] / "rehearsal"
+ASSETS = Path(__file__).resolve().parent / "rehearsal"  # package data, in a checkout and a wheel alike
 SANDBOX_ENV = "REHEARSAL_SANDBOX"  # every simulation finds the sandbox (and its call log) through it
 BREAK_ENV = "REHEARSAL_BREAK"  # the failure knob the simulations obey
 
@@ -752,8 +754,8 @@ def report(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m ci.rehearse",
+    parser = command_parser(
+        "ci.rehearse",
         description="Run a guide against simulations of its NPU machine (no NPU, no network); "
         "other flags go to ci.run.",
         epilog=f"Failure knobs ({BREAK_ENV}=...): " + "; ".join(f"{k}: {v}" for k, v in KNOBS.items()),

@@ -13,6 +13,8 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from ci.cli import command_parser
+
 if TYPE_CHECKING:
     from ci.model import GuideOutcome, Plan
 
@@ -22,8 +24,8 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m ci.run",
+    parser = command_parser(
+        "ci.run",
         description="Run the labelled blocks of Markdown guides in order, check their output, and report every block.",
         epilog="Exit status: 0 all blocks that ran passed; 1 a block failed; 2 usage or document error; 130/143 interrupted.",
     )
