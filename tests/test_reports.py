@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -75,17 +76,55 @@ def test_junit_matches_golden_and_reads_back(tmp_path: Path, harness_env: dict[s
     assert len(suites) == 1
     cases = {case.name: case for case in suites[0]}
     assert set(cases) == {
-        "001 #test-setup name",
-        "002 #test hello",
-        "003 #test drifted",
-        "004 #test crashes",
-        "005 #test-setup #5",
+        "#test-setup store=name",
+        "hello",
+        "drifted",
+        "crashes",
+        "#test-setup sha256:a3506795fabf",
     }
-    assert cases["002 #test hello"].is_passed
-    drifted = cases["003 #test drifted"].result[0]
+    assert cases["hello"].is_passed
+    drifted = cases["drifted"].result[0]
     assert isinstance(drifted, junitparser.Failure) and drifted.type == "mismatch"
-    assert isinstance(cases["004 #test crashes"].result[0], junitparser.Failure)
-    assert isinstance(cases["005 #test-setup #5"].result[0], junitparser.Skipped)
+    assert isinstance(cases["crashes"].result[0], junitparser.Failure)
+    assert isinstance(cases["#test-setup sha256:a3506795fabf"].result[0], junitparser.Skipped)
+
+
+def _junit_names(tmp_path: Path, env: dict[str, str], guide_text: str) -> list[str]:
+    guide = tmp_path / "names.md"
+    guide.write_text(guide_text, encoding="utf-8")
+    junit = tmp_path / "names.xml"
+    subprocess.run(
+        [sys.executable, "-m", "ci.run", str(guide), "--junit", str(junit), "--output-dir", str(tmp_path / "out")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    return [case.name for suite in junitparser.JUnitXml.fromfile(str(junit)) for case in suite]
+
+
+def test_junit_names_survive_a_block_inserted_above_them(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    """Report tools follow a test by its name: inserting a block must not rename the blocks after it."""
+    setup = f"{FENCE}shell #test-setup\ntrue\n{FENCE}\n\n"
+    blocks = (
+        f'{FENCE}shell #test-setup id="prepare"\ntrue\n{FENCE}\n\n'
+        f'{FENCE}shell #test-setup store="greeting"\necho hi\n{FENCE}\n\n'
+        f'{FENCE}shell #test id="check"\necho ok\n{FENCE}\n\n'
+        f'{FENCE}shell #test-result id="check"\nok\n{FENCE}\n\n'
+        f'{FENCE}shell #test-setup store="greeting"\necho again\n{FENCE}\n'
+    )
+    before = _junit_names(tmp_path, harness_env, "# Names\n\n" + setup + blocks)
+    inserted = f'{FENCE}shell #test id="new"\necho new\n{FENCE}\n\n{FENCE}shell #test-result id="new"\nnew\n{FENCE}\n\n'
+    after = _junit_names(tmp_path, harness_env, "# Names\n\n" + inserted + setup + blocks)
+    assert before == [
+        "#test-setup sha256:" + hashlib.sha256(b"true").hexdigest()[:12],
+        "#test-setup prepare",
+        "#test-setup store=greeting",
+        "check",
+        "#test-setup store=greeting (2)",
+    ]
+    assert after == ["new", *before]
 
 
 def test_github_actions_groups_annotations_and_summary(tmp_path: Path, harness_env: dict[str, str]) -> None:

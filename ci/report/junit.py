@@ -2,28 +2,59 @@
 
 from __future__ import annotations
 
+import hashlib
 import xml.etree.ElementTree as ET
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from ci.model import BlockResult, GuideOutcome, Status
+from ci.model import BlockResult, GuideOutcome, Label, Status, Step
 from ci.report.console import block_details
 from ci.report.text import clean_text
 
-__all__ = ["junit_xml", "write_junit"]
+__all__ = ["junit_xml", "testcase_names", "write_junit"]
 
 
 def _assert_never(value: NoReturn) -> NoReturn:
     raise AssertionError(f"unhandled status {value!r}")
 
 
-def _testcase(result: BlockResult, classname: str) -> ET.Element:
+def _stable_name(step: Step) -> str:
+    if step.label is Label.TEST and step.id:
+        return step.id
+    if step.id:
+        return f"{step.label.value} {step.id}"
+    if step.store:
+        return f"{step.label.value} store={step.store}"
+    # no name at all: the body's hash, which moves with the block wherever it goes in the guide
+    return f"{step.label.value} sha256:{hashlib.sha256(step.body.encode('utf-8')).hexdigest()[:12]}"
+
+
+def testcase_names(steps: Sequence[Step]) -> list[str]:
+    """The testcase names of a guide's blocks, in order: stable when blocks are added or removed elsewhere.
+
+    Test-report tools (dorny/test-reporter, EnricoMi's publish-unit-test-result-action) follow a test
+    through its history by class name and name, so an ordinal in the name would make every block after
+    an inserted one look new. A `#test` is its id; a setup is its label with its id, else its store,
+    else its body's hash. A name given twice (two setups storing the same name, two identical bodies)
+    gets ` (2)`, ` (3)` on its later uses.
+    """
+    seen: Counter[str] = Counter()
+    names = []
+    for step in steps:
+        name = _stable_name(step)
+        seen[name] += 1
+        names.append(name if seen[name] == 1 else f"{name} ({seen[name]})")
+    return names
+
+
+def _testcase(result: BlockResult, classname: str, name: str) -> ET.Element:
     step = result.step
     case = ET.Element(
         "testcase",
         {
-            "name": clean_text(f"{step.ordinal:03d} {step.label.value} {step.name}"),
+            "name": clean_text(name),
             "classname": clean_text(classname),
             "file": clean_text(step.file),
             "line": str(step.line),
@@ -69,8 +100,9 @@ def junit_xml(outcomes: Sequence[GuideOutcome]) -> bytes:
             },
         )
         classname = Path(outcome.plan.guide).stem or outcome.plan.guide
-        for result in results:
-            suite.append(_testcase(result, classname))
+        names = testcase_names([result.step for result in results])
+        for result, name in zip(results, names, strict=True):
+            suite.append(_testcase(result, classname, name))
     ET.indent(root)
     document: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
     return document
