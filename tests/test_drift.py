@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from github_artifacts import REPO, TOKEN, GitHubArtifacts, StoredArtifact, zip_of_directory
 from web_stub import WebStub, running_stub
 
 from ci.drift import pinned_versions, python_c_programs, python_heredocs
@@ -445,3 +446,95 @@ def test_specforge_guide_has_no_drift_errors() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 errors" in done.stdout
+
+
+@pytest.fixture
+def github() -> Iterator[GitHubArtifacts]:
+    with running_stub() as api, running_stub() as storage:
+        yield GitHubArtifacts(api, storage)
+
+
+def file_annotations(output: str) -> list[tuple[str, str]]:
+    """(kind, message) of every annotation on a whole file (no line)."""
+    return re.findall(r"^::(error|warning|notice) file=[^,:]*,title=[^:]*::(.*)$", output, re.M)
+
+
+def github_env(github: GitHubArtifacts) -> dict[str, str]:
+    return {"GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": github.api.url, "GITHUB_TOKEN": TOKEN, "GH_TOKEN": ""}
+
+
+def test_the_last_run_is_the_newest_artifact_of_that_name_on_github(
+    repo: Repo, tmp_path: Path, harness_env: dict[str, str], github: GitHubArtifacts
+) -> None:
+    repo.write("guide.md", BASE_GUIDE)
+    base = repo.commit("base")
+    report = tmp_path / "guide-guard-report"  # laid out as guide-run.yml uploads it
+    run = subprocess.run(
+        [sys.executable, "-m", "ci.run", "guide.md", "--output-dir", str(report / "outputs")],
+        cwd=repo.path,
+        env=harness_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    (report / "junit.xml").write_text("<testsuites/>")
+    github.add(StoredArtifact(1, "specforge-npu-attempt-1", 100, "main", "2026-04-01T18:00:00Z", b"old and gone", True))
+    github.add(
+        StoredArtifact(2, "specforge-npu-attempt-1", 101, "main", "2026-04-02T18:00:00Z", zip_of_directory(report))
+    )
+    for night in range(12):  # nights the monitor skipped upload nothing; other workflows upload their own
+        github.add(
+            StoredArtifact(10 + night, "coverage", 102 + night, "main", f"2026-04-{3 + night:02d}T18:00:00Z", b"")
+        )
+
+    # a pull request that changes no expected output asks GitHub nothing
+    repo.write("guide.md", BASE_GUIDE.replace('echo "version 1.2"', 'echo "version 1.2"  # same'))
+    repo.commit("edit a command only")
+    quiet = repo.drift("--base", base, "--no-pins", "--last-run-artifact", "specforge-npu", **github_env(github))
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr
+    assert github.api.requests == []
+
+    changed = BASE_GUIDE.replace("hello from <DIR>\npid NNN\n", "hello from <DIR>\npid NNN\nextra line\n")
+    repo.write("guide.md", changed)
+    repo.commit("edit expected output")
+    done = repo.drift(
+        "--base", base, "--no-pins", "--last-run-artifact", "specforge-npu", GITHUB_ACTIONS="true", **github_env(github)
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    errors = [(line, message) for kind, line, message in annotations(done.stdout) if kind == "error"]
+    assert [line for line, _ in errors] == [line_of(changed, "extra line")], errors
+    assert "no longer matches what the runner printed on" in errors[0][1]
+    assert "drift: the last run is artifact specforge-npu-attempt-1 of run 101 on main (" in done.stdout
+    assert "re-checked 1 changed #test-result against the last run" in done.stdout
+    assert [path.split("?")[0] for path in github.storage.paths()] == ["/blob/2.zip"]
+
+
+def test_without_an_artifact_the_last_run_check_is_skipped_with_a_notice(repo: Repo, github: GitHubArtifacts) -> None:
+    repo.write("guide.md", BASE_GUIDE)
+    base = repo.commit("base")
+    changed = BASE_GUIDE.replace("hello from <DIR>\npid NNN\n", "hello from <DIR>\npid NNN\nextra line\n")
+    repo.write("guide.md", changed)
+    repo.commit("edit expected output")
+
+    done = repo.drift(
+        "--base", base, "--no-pins", "--last-run-artifact", "specforge-npu", GITHUB_ACTIONS="true", **github_env(github)
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    notices = [message for kind, message in file_annotations(done.stdout) if kind == "notice"]
+    expected = f"changed #test-result blocks are not re-checked: {REPO} has no artifact named specforge-npu-attempt-1"
+    assert expected in notices
+
+    github.forbidden = True  # a token without actions: read
+    refused = repo.drift(
+        "--base", base, "--no-pins", "--last-run-artifact", "specforge-npu", GITHUB_ACTIONS="true", **github_env(github)
+    )
+    assert refused.returncode == 0, refused.stdout + refused.stderr
+    warnings = [message for kind, message in file_annotations(refused.stdout) if kind == "warning"]
+    assert any("Resource not accessible by integration" in message for message in warnings), warnings
+
+    nowhere = repo.drift("--base", base, "--no-pins", "--last-run-artifact", "specforge-npu", GITHUB_REPOSITORY="")
+    assert nowhere.returncode == 2
+    assert "--last-run-artifact needs GITHUB_REPOSITORY=OWNER/NAME" in nowhere.stderr
+    both = repo.drift("--base", base, "--last-run", "x", "--last-run-artifact", "specforge-npu")
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr

@@ -750,7 +750,7 @@ def test_doc_drift_checks_pull_requests_on_guides_and_the_harness_without_secret
     assert not [e for e in EXPRESSION.findall(workflow.text) if "secrets" in e], "no secrets on pull requests"
     [drift] = [call for call in harness_calls(workflow) if call.module == "ci.drift"]
     args = importlib.import_module("ci.drift").build_parser().parse_args(list(drift.variants[0]))
-    assert args.base == "$BASE_SHA" and args.last_run == "$LAST_RUN"
+    assert args.base == "$BASE_SHA" and args.last_run_artifact == "specforge-npu"
     [step] = [s for _, _, s in workflow.steps() if "ci.drift" in str(s.get("run", ""))]
     assert step["env"]["BASE_SHA"] == "${{ github.event.pull_request.base.sha }}"
     # the base revision must be in the clone to diff against
@@ -819,3 +819,30 @@ def test_blocks_run_the_python_on_the_callers_path_not_the_harnesss(guide_runner
     assert run.statuses() == {"python-block": "passed", "shell-python": "passed", "harness": "passed"}
     # meanwhile the harness itself ran on the interpreter it was started with
     assert run.block("harness")["captured"]["harness"].startswith(f"{sys.executable} -m ci.run ")
+
+
+def test_doc_drift_asks_for_the_artifact_the_npu_run_uploads_with_only_actions_read() -> None:
+    """The name ci.drift looks up (NAME-attempt-N) is the one guide-run.yml uploads for specforge-npu.yml."""
+    from ci.artifacts import attempt_name
+
+    workflow = WORKFLOWS["doc-drift.yml"]
+    assert workflow.doc["permissions"] == {"contents": "read", "actions": "read"}
+    assert not [job_id for job_id, job in workflow.jobs.items() if "permissions" in job]
+    [call] = [call for call in harness_calls(workflow) if call.module == "ci.drift"]
+    wanted = importlib.import_module("ci.drift").build_parser().parse_args(list(call.variants[0])).last_run_artifact
+    report_names = {
+        str(job["with"]["report-name"])
+        for name, caller in WORKFLOWS.items()
+        if name == "specforge-npu.yml"
+        for job in caller.jobs.values()
+        if str(job.get("uses", "")).endswith(GUIDE_RUN)
+    }
+    assert report_names == {wanted}, f"doc-drift.yml asks for {wanted!r}; specforge-npu.yml uploads {report_names}"
+    uploads = [s for _, _, s in WORKFLOWS[GUIDE_RUN].steps() if str(s.get("uses", "")).startswith("actions/upload")]
+    names = {str(s["with"]["name"]) for s in uploads if "inputs.report-name" in str(s["with"]["name"])}
+    assert names == {"${{ inputs.report-name }}-attempt-${{ github.run_attempt }}"}
+    assert attempt_name(wanted, 3) == f"{wanted}-attempt-3"
+    # the lookup is the harness's, with the job's read-only token; the gh loop over the last runs is gone
+    [step] = [s for _, _, s in workflow.steps() if "ci.drift" in str(s.get("run", ""))]
+    assert step["env"]["GITHUB_TOKEN"] == "${{ github.token }}"
+    assert not [s for _, _, s in workflow.steps() if re.search(r"\bgh\s+run\b", str(s.get("run", "")))]

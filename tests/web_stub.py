@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,13 +20,16 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     hang: bool = False  # never answer (until the stub stops): the client must time out
     then: Reply | None = None  # the answer from the second request on (a rate limit that lifts)
+    announce_length: bool = True  # False: no Content-Length, the body ends when the connection closes (HTTP/1.0)
 
 
 class WebStub:
-    """Routes by path (query included first, then without); records every request it gets."""
+    """Routes by path (query included first, then without), then asks `responder`; records every request it gets."""
 
     def __init__(self) -> None:
         self.routes: dict[str, Reply] = {}
+        # for answers that depend on the request (pagination, authorization): (path with query, headers) -> Reply
+        self.responder: Callable[[str, dict[str, str]], Reply | None] | None = None
         self.requests: list[tuple[str, dict[str, str]]] = []  # (path with query, headers)
         self.stop = threading.Event()
         stub = self
@@ -36,6 +39,8 @@ class WebStub:
                 stub.requests.append((self.path, dict(self.headers)))
                 route = self.path if self.path in stub.routes else self.path.split("?")[0]
                 reply = stub.routes.get(route)
+                if reply is None and stub.responder is not None:
+                    reply = stub.responder(self.path, dict(self.headers))
                 if reply is None:
                     reply = Reply(404, {"message": "Not Found"})
                 elif reply.then is not None:
@@ -50,8 +55,10 @@ class WebStub:
                 else:
                     data = json.dumps(reply.body).encode()
                 self.send_response(reply.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
+                if "Content-Type" not in reply.headers:
+                    self.send_header("Content-Type", "application/json")
+                if reply.announce_length:
+                    self.send_header("Content-Length", str(len(data)))
                 for name, value in reply.headers.items():
                     self.send_header(name, value)
                 self.end_headers()
