@@ -582,8 +582,7 @@ def test_front_matter_collect_and_diagnostics_errors_name_their_lines() -> None:
         (7, 'front matter ci.diagnostics: item 3 reads as the number 5, not a command: quote it, e.g. - "5"'),
         (
             8,
-            "front matter ci.diagnostics: item 4 reads as a mapping, not as a command: "
-            'quote it, e.g. - "echo card: 0"',
+            'front matter ci.diagnostics: item 4 reads as a mapping, not as a command: quote it, e.g. - "echo card: 0"',
         ),
         (9, "front matter ci.diagnostics: item 5 is empty; give a command or remove the item"),
         (10, "front matter ci.diagnostics: item 6 is a nested list; give each command as an item of its own"),
