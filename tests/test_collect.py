@@ -312,8 +312,8 @@ def test_a_hanging_diagnostic_is_cut_at_its_limit_with_its_tree(guide_runner, tm
         ci:
           diagnostics_timeout: 1s
           diagnostics:
-            - "(trap '' TERM; sleep 600) & echo hanging; sleep 600"
-            - echo next
+            - "(trap '' TERM; sleep 600) & echo $! > {tmp_path}/child.pid; echo hanging; sleep 600"
+            - 'if kill -0 "$(cat {tmp_path}/child.pid)" 2>/dev/null; then echo alive; else echo gone; fi'
         ---
         {FENCE}shell #test id="t"
         echo wrong
@@ -333,6 +333,8 @@ def test_a_hanging_diagnostic_is_cut_at_its_limit_with_its_tree(guide_runner, tm
     assert hung["message"] == "timed out after 1s; its process tree was ended"
     assert (run.output_dir / hung["output_path"]).read_text() == "hanging\n"
     assert after["message"] == "exit 0"
+    # the child that ignored SIGTERM was killed before the next diagnostic started, not left to the teardown
+    assert (run.output_dir / after["output_path"]).read_text() == "gone\n"
     assert "(timed out after 1s; its process tree was ended, 8 B in" in run.stdout
 
 
