@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import os
 import re
@@ -14,12 +15,24 @@ from pathlib import Path
 from typing import Protocol
 
 from ci.check import explain_mismatch, match_file
-from ci.model import BlockResult, GuideOutcome, Language, Plan, Status, Step, TrackedProcess
+from ci.model import (
+    BlockResult,
+    DiagnosticResult,
+    GuideOutcome,
+    GuideSettings,
+    Language,
+    Plan,
+    Status,
+    Step,
+    TrackedProcess,
+)
 from ci.process import BlockProcess, ProcessSupervisor
 from ci.report.text import FULL_LIMIT_BYTES, file_contains, read_view
 
 __all__ = [
+    "DEFAULT_DIAGNOSTICS_TIMEOUT_S",
     "DEFAULT_ERROR_MARKERS",
+    "DIAGNOSTIC_OUTPUT_LIMIT_BYTES",
     "Listener",
     "RunInterrupted",
     "RunOptions",
@@ -31,6 +44,10 @@ __all__ = [
 DEFAULT_ERROR_MARKERS = ("[ERROR]", "Traceback (most recent call last)")
 _INTERRUPT_GRACE_S = 1.5  # a cancelled run must be done within 5 s (Actions sends SIGTERM 7.5 s after SIGINT)
 _STORE_LIMIT_BYTES = 16 * 1024 * 1024
+DEFAULT_DIAGNOSTICS_TIMEOUT_S = 60.0  # each ci.diagnostics command's limit unless ci.diagnostics_timeout says
+DIAGNOSTIC_OUTPUT_LIMIT_BYTES = 1024 * 1024  # a diagnostic printing more is stopped there (RLIMIT_FSIZE)
+_DIAGNOSED = (Status.FAILED, Status.MISMATCH, Status.TIMED_OUT)  # statuses after which diagnostics run
+_DIAGNOSTIC_GRACE_S = 2.0  # SIGTERM to SIGKILL for a diagnostic past its limit: it holds up the report
 
 
 class RunInterrupted(Exception):
@@ -261,6 +278,10 @@ def run_guide(
                 interrupted_by = interrupt.signum
                 result = interrupt.result or _interrupted(step, interrupt.signum, supervisor)
                 stop_reason = f"run interrupted by signal {interrupt.signum}"
+            result, signum = _run_diagnostics(step, result, plan.settings, env, options, supervisor)
+            if signum is not None and stop_reason is None:
+                interrupted_by = signum
+                stop_reason = f"run interrupted by signal {signum}"
             events.started(step, *paths[step.ordinal])  # unless its spawn did
             events.finished(result)
             if result.stored is not None:
@@ -461,3 +482,90 @@ def _verdict(
         note = "" if size <= _STORE_LIMIT_BYTES else f" (first {_STORE_LIMIT_BYTES} bytes of {size})"
         return _result(step, Status.PASSED, f"stored {step.store}{note}", stored=(step.store, value), **common)
     return _result(step, Status.PASSED, "exit 0", **common)
+
+
+def _run_diagnostics(
+    step: Step,
+    result: BlockResult,
+    settings: GuideSettings,
+    env: Mapping[str, str],
+    options: RunOptions,
+    supervisor: ProcessSupervisor,
+) -> tuple[BlockResult, int | None]:
+    """Run the guide's ci.diagnostics after a block failed, mismatched or timed out.
+
+    Returns the result carrying them, and the signal number when a stop
+    request cut them short (the remaining ones are then not started).
+    """
+    if result.status not in _DIAGNOSED or not settings.diagnostics:
+        return result, None
+    limit_s = settings.diagnostics_timeout_s or DEFAULT_DIAGNOSTICS_TIMEOUT_S
+    directory = Path(f"{_output_stem(step, options)}.diagnostics")
+    done: list[DiagnosticResult] = []
+    signum: int | None = None
+    for index, command in enumerate(settings.diagnostics, start=1):
+        signum = supervisor.stop_requested()
+        if signum is not None:
+            break
+        output_path = directory / f"{index}-{_slug(command)[:40]}.txt"
+        tag = f"{options.block_file_prefix}{step.ordinal}-diagnostic-{index}"
+        diagnostic, signum = _run_diagnostic(
+            command, output_path, f"{step.name} (diagnostic {index})", tag, limit_s, env, supervisor
+        )
+        done.append(diagnostic)
+        if signum is not None:
+            break
+    return dataclasses.replace(result, diagnostics=tuple(done)), signum
+
+
+def _run_diagnostic(
+    command: str,
+    output_path: Path,
+    name: str,
+    tag: str,
+    limit_s: float,
+    env: Mapping[str, str],
+    supervisor: ProcessSupervisor,
+) -> tuple[DiagnosticResult, int | None]:
+    """One diagnostic, supervised as a block is: its own session, a time limit, its whole tree ended."""
+    # stderr joins stdout so the file reads as a terminal would show it; the file-size limit caps
+    # what a runaway command can write, since its output goes straight to the file, not through us
+    limit_kib = DIAGNOSTIC_OUTPUT_LIMIT_BYTES // 1024
+    argv = ["bash", "-c", f"ulimit -f {limit_kib} 2>/dev/null; exec 2>&1\n{command}"]
+    started = time.monotonic()
+    try:
+        output_path.parent.mkdir(parents=True, exist_ok=True)
+        process = supervisor.start(
+            argv, env=env, stdout_path=output_path, stderr_path=output_path, block_name=name, block_tag=tag
+        )
+    except OSError as exc:
+        message = f"could not be run: {exc.strerror or exc}"
+        return DiagnosticResult(command, None, 0, False, None, False, 0.0, message), None
+    signum = None
+    try:
+        exited = supervisor.wait(process, limit_s)
+    except RunInterrupted as interrupt:
+        supervisor.end_tree(process, grace_s=_INTERRUPT_GRACE_S)
+        exited, signum = False, interrupt.signum
+    if signum is None and (not exited or supervisor.group_alive(process)):
+        # past its limit, or it left something running in the background: neither may outlive it
+        supervisor.end_tree(process, grace_s=_DIAGNOSTIC_GRACE_S)
+    supervisor.reap_orphans()
+    (size,) = _sizes(output_path)
+    capped = size >= DIAGNOSTIC_OUTPUT_LIMIT_BYTES
+    code = process.exit_code if exited else None
+    if signum is not None:
+        message = f"interrupted by signal {signum}; its process tree was ended"
+    elif not exited:
+        message = f"timed out after {limit_s:g}s; its process tree was ended"
+    elif capped:
+        message = f"stopped at the {DIAGNOSTIC_OUTPUT_LIMIT_BYTES // (1024 * 1024)} MiB output cap"
+    elif code is not None and code < 0:
+        message = f"killed by signal {-code}"
+    else:
+        message = f"exit {code}"
+    duration_s = time.monotonic() - started
+    result = DiagnosticResult(
+        command, str(output_path), size, capped, code, not exited and signum is None, duration_s, message
+    )
+    return result, signum

@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 __all__ = [
     "Block",
     "BlockResult",
+    "CollectedFile",
+    "Collection",
+    "DiagnosticResult",
     "DocumentError",
     "Expected",
     "GuideOutcome",
@@ -169,6 +172,9 @@ class GuideSettings:
     error_markers: tuple[str, ...] = ()  # added to the default markers
     env: Mapping[str, str] = field(default_factory=dict)  # added to every block's environment
     upstream: Mapping[str, str] = field(default_factory=dict)  # read by the monitor
+    collect: tuple[str, ...] = ()  # globs of files copied into OUTPUT_DIR/collected/ when the run ends
+    diagnostics: tuple[str, ...] = ()  # bash commands run after a block fails, mismatches or times out
+    diagnostics_timeout_s: float | None = None  # each diagnostic's limit; None: the harness's default
 
 
 @dataclass(frozen=True)
@@ -204,6 +210,20 @@ class TrackedProcess:
 
 
 @dataclass(frozen=True)
+class DiagnosticResult:
+    """One `ci.diagnostics` command run after a failing block, and what it printed."""
+
+    command: str  # as the guide wrote it
+    output_path: str | None  # its stdout and stderr together; None when it could not be started
+    output_bytes: int
+    output_capped: bool  # it printed up to the cap and was stopped there
+    exit_code: int | None  # None when it timed out, was interrupted or never started
+    timed_out: bool
+    duration_s: float
+    message: str  # one line: "exit 0", "timed out after 60s; its process tree was ended", ...
+
+
+@dataclass(frozen=True)
 class BlockResult:
     """What happened to one step: the status and everything a reporter may show."""
 
@@ -226,6 +246,31 @@ class BlockResult:
     ended: tuple[TrackedProcess, ...] = ()  # processes the harness ended for it (timeout, interruption)
     peak_rss_bytes: int | None = None
     cpu_s: float | None = None
+    diagnostics: tuple[DiagnosticResult, ...] = ()  # the guide's ci.diagnostics, run after a failure
+
+
+@dataclass(frozen=True)
+class CollectedFile:
+    """One file matched by a `ci.collect` glob when the run ended."""
+
+    pattern: str  # the glob as the guide wrote it
+    source: str  # absolute path of the match
+    copied_to: str | None  # absolute path of the copy; None when nothing could be copied
+    size_bytes: int  # the source's size when the copy started (0 when unknown)
+    copied_bytes: int
+    truncated: bool  # only the last cap bytes were kept
+    note: str  # "" when copied whole; else what happened (not a regular file, unreadable, grew meanwhile, ...)
+
+
+@dataclass(frozen=True)
+class Collection:
+    """What `ci.collect` kept of one guide's files."""
+
+    directory: str  # absolute path the copies went under
+    cap_bytes: int  # at most this much of each file is kept: its end
+    files: tuple[CollectedFile, ...]  # in the order the globs were given, each glob's matches sorted
+    unmatched: tuple[str, ...]  # globs that matched no file
+    files_left_out: int = 0  # matches beyond the file limit: neither copied nor listed
 
 
 @dataclass(frozen=True)
@@ -238,6 +283,7 @@ class GuideOutcome:
     interrupted_by: int | None  # signal number when the run was cancelled
     started_at: str  # ISO 8601, UTC
     duration_s: float
+    collection: Collection | None = None  # the guide's ci.collect files, copied at its end
 
     @property
     def failed(self) -> bool:

@@ -43,7 +43,12 @@ _KEYS = {
 _ALL_KEYS = set().union(*_KEYS.values())
 _FLAGS = {"disable_fuzzy"}
 _REPEATABLE = {"load", "fuzzy"}
-_FRONT_MATTER_KEYS = {"timeout", "error_markers", "env", "upstream"}
+_FRONT_MATTER_KEYS = {"timeout", "error_markers", "env", "upstream", "collect", "diagnostics", "diagnostics_timeout"}
+# the front-matter lists of text, with what an item is and an example for messages
+_TEXT_LISTS = {
+    "collect": ("a glob", '["/tmp/server-*.log", "~/app/log/*.txt"]'),
+    "diagnostics": ("a command", '["npu-smi info", "tail -n 100 /tmp/server.log"]'),
+}
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smh]?)\Z")
 _UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -169,9 +174,7 @@ def _settings(parsed: ParsedGuide, checker: _Checker) -> GuideSettings:
     key_lines = _key_lines(parsed.front_matter, line)
     section: Any = data["ci"]
     if not isinstance(section, dict):
-        checker.error(
-            key_lines.get("", line), "front matter: 'ci' must be a mapping (timeout, error_markers, env, upstream)"
-        )
+        checker.error(key_lines.get("", line), f"front matter: 'ci' must be a mapping ({_list(_FRONT_MATTER_KEYS)})")
         return GuideSettings()
 
     def line_of(key: str) -> int:
@@ -204,12 +207,60 @@ def _settings(parsed: ParsedGuide, checker: _Checker) -> GuideSettings:
             line_of("upstream"), "front matter ci.upstream must be a mapping, e.g. {repo: owner/name, model: org/model}"
         )
         upstream = {}
+    diagnostics_timeout_s = None
+    if section.get("diagnostics_timeout") is not None:
+        try:
+            diagnostics_timeout_s = parse_duration(str(section["diagnostics_timeout"]))
+        except ValueError as exc:
+            checker.error(line_of("diagnostics_timeout"), f"front matter ci.diagnostics_timeout: {exc}")
     return GuideSettings(
         timeout_s=timeout_s,
         error_markers=tuple(str(m) for m in markers),
         env={str(k): "" if v is None else _yaml_scalar(v) for k, v in env.items()},
         upstream={str(k): str(v) for k, v in upstream.items()},
+        collect=_text_list(section, "collect", key_lines, line, checker),
+        diagnostics=_text_list(section, "diagnostics", key_lines, line, checker),
+        diagnostics_timeout_s=diagnostics_timeout_s,
     )
+
+
+def _text_list(
+    section: dict[Any, Any], key: str, key_lines: dict[str, int], front_matter_line: int, checker: _Checker
+) -> tuple[str, ...]:
+    """A front-matter list of non-empty strings (ci.collect, ci.diagnostics); each bad item is a document error."""
+    what, example = _TEXT_LISTS[key]
+    key_line = key_lines.get(key, front_matter_line)
+    value = section.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        fix = f"write it as a list: {key}: [{_quoted(value)}]" if isinstance(value, str) else f"e.g. {key}: {example}"
+        checker.error(key_line, f"front matter ci.{key} must be a list of strings, {what} per item; {fix}")
+        return ()
+    items = []
+    for index, item in enumerate(value):
+        at = key_lines.get(f"{key}[{index}]", key_line)
+        where = f"front matter ci.{key}: item {index + 1}"
+        if isinstance(item, str) and item.strip():
+            items.append(item)
+        elif isinstance(item, str) or item is None:
+            checker.error(at, f"{where} is empty; give {what} or remove the item")
+        elif isinstance(item, dict):
+            # `- echo a: b` is a mapping to YAML: a colon and a space end a key
+            text = ", ".join(f"{k}: {v}" for k, v in item.items())
+            checker.error(at, f"{where} reads as a mapping, not as {what}: quote it, e.g. - {_quoted(text)}")
+        elif isinstance(item, list):
+            checker.error(at, f"{where} is a nested list; give each {what.split()[-1]} as an item of its own")
+        elif isinstance(item, bool):
+            checker.error(at, f"{where} reads as {str(item).lower()} (YAML's yes/no/on/off/true/false): quote it")
+        else:
+            kind = "the number" if isinstance(item, (int, float)) else "the value"
+            checker.error(at, f"{where} reads as {kind} {item}, not {what}: quote it, e.g. - {_quoted(str(item))}")
+    return tuple(items)
+
+
+def _quoted(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _key_lines(front_matter: str, opening_line: int) -> dict[str, int]:
@@ -225,8 +276,11 @@ def _key_lines(front_matter: str, opening_line: int) -> dict[str, int]:
             continue
         lines[""] = opening_line + 1 + key_node.start_mark.line
         if isinstance(value_node, yaml.MappingNode):
-            for sub_key, _ in value_node.value:
+            for sub_key, sub_value in value_node.value:
                 lines[str(sub_key.value)] = opening_line + 1 + sub_key.start_mark.line
+                if isinstance(sub_value, yaml.SequenceNode):  # "collect[0]": the line of a list's first item
+                    for index, item in enumerate(sub_value.value):
+                        lines[f"{sub_key.value}[{index}]"] = opening_line + 1 + item.start_mark.line
     return lines
 
 

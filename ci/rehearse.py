@@ -62,7 +62,9 @@ EMBEDDING_TENSOR = "model.language_model.embed_tokens.weight"  # the guide's mod
 # The guide's default ports, all on 127.0.0.1: its expected output names 35551, and the recipe the
 # trainer reads names 30000, so the rehearsal keeps the defaults rather than moving them.
 GUIDE_PORTS = {30000: "SGLang capture server", 35551: "mooncake_master RPC", 35880: "mooncake HTTP metadata"}
-_SCRATCH = re.compile(r"/tmp/[A-Za-z0-9._-]+")  # files the guide writes in /tmp, named in its blocks
+# files the guide writes in /tmp, named in its blocks; not the globs of its ci.collect (`/tmp/smoke-*.log`),
+# whose lookahead keeps a name from being cut short at a wildcard
+_SCRATCH = re.compile(r"/tmp/[A-Za-z0-9._-]+(?![A-Za-z0-9._*?\[-])")
 # Guide variables the rehearsal sets unless the caller already has: (value, why).
 GUIDE_DEFAULTS = {"SPECFORGE_TRAIN_LIVENESS_WAIT": ("3", "the stand-in trainer needs about a second, not 30 s")}
 FAKE_TOOLS = ("uv", "apt-get", "npu-smi", "pkill")

@@ -279,13 +279,14 @@ def _run(
             if gate.signum is not None:
                 outcomes.append(not_run_outcome(plan, f"run interrupted by signal {gate.signum}"))
                 continue
+            guide_dir = f"{index + 1}-{Path(plan.guide).stem}" if len(plans) > 1 else ""  # keeps guides apart
             options = RunOptions(
                 workdir=workdir,
                 output_dir=output_dir,
                 preset=preset,
                 error_markers=(*DEFAULT_ERROR_MARKERS, *args.error_marker),
                 keep_going=args.keep_going,
-                block_file_prefix=f"{index + 1}-{Path(plan.guide).stem}-" if len(plans) > 1 else "",
+                block_file_prefix=f"{guide_dir}-" if guide_dir else "",
             )
             console.guide_started(plan.guide, len(plan.steps))
             outcome = run_guide(
@@ -296,6 +297,7 @@ def _run(
             # after a cancellation the whole stop must fit in Actions' 7.5 s before its SIGTERM
             leftovers = supervisor.teardown(grace_s=min(grace_s, 1.5) if gate.signum is not None else None)
             outcome = dataclasses.replace(outcome, leftovers=tuple(leftovers))
+            outcome = _collect_guide_files(outcome, output_dir, workdir, guide_dir, stopping=gate.signum is not None)
             console.guide_finished(outcome)
             outcomes.append(outcome)
     except Exception:
@@ -331,6 +333,33 @@ def _run(
         _write_report("the step summary", Path(summary_path), append_summary)
     console.run_finished(outcomes, output_dir)
     return exit_status
+
+
+# after a signal the whole stop must fit in a couple of seconds: less of each file, and a deadline
+_STOPPING_COLLECT_CAP_BYTES = 4 * 1024 * 1024
+_STOPPING_COLLECT_S = 0.5
+
+
+def _collect_guide_files(
+    outcome: GuideOutcome, output_dir: Path, workdir: str, guide_dir: str, *, stopping: bool
+) -> GuideOutcome:
+    """Copy the guide's ci.collect files into OUTPUT_DIR/collected/, once its processes are ended, whatever its verdict."""
+    if not outcome.plan.settings.collect:
+        return outcome
+    import time
+
+    from ci.collect import COLLECT_CAP_BYTES, collect_files
+
+    collection = collect_files(
+        outcome.plan.settings.collect,
+        workdir=workdir,
+        destination=output_dir / "collected" / guide_dir if guide_dir else output_dir / "collected",
+        home=outcome.plan.settings.env.get("HOME"),  # as the blocks had it
+        cap_bytes=_STOPPING_COLLECT_CAP_BYTES if stopping else COLLECT_CAP_BYTES,
+        deadline=time.monotonic() + _STOPPING_COLLECT_S if stopping else None,
+        exclude=output_dir,
+    )
+    return dataclasses.replace(outcome, collection=collection)
 
 
 def _write_report(what: str, path: Path, write: Callable[[Path], None]) -> None:

@@ -540,3 +540,65 @@ def test_select_across_guides_names_blocks_of_any_guide() -> None:
     first, second = left_out([plan_of(SELECT_GUIDE), other], only=("z",))
     assert set(first) == {1, 2, 3, 4, 5}
     assert second == {}
+
+
+def test_front_matter_collect_and_diagnostics() -> None:
+    guide = (
+        "---\nci:\n  collect: ['/tmp/smoke-*.log', '~/ascend/log/**/*.log']\n"
+        "  diagnostics:\n    - npu-smi info\n    - 'tail -n 50 /tmp/a.log: x'\n  diagnostics_timeout: 30s\n---\n\n"
+        + pair("a")
+    )
+    settings = plan_of(guide).settings
+    assert settings.collect == ("/tmp/smoke-*.log", "~/ascend/log/**/*.log")
+    assert settings.diagnostics == ("npu-smi info", "tail -n 50 /tmp/a.log: x")
+    assert settings.diagnostics_timeout_s == 30.0
+    assert plan_of(pair("a")).settings.diagnostics_timeout_s is None
+
+
+def test_front_matter_collect_and_diagnostics_errors_name_their_lines() -> None:
+    guide = (
+        "---\n"
+        "ci:\n"
+        '  collect: "/tmp/*.log"\n'
+        "  diagnostics:\n"
+        "    - npu-smi info\n"
+        '    - ""\n'
+        "    - 5\n"
+        "    - echo card: 0\n"
+        "    -\n"
+        "    - [a, b]\n"
+        "    - yes\n"
+        "  diagnostics_timeout: soon\n"
+        "---\n\n" + pair("a")
+    )
+    problems = problems_of(guide)
+    assert [(p.line, p.message) for p in problems] == [
+        (
+            3,
+            "front matter ci.collect must be a list of strings, a glob per item; "
+            'write it as a list: collect: ["/tmp/*.log"]',
+        ),
+        (6, "front matter ci.diagnostics: item 2 is empty; give a command or remove the item"),
+        (7, 'front matter ci.diagnostics: item 3 reads as the number 5, not a command: quote it, e.g. - "5"'),
+        (
+            8,
+            'front matter ci.diagnostics: item 4 reads as a mapping, not as a command: quote it, e.g. - "echo card: 0"',
+        ),
+        (9, "front matter ci.diagnostics: item 5 is empty; give a command or remove the item"),
+        (10, "front matter ci.diagnostics: item 6 is a nested list; give each command as an item of its own"),
+        (11, "front matter ci.diagnostics: item 7 reads as true (YAML's yes/no/on/off/true/false): quote it"),
+        (
+            12,
+            "front matter ci.diagnostics_timeout: bad duration 'soon': use seconds (90) or a unit: 30s, 10m, 3h",
+        ),
+    ]
+
+
+def test_front_matter_collect_must_be_a_list() -> None:
+    guide = "---\nci:\n  collect: {logs: /tmp}\n---\n\n" + pair("a")
+    (problem,) = problems_of(guide)
+    assert problem.line == 3
+    assert problem.message == (
+        "front matter ci.collect must be a list of strings, a glob per item; "
+        'e.g. collect: ["/tmp/server-*.log", "~/app/log/*.txt"]'
+    )

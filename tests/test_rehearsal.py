@@ -214,6 +214,15 @@ def test_the_whole_guide_passes_against_the_simulations(tmp_path: Path, harness_
     # The servers lived until the end of the guide, where the harness ended them.
     assert "mooncake_master --enable_http_metadata_server=true --rpc_port=35551" in run.ended_at_teardown()
     assert "-m sglang.launch_server" in run.ended_at_teardown()
+    # ci.collect kept the guide's /tmp logs; no ci.diagnostics ran (the fake npu-smi was never called).
+    collected = {f["source"]: f for f in run.record["guides"][0]["collected"]["files"]}
+    assert {"/tmp/build-mooncake-pip.log", "/tmp/smoke-sglang.log", "/tmp/smoke-train.log"} <= set(collected)
+    kept = run.output_dir / collected["/tmp/smoke-train.log"]["copied_to"]
+    assert kept == run.output_dir / "collected" / "tmp" / "smoke-train.log"
+    assert kept.read_text(encoding="utf-8") == run.train_log()
+    assert f"into {run.output_dir}/collected\n  /tmp/build-mooncake-pip.log (" in run.stdout
+    assert "npu-smi" not in tools
+    assert all(block["diagnostics"] == [] for block in run.record["blocks"])
     # Installs went into the sandbox, not into the harness's environment.
     for name in ("specforge", "mooncake-transfer-engine-npu"):
         with pytest.raises(importlib.metadata.PackageNotFoundError):
@@ -292,6 +301,26 @@ def test_a_trainer_dying_at_start_fails_the_launch(tmp_path: Path, harness_env: 
         "smoke: FAILED - specforge train died within 3s of launch",
         "RuntimeError: mooncake: Client not available: master 127.0.0.1:35551 refused the connection",
     )
+    # The guide's Ascend diagnostics ran after the failure: shown in the block's report, kept beside its files.
+    diagnostics = run.block("smoke-train-launch")["diagnostics"]
+    commands = [d["command"] for d in diagnostics]
+    assert commands[0] == "npu-smi info" and commands[-1] == "tail -n 100 /tmp/smoke-train.log"
+    assert all(d["timed_out"] is False and d["exit_code"] is not None for d in diagnostics)
+    npu_smi = (run.output_dir / diagnostics[0]["output_path"]).read_text(encoding="utf-8")
+    assert "[simulation] npu-smi: guide-guard rehearsal stand-in, 4 simulated Ascend 910B4 cards" in npu_smi
+    assert ["info"] in [call["argv"] for call in run.calls() if call["tool"] == "npu-smi"]
+    plog = (run.output_dir / diagnostics[1]["output_path"]).read_text(encoding="utf-8")
+    assert plog == f"no plog-*.log under {run.sandbox}/home/ascend/log\n"  # the rehearsal's HOME has none
+    train_tail = (run.output_dir / diagnostics[-1]["output_path"]).read_text(encoding="utf-8")
+    assert "RuntimeError: mooncake: Client not available" in train_tail
+    report = run.stdout[run.stdout.index("==> [17/18]") : run.stdout.index("[ERROR] [17/18] smoke-train-launch")]
+    assert "--- diagnostic 1/6: npu-smi info (exit 0, " in report
+    assert "4 simulated Ascend 910B4 cards" in report
+    assert "--- diagnostic 6/6: tail -n 100 /tmp/smoke-train.log (exit 0, " in report
+    # and the guide's logs were collected after the servers were ended, the run red as it is
+    collected = {f["source"]: f for f in run.record["guides"][0]["collected"]["files"]}
+    train_log = (run.output_dir / collected["/tmp/smoke-train.log"]["copied_to"]).read_text(encoding="utf-8")
+    assert "REHEARSAL_BREAK=trainer-dies" in train_log
     assert_nothing_left(run)
 
 

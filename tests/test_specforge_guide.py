@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import fnmatch
 import json
+import os
 import re
 import subprocess
 import sys
@@ -201,6 +203,44 @@ def test_front_matter(plan: list[dict], guide_text: str) -> None:
     assert "applicaiton exception" in ci["error_markers"]
     assert ci["upstream"] == {"repo": "sgl-project/SpecForge", "model": "Qwen/Qwen3.5-4B"}
     assert all(b["timeout_s"] == 10800 for b in plan)
+
+
+def test_every_log_the_guide_writes_is_collected(guide_text: str) -> None:
+    front, body = guide_text.split("---\n", 2)[1:]
+    collect = yaml.safe_load(front)["ci"]["collect"]
+    logs = set(re.findall(r"/tmp/[A-Za-z0-9._-]+\.log\b", body))
+    assert {"/tmp/smoke-sglang.log", "/tmp/smoke-train.log", "/tmp/build-mooncake-pip.log"} <= logs
+    assert all(any(fnmatch.fnmatchcase(log, glob) for glob in collect) for log in logs), (logs, collect)
+    assert not any(fnmatch.fnmatchcase("/tmp/smoke-train.pid", glob) for glob in collect)
+
+
+def test_ascend_diagnostics_are_declared_and_valid_bash(guide_text: str, tmp_path: Path) -> None:
+    ci = yaml.safe_load(guide_text.split("---\n", 2)[1])["ci"]
+    diagnostics = ci["diagnostics"]
+    assert diagnostics[0] == "npu-smi info"
+    assert any("ascend/log" in d and "plog-" in d for d in diagnostics)
+    assert any(d.startswith("if out=$(dmesg") for d in diagnostics)
+    assert {"tail -n 100 /tmp/smoke-sglang.log", "tail -n 100 /tmp/smoke-train.log"} <= set(diagnostics)
+    for number, command in enumerate(diagnostics):
+        script = tmp_path / f"diagnostic-{number}.sh"
+        script.write_text(command + "\n", encoding="utf-8")
+        proc = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+        assert proc.returncode == 0, f"diagnostic {command!r}: {proc.stderr}"
+
+
+def test_the_plog_diagnostic_shows_the_newest_plogs(guide_text: str, tmp_path: Path) -> None:
+    (command,) = [d for d in yaml.safe_load(guide_text.split("---\n", 2)[1])["ci"]["diagnostics"] if "plog-" in d]
+    plog = tmp_path / "ascend" / "log" / "debug" / "plog"
+    plog.mkdir(parents=True)
+    for age, name in enumerate(["plog-9_4.log", "plog-9_3.log", "plog-9_2.log", "plog-9_1.log"]):
+        (plog / name).write_text(f"{name} line\n")
+        os.utime(plog / name, (1_000_000 - age * 100, 1_000_000 - age * 100))
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    shown = subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env, timeout=60).stdout
+    assert shown == "".join(f"== {plog / n}\n{n} line\n" for n in ["plog-9_4.log", "plog-9_3.log", "plog-9_2.log"])
+    env["ASCEND_PROCESS_LOG_PATH"] = str(tmp_path / "elsewhere")
+    shown = subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env, timeout=60).stdout
+    assert shown == f"no plog-*.log under {tmp_path / 'elsewhere'}\n"
 
 
 def test_prose_is_chinese_and_uses_hugging_face(guide_text: str) -> None:

@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from ci.model import BlockResult, GuideOutcome, Label, Problem, Status, Step
+from ci.model import BlockResult, Collection, DiagnosticResult, GuideOutcome, Label, Problem, Status, Step
 from ci.report.github import StopCommands, failure_annotations
 from ci.report.text import FULL_LIMIT_BYTES, clean_text, human_size, mask_secrets, read_view
 
-__all__ = ["ConsoleReporter", "block_details", "format_problems"]
+__all__ = ["ConsoleReporter", "block_details", "collection_lines", "format_problems"]
 
 
 def format_problems(problems: Sequence[Problem], kind: str = "[ERROR]") -> str:
@@ -78,7 +78,45 @@ def block_details(result: BlockResult) -> list[tuple[str, str]]:
     if result.ended:
         listed = "\n".join(f"pid {p.pid} ({p.ended_by}): {' '.join(p.command.split())[:300]}" for p in result.ended)
         sections.append((f"processes ended ({len(result.ended)})", listed))
+    sections += _diagnostic_sections(result.diagnostics)
     return sections
+
+
+def _diagnostic_sections(diagnostics: Sequence[DiagnosticResult]) -> list[tuple[str, str]]:
+    """One section per ci.diagnostics command: what it printed, bounded as block output is."""
+    sections = []
+    for index, diagnostic in enumerate(diagnostics, start=1):
+        lines = diagnostic.command.strip().splitlines()
+        shown = lines[0][:120] + (" ..." if len(lines) > 1 or len(lines[0]) > 120 else "")
+        size = human_size(diagnostic.output_bytes)
+        title = f"diagnostic {index}/{len(diagnostics)}: {shown} ({diagnostic.message}, {size} in {diagnostic.duration_s:.1f}s)"
+        text = read_view(diagnostic.output_path).render() if diagnostic.output_bytes else "(no output)"
+        sections.append((title, text))
+    return sections
+
+
+_COLLECTED_LINES = 30  # files listed in the log; results.json lists them all
+
+
+def collection_lines(collection: Collection) -> list[str]:
+    """The log's account of ci.collect: where the copies went, each file with its size, the cap and any trouble."""
+    copied = [f for f in collection.files if f.copied_to is not None]
+    lines = [
+        f"collected {len(copied)} file{'s' if len(copied) != 1 else ''} (ci.collect, each capped at its last"
+        f" {human_size(collection.cap_bytes)}) into {collection.directory}"
+    ]
+    for entry in collection.files[:_COLLECTED_LINES]:
+        if entry.copied_to is None:
+            lines.append(f"  {entry.source}: {entry.note}")  # not an [ERROR]: the guide's verdict stands
+            continue
+        size = human_size(entry.size_bytes)
+        kept = f"last {human_size(entry.copied_bytes)} of {size} kept" if entry.truncated else size
+        lines.append(f"  {entry.source} ({kept}){': ' + entry.note if entry.note else ''}")
+    more = len(collection.files) - _COLLECTED_LINES + collection.files_left_out
+    if more > 0:
+        lines.append(f"  ... and {more} more (listed in results.json, but for any beyond the file limit)")
+    lines += [f"  {pattern}: matched no file" for pattern in collection.unmatched]
+    return lines
 
 
 class _Tailer(threading.Thread):
@@ -185,6 +223,9 @@ class ConsoleReporter:
             for proc in outcome.leftovers:
                 self.line(f"  pid {proc.pid} (from block {proc.started_by}, {proc.ended_by}): ")
                 self.untrusted(f"    {proc.command[:300]}")
+        if outcome.collection is not None:
+            for text in collection_lines(outcome.collection):
+                self.line(text)
         verdict = "INTERRUPTED" if outcome.interrupted_by else ("FAILED" if outcome.failed else "PASSED")
         prefix = "[ERROR] " if outcome.failed or outcome.interrupted_by else ""
         self.line(f"{prefix}=== {outcome.plan.guide}: {verdict} ({tally}) in {outcome.duration_s:.1f}s")

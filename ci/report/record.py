@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ci.model import BlockResult, GuideOutcome, TrackedProcess
+from ci.model import BlockResult, Collection, DiagnosticResult, GuideOutcome, TrackedProcess
 from ci.report.text import clean_text
 
 __all__ = ["RECORD_VERSION", "run_record", "write_record"]
@@ -51,6 +51,43 @@ def _block(result: BlockResult, guide: str, base: Path) -> dict[str, Any]:
         "processes_ended": _processes(result.ended),
         "peak_rss_bytes": result.peak_rss_bytes,
         "cpu_s": round(result.cpu_s, 3) if result.cpu_s is not None else None,
+        "diagnostics": [_diagnostic(d, base) for d in result.diagnostics],
+    }
+
+
+def _diagnostic(diagnostic: DiagnosticResult, base: Path) -> dict[str, Any]:
+    return {
+        "command": clean_text(diagnostic.command),
+        "output_path": _relative(diagnostic.output_path, base),
+        "output_bytes": diagnostic.output_bytes,
+        "output_capped": diagnostic.output_capped,
+        "exit_code": diagnostic.exit_code,
+        "timed_out": diagnostic.timed_out,
+        "duration_s": round(diagnostic.duration_s, 3),
+        "message": clean_text(diagnostic.message),
+    }
+
+
+def _collection(collection: Collection | None, base: Path) -> dict[str, Any] | None:
+    if collection is None:
+        return None
+    return {
+        "directory": _relative(collection.directory, base),
+        "cap_bytes": collection.cap_bytes,
+        "files": [
+            {
+                "pattern": f.pattern,
+                "source": f.source,
+                "copied_to": _relative(f.copied_to, base),
+                "size_bytes": f.size_bytes,
+                "copied_bytes": f.copied_bytes,
+                "truncated": f.truncated,
+                "note": clean_text(f.note),
+            }
+            for f in collection.files
+        ],
+        "unmatched": list(collection.unmatched),
+        "files_left_out": collection.files_left_out,
     }
 
 
@@ -91,6 +128,7 @@ def run_record(outcomes: Sequence[GuideOutcome], exit_status: int, base: Path) -
                 "failed": o.failed,
                 "interrupted_by_signal": o.interrupted_by,
                 "processes_ended": _processes(o.leftovers),
+                "collected": _collection(o.collection, base),
             }
             for o in outcomes
         ],
