@@ -165,11 +165,10 @@ def step_summary(outcomes: Sequence[GuideOutcome]) -> str:
 def output_entry(name: str, value: str) -> str:
     """One step output in $GITHUB_OUTPUT's syntax: `name=value`, or the delimited form when value spans lines.
 
-    The runner reads the file line by line (a lone CR ends a line too), so a value with a line break
-    written as `name=value` would end early and its next line would be read as another output. The
-    delimiter is chosen to differ from every line of the value, so no value can end its own entry.
+    The runner reads the file line by line, so a value with a line break written as `name=value` would
+    end early and its next line would be read as another output. The delimiter is chosen to differ from
+    every line of the value, so no value can end its own entry.
     """
-    value = value.replace("\r\n", "\n").replace("\r", "\n")
     if "\n" not in value:
         return f"{name}={value}\n"
     lines = set(value.split("\n"))
