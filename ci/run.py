@@ -248,7 +248,7 @@ def _run(
     from ci.execute import DEFAULT_ERROR_MARKERS, RunOptions, not_run_outcome, run_guide
     from ci.process import ProcessSupervisor
     from ci.report.console import ConsoleReporter
-    from ci.report.github import escape_data, step_summary
+    from ci.report.github import escape_data, step_outputs, step_summary
     from ci.report.record import write_record
     from ci.report.text import configure_masking, secret_values
 
@@ -331,6 +331,15 @@ def _run(
                 handle.write(step_summary(outcomes))
 
         _write_report("the step summary", Path(summary_path), append_summary)
+    # the outcome for later jobs, which must not depend on the artifact upload reaching GitHub (docs/ci.md)
+    outputs_path = os.environ.get("GITHUB_OUTPUT")
+    if github and outputs_path:
+
+        def append_outputs(path: Path) -> None:
+            with open(path, "a", encoding="utf-8") as handle:
+                handle.write(step_outputs(outcomes, exit_status))
+
+        _write_report("the step outputs", Path(outputs_path), append_outputs)
     console.run_finished(outcomes, output_dir)
     return exit_status
 

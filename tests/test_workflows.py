@@ -19,6 +19,8 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +28,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from outside import unavailable
 
 from ci.run import build_parser
@@ -652,11 +656,21 @@ def test_every_guide_a_workflow_runs_is_valid_and_fits_the_job_time_limit(caller
     )
     assert listed.returncode == 0, listed.stderr
     longest_block_s = max(step["timeout_s"] for step in json.loads(listed.stdout))
-    timeout_input = WORKFLOWS[GUIDE_RUN].doc["on"]["workflow_call"]["inputs"]["timeout-minutes"]
-    job_limit_s = 60 * given.get("timeout-minutes", timeout_input["default"])
-    # the harness's own timeout must fire first: it takes stack dumps and writes the reports
-    assert job_limit_s >= longest_block_s + 30 * 60, (
-        f"{caller}: job limit {job_limit_s} s, a block may take {longest_block_s} s"
+    workflow = WORKFLOWS[GUIDE_RUN]
+    timeout_input = workflow.doc["on"]["workflow_call"]["inputs"]["timeout-minutes"]
+    job_minutes = given.get("timeout-minutes", timeout_input["default"])
+    assert workflow.jobs["run"]["timeout-minutes"] == "${{ inputs.timeout-minutes }}"
+    deadline_s = harness_deadline_s(workflow, job_minutes)
+    # the harness's deadline comes first: it stops the running block with stack dumps and writes every report
+    # while the job still has time to upload them and clean up (each step after it has its own limit), with
+    # a few minutes left for what ran before the harness started
+    after_harness_minutes = sum(step["timeout-minutes"] for step in steps_after_the_harness(workflow, "run"))
+    assert 60 * job_minutes - deadline_s >= 60 * (after_harness_minutes + BEFORE_HARNESS_MINUTES), (
+        f"{caller}: the deadline {deadline_s} s leaves too little of the job's {job_minutes} min"
+    )
+    # and a block may use its whole limit with the rest of the guide around it
+    assert deadline_s >= longest_block_s + 30 * 60, (
+        f"{caller}: the run's deadline is {deadline_s} s, a block may take {longest_block_s} s"
     )
     assert re.fullmatch(r"[A-Za-z0-9-]+", given["report-name"]), "artifact names take no slashes"
 
@@ -685,7 +699,13 @@ def test_the_monitor_decides_before_the_run_and_records_after_it() -> None:
     [record_step] = [s for j, name, s in workflow.steps() if j == "record" and name == "Record"]
     # the ref the monitor picked wins; the caller's (dispatch input, variable, main) is the fallback
     assert run_step["env"]["UPSTREAM_REF"] == "${{ needs.decide.outputs.ref || inputs.upstream-ref }}"
-    assert record_step["env"]["REF"] == run_step["env"]["UPSTREAM_REF"], "record the ref that was tested"
+    # the run passes the ref it gave the blocks on, and that is the ref recorded; a run that never
+    # started passes nothing on, and the ref it would have tested is recorded
+    assert jobs["run"]["outputs"]["ref"] == run_step["env"]["UPSTREAM_REF"]
+    context = {"needs.decide.outputs.ref": "v0.2.0", "inputs.upstream-ref": "main"}
+    assert evaluate(record_step["env"]["REF"], {**context, "needs.run.outputs.ref": "v0.2.0"}) == "v0.2.0"
+    assert evaluate(record_step["env"]["REF"], context) == "v0.2.0"
+    assert evaluate(record_step["env"]["REF"], {"inputs.upstream-ref": "main"}) == "main"
     # the outcome is recorded even when the run failed or was cancelled, so the monitor retries it
     assert jobs["record"]["needs"] == ["decide", "run"]
     assert jobs["record"]["if"] == "${{ always() && needs.decide.outputs.need-to-test == 'true' }}"
@@ -707,11 +727,20 @@ def test_the_monitors_state_is_kept_in_the_cache_on_github_hosted_runners() -> N
     state = "${{ env.MONITOR_STATE }}"
     assert {s["with"]["path"] for s in (decide_restore, decide_save, record_restore, record_save)} == {state}
     # record continues from what decide saved in this run, and never from nothing
-    assert record_restore["with"]["key"] == decide_save["with"]["key"] and record_restore["with"]["fail-on-cache-miss"]
+    assert resolve(workflow, "record", record_restore["with"]["key"]) == resolve(
+        workflow, "decide", decide_save["with"]["key"]
+    )
+    assert record_restore["with"]["fail-on-cache-miss"]
     # a cache entry cannot be overwritten: every save is a new key that the next decide's restore prefix finds
     prefix = decide_restore["with"]["restore-keys"]
-    keys = [decide_restore["with"]["key"], decide_save["with"]["key"], record_save["with"]["key"]]
+    keys = [
+        resolve(workflow, "decide", decide_restore["with"]["key"]),
+        resolve(workflow, "decide", decide_save["with"]["key"]),
+        resolve(workflow, "record", record_save["with"]["key"]),
+    ]
     assert all(key.startswith(prefix) for key in keys) and len(set(keys[1:])) == 2
+    # a new attempt of record saves under a new key of its own
+    assert "github.run_attempt" in record_save["with"]["key"]
     [monitor] = [call for call in harness_calls(workflow) if call.job == "decide"]
     assert monitor.variants == (("$GUIDE", "--state", workflow.doc["env"]["MONITOR_STATE"]),)
 
@@ -737,9 +766,15 @@ def test_the_monitor_writes_the_step_outputs_the_workflow_reads(tmp_path: Path) 
     assert done.returncode == 0, done.stderr
     written = dict(line.split("=", 1) for line in outputs.read_text().splitlines())
     read = WORKFLOWS[GUIDE_RUN].jobs["decide"]["outputs"]
-    for name, expression in read.items():
-        [step_output] = re.findall(r"steps\.monitor\.outputs\.(\w+)", expression)
-        assert step_output in written, f"decide's output {name} reads {step_output}, which ci.monitor does not write"
+    from_monitor = {
+        name: re.findall(r"steps\.monitor\.outputs\.(\w+)", str(expression)) for name, expression in read.items()
+    }
+    assert {"need-to-test", "ref"} <= {name for name, found in from_monitor.items() if found}
+    for name, found in from_monitor.items():
+        for step_output in found:
+            assert step_output in written, (
+                f"decide's output {name} reads {step_output}, which ci.monitor does not write"
+            )
     assert written["need_to_test"] in ("true", "false")
 
 
@@ -846,3 +881,835 @@ def test_doc_drift_asks_for_the_artifact_the_npu_run_uploads_with_only_actions_r
     [step] = [s for _, _, s in workflow.steps() if "ci.drift" in str(s.get("run", ""))]
     assert step["env"]["GITHUB_TOKEN"] == "${{ github.token }}"
     assert not [s for _, _, s in workflow.steps() if re.search(r"\bgh\s+run\b", str(s.get("run", "")))]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Expressions, as far as these workflows use them in `if:`, `env:` and keys
+
+EXPRESSION_TOKEN = re.compile(
+    r"\s*(?:(?P<string>'(?:[^']|'')*')|(?P<op>==|!=|&&|\|\||!|\(|\))|(?P<name>[A-Za-z_][\w.-]*))"
+)
+
+
+def evaluate(expression: str, context: dict[str, str]) -> str:
+    """A `${{ }}` expression of context names, string literals, ==, !=, !, &&, || and parentheses, as GitHub
+    evaluates it: a name not in the context is null (an output never set, a job that never ran), which
+    compares as ''; strings compare case-insensitively; && and || give one of their operands.
+    """
+    text = expression.strip()
+    if text.startswith("${{"):
+        assert text.endswith("}}"), expression
+        text = text[3:-2]
+    tokens: list[tuple[str, str]] = []
+    position = 0
+    while text[position:].strip():
+        match = EXPRESSION_TOKEN.match(text, position)
+        assert match is not None, f"cannot read {text[position:]!r} in {expression!r}"
+        kind = match.lastgroup
+        assert kind is not None
+        tokens.append((kind, match[kind]))
+        position = match.end()
+
+    def truthy(value: object) -> bool:
+        return value not in (None, "", False)
+
+    def primary() -> object:
+        kind, token = tokens.pop(0)
+        if token == "(":
+            value = either()
+            assert tokens.pop(0) == ("op", ")"), expression
+            return value
+        if kind == "string":
+            return token[1:-1].replace("''", "'")
+        if kind == "name" and token in ("true", "false"):
+            return token == "true"
+        assert kind == "name", f"unexpected {token!r} in {expression!r}"
+        return context.get(token)
+
+    def unary() -> object:
+        if tokens[0] == ("op", "!"):
+            tokens.pop(0)
+            return not truthy(unary())
+        return primary()
+
+    def comparison() -> object:
+        left = unary()
+        while tokens and tokens[0] in (("op", "=="), ("op", "!=")):
+            operator = tokens.pop(0)[1]
+            right = unary()
+            same = str(left or "").casefold() == str(right or "").casefold()
+            left = same if operator == "==" else not same
+        return left
+
+    def both() -> object:
+        value = comparison()
+        while tokens and tokens[0] == ("op", "&&"):
+            tokens.pop(0)
+            right = comparison()
+            value = right if truthy(value) else value
+        return value
+
+    def either() -> object:
+        value = both()
+        while tokens and tokens[0] == ("op", "||"):
+            tokens.pop(0)
+            right = both()
+            value = value if truthy(value) else right
+        return value
+
+    result = either()
+    assert not tokens, f"{expression!r}: {tokens} left over"
+    return "" if result is None else str(result).lower() if isinstance(result, bool) else str(result)
+
+
+def test_the_expression_reader_agrees_with_github_on_the_forms_used_here() -> None:
+    assert evaluate("${{ a == 'x' && 'yes' || 'no' }}", {"a": "X"}) == "yes"
+    assert evaluate("${{ a == 'x' && 'yes' || 'no' }}", {}) == "no"
+    assert evaluate("${{ a || b }}", {"b": "v"}) == "v"
+    assert evaluate("${{ !(a == 'x') && (b != '') }}", {"a": "y", "b": "1"}) == "true"
+    assert evaluate("${{ a && 'set' }}", {}) == ""
+
+
+def resolve(workflow: Workflow, job_id: str, text: str) -> str:
+    """TEXT with `${{ env.X }}` taken from the job's or the workflow's env and `${{ needs.J.outputs.O }}`
+    from job J's outputs (resolved in J): the expression a cache key is made of, whichever job names it."""
+    job = workflow.jobs[job_id]
+    env = {**(workflow.doc.get("env") or {}), **(job.get("env") or {})}
+
+    def replace(match: re.Match[str]) -> str:
+        inner = match[0][3:-2].strip()
+        if inner.startswith("env.") and inner[4:] in env:
+            return resolve(workflow, job_id, str(env[inner[4:]]))
+        needed = re.fullmatch(r"needs\.([\w-]+)\.outputs\.([\w-]+)", inner)
+        if needed and needed[2] in (workflow.jobs[needed[1]].get("outputs") or {}):
+            return resolve(workflow, needed[1], str(workflow.jobs[needed[1]]["outputs"][needed[2]]))
+        return match[0]
+
+    return EXPRESSION.sub(replace, text)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The NPU job on a real runner (docs/ci.md): each rule applies to every self-hosted job that runs a guide,
+# and is shown to fail on a job written the way guide-run.yml's was before these rules.
+
+OUTCOME_OUTPUTS = {"verdict", "exit_status", "counts", "failing"}
+# What a job does before the harness starts, with the image already on the host: set-up, checkout, install.
+BEFORE_HARNESS_MINUTES = 5
+
+
+def calls_the_harness(step: dict[str, Any]) -> bool:
+    return any(HARNESS_COMMAND.search(line) for line in str(step.get("run", "")).splitlines())
+
+
+def runs_a_guide(step: dict[str, Any]) -> bool:
+    """Whether the step runs blocks: `python -m ci.run` (or `-m ci`) without `--list`."""
+    script = str(step.get("run", "")).replace("\\\n", " ")
+    return any(
+        (match := HARNESS_COMMAND.search(line)) is not None
+        and match["module"] in ("ci", "ci.run")
+        and "--list" not in match["args"].split()
+        for line in script.splitlines()
+    )
+
+
+def guide_jobs(workflow: Workflow) -> list[str]:
+    """The self-hosted jobs with a step that runs a guide."""
+    self_hosted = set(self_hosted_jobs(workflow, WORKFLOWS | {workflow.name: workflow}))
+    return [
+        job_id
+        for job_id, job in workflow.jobs.items()
+        if job_id in self_hosted and any(runs_a_guide(step) for step in job.get("steps") or [])
+    ]
+
+
+def harness_step_index(job: dict[str, Any]) -> int:
+    [index] = [i for i, step in enumerate(job["steps"]) if runs_a_guide(step)]
+    return index
+
+
+def steps_after_the_harness(workflow: Workflow, job_id: str) -> list[dict[str, Any]]:
+    job = workflow.jobs[job_id]
+    return list(job["steps"][harness_step_index(job) + 1 :])
+
+
+def step_shell(workflow: Workflow, job_id: str, step: dict[str, Any]) -> str | None:
+    defaults = [workflow.jobs[job_id].get("defaults"), workflow.doc.get("defaults")]
+    shells = [step.get("shell"), *((d or {}).get("run", {}).get("shell") for d in defaults)]
+    return next((shell for shell in shells if shell), None)
+
+
+def step_argv(shell: str | None, script: Path) -> list[str]:
+    """The command the runner starts for a `run:` step on Linux, with its script file."""
+    if shell is None:
+        return ["bash", "-e", str(script)]  # the runner's default where bash exists
+    if shell == "bash":
+        return ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)]
+    assert "{0}" in shell, f"unexpected shell {shell!r}"
+    return [word.replace("{0}", str(script)) for word in shlex.split(shell)]
+
+
+def storage_violations(workflow: Workflow) -> list[str]:
+    """Point 1: on a guide job nothing waits on, or fails on, GitHub's storage; the outcome leaves as job outputs."""
+    problems = []
+    for job_id in guide_jobs(workflow):
+        job = workflow.jobs[job_id]
+        for step in job["steps"]:
+            action = str(step.get("uses", "")).split("@")[0]
+            reaches_storage = action.startswith(
+                ("actions/upload-artifact", "actions/cache", "actions/download-artifact")
+            )
+            if reaches_storage and (step.get("continue-on-error") is not True or not step.get("timeout-minutes")):
+                problems.append(
+                    f"{workflow.name} {job_id}: {action} may fail or stall there; give it continue-on-error and timeout-minutes"
+                )
+        harness = job["steps"][harness_step_index(job)]
+        read = {
+            found[1]
+            for value in (job.get("outputs") or {}).values()
+            if (found := re.search(rf"steps\.{re.escape(str(harness.get('id')))}\.outputs\.(\w+)", str(value)))
+        }
+        if not read >= OUTCOME_OUTPUTS:
+            problems.append(
+                f"{workflow.name} {job_id}: job outputs {sorted(read)} miss {sorted(OUTCOME_OUTPUTS - read)} of the harness's step"
+            )
+    return problems
+
+
+def cancel_violations(workflow: Workflow) -> list[str]:
+    """Point 2a: a cancelled guide job signals the harness in the container and waits, before the upload."""
+    problems = []
+    for job_id in guide_jobs(workflow):
+        steps = workflow.jobs[job_id]["steps"]
+        harness = harness_step_index(workflow.jobs[job_id])
+        stops = [
+            i
+            for i, s in enumerate(steps)
+            if s.get("if") == "cancelled()" and "harness.pid" in str(s.get("run", "")) and "kill -TERM" in str(s["run"])
+        ]
+        uploads = [i for i, s in enumerate(steps) if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
+        if not stops or not harness < stops[0] < min(uploads, default=len(steps)):
+            problems.append(
+                f"{workflow.name} {job_id}: no `if: cancelled()` step that stops the harness before the upload"
+            )
+        elif not steps[stops[0]].get("timeout-minutes"):
+            problems.append(f"{workflow.name} {job_id}: the stop step needs a timeout-minutes")
+    return problems
+
+
+def login_shell_violations(workflow: Workflow) -> list[str]:
+    """Point 3: the harness runs in a login shell, so the blocks see the image's /etc/profile environment."""
+    problems = []
+    for job_id in guide_jobs(workflow):
+        for step in workflow.jobs[job_id]["steps"]:
+            if calls_the_harness(step) or "$HARNESS_VENV" in str(step.get("run", "")):
+                shell = step_shell(workflow, job_id, step)
+                if shell != "bash -el {0}":
+                    problems.append(
+                        f"{workflow.name} {job_id} {step.get('name')!r}: shell {shell!r}, not `bash -el {{0}}`"
+                    )
+    return problems
+
+
+def hub_cache_violations(workflow: Workflow) -> list[str]:
+    """Point 4: HF_HOME is a fixed path a mount can serve; HF_ENDPOINT is never set empty."""
+    problems = []
+    for job_id in guide_jobs(workflow):
+        hf_home = str((workflow.jobs[job_id].get("env") or {}).get("HF_HOME", ""))
+        if not hf_home.startswith("/") or hf_home.startswith("/github/") or "$" in hf_home:
+            problems.append(f"{workflow.name} {job_id}: HF_HOME {hf_home!r}; set a fixed path outside /github/home")
+    envs = [workflow.doc.get("env") or {}] + [job.get("env") or {} for job in workflow.jobs.values()]
+    envs += [step.get("env") or {} for _, _, step in workflow.steps()]
+    for env in envs:
+        if "${{" in str(env.get("HF_ENDPOINT", "")):
+            problems.append(
+                f"{workflow.name}: HF_ENDPOINT set from an expression is empty when unset; export it only if set"
+            )
+    return problems
+
+
+def ptrace_violations(workflow: Workflow) -> list[str]:
+    """Point 5: py-spy's stack dumps need ptrace in the container."""
+    problems = []
+    for job_id in guide_jobs(workflow):
+        container = workflow.jobs[job_id].get("container")
+        options = str(container.get("options", "")) if isinstance(container, dict) else ""
+        if container and "--cap-add SYS_PTRACE" not in EXPRESSION.sub("", options):
+            problems.append(f"{workflow.name} {job_id}: container options {options!r} lack --cap-add SYS_PTRACE")
+    return problems
+
+
+def cleanup_violations(workflow: Workflow) -> list[str]:
+    """Point 6: a container job ends by handing what root wrote back to the runner's user."""
+    problems = []
+    for job_id in guide_jobs(workflow):
+        job = workflow.jobs[job_id]
+        if not job.get("container"):
+            continue
+        last = job["steps"][-1]
+        script = str(last.get("run", ""))
+        if last.get("if") != "always()" or not all(
+            word in script for word in ("chown", "$GITHUB_WORKSPACE", "$RUNNER_TEMP", "$HOME")
+        ):
+            problems.append(
+                f"{workflow.name} {job_id}: the last step must always hand the workspace, temp and home back"
+            )
+    return problems
+
+
+def rerun_violations(workflow: Workflow) -> list[str]:
+    """Point 10b: a cache entry a job must find was named by the job that saved it, whatever the attempt.
+
+    "Re-run failed jobs" runs the failed jobs and those after them in a new attempt; the jobs that passed
+    keep their outputs but do not run again, so a key built from the restoring job's own github.run_attempt
+    names an entry nobody saved.
+    """
+    problems = []
+    for job_id, job in workflow.jobs.items():
+        for step in job.get("steps") or []:
+            if not (
+                str(step.get("uses", "")).startswith("actions/cache")
+                and (step.get("with") or {}).get("fail-on-cache-miss")
+            ):
+                continue
+            key = str(step["with"]["key"])
+            own = re.sub(r"\$\{\{\s*needs\.[\w-]+\.outputs\.[\w-]+\s*\}\}", "", key)
+            if "github.run_attempt" in resolve(workflow, job_id, own):
+                problems.append(f"{workflow.name} {job_id}: restores {key!r}, built from its own attempt")
+                continue
+            savers = {
+                saver
+                for saver in re.findall(r"needs\.([\w-]+)\.outputs\.", key)
+                if any(
+                    str(s.get("uses", "")).startswith("actions/cache")
+                    and resolve(workflow, saver, str(s["with"]["key"])) == resolve(workflow, job_id, key)
+                    for s in workflow.jobs[saver].get("steps") or []
+                )
+            }
+            if not savers:
+                problems.append(
+                    f"{workflow.name} {job_id}: restores {key!r}, which no job it needs passed on as the key it saved"
+                )
+    return problems
+
+
+RUNNER_RULES = (
+    storage_violations,
+    cancel_violations,
+    login_shell_violations,
+    hub_cache_violations,
+    ptrace_violations,
+    cleanup_violations,
+    rerun_violations,
+)
+
+
+@pytest.mark.parametrize("rule", RUNNER_RULES, ids=lambda rule: rule.__name__)
+def test_the_npu_job_follows_the_runner_rules(rule: Any) -> None:
+    assert guide_jobs(WORKFLOWS[GUIDE_RUN]) == ["run"], "the rules would check nothing"
+    problems = [p for w in WORKFLOWS.values() for p in rule(w)]
+    assert not problems, "\n".join(problems)
+
+
+# guide-run.yml's jobs as they were before these rules: each rule finds what it is about
+BEFORE_THE_RUNNER_RULES = """
+on: {workflow_call: {inputs: {labels: {type: string}}}}
+permissions: {contents: read}
+env: {REPORT_DIR: report}
+jobs:
+  decide:
+    runs-on: ubuntu-latest
+    outputs: {ref: "${{ steps.monitor.outputs.ref }}"}
+    steps:
+      - id: monitor
+        run: python -m ci.monitor g.md --state s.json
+      - uses: actions/cache/save@27d5ce7f107fe9357f9df03efb73ab90386fccae # v5.0.5
+        with: {path: s.json, key: "state-${{ github.run_id }}-${{ github.run_attempt }}"}
+  run:
+    needs: decide
+    runs-on: ${{ fromJSON(inputs.labels) }}
+    container: {image: "img:1", options: "${{ inputs.options }}"}
+    env: {HF_ENDPOINT: "${{ vars.HF_ENDPOINT }}"}
+    steps:
+      - uses: actions/checkout@de0fac2e4500dabe0009e67214ff5f5447ce83dd # v6.0.2
+      - name: Run the guide
+        run: /opt/h/bin/python -m ci.run g.md --output-dir "$REPORT_DIR/outputs"
+      - if: always()
+        uses: actions/upload-artifact@043fb46d1a93c77aae656e7c1c64a875d1fc6a0a # v7.0.1
+        with: {name: report, path: report}
+  record:
+    needs: [decide, run]
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/cache/restore@27d5ce7f107fe9357f9df03efb73ab90386fccae # v5.0.5
+        with: {path: s.json, key: "state-${{ github.run_id }}-${{ github.run_attempt }}", fail-on-cache-miss: true}
+"""
+
+
+def test_the_runner_rules_catch_the_job_as_it_was() -> None:
+    before = parse_workflow(BEFORE_THE_RUNNER_RULES, "before.yml")
+    assert guide_jobs(before) == ["run"]
+    found = {rule.__name__: rule(before) for rule in RUNNER_RULES}
+    assert {name for name, problems in found.items() if not problems} == set(), found
+    assert "upload-artifact may fail or stall" in found["storage_violations"][0]
+    assert "miss ['counts', 'exit_status', 'failing', 'verdict']" in found["storage_violations"][1]
+    assert "shell None" in found["login_shell_violations"][0]
+    assert [p.split(": ", 1)[1].split(";")[0] for p in found["hub_cache_violations"]] == [
+        "HF_HOME ''",
+        "HF_ENDPOINT set from an expression is empty when unset",
+    ]
+    assert "built from its own attempt" in found["rerun_violations"][0]
+    # taking the key from a job output that is not the key the job saved is caught too
+    elsewhere = BEFORE_THE_RUNNER_RULES.replace(
+        'key: "state-${{ github.run_id }}-${{ github.run_attempt }}", fail',
+        'key: "${{ needs.decide.outputs.ref }}", fail',
+    )
+    [problem] = rerun_violations(parse_workflow(elsewhere, "before.yml"))
+    assert "which no job it needs passed on as the key it saved" in problem
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 1. The verdict reaches `record` as job outputs
+
+
+def read_github_output(text: str) -> dict[str, str]:
+    """$GITHUB_OUTPUT as a Linux runner reads it (actions/runner, FileCommandManager.cs): lines end at LF
+    only, empty lines are skipped, `name=value` when `=` comes before any `<<`, else `name<<DELIMITER` and
+    the text up to the line that is exactly DELIMITER, without the line break before it."""
+    values: dict[str, str] = {}
+    index = 0
+
+    def read_line() -> str | None:
+        nonlocal index
+        if index >= len(text):
+            return None
+        end = text.find("\n", index)
+        line, index = (text[index:], len(text)) if end < 0 else (text[index:end], end + 1)
+        return line
+
+    while (line := read_line()) is not None:
+        if not line:
+            continue
+        equals, heredoc = line.find("="), line.find("<<")
+        if equals >= 0 and (heredoc < 0 or equals < heredoc):
+            name, _, value = line.partition("=")
+            values[name] = value
+            continue
+        name, _, delimiter = line.partition("<<")
+        assert heredoc >= 0 and name and delimiter, f"invalid line {line!r}"
+        start = end = index
+        while (inner := read_line()) != delimiter:
+            assert inner is not None, f"{name}: matching delimiter {delimiter!r} not found"
+            end = index - 1
+        values[name] = text[start:end]
+    return values
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=80))
+def test_a_step_output_reads_back_whatever_its_value_holds(value: str) -> None:
+    from ci.report.github import output_entry
+
+    text = output_entry("first", value) + output_entry("second", "after")
+    assert read_github_output(text) == {"first": value, "second": "after"}
+
+
+def test_a_value_cannot_end_its_own_entry() -> None:
+    from ci.report.github import output_entry
+
+    tricky = "a\nGUIDE_GUARD_EOF_0\nverdict=passed"
+    assert read_github_output(output_entry("failing", tricky) + "verdict=failed\n") == {
+        "failing": tricky,
+        "verdict": "failed",
+    }
+
+
+OUTCOME_GUIDE = """
+```shell #test id="fine"
+echo fine
+```
+
+```shell #test-result id="fine"
+fine
+```
+
+```shell #test-setup id="broken"
+exit 3
+```
+
+```shell #test id="never"
+echo never
+```
+
+```shell #test-result id="never"
+never
+```
+"""
+
+
+def test_the_harness_writes_the_outcome_the_record_job_reads(guide_runner, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    outputs = tmp_path / "github_output"
+    outputs.write_text("earlier=kept\n")  # the file holds the step's other outputs: append, never replace
+    run = guide_runner(OUTCOME_GUIDE, env={"GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(outputs)})
+    assert run.returncode == 1, run.stdout + run.stderr
+    written = read_github_output(outputs.read_text(encoding="utf-8"))
+    assert written == {
+        "earlier": "kept",
+        "verdict": "failed",
+        "exit_status": "1",
+        "counts": '{"passed":1,"failed":1,"not_run":1}',
+        "failing": "broken",
+    }
+    assert json.loads(written["counts"]) == {
+        status: sum(1 for b in run.blocks if b["status"] == status) for status in ("passed", "failed", "not_run")
+    }
+    # every job output the workflow reads from the harness's step is one the harness writes
+    job = WORKFLOWS[GUIDE_RUN].jobs["run"]
+    harness_id = job["steps"][harness_step_index(job)]["id"]
+    read = re.findall(rf"steps\.{harness_id}\.outputs\.(\w+)", str(job["outputs"]))
+    assert read and set(read) <= set(written)
+
+
+def test_several_failing_blocks_are_listed_one_per_line(guide_runner, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    outputs = tmp_path / "github_output"
+    guide = OUTCOME_GUIDE.replace('id="never"', 'id="mismatched"').replace("\nnever\n```", "\nsomething else\n```")
+    run = guide_runner(guide, "--keep-going", env={"GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(outputs)})
+    assert run.returncode == 1
+    written = read_github_output(outputs.read_text(encoding="utf-8"))
+    assert written["failing"].splitlines() == ["broken", "mismatched"]
+    assert written["verdict"] == "failed" and json.loads(written["counts"]) == {"passed": 1, "failed": 1, "mismatch": 1}
+
+
+def test_nothing_is_written_outside_github_actions(guide_runner, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    outputs = tmp_path / "github_output"
+    run = guide_runner(OUTCOME_GUIDE, env={"GITHUB_OUTPUT": str(outputs)})
+    assert run.returncode == 1 and not outputs.exists()
+
+
+RECORD_CASES = [
+    # (the run job's result, the verdict it passed on, what is recorded)
+    ("success", "passed", "passed"),
+    ("failure", "failed", "failed"),
+    ("failure", "interrupted", "failed"),
+    ("cancelled", None, "failed"),  # cancelled before the harness started, or killed before it finished
+    ("success", None, "failed"),  # no verdict is never a pass
+    ("cancelled", "passed", "failed"),  # a re-run that stopped early, showing its previous attempt's outputs
+]
+
+
+@pytest.mark.parametrize("result,verdict,recorded", RECORD_CASES)
+def test_the_record_job_records_the_harnesss_verdict(result: str, verdict: str | None, recorded: str) -> None:
+    [record_step] = [s for j, name, s in WORKFLOWS[GUIDE_RUN].steps() if j == "record" and name == "Record"]
+    context = {"needs.run.result": result} | ({"needs.run.outputs.verdict": verdict} if verdict else {})
+    assert evaluate(record_step["env"]["RESULT"], context) == recorded
+
+
+def test_the_upload_can_neither_stall_the_job_nor_turn_it_red() -> None:
+    workflow = WORKFLOWS[GUIDE_RUN]
+    [upload] = steps_using(workflow, "run", "actions/upload-artifact")
+    assert upload["continue-on-error"] is True and 0 < upload["timeout-minutes"] <= 5
+    # a failed or timed-out upload leaves a warning
+    [warn] = [s for s in workflow.jobs["run"]["steps"] if f"steps.{upload['id']}.outcome" in str(s.get("if", ""))]
+    assert warn["if"] == f"always() && steps.{upload['id']}.outcome == 'failure'"
+    assert "::warning" in warn["run"]
+    # and nothing after the run job reads the artifact
+    assert not [s for j, _, s in workflow.steps() if j != "run" and "download-artifact" in str(s.get("uses", ""))]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 2. Cancellation and the job's time limit inside a container
+
+
+def harness_deadline_s(workflow: Workflow, job_minutes: int) -> float:
+    """The `--deadline` the run step gives the harness, as bash computes it for a job of JOB_MINUTES."""
+    from ci.plan import parse_duration
+
+    [call] = [c for c in harness_calls(workflow) if c.job == "run" and c.argv[1:2] != ("--list",)]
+    word = call.argv[call.argv.index("--deadline") + 1]
+    [step] = [s for j, name, s in workflow.steps() if j == "run" and name == call.step]
+    assert step["env"]["JOB_TIMEOUT_MINUTES"] == "${{ inputs.timeout-minutes }}"
+    env = {
+        "PATH": os.environ["PATH"],
+        "JOB_TIMEOUT_MINUTES": str(job_minutes),
+        "DEADLINE_MARGIN_MINUTES": str(workflow.doc["env"]["DEADLINE_MARGIN_MINUTES"]),
+    }
+    shown = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-c", f'printf %s "{word}"'],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert shown.returncode == 0, shown.stderr
+    return parse_duration(shown.stdout)
+
+
+def test_the_deadline_is_the_documented_margin_below_the_job_limit() -> None:
+    workflow = WORKFLOWS[GUIDE_RUN]
+    margin = workflow.doc["env"]["DEADLINE_MARGIN_MINUTES"]
+    assert harness_deadline_s(workflow, 300) == 60 * (300 - margin)
+    assert f"`DEADLINE_MARGIN_MINUTES`, {margin} minutes" in (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
+    # every step after the harness has a limit of its own, so the margin can be checked against them
+    assert all(step.get("timeout-minutes") for step in steps_after_the_harness(workflow, "run"))
+
+
+def stop_step() -> dict[str, Any]:
+    [step] = [s for s in WORKFLOWS[GUIDE_RUN].jobs["run"]["steps"] if s.get("if") == "cancelled()"]
+    return step
+
+
+def run_step_script(
+    step: dict[str, Any], tmp_path: Path, env: dict[str, str], shell_job: str = "run"
+) -> subprocess.CompletedProcess[str]:
+    """A step's `run:` script, started as the runner starts it, in TMP_PATH (the workspace)."""
+    script = tmp_path / f"step-{uuid.uuid4().hex}.sh"
+    script.write_text(str(step["run"]), encoding="utf-8")
+    return subprocess.run(
+        step_argv(step_shell(WORKFLOWS[GUIDE_RUN], shell_job, step), script),
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def wait_for(path: Path, process: subprocess.Popen[Any], what: str) -> None:
+    for _ in range(600):  # 60 s: only a broken harness takes that long
+        if path.exists():
+            return
+        assert process.poll() is None, f"the harness ended (exit {process.returncode}) before {what}"
+        time.sleep(0.1)
+    raise AssertionError(f"{path} never appeared within 60 s (waiting until {what})")
+
+
+def test_a_cancelled_job_stops_the_harness_and_waits_for_its_reports(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    """As in the container: the harness started by an earlier step, the stop step run on its own afterwards."""
+    report_dir = str(WORKFLOWS[GUIDE_RUN].doc["env"]["REPORT_DIR"])
+    (tmp_path / "guide.md").write_text(
+        '```shell #test-setup id="long"\ntouch block-started\nsleep 600\n```\n', encoding="utf-8"
+    )
+    harness = subprocess.Popen(
+        [sys.executable, "-m", "ci.run", "guide.md", "--output-dir", f"{report_dir}/outputs"],
+        cwd=tmp_path,
+        env=harness_env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(tmp_path / "block-started", harness, "the block started")
+        wait_for(tmp_path / report_dir / "outputs" / "harness.pid", harness, "the harness wrote its pid file")
+        stopped = run_step_script(stop_step(), tmp_path, {**harness_env, "REPORT_DIR": report_dir})
+        # the step returned only after the harness had exited (a zombie until this test collects it)
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        assert f"the harness (pid {harness.pid}) stopped" in stopped.stdout
+        assert harness.poll() == 143
+    finally:
+        if harness.poll() is None:  # the test failed: stop the harness as a user would, so it ends its block
+            harness.terminate()
+            try:
+                harness.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                harness.kill()
+        harness.wait(timeout=60)
+    record = json.loads((tmp_path / report_dir / "outputs" / "results.json").read_text(encoding="utf-8"))
+    assert record["exit_status"] == 143 and [b["id"] for b in record["blocks"]] == ["long"]
+
+
+def test_the_stop_step_leaves_alone_a_process_that_took_a_stale_pid(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    # a harness killed outright leaves its pid file; the pid may be another process's by the time it is read
+    other = subprocess.Popen(["sleep", "600"], env=harness_env, stdin=subprocess.DEVNULL)
+    try:
+        pid_file = tmp_path / "report" / "outputs" / "harness.pid"
+        pid_file.parent.mkdir(parents=True)
+        pid_file.write_text(f"{other.pid}\n")
+        stopped = run_step_script(stop_step(), tmp_path, {**harness_env, "REPORT_DIR": "report"})
+        assert stopped.returncode == 0, stopped.stderr
+        assert f"the harness (pid {other.pid}) is no longer running" in stopped.stdout
+        assert other.poll() is None, "the stop step signalled a process that is not the harness"
+        # no pid file at all (the harness never started, or ended and removed it): nothing to do
+        pid_file.unlink()
+        assert (
+            "no harness is running"
+            in run_step_script(stop_step(), tmp_path, {**harness_env, "REPORT_DIR": "report"}).stdout
+        )
+    finally:
+        other.kill()
+        other.wait(timeout=60)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 3 and 4. The blocks see the image's login environment and the workflow's Hub settings
+
+
+PROFILE_GUIDE = """
+```shell #test id="profile"
+echo "${GUIDE_GUARD_FROM_PROFILE:-not set}"
+```
+
+```shell #test-result id="profile"
+exported by the profile
+```
+"""
+
+
+@pytest.mark.parametrize("shell,passes", [("workflow", True), ("bash -e {0}", False)])
+def test_a_variable_exported_by_a_profile_script_reaches_the_blocks(
+    shell: str, passes: bool, tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    """The harness step's real login shell, with a HOME whose ~/.bash_profile exports what CANN's set_env.sh would;
+    GitHub's default `bash -e {0}` (the control) never reads it."""
+    workflow = WORKFLOWS[GUIDE_RUN]
+    run_step = workflow.jobs["run"]["steps"][harness_step_index(workflow.jobs["run"])]
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bash_profile").write_text("export GUIDE_GUARD_FROM_PROFILE='exported by the profile'\n")
+    (tmp_path / "guide.md").write_text(PROFILE_GUIDE.lstrip(), encoding="utf-8")
+    script = tmp_path / "step.sh"
+    script.write_text('"$HARNESS_PYTHON" -m ci.run guide.md --output-dir out\n', encoding="utf-8")
+    env = {k: v for k, v in harness_env.items() if k != "GUIDE_GUARD_FROM_PROFILE"}
+    argv = step_argv(step_shell(workflow, "run", run_step) if shell == "workflow" else shell, script)
+    done = subprocess.run(
+        argv,
+        cwd=tmp_path,
+        env={**env, "HOME": str(home), "HARNESS_PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    status = json.loads((tmp_path / "out" / "results.json").read_text())["blocks"][0]["status"]
+    assert (done.returncode, status) == ((0, "passed") if passes else (1, "mismatch")), done.stdout + done.stderr
+
+
+STEP_GUIDE = """
+```shell #test-setup store="seen"
+echo "profile=${GUIDE_GUARD_FROM_PROFILE:-unset} hf_home=$HF_HOME endpoint=${HF_ENDPOINT-unset} ref=$UPSTREAM_REF"
+```
+
+```shell #test-setup id="broken"
+exit 3
+```
+"""
+
+
+def step_env(workflow: Workflow, job_id: str, step: dict[str, Any], values: dict[str, str]) -> dict[str, str]:
+    """The step's environment from the workflow's, job's and step's env:, with VALUES for the expressions."""
+    merged = {**(workflow.doc.get("env") or {}), **(workflow.jobs[job_id].get("env") or {}), **(step.get("env") or {})}
+    unknown = sorted(name for name, value in merged.items() if "${{" in str(value) and name not in values)
+    assert not unknown, f"give the test a value for {unknown}"
+    return {name: str(values.get(name, value)) for name, value in merged.items()}
+
+
+@pytest.mark.parametrize("mirror", ["http://hub-mirror.invalid", ""])
+def test_the_run_step_as_the_runner_starts_it(mirror: str, tmp_path: Path, harness_env: dict[str, str]) -> None:
+    """The real step script in its login shell: the blocks get HF_HOME, the mirror only when one is set,
+    the upstream ref, and the outcome lands in $GITHUB_OUTPUT; the reports land where the upload looks."""
+    workflow = WORKFLOWS[GUIDE_RUN]
+    run_job = workflow.jobs["run"]
+    step = run_job["steps"][harness_step_index(run_job)]
+    home = tmp_path / "github-home"
+    home.mkdir()
+    (home / ".bash_profile").write_text("export GUIDE_GUARD_FROM_PROFILE=yes\n")
+    (tmp_path / "guide.md").write_text(STEP_GUIDE.lstrip(), encoding="utf-8")
+    (tmp_path / "runner-temp").mkdir()
+    outputs = tmp_path / "github_output"
+    values = {
+        "GUIDE": "guide.md",
+        "UPSTREAM_REF": "v0.2.0",
+        "ONLY": "",
+        "FROM_BLOCK": "",
+        "UNTIL_BLOCK": "",
+        "KEEP_GOING": "",
+        "HF_TOKEN": "",
+        "HUB_MIRROR": mirror,
+        "JOB_TIMEOUT_MINUTES": "300",
+    }
+    env = {
+        **{k: v for k, v in harness_env.items() if not k.startswith(("HF_", "GUIDE_GUARD_FROM"))},
+        **step_env(workflow, "run", step, values),
+        "HARNESS_VENV": sys.prefix,  # this test's environment stands in for the harness's venv
+        "HOME": str(home),
+        "RUNNER_TEMP": str(tmp_path / "runner-temp"),
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_OUTPUT": str(outputs),
+    }
+    done = run_step_script(step, tmp_path, env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    report_dir = tmp_path / env["REPORT_DIR"]
+    record = json.loads((report_dir / "outputs" / "results.json").read_text(encoding="utf-8"))
+    seen = record["blocks"][0]["captured"]["seen"].strip()
+    endpoint = mirror or "unset"
+    assert seen == f"profile=yes hf_home={run_job['env']['HF_HOME']} endpoint={endpoint} ref=v0.2.0"
+    assert (report_dir / "junit.xml").is_file()
+    written = read_github_output(outputs.read_text(encoding="utf-8"))
+    assert (written["verdict"], written["failing"]) == ("failed", "broken")
+
+
+def test_the_hub_cache_path_is_the_one_the_documented_options_mount() -> None:
+    hf_home = WORKFLOWS[GUIDE_RUN].jobs["run"]["env"]["HF_HOME"]
+    docs = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
+    assert f":{hf_home}" in docs, f"docs/ci.md mounts no host directory at {hf_home}"
+    assert "`HF_ENDPOINT`" in docs and "vars.HF_ENDPOINT" in WORKFLOWS[GUIDE_RUN].text
+
+
+def test_the_documented_container_options_give_ptrace_and_shared_memory() -> None:
+    docs = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
+    assert "--cap-add SYS_PTRACE" in docs and "--shm-size" in docs
+    assert WORKFLOWS[GUIDE_RUN].jobs["run"]["container"]["options"].startswith("--cap-add SYS_PTRACE ")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 6. What root wrote is handed back to the runner's user
+
+
+def test_the_last_step_hands_roots_files_back_to_the_runners_user(tmp_path: Path) -> None:
+    """A container job's directories as the runner lays them out, the container's root having written into them."""
+    if os.geteuid() != 0:
+        unavailable("root is needed to own files as the container's root does", "run this test as root")
+    runner_user = (4242, 4343)
+    work = tmp_path / "_work"
+    workspace = work / "repo" / "repo"
+    temp = work / "_temp"
+    home = temp / "_github_home"  # mounted at /github/home in the container
+    for directory in (work, work / "repo", workspace, temp, home):
+        directory.mkdir(parents=True, exist_ok=True)
+        os.chown(directory, *runner_user)
+    written = [
+        workspace / "guide-guard-report" / "outputs" / "results.json",
+        temp / "_runner_file_commands" / "set_output",
+        home / ".cache" / "pip" / "wheel",
+        temp / "guide-workdir" / "SpecForge" / "setup.py",
+    ]
+    for path in written:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("root's\n")
+    outside = tmp_path / "system-file"
+    outside.write_text("must stay root's\n")
+    (workspace / "link-out").symlink_to(outside)
+    cleanup = WORKFLOWS[GUIDE_RUN].jobs["run"]["steps"][-1]
+    env = {"PATH": os.environ["PATH"], "GITHUB_WORKSPACE": str(workspace), "RUNNER_TEMP": str(temp), "HOME": str(home)}
+    done = run_step_script(cleanup, tmp_path, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not (temp / "guide-workdir").exists(), "the guide's clones and builds are gone"
+    for root in (workspace, temp, home):
+        for path in [root, *root.rglob("*")]:
+            stat = path.lstat()
+            assert (stat.st_uid, stat.st_gid) == runner_user, f"{path} still belongs to {stat.st_uid}"
+    assert outside.stat().st_uid == 0, "a symlink led the hand-back out of the job's directories"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Dependabot
+
+
+def test_dependabot_keeps_the_pinned_actions_current() -> None:
+    config = yaml.safe_load((ROOT / ".github" / "dependabot.yml").read_text(encoding="utf-8"))
+    assert config["version"] == 2
+    [actions] = [update for update in config["updates"] if update["package-ecosystem"] == "github-actions"]
+    assert actions["directory"] == "/" and actions["schedule"]["interval"] == "weekly"

@@ -1,8 +1,11 @@
-"""GitHub Actions: workflow-command escaping, stop-commands, annotations and the step summary."""
+"""GitHub Actions: workflow-command escaping, stop-commands, annotations, the step summary and step outputs."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,12 +20,16 @@ __all__ = [
     "escape_property",
     "failure_annotations",
     "in_github_actions",
+    "output_entry",
     "problem_annotations",
+    "step_outputs",
     "step_summary",
 ]
 
 MAX_ANNOTATIONS = 10  # Actions shows at most 10 error annotations per step
 SUMMARY_LIMIT_BYTES = 1000 * 1024  # the step summary must stay under 1 MiB
+# A job's outputs may hold 1 MB in all; a guide has far fewer blocks, so this only bounds a runaway list.
+MAX_FAILING_LISTED = 50
 
 
 def in_github_actions() -> bool:
@@ -153,3 +160,46 @@ def step_summary(outcomes: Sequence[GuideOutcome]) -> str:
         text = text.encode()[: SUMMARY_LIMIT_BYTES - 200].decode("utf-8", "ignore")
         text += "\n\n(summary cut to stay under the 1 MiB limit; see results.json)\n"
     return text
+
+
+def output_entry(name: str, value: str) -> str:
+    """One step output in $GITHUB_OUTPUT's syntax: `name=value`, or the delimited form when value spans lines.
+
+    The runner reads the file line by line, so a value with a line break written as `name=value` would
+    end early and its next line would be read as another output. The delimiter is chosen to differ from
+    every line of the value, so no value can end its own entry.
+    """
+    if "\n" not in value:
+        return f"{name}={value}\n"
+    lines = set(value.split("\n"))
+    delimiter = next(d for n in itertools.count() if (d := f"GUIDE_GUARD_EOF_{n}") not in lines)
+    return f"{name}<<{delimiter}\n{value}\n{delimiter}\n"
+
+
+def step_outputs(outcomes: Sequence[GuideOutcome], exit_status: int) -> str:
+    """The run's outcome as step outputs, for jobs that cannot count on the artifact (docs/ci.md).
+
+    `verdict`: passed, failed or interrupted (from the exit status); `exit_status`; `counts`: a JSON
+    object of block status to number of blocks, in the order of Status; `failing`: the names of the
+    blocks that failed, mismatched, timed out or could not run, one per line (`GUIDE: NAME` when the
+    run had several guides), at most MAX_FAILING_LISTED and then a line saying how many more.
+    """
+    verdict = "passed" if exit_status == 0 else ("interrupted" if exit_status >= 128 else "failed")
+    tally = Counter(result.status for outcome in outcomes for result in outcome.results)
+    counts = {status.value: tally[status] for status in Status if tally[status]}
+    failing = [
+        clean_text(f"{outcome.plan.guide}: {result.step.name}" if len(outcomes) > 1 else result.step.name)
+        for outcome in outcomes
+        for result in outcome.results
+        if result.status.is_failure
+    ]
+    if len(failing) > MAX_FAILING_LISTED:
+        failing[MAX_FAILING_LISTED:] = [f"... and {len(failing) - MAX_FAILING_LISTED} more (see results.json)"]
+    return "".join(
+        [
+            output_entry("verdict", verdict),
+            output_entry("exit_status", str(exit_status)),
+            output_entry("counts", json.dumps(counts, separators=(",", ":"))),
+            output_entry("failing", "\n".join(failing)),
+        ]
+    )
