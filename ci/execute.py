@@ -29,7 +29,6 @@ __all__ = [
 ]
 
 DEFAULT_ERROR_MARKERS = ("[ERROR]", "Traceback (most recent call last)")
-_INTERRUPT_GRACE_S = 1.5  # a cancelled run must be done within 5 s (Actions sends SIGTERM 7.5 s after SIGINT)
 _STORE_LIMIT_BYTES = 16 * 1024 * 1024
 
 
@@ -298,7 +297,7 @@ def _pwd(workdir: str) -> str:
 
 def _interrupted(step: Step, signum: int, supervisor: ProcessSupervisor) -> BlockResult:
     """The result of a block cut short by a signal outside its wait (its tree is ended too)."""
-    ended = supervisor.end_tree(supervisor.active, grace_s=_INTERRUPT_GRACE_S) if supervisor.active else []
+    ended = supervisor.end_tree(supervisor.active) if supervisor.active else []
     return _result(step, Status.ERROR, f"interrupted by signal {signum}", ended=tuple(ended))
 
 
@@ -371,7 +370,8 @@ def _run_step(
     try:
         exited = supervisor.wait(block, step.timeout_s)
     except RunInterrupted as interrupt:
-        cut_short = supervisor.end_tree(block, grace_s=_INTERRUPT_GRACE_S)
+        # the supervisor cuts the grace period to about a second once a stop signal has come
+        cut_short = supervisor.end_tree(block)
         interrupt.result = _result(
             step,
             Status.ERROR,

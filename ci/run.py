@@ -6,17 +6,16 @@ import argparse
 import dataclasses
 import json
 import os
-import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ci.cli import command_parser
 
 if TYPE_CHECKING:
     from ci.model import GuideOutcome, Plan
+    from ci.process import StopSignals
 
 __all__ = ["build_parser", "main"]
 
@@ -27,7 +26,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = command_parser(
         "ci.run",
         description="Run the labelled blocks of Markdown guides in order, check their output, and report every block.",
-        epilog="Exit status: 0 all blocks that ran passed; 1 a block failed; 2 usage or document error; 130/143 interrupted.",
+        epilog=(
+            "Exit status: 0 all blocks that ran passed; 1 a block failed;"
+            " 2 usage or document error; 130/143/129 interrupted by SIGINT/SIGTERM/SIGHUP (reports written)."
+        ),
     )
     parser.add_argument("guides", nargs="+", metavar="GUIDE", help="a guide: a path or an http(s) URL")
     parser.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
@@ -119,28 +121,6 @@ def _print_plan_text(plans: Sequence[Plan]) -> None:
                 f"{step.ordinal:>4}  {step.label.value:<12} {name or '-':<30} {step.language_word:<7} "
                 f"{step.file}:{step.line}  timeout={step.timeout_s:g}s {loads}{extra}".rstrip()
             )
-
-
-class _SignalGate:
-    """Remembers the first SIGINT/SIGTERM; the supervisor checks it while it waits.
-
-    The handler raises nothing, so a signal never cuts a report in half: the
-    waiting loop notices it within half a second and unwinds in order.
-    """
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-
-    def __call__(self, signum: int, frame: FrameType | None) -> None:
-        if self.signum is None:
-            self.signum = signum
-
-    def requested(self) -> int | None:
-        return self.signum
-
-    def install(self) -> None:
-        signal.signal(signal.SIGINT, self)
-        signal.signal(signal.SIGTERM, self)
 
 
 def _load_plans(
@@ -245,12 +225,7 @@ def _run(
     grace_s: float,
     github: bool,
 ) -> int:
-    from ci.execute import DEFAULT_ERROR_MARKERS, RunOptions, not_run_outcome, run_guide
-    from ci.process import ProcessSupervisor
-    from ci.report.console import ConsoleReporter
-    from ci.report.github import escape_data, step_summary
-    from ci.report.record import write_record
-    from ci.report.text import configure_masking, secret_values
+    from ci.process import StopSignals
 
     # absolute, because the run moves to --workdir before its first block
     if args.output_dir:
@@ -260,6 +235,36 @@ def _run(
 
         output_dir = Path(tempfile.mkdtemp(prefix="guide-guard-"))
     output_dir.mkdir(parents=True, exist_ok=True)
+    signals = StopSignals()
+    signals.install()
+    # A console that has gone away (a closed terminal or ssh session: the SIGHUP case, a runner that
+    # died) must not stop the run from ending its processes and writing its reports.
+    console_streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _ConsoleStream(sys.stdout), _ConsoleStream(sys.stderr)
+    try:
+        return _run_and_report(args, plans, left_out, preset, workdir, grace_s, github, output_dir, signals)
+    finally:
+        sys.stdout, sys.stderr = console_streams
+
+
+def _run_and_report(
+    args: argparse.Namespace,
+    plans: list[Plan],
+    left_out: list[dict[int, str]],
+    preset: dict[str, str],
+    workdir: str,
+    grace_s: float,
+    github: bool,
+    output_dir: Path,
+    signals: StopSignals,
+) -> int:
+    from ci.execute import DEFAULT_ERROR_MARKERS, RunOptions, not_run_outcome, run_guide
+    from ci.process import ProcessSupervisor
+    from ci.report.console import ConsoleReporter
+    from ci.report.github import escape_data, step_summary
+    from ci.report.record import write_record
+    from ci.report.text import configure_masking, secret_values
+
     junit_path = Path(args.junit).absolute() if args.junit else None
     env_seen: dict[str, str] = dict(os.environ)
     for plan in plans:
@@ -270,14 +275,12 @@ def _run(
         for value in secrets:  # registered first, so Actions masks them in every later line too
             print(f"::add-mask::{escape_data(value)}", flush=True)
     console = ConsoleReporter(sys.stdout, github=github, stream=args.stream)
-    gate = _SignalGate()
-    gate.install()
-    supervisor = ProcessSupervisor(os.urandom(16).hex(), grace_s=grace_s, stop_requested=gate.requested)
+    supervisor = ProcessSupervisor(os.urandom(16).hex(), grace_s=grace_s, signals=signals)
     outcomes: list[GuideOutcome] = []
     try:
         for index, plan in enumerate(plans):
-            if gate.signum is not None:
-                outcomes.append(not_run_outcome(plan, f"run interrupted by signal {gate.signum}"))
+            if signals.first is not None:
+                outcomes.append(not_run_outcome(plan, f"run interrupted by signal {signals.first}"))
                 continue
             options = RunOptions(
                 workdir=workdir,
@@ -291,11 +294,11 @@ def _run(
             outcome = run_guide(
                 plan, left_out=left_out[index], options=options, supervisor=supervisor, listener=console
             )
-            if gate.signum is not None and outcome.interrupted_by is None:
-                outcome = dataclasses.replace(outcome, interrupted_by=gate.signum)
-            # after a cancellation the whole stop must fit in Actions' 7.5 s before its SIGTERM
-            leftovers = supervisor.teardown(grace_s=min(grace_s, 1.5) if gate.signum is not None else None)
+            # a stop signal, also one that comes during it, cuts the teardown's grace period to a second
+            leftovers = supervisor.teardown()
             outcome = dataclasses.replace(outcome, leftovers=tuple(leftovers))
+            if signals.first is not None and outcome.interrupted_by is None:
+                outcome = dataclasses.replace(outcome, interrupted_by=signals.first)
             console.guide_finished(outcome)
             outcomes.append(outcome)
     except Exception:
@@ -309,8 +312,15 @@ def _run(
         )
         raise
 
-    if gate.signum is not None:
-        exit_status = 128 + gate.signum
+    # -- the end of the run: passed, failed or interrupted, every path that ran comes here --
+    if signals.hurried:
+        print(
+            "[ERROR] a second signal came: what the run had left was killed at once (SIGKILL)",
+            file=sys.stderr,
+            flush=True,
+        )
+    if signals.first is not None:
+        exit_status = 128 + signals.first
     elif any(o.failed for o in outcomes):
         exit_status = EXIT_FAILED
     else:
@@ -331,6 +341,45 @@ def _run(
         _write_report("the step summary", Path(summary_path), append_summary)
     console.run_finished(outcomes, output_dir)
     return exit_status
+
+
+class _ConsoleStream:
+    """A console stream that, once writing to it fails (its terminal or pipe is gone), discards what follows.
+
+    The descriptor is pointed at /dev/null then, so that nothing buffered
+    fails again later (at exit, Python would turn that into exit status 120).
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                self.stream.write(text)
+            except OSError:
+                self._lost()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self.stream.flush()
+            except OSError:
+                self._lost()
+
+    def _lost(self) -> None:
+        self.gone = True
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self.stream.fileno())
+            os.close(null)
+        except (OSError, ValueError):  # no descriptor (a test's StringIO): nothing to keep from failing
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
 
 
 def _write_report(what: str, path: Path, write: Callable[[Path], None]) -> None:

@@ -1,0 +1,315 @@
+"""Stopping a run from outside: signals wherever the harness is.
+
+Every test starts a real harness on a real guide. "Ends quickly" is tested by
+making the slow path impossibly slow (a grace period of 600 s against a test
+limit of 60 s), never by timing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+FENCE = "```"
+SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+
+
+def _wait_for(predicate: Callable[[], bool], what: str, limit_s: float = 30) -> None:
+    until = time.monotonic() + limit_s
+    while not predicate():
+        if time.monotonic() > until:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.02)
+
+
+def _has_text(path: Path, text: str = "") -> Callable[[], bool]:
+    return lambda: path.exists() and text in path.read_text() and bool(path.read_text().strip())
+
+
+class Harness:
+    """`python -m ci.run` started in the background as a CI step starts it: every report asked for."""
+
+    def __init__(
+        self,
+        tmp_path: Path,
+        env: dict[str, str],
+        guides: list[str],
+        *args: str,
+        launcher: tuple[str, ...] = (),
+        **popen: Any,
+    ) -> None:
+        self.tmp_path = tmp_path
+        self.out = tmp_path / "out"
+        self.junit = tmp_path / "junit.xml"
+        self.summary = tmp_path / "summary.md"
+        paths = []
+        for number, text in enumerate(guides, 1):
+            path = tmp_path / f"guide{number}.md"
+            path.write_text(text, encoding="utf-8")
+            paths.append(str(path))
+        self.stdout_path, self.stderr_path = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+        full_env = {**env, "GITHUB_ACTIONS": "true", SUMMARY_ENV: str(self.summary)}
+        argv = [*launcher, sys.executable, "-m", "ci.run", *paths, "--output-dir", str(self.out)]
+        with open(self.stdout_path, "wb") as stdout, open(self.stderr_path, "wb") as stderr:
+            popen.setdefault("stdout", stdout)
+            popen.setdefault("stderr", stderr)
+            popen.setdefault("stdin", subprocess.DEVNULL)
+            self.process = subprocess.Popen(
+                [*argv, "--junit", str(self.junit), *args], cwd=tmp_path, env=full_env, **popen
+            )
+
+    def finish(self, limit_s: float = 60) -> int:
+        try:
+            return self.process.wait(timeout=limit_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError(f"the harness was still running {limit_s:g} s later:\n{self.stdout[-3000:]}") from None
+
+    @property
+    def stdout(self) -> str:
+        return self.stdout_path.read_text(encoding="utf-8", errors="replace")
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
+
+    @property
+    def record(self) -> dict[str, Any]:
+        return json.loads((self.out / "results.json").read_text(encoding="utf-8"))
+
+    def block(self, ident: str) -> dict[str, Any]:
+        return next(b for b in self.record["blocks"] if ident in (b["id"], b["store"]))
+
+    def assert_reported(self, exit_status: int) -> None:
+        """Every report was written."""
+        assert self.record["exit_status"] == exit_status, self.stdout[-3000:]
+        assert "<testsuite" in self.junit.read_text(encoding="utf-8")
+        assert self.summary.read_text(encoding="utf-8").strip()
+
+    def stop_and_signal(self, *signums: int) -> None:
+        """Deliver these signals together: stopped, the harness cannot act on one before the next is pending."""
+        pid = self.process.pid
+        os.kill(pid, signal.SIGSTOP)
+        _wait_for(lambda: psutil.Process(pid).status() == psutil.STATUS_STOPPED, "the harness to stop")
+        for signum in signums:
+            os.kill(pid, signum)
+        os.kill(pid, signal.SIGCONT)
+
+
+def _trapping_loop(term_file: Path, ready: Path) -> str:
+    """Shell lines that note every SIGTERM in term_file and go on; SIGKILL alone ends them."""
+    return (
+        f"trap 'echo TERM >> {term_file}' TERM\n"
+        f"echo $$ >> {ready}\n"
+        "while :; do sleep 0.2; done\n"  # a command after the sleep in the loop: bash does not exec it
+    )
+
+
+# -- signals, wherever the harness is ---------------------------------------------------------------
+
+
+def test_sigterm_while_waiting_on_a_block_that_ignores_it(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    term, ready = tmp_path / "term", tmp_path / "ready"
+    harness = Harness(
+        tmp_path,
+        harness_env,
+        [f'{FENCE}shell #test-setup id="stubborn"\n{_trapping_loop(term, ready)}{FENCE}\n'],
+        "--grace",
+        "600",
+    )
+    _wait_for(_has_text(ready), "the block to start")
+    harness.process.send_signal(signal.SIGTERM)
+    assert harness.finish() == 143
+    harness.assert_reported(143)
+    block = harness.block("stubborn")
+    assert block["status"] == "error" and "interrupted by signal 15" in block["message"]
+    assert "TERM" in term.read_text()  # it was asked first
+    main = next(p for p in block["processes_ended"] if p["pid"] == int(ready.read_text()))
+    assert main["ended_by"] == "SIGKILL"
+
+
+def test_sigterm_during_a_timed_out_blocks_grace_period(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    term, ready = tmp_path / "term", tmp_path / "ready"
+    harness = Harness(
+        tmp_path,
+        harness_env,
+        [
+            f"{FENCE}shell #test-setup id=\"stubborn\" timeout='1'\n{_trapping_loop(term, ready)}{FENCE}\n\n"
+            f'{FENCE}shell #test-setup id="after"\necho never\n{FENCE}\n'
+        ],
+        "--grace",
+        "600",
+    )
+    _wait_for(_has_text(term, "TERM"), "the time-out's SIGTERM")  # the harness is in the 600 s grace period now
+    harness.process.send_signal(signal.SIGTERM)
+    assert harness.finish() == 143
+    harness.assert_reported(143)
+    assert harness.block("stubborn")["status"] == "timed_out"
+    assert harness.block("after")["status"] == "not_run"
+    assert harness.record["guides"][0]["interrupted_by_signal"] == 15
+
+
+HUNG_PY_SPY = """#!/bin/sh
+# SIMULATION of a py-spy that hangs (attached to a process stuck in the kernel, say): it notes that it
+# started, then sleeps. Real py-spy is not used here because a real hang cannot be made on purpose.
+echo $$ > "{started}"
+exec sleep 300
+"""
+
+
+def test_sigterm_during_a_hung_stack_dump(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    started = tmp_path / "py-spy-started"
+    fake = tmp_path / "py-spy"
+    fake.write_text(HUNG_PY_SPY.format(started=started))
+    fake.chmod(0o755)
+    harness = Harness(
+        tmp_path,
+        {**harness_env, "GUIDE_GUARD_PY_SPY": str(fake)},
+        [f"{FENCE}python #test-setup id=\"hang\" timeout='1'\nimport time\ntime.sleep(300)\n{FENCE}\n"],
+        "--grace",
+        "600",
+    )
+    _wait_for(_has_text(started), "the stack dump to start")
+    harness.process.send_signal(signal.SIGTERM)
+    assert harness.finish() == 143
+    harness.assert_reported(143)
+    block = harness.block("hang")
+    assert block["status"] == "timed_out"
+    [note] = block["stack_dump_notes"]
+    # cut at once, not after py-spy's own 15 s limit ("did not answer in 15s")
+    assert note.endswith("py-spy was cut short: the run was interrupted by signal 15"), note
+    assert not psutil.pid_exists(int(started.read_text())) or psutil.Process(int(started.read_text())).status() == (
+        psutil.STATUS_ZOMBIE
+    )
+
+
+def test_sigterm_during_teardown(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    term, ready = tmp_path / "term", tmp_path / "ready"
+    server = _trapping_loop(term, ready).replace("'", "'\"'\"'")
+    harness = Harness(
+        tmp_path,
+        harness_env,
+        [
+            f'{FENCE}shell #test-setup id="starts-a-server"\n'
+            f"setsid nohup bash -c '{server}' > /dev/null 2>&1 < /dev/null &\n"
+            f"while [ ! -s {ready} ]; do sleep 0.05; done\n{FENCE}\n"
+        ],
+        "--grace",
+        "600",
+    )
+    _wait_for(_has_text(term, "TERM"), "the teardown's SIGTERM")  # the harness is in the 600 s grace period now
+    harness.process.send_signal(signal.SIGTERM)
+    assert harness.finish() == 143
+    harness.assert_reported(143)
+    assert harness.block("starts-a-server")["status"] == "passed"
+    [guide] = harness.record["guides"]
+    assert guide["interrupted_by_signal"] == 15
+    server_pid = int(ready.read_text())
+    assert [p["ended_by"] for p in guide["processes_ended"] if p["pid"] == server_pid] == ["SIGKILL"]
+
+
+def test_a_second_signal_kills_what_is_left_at_once(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    block_term, block_ready = tmp_path / "block-term", tmp_path / "block-ready"
+    server_term, server_ready = tmp_path / "server-term", tmp_path / "server-ready"
+    server = _trapping_loop(server_term, server_ready).replace("'", "'\"'\"'")
+    harness = Harness(
+        tmp_path,
+        harness_env,
+        [
+            f'{FENCE}shell #test-setup id="starts-a-server"\n'
+            f"setsid nohup bash -c '{server}' > /dev/null 2>&1 < /dev/null &\n"
+            f"while [ ! -s {server_ready} ]; do sleep 0.05; done\n{FENCE}\n\n"
+            f'{FENCE}shell #test-setup id="stubborn"\n{_trapping_loop(block_term, block_ready)}{FENCE}\n'
+        ],
+        "--grace",
+        "600",
+    )
+    _wait_for(_has_text(block_ready), "the second block to start")
+    harness.stop_and_signal(signal.SIGTERM, signal.SIGINT)
+    # pending together, they are handled lowest number first: SIGINT is the first, the run's status 130
+    assert harness.finish() == 130
+    harness.assert_reported(130)
+    # nothing was asked to stop politely: SIGKILL at once, to the block's tree and at teardown
+    assert not block_term.exists() and not server_term.exists()
+    ended = harness.block("stubborn")["processes_ended"] + harness.record["guides"][0]["processes_ended"]
+    assert {int(block_ready.read_text()), int(server_ready.read_text())} <= {p["pid"] for p in ended}
+    assert {p["ended_by"] for p in ended} == {"SIGKILL"}
+    assert "a second signal came: what the run had left was killed at once (SIGKILL)" in harness.stderr
+
+
+def test_sighup_is_a_stop_like_sigterm_with_status_129(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    server_pid = tmp_path / "server.pid"
+    harness = Harness(
+        tmp_path,
+        harness_env,
+        [
+            f'{FENCE}shell #test-setup id="long"\nsleep 300 &\necho $! > {server_pid}\nsleep 300\n{FENCE}\n\n'
+            f'{FENCE}shell #test-setup id="after"\necho never\n{FENCE}\n'
+        ],
+    )
+    _wait_for(_has_text(server_pid), "the block to start")
+    harness.process.send_signal(signal.SIGHUP)
+    assert harness.finish() == 129
+    harness.assert_reported(129)
+    assert "interrupted by signal 1" in harness.block("long")["message"]
+    assert not psutil.pid_exists(int(server_pid.read_text()))
+
+
+def test_a_closed_terminal_ends_the_run_with_its_reports_written(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    import fcntl
+    import termios
+
+    server_pid = tmp_path / "server.pid"
+    controller, terminal = os.openpty()
+
+    def take_the_terminal() -> None:  # as a login shell's session: the pty is the controlling terminal
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    try:
+        harness = Harness(
+            tmp_path,
+            harness_env,
+            [f'{FENCE}shell #test-setup id="long"\nsleep 300 &\necho $! > {server_pid}\nsleep 300\n{FENCE}\n'],
+            "--stream",  # the console is written to while the block runs
+            stdin=terminal,
+            stdout=terminal,
+            stderr=terminal,
+            start_new_session=True,
+            preexec_fn=take_the_terminal,
+        )
+        os.close(terminal)
+        _wait_for(_has_text(server_pid), "the block to start")
+    finally:
+        os.close(controller)  # the ssh session closes: the kernel hangs the terminal up (SIGHUP)
+    assert harness.finish() == 129
+    harness.assert_reported(129)
+    assert not psutil.pid_exists(int(server_pid.read_text()))
+
+
+def test_under_nohup_a_hangup_leaves_the_run_going(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    ready, go = tmp_path / "ready", tmp_path / "go"
+
+    def ignore_hangups() -> None:  # what nohup does before it starts the command
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    harness = Harness(
+        tmp_path,
+        harness_env,
+        [f"{FENCE}shell #test-setup\necho up > {ready}\nwhile [ ! -e {go} ]; do sleep 0.05; done\n{FENCE}\n"],
+        preexec_fn=ignore_hangups,
+    )
+    _wait_for(_has_text(ready), "the block to start")
+    harness.process.send_signal(signal.SIGHUP)
+    go.touch()  # a harness that took the hangup would stop now or, at the latest, end with 129 after this block
+    assert harness.finish() == 0, harness.stdout[-2000:]
+    assert harness.record["blocks"][0]["status"] == "passed"
