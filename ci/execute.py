@@ -20,6 +20,7 @@ from ci.report.text import FULL_LIMIT_BYTES, file_contains, read_view
 
 __all__ = [
     "DEFAULT_ERROR_MARKERS",
+    "RUN_DEADLINE",
     "Listener",
     "RunInterrupted",
     "RunOptions",
@@ -29,6 +30,7 @@ __all__ = [
 ]
 
 DEFAULT_ERROR_MARKERS = ("[ERROR]", "Traceback (most recent call last)")
+RUN_DEADLINE = "run deadline"  # the reason of every block left out because --deadline was reached
 _STORE_LIMIT_BYTES = 16 * 1024 * 1024
 
 
@@ -59,6 +61,7 @@ class RunOptions:
     error_markers: tuple[str, ...]  # defaults and --error-marker; the guide's are added
     keep_going: bool  # run the remaining blocks after a failure
     block_file_prefix: str = ""  # distinguishes guides when several run together
+    deadline: float | None = None  # --deadline: when the whole run must stop (time.monotonic()), if set
 
 
 def substitute(text: str, loads: tuple[tuple[str, str], ...]) -> str:
@@ -190,8 +193,8 @@ def _result(step: Step, status: Status, message: str, **fields: object) -> Block
     return BlockResult(step=step, status=status, message=message, **values)  # type: ignore[arg-type]
 
 
-def not_run_outcome(plan: Plan, reason: str) -> GuideOutcome:
-    """The outcome of a guide that never started (the run was interrupted before it)."""
+def not_run_outcome(plan: Plan, reason: str, *, deadline_reached: bool = False) -> GuideOutcome:
+    """The outcome of a guide that never started (the run was interrupted, or its deadline reached, before it)."""
     return GuideOutcome(
         plan=plan,
         results=tuple(_result(step, Status.NOT_RUN, reason) for step in plan.steps),
@@ -199,7 +202,12 @@ def not_run_outcome(plan: Plan, reason: str) -> GuideOutcome:
         interrupted_by=None,
         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         duration_s=0.0,
+        deadline_reached=deadline_reached,
     )
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
 
 
 def run_guide(
@@ -220,6 +228,7 @@ def run_guide(
     results: list[BlockResult] = []
     stop_reason: str | None = None
     interrupted_by: int | None = None
+    deadline_reached = False
     total = len(plan.steps)
     (options.output_dir / "blocks").mkdir(parents=True, exist_ok=True)
     output_files = _OutputFiles()
@@ -233,6 +242,8 @@ def run_guide(
             if signum is not None and stop_reason is None:
                 interrupted_by = signum
                 stop_reason = f"run interrupted by signal {signum}"
+            if stop_reason is None and _past(options.deadline):
+                stop_reason, deadline_reached = RUN_DEADLINE, True
             if stop_reason is not None:
                 results.append(_result(step, Status.NOT_RUN, stop_reason))
                 continue
@@ -265,6 +276,8 @@ def run_guide(
             if result.stored is not None:
                 stored[result.stored[0]] = result.stored[1]
             results.append(result)
+            if stop_reason is None and _past(options.deadline):  # the reason for what follows, before any failure
+                stop_reason, deadline_reached = RUN_DEADLINE, True
             if result.status.is_failure and not options.keep_going and stop_reason is None:
                 stop_reason = f"after block {step.name} (line {step.line}) {result.status.value}"
     finally:  # what ran is reported, and no file of a block that never ran is left, whatever happens
@@ -277,6 +290,7 @@ def run_guide(
         interrupted_by=interrupted_by,
         started_at=started_at,
         duration_s=time.monotonic() - clock,
+        deadline_reached=deadline_reached,
     )
 
 
@@ -367,8 +381,11 @@ def _run_step(
     events.started(step, stdout_path, stderr_path)
     if next_paths is not None:
         output_files.prepare(*next_paths)
+    limit_s, by_deadline = step.timeout_s, False
+    if options.deadline is not None and options.deadline - block.started < limit_s:
+        limit_s, by_deadline = max(options.deadline - block.started, 0.0), True
     try:
-        exited = supervisor.wait(block, step.timeout_s)
+        exited = supervisor.wait(block, limit_s)
     except RunInterrupted as interrupt:
         # the supervisor cuts the grace period to about a second once a stop signal has come
         cut_short = supervisor.end_tree(block)
@@ -397,6 +414,14 @@ def _run_step(
     )
     common = _observed(block, kept, sizes, command, expected, markers)
     common.update(exit_code=block.exit_code if exited else None, dumps=dumps, dump_notes=notes, ended=ended)
+    if not exited and by_deadline:
+        return _result(
+            step,
+            Status.TIMED_OUT,
+            f"the run deadline was reached {limit_s:.1f}s into this block (its own limit is {step.timeout_s:g}s);"
+            " its process tree was ended",
+            **common,
+        )
     return _verdict(step, exited, block, expected, stdout_path, common)
 
 

@@ -238,7 +238,8 @@ class GuideOutcome:
     interrupted_by: int | None  # signal number when the run was cancelled
     started_at: str  # ISO 8601, UTC
     duration_s: float
+    deadline_reached: bool = False  # --deadline left blocks of this guide not run
 
     @property
     def failed(self) -> bool:
-        return any(r.status.is_failure for r in self.results)
+        return self.deadline_reached or any(r.status.is_failure for r in self.results)

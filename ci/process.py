@@ -414,10 +414,13 @@ class ProcessSupervisor:
         """
         members = self._members(block.block_tag, [block.pid])
         described = _describe(members)  # before the signal, while they can still say what they are
+        hurried = self.signals.hurried
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(block.pid, signal.SIGKILL if self.signals.hurried else signal.SIGTERM)
+            os.killpg(block.pid, signal.SIGKILL if hurried else signal.SIGTERM)
         grace = self.grace_s if grace_s is None else grace_s
-        ended, exit_codes = self._terminate(members, grace, origin=block.block_name, described=described)
+        ended, exit_codes = self._terminate(
+            members, grace, origin=block.block_name, described=described, hurried=hurried
+        )
         # a last look: whatever the tree forked during the grace period goes too
         known = {proc.pid for proc in members}
         stragglers = [p for p in self._members(block.block_tag, [block.pid]) if p.pid not in known and _alive(p)]
@@ -442,23 +445,26 @@ class ProcessSupervisor:
         *,
         origin: str | None = None,
         described: dict[int, str] | None = None,
+        hurried: bool | None = None,
     ) -> tuple[list[TrackedProcess], dict[int, int | None]]:
         """SIGTERM, wait up to grace_s, SIGKILL what is left; the ended processes and their exit codes.
 
         A stop signal cuts the grace period short (see _ends_by), even one
-        that arrives while it runs; after a second signal there is none.
+        that arrives while it runs; after a second signal (`hurried`, unless
+        the caller already signalled the group, then it says how) every member
+        gets SIGKILL at once.
         """
         import psutil
 
         described = _describe(members) if described is None else described
         origins = {proc.pid: origin or self._origin(proc) for proc in members}
-        killed = set()
-        hurried = self.signals.hurried
+        hurried = self.signals.hurried if hurried is None else hurried
+        # hurried, each is sent SIGKILL, or was by the caller's signal to its group if already gone
+        killed = {proc.pid for proc in members} if hurried else set()
         for proc in members:
             with contextlib.suppress(psutil.Error):
                 if hurried:
                     proc.kill()
-                    killed.add(proc.pid)
                 else:
                     proc.terminate()
         exit_codes: dict[int, int | None] = {}

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -27,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         "ci.run",
         description="Run the labelled blocks of Markdown guides in order, check their output, and report every block.",
         epilog=(
-            "Exit status: 0 all blocks that ran passed; 1 a block failed;"
+            "Exit status: 0 all blocks that ran passed; 1 a block failed, or --deadline was reached;"
             " 2 usage or document error; 130/143/129 interrupted by SIGINT/SIGTERM/SIGHUP (reports written)."
         ),
     )
@@ -52,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--grace", metavar="T", default="10", help="after SIGTERM, wait this long before SIGKILL (default 10 s)"
+    )
+    parser.add_argument(
+        "--deadline",
+        metavar="T",
+        help="whole-run limit, as --timeout: the running block is stopped as on a timeout, the rest is not run",
     )
     parser.add_argument(
         "--error-marker", action="append", default=[], metavar="TEXT", help="another text that marks an error in stderr"
@@ -152,6 +158,7 @@ def _load_plans(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    started = time.monotonic()  # --deadline counts from here: reading a guide from a URL is part of the run
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.update or args.from_run:
@@ -175,6 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         timeout_s = parse_duration(args.timeout) if args.timeout else None
         grace_s = parse_duration(args.grace) if args.grace not in ("0", "0s") else 0.0
+        deadline = started + parse_duration(args.deadline) if args.deadline else None
     except ValueError as exc:
         return _fail_usage(parser, str(exc))
     workdir = os.path.abspath(args.workdir or os.getcwd())
@@ -213,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     problem = _output_problem(args)
     if problem:
         return _fail_usage(parser, problem)
-    return _run(args, plans, left_out, preset, workdir, grace_s, github)
+    return _run(args, plans, left_out, preset, workdir, grace_s, deadline, github)
 
 
 def _run(
@@ -223,6 +231,7 @@ def _run(
     preset: dict[str, str],
     workdir: str,
     grace_s: float,
+    deadline: float | None,
     github: bool,
 ) -> int:
     from ci.process import StopSignals
@@ -242,7 +251,7 @@ def _run(
     console_streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _ConsoleStream(sys.stdout), _ConsoleStream(sys.stderr)
     try:
-        return _run_and_report(args, plans, left_out, preset, workdir, grace_s, github, output_dir, signals)
+        return _run_and_report(args, plans, left_out, preset, workdir, grace_s, deadline, github, output_dir, signals)
     finally:
         sys.stdout, sys.stderr = console_streams
 
@@ -254,11 +263,12 @@ def _run_and_report(
     preset: dict[str, str],
     workdir: str,
     grace_s: float,
+    deadline: float | None,
     github: bool,
     output_dir: Path,
     signals: StopSignals,
 ) -> int:
-    from ci.execute import DEFAULT_ERROR_MARKERS, RunOptions, not_run_outcome, run_guide
+    from ci.execute import DEFAULT_ERROR_MARKERS, RUN_DEADLINE, RunOptions, not_run_outcome, run_guide
     from ci.process import ProcessSupervisor
     from ci.report.console import ConsoleReporter
     from ci.report.github import escape_data, step_summary
@@ -282,6 +292,9 @@ def _run_and_report(
             if signals.first is not None:
                 outcomes.append(not_run_outcome(plan, f"run interrupted by signal {signals.first}"))
                 continue
+            if deadline is not None and time.monotonic() >= deadline:
+                outcomes.append(not_run_outcome(plan, RUN_DEADLINE, deadline_reached=True))
+                continue
             options = RunOptions(
                 workdir=workdir,
                 output_dir=output_dir,
@@ -289,6 +302,7 @@ def _run_and_report(
                 error_markers=(*DEFAULT_ERROR_MARKERS, *args.error_marker),
                 keep_going=args.keep_going,
                 block_file_prefix=f"{index + 1}-{Path(plan.guide).stem}-" if len(plans) > 1 else "",
+                deadline=deadline,
             )
             console.guide_started(plan.guide, len(plan.steps))
             outcome = run_guide(
@@ -312,13 +326,16 @@ def _run_and_report(
         )
         raise
 
-    # -- the end of the run: passed, failed or interrupted, every path that ran comes here --
+    # -- the end of the run: passed, failed, deadline reached or interrupted, every path that ran comes here --
     if signals.hurried:
         print(
             "[ERROR] a second signal came: what the run had left was killed at once (SIGKILL)",
             file=sys.stderr,
             flush=True,
         )
+    if any(o.deadline_reached for o in outcomes):
+        left = sum(1 for o in outcomes for r in o.results if r.message == RUN_DEADLINE)
+        print(f"[ERROR] the run deadline (--deadline {args.deadline}) was reached: {left} block(s) not run", flush=True)
     if signals.first is not None:
         exit_status = 128 + signals.first
     elif any(o.failed for o in outcomes):

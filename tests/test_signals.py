@@ -1,4 +1,4 @@
-"""Stopping a run from outside: signals wherever the harness is.
+"""Stopping a run from outside: signals wherever the harness is, the run deadline.
 
 Every test starts a real harness on a real guide. "Ends quickly" is tested by
 making the slow path impossibly slow (a grace period of 600 s against a test
@@ -113,6 +113,70 @@ def _trapping_loop(term_file: Path, ready: Path) -> str:
         f"echo $$ >> {ready}\n"
         "while :; do sleep 0.2; done\n"  # a command after the sleep in the loop: bash does not exec it
     )
+
+
+# -- --deadline -------------------------------------------------------------------------------------
+
+
+def test_the_run_deadline_stops_the_running_block_and_leaves_the_rest_not_run(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    started = tmp_path / "started"
+    harness = Harness(
+        tmp_path,
+        harness_env,
+        [
+            f'{FENCE}shell #test-setup id="quick"\necho one\n{FENCE}\n\n'
+            # no timeout of its own: only the run deadline can stop it within the test's minute
+            f'{FENCE}python #test-setup id="slow"\nimport time\nopen("{started}", "w").close()\ntime.sleep(3000)\n{FENCE}\n\n'
+            f'{FENCE}shell #test-setup id="later"\necho never\n{FENCE}\n',
+            f'{FENCE}shell #test-setup id="next-guide"\necho never either\n{FENCE}\n',
+        ],
+        "--deadline",
+        "4",
+    )
+    assert harness.finish() == 1
+    harness.assert_reported(1)
+    assert started.exists()
+    assert harness.block("quick")["status"] == "passed"
+    slow = harness.block("slow")
+    assert slow["status"] == "timed_out"
+    assert "the run deadline was reached" in slow["message"]
+    assert slow["stack_dumps"], slow["stack_dump_notes"]  # dumped first, as on a timeout
+    assert "time.sleep" in (harness.out / slow["stack_dumps"][0]).read_text()
+    for later in ("later", "next-guide"):
+        assert harness.block(later)["status"] == "not_run"
+        assert harness.block(later)["message"] == "run deadline"
+    assert [guide["failed"] for guide in harness.record["guides"]] == [True, True]
+    assert harness.junit.read_text().count('"not run: run deadline"') == 2
+    assert "the run deadline (--deadline 4) was reached: 2 block(s) not run" in harness.stdout
+
+
+def test_a_blocks_own_shorter_timeout_still_applies_under_a_deadline(guide_runner) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup id="short" timeout='1'
+        sleep 300
+        {FENCE}
+
+        {FENCE}shell #test-setup id="after"
+        echo still on time
+        {FENCE}
+        """,
+        "--deadline",
+        "10m",
+        "--keep-going",
+    )
+    assert run.returncode == 1
+    assert run.block("short")["status"] == "timed_out"
+    assert run.block("short")["message"].startswith("timed out after 1s")
+    assert run.block("after")["status"] == "passed"
+
+
+def test_a_bad_deadline_is_a_usage_error(guide_runner) -> None:
+    run = guide_runner(f"{FENCE}shell #test-setup\necho hi\n{FENCE}\n", "--deadline", "soon")
+    assert run.returncode == 2
+    assert "bad duration 'soon'" in run.stderr
 
 
 # -- signals, wherever the harness is ---------------------------------------------------------------
