@@ -245,7 +245,8 @@ def _run(
         output_dir = Path(tempfile.mkdtemp(prefix="guide-guard-"))
     output_dir.mkdir(parents=True, exist_ok=True)
     signals = StopSignals()
-    signals.install()
+    signals.install()  # before the pid file tells anyone whom to signal
+    pid_file = _write_pid_file(output_dir)
     # A console that has gone away (a closed terminal or ssh session: the SIGHUP case, a runner that
     # died) must not stop the run from ending its processes and writing its reports.
     console_streams = sys.stdout, sys.stderr
@@ -253,6 +254,7 @@ def _run(
     try:
         return _run_and_report(args, plans, left_out, preset, workdir, grace_s, deadline, github, output_dir, signals)
     finally:
+        _remove_pid_file(pid_file)
         sys.stdout, sys.stderr = console_streams
 
 
@@ -358,6 +360,27 @@ def _run_and_report(
         _write_report("the step summary", Path(summary_path), append_summary)
     console.run_finished(outcomes, output_dir)
     return exit_status
+
+
+PID_FILE = "harness.pid"  # in the output directory while the run lasts: whom to signal to stop it
+
+
+def _write_pid_file(output_dir: Path) -> Path:
+    """Write the harness's pid to OUTPUT_DIR/harness.pid, whole or not at all (a reader may look at any time)."""
+    path = output_dir / PID_FILE
+    partial = output_dir / f".{PID_FILE}.{os.getpid()}"
+    partial.write_text(f"{os.getpid()}\n", encoding="ascii")
+    os.replace(partial, path)
+    return path
+
+
+def _remove_pid_file(path: Path) -> None:
+    """Remove the pid file, unless another run has written its own there since."""
+    try:
+        if path.read_text(encoding="ascii").strip() == str(os.getpid()):
+            path.unlink()
+    except OSError:
+        pass
 
 
 class _ConsoleStream:

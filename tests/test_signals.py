@@ -1,4 +1,4 @@
-"""Stopping a run from outside: signals wherever the harness is, the run deadline.
+"""Stopping a run from outside: signals wherever the harness is, the pid file, the run deadline.
 
 Every test starts a real harness on a real guide. "Ends quickly" is tested by
 making the slow path impossibly slow (a grace period of 600 s against a test
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 FENCE = "```"
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
@@ -91,10 +92,11 @@ class Harness:
         return next(b for b in self.record["blocks"] if ident in (b["id"], b["store"]))
 
     def assert_reported(self, exit_status: int) -> None:
-        """Every report was written."""
+        """Every report was written, and the pid file is gone."""
         assert self.record["exit_status"] == exit_status, self.stdout[-3000:]
         assert "<testsuite" in self.junit.read_text(encoding="utf-8")
         assert self.summary.read_text(encoding="utf-8").strip()
+        assert not (self.out / "harness.pid").exists()
 
     def stop_and_signal(self, *signums: int) -> None:
         """Deliver these signals together: stopped, the harness cannot act on one before the next is pending."""
@@ -113,6 +115,75 @@ def _trapping_loop(term_file: Path, ready: Path) -> str:
         f"echo $$ >> {ready}\n"
         "while :; do sleep 0.2; done\n"  # a command after the sleep in the loop: bash does not exec it
     )
+
+
+# -- harness.pid ------------------------------------------------------------------------------------
+
+
+def test_the_workflows_stop_step_signals_the_pid_in_harness_pid(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    server_pid = tmp_path / "server.pid"
+    harness = Harness(
+        tmp_path,
+        harness_env,
+        [
+            f'{FENCE}shell #test-setup id="long"\nsleep 300 &\necho $! > {server_pid}\nsleep 300\n{FENCE}\n\n'
+            f'{FENCE}shell #test-setup id="after"\necho never\n{FENCE}\n'
+        ],
+    )
+    pid_file = harness.out / "harness.pid"
+    _wait_for(_has_text(server_pid), "the block to start")
+    # as the `if: cancelled()` step does: kill -TERM "$(cat "$REPORT_DIR/outputs/harness.pid")", then wait
+    assert int(pid_file.read_text()) == harness.process.pid
+    os.kill(int(pid_file.read_text()), signal.SIGTERM)
+    assert harness.finish() == 143
+    harness.assert_reported(143)
+    assert [b["status"] for b in harness.record["blocks"]] == ["error", "not_run"]
+    assert not psutil.pid_exists(int(server_pid.read_text()))
+
+
+BUGGY_HARNESS = """
+import sys
+import ci.execute as execute
+from ci.run import main
+
+
+def judge(*args, **kwargs):
+    raise RuntimeError("simulated bug in the harness")
+
+
+execute._verdict = judge
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "args", "exit_status"),
+    [
+        ("passed", 'test "$(cat out/harness.pid)" = "$PPID"', (), 0),
+        ("failed", "exit 3", (), 1),
+        ("deadline", "sleep 300", ("--deadline", "1"), 1),
+        ("internal error", "true", (), 1),
+    ],
+)
+def test_the_pid_file_names_the_harness_while_it_runs_and_is_gone_after(
+    tmp_path: Path, harness_env: dict[str, str], path: str, body: str, args: tuple[str, ...], exit_status: int
+) -> None:
+    guide = tmp_path / "g.md"
+    guide.write_text(f"{FENCE}shell #test-setup\n{body}\n{FENCE}\n")
+    start = ["-c", BUGGY_HARNESS] if path == "internal error" else ["-m", "ci.run"]
+    done = subprocess.run(
+        [sys.executable, *start, str(guide), "--output-dir", "out", *args],
+        cwd=tmp_path,
+        env=harness_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == exit_status, done.stdout + done.stderr
+    assert (tmp_path / "out").is_dir()
+    assert not (tmp_path / "out" / "harness.pid").exists()
+    if path == "internal error":
+        assert "simulated bug in the harness" in done.stderr
 
 
 # -- --deadline -------------------------------------------------------------------------------------
