@@ -15,6 +15,7 @@ import re
 import select
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -29,7 +30,7 @@ from ci.model import TrackedProcess
 if TYPE_CHECKING:
     import psutil
 
-__all__ = ["BLOCK_MARKER", "RUN_MARKER", "BlockProcess", "ProcessSupervisor", "StopSignals"]
+__all__ = ["BLOCK_MARKER", "RUN_MARKER", "BlockProcess", "ProcessSupervisor", "StopSignals", "ptrace_refusal"]
 
 RUN_MARKER = "GUIDE_GUARD_RUN"  # environment variable naming the run a process belongs to
 BLOCK_MARKER = "GUIDE_GUARD_BLOCK"  # environment variable naming the block that started it
@@ -48,6 +49,13 @@ _STOP_GRACE_S = 1.0
 _STOP_REAP_S = 0.5
 _KILL_WAIT_S = 2.0  # otherwise, how long SIGKILLed processes get to be gone (one stuck in the kernel may never go)
 _OUTPUT_POLL_S = 0.05  # how often a short helper command (py-spy) is checked for a stop request
+_TRIAL_DUMP_TIMEOUT_S = 5.0
+_CAP_SYS_PTRACE = 19  # from <linux/capability.h>
+_VFS_CAP_FLAGS_EFFECTIVE = 0x1  # from <linux/capability.h>: a file capability raised at exec
+_PERMISSION_WORDS = re.compile(r"permission denied|operation not permitted|EPERM|EACCES|SYS_PTRACE", re.IGNORECASE)
+_FIX_CAPABILITY = (
+    "add --cap-add SYS_PTRACE to the job container's options (docs/ci.md), or give the harness CAP_SYS_PTRACE"
+)
 
 
 def _become_subreaper() -> bool:
@@ -405,6 +413,56 @@ class ProcessSupervisor:
             paths.append(str(path))
         return paths, notes
 
+    def stack_dump_problem(self) -> str | None:
+        """Why stack dumps on timeout would be missing in this run (what is wrong, then the fix), or None.
+
+        Runs at the start of every run, so it must be cheap. The kernel's own
+        rules are read from /proc (0.15 ms, measured): Yama's ptrace_scope,
+        and whether the harness (or py-spy itself) holds CAP_SYS_PTRACE; they
+        decide the common cases, a container without --cap-add SYS_PTRACE on
+        a host with ptrace_scope 1 or more among them. What /proc cannot tell
+        is whether a seccomp filter refuses ptrace where those rules allow it
+        (Docker's default profile does on kernels before 4.8; custom profiles
+        may): only under a filter is a trial `py-spy dump` of the harness
+        itself taken. It costs about 20 ms (measured on 2 cores), over a
+        tenth of a short run's fixed cost, which the overhead benchmark's
+        target could not absorb on every run; inside a container, where a
+        filter is the rule, a night's run takes hours.
+        """
+        py_spy = _find_py_spy()
+        if py_spy is None:
+            return "py-spy is not installed. Fix: install it beside the harness (pip install py-spy)"
+        if not (os.path.isfile(py_spy) and os.access(py_spy, os.X_OK)):
+            return f"{PY_SPY_ENV} names {py_spy}, which is not an executable file. Fix: point it at py-spy, or unset it"
+        status = _proc_status()
+        try:
+            file_caps: bytes | None = os.getxattr(py_spy, "security.capability")
+        except OSError:  # none set (the usual case), or no extended attributes here
+            file_caps = None
+        refusal = ptrace_refusal(
+            _read_int("/proc/sys/kernel/yama/ptrace_scope"),
+            int(status.get("CapEff", "0"), 16),
+            int(status.get("CapBnd", "0"), 16),
+            file_caps,
+        )
+        if refusal is not None or status.get("Seccomp", "0") != "2":
+            return refusal
+        return self._trial_dump(py_spy)
+
+    def _trial_dump(self, py_spy: str) -> str | None:
+        """Dump the harness's own stack as a block's would be; why that was refused, or None."""
+        done = _run_bounded([py_spy, "dump", "--pid", str(os.getpid())], _TRIAL_DUMP_TIMEOUT_S, self.stop_requested)
+        if isinstance(done, str):
+            if self.stop_requested() is not None:
+                return None  # the run stops anyway; nothing to warn about
+            return f"a trial py-spy dump {done}. Fix: check that `py-spy dump --pid PID` works here"
+        said = _py_spy_said(done.stderr or done.stdout)
+        if done.returncode != 0 and _PERMISSION_WORDS.search((done.stderr or done.stdout).decode("utf-8", "replace")):
+            return f"py-spy may not attach to processes here (a trial dump said: {said}). Fix: {_FIX_CAPABILITY}"
+        # Any other failure (a Python version this py-spy does not know, say) is about the
+        # harness's interpreter, not the blocks' processes: no warning.
+        return None
+
     def end_tree(self, block: BlockProcess, *, grace_s: float | None = None) -> list[TrackedProcess]:
         """End a block's whole tree: SIGTERM, a grace period, SIGKILL; then check nothing is left.
 
@@ -645,3 +703,54 @@ def _py_spy_dump(
             return done.stdout.decode("utf-8", "replace"), ""
         last_error = _py_spy_said(done.stderr or done.stdout) or f"exit {done.returncode}"
     return None, last_error
+
+
+def _proc_status() -> dict[str, str]:
+    """The fields of /proc/self/status (CapEff, CapBnd, Seccomp, ...); empty where there is no /proc."""
+    fields = {}
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                name, _, value = line.partition(":")
+                fields[name] = value.strip()
+    except OSError:
+        pass
+    return fields
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path, encoding="ascii") as handle:
+            return int(handle.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def ptrace_refusal(ptrace_scope: int | None, cap_eff: int, cap_bnd: int, py_spy_file_caps: bytes | None) -> str | None:
+    """Why the kernel's rules keep py-spy, started by the harness, from attaching to a block's processes.
+
+    `ptrace_scope` is Yama's setting (None without Yama: then the classic
+    rule, same user, applies, which blocks started by the harness meet);
+    `cap_eff` and `cap_bnd` the harness's effective and bounding capability
+    masks; `py_spy_file_caps` py-spy's `security.capability` attribute, if
+    set. py-spy is the blocks' sibling, never their ancestor, so with
+    ptrace_scope 1 or 2 only CAP_SYS_PTRACE lets it attach; with 3 nothing does.
+    None when the rules allow it.
+    """
+    if ptrace_scope == 3:
+        return (
+            "kernel.yama.ptrace_scope is 3 on this host: no process may attach to another."
+            " Fix: the host must boot with kernel.yama.ptrace_scope at 1 or lower, and the container get --cap-add SYS_PTRACE"
+        )
+    if ptrace_scope not in (1, 2) or cap_eff >> _CAP_SYS_PTRACE & 1:
+        return None
+    if py_spy_file_caps is not None and len(py_spy_file_caps) >= 8:
+        # struct vfs_cap_data: magic_etc, then the low 32 bits of the permitted set (little-endian)
+        magic_etc, permitted = struct.unpack_from("<II", py_spy_file_caps)
+        raised_at_exec = magic_etc & _VFS_CAP_FLAGS_EFFECTIVE and permitted >> _CAP_SYS_PTRACE & 1
+        if raised_at_exec and cap_bnd >> _CAP_SYS_PTRACE & 1:
+            return None
+    return (
+        f"the harness lacks CAP_SYS_PTRACE and kernel.yama.ptrace_scope is {ptrace_scope},"
+        f" so py-spy may not attach to a block's processes. Fix: {_FIX_CAPABILITY}"
+    )

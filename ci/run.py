@@ -273,7 +273,7 @@ def _run_and_report(
     from ci.execute import DEFAULT_ERROR_MARKERS, RUN_DEADLINE, RunOptions, not_run_outcome, run_guide
     from ci.process import ProcessSupervisor
     from ci.report.console import ConsoleReporter
-    from ci.report.github import escape_data, step_summary
+    from ci.report.github import annotation, escape_data, step_summary
     from ci.report.record import write_record
     from ci.report.text import configure_masking, secret_values
 
@@ -288,6 +288,12 @@ def _run_and_report(
             print(f"::add-mask::{escape_data(value)}", flush=True)
     console = ConsoleReporter(sys.stdout, github=github, stream=args.stream)
     supervisor = ProcessSupervisor(os.urandom(16).hex(), grace_s=grace_s, signals=signals)
+    # said once, before the first block, rather than found out at the first time-out
+    dump_problem = supervisor.stack_dump_problem()
+    if dump_problem is not None:
+        print(f"warning: stack dumps on timeout will be missing: {dump_problem}", file=sys.stderr, flush=True)
+        if github:
+            print(annotation("warning", None, 0, "stack dumps on timeout will be missing", dump_problem), flush=True)
     outcomes: list[GuideOutcome] = []
     try:
         for index, plan in enumerate(plans):

@@ -1,4 +1,4 @@
-"""Stopping a run from outside: signals wherever the harness is, the pid file, the run deadline.
+"""Stopping a run from outside: signals wherever the harness is, the pid file, the run deadline, the ptrace check.
 
 Every test starts a real harness on a real guide. "Ends quickly" is tested by
 making the slow path impossibly slow (a grace period of 600 s against a test
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -20,7 +21,10 @@ from typing import Any
 import psutil
 import pytest
 
+from ci.process import ptrace_refusal
+
 FENCE = "```"
+WARNING = "stack dumps on timeout will be missing"
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
 
@@ -448,3 +452,125 @@ def test_under_nohup_a_hangup_leaves_the_run_going(tmp_path: Path, harness_env: 
     go.touch()  # a harness that took the hangup would stop now or, at the latest, end with 129 after this block
     assert harness.finish() == 0, harness.stdout[-2000:]
     assert harness.record["blocks"][0]["status"] == "passed"
+
+
+# -- the ptrace check at the start of the run ---------------------------------------------------------
+
+# Puts the command it starts under a seccomp filter, as a container runtime does. "refuse-ptrace"
+# answers ptrace(2) with EPERM, as Docker's default profile does without CAP_SYS_PTRACE on kernels
+# before 4.8; "allow-all" lets every call through (a filter is in force, nothing is refused).
+SECCOMP_LAUNCHER = r"""
+import ctypes, os, platform, struct, sys
+
+mode, argv = sys.argv[1], sys.argv[2:]
+machine = platform.machine()
+arch = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}[machine]  # AUDIT_ARCH_*
+ptrace_nr = {"x86_64": 101, "aarch64": 117}[machine]
+LOAD, JUMP_IF_EQUAL, RETURN = 0x20, 0x15, 0x06  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
+ALLOW, REFUSE = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+
+
+def op(code, k, true=0, false=0):
+    return struct.pack("HBBI", code, true, false, k)
+
+
+program = [op(LOAD, 4), op(JUMP_IF_EQUAL, arch, 1, 0), op(RETURN, ALLOW), op(LOAD, 0)]
+if mode == "refuse-ptrace":
+    program += [op(JUMP_IF_EQUAL, ptrace_nr, 0, 1), op(RETURN, REFUSE)]
+program += [op(RETURN, ALLOW)]
+code = ctypes.create_string_buffer(b"".join(program))
+
+
+class Program(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS: a filter needs no privilege then
+assert libc.prctl(22, 2, ctypes.byref(Program(len(program), ctypes.addressof(code))), 0, 0) == 0, ctypes.get_errno()
+os.execv(argv[0], argv)
+"""
+
+# SIMULATION of py-spy refused by the kernel, for a non-root user: the words are real py-spy's
+# (its main.rs prints them, then exits 1, when attaching fails with a permission error).
+REFUSED_PY_SPY = """#!/bin/sh
+echo "Permission Denied: Try running again with elevated permissions by going 'sudo env \\"PATH=\\$PATH\\" !!'" >&2
+exit 1
+"""
+
+
+def _seccomp(mode: str) -> tuple[str, ...]:
+    if platform.machine() not in ("x86_64", "aarch64"):
+        pytest.skip(f"the seccomp launcher knows the syscall numbers of x86_64 and aarch64, not {platform.machine()}")
+    return (sys.executable, "-c", SECCOMP_LAUNCHER, mode)
+
+
+def _quick_run(tmp_path: Path, env: dict[str, str], launcher: tuple[str, ...] = (), guides: int = 1) -> Harness:
+    harness = Harness(tmp_path, env, [f"{FENCE}shell #test-setup\necho hi\n{FENCE}\n"] * guides, launcher=launcher)
+    assert harness.finish() == 0, harness.stdout + harness.stderr
+    return harness
+
+
+def test_no_ptrace_warning_where_py_spy_can_attach(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    harness = _quick_run(tmp_path, harness_env)
+    assert WARNING not in harness.stderr and WARNING not in harness.stdout
+
+
+def test_a_missing_py_spy_is_said_once_before_the_first_block(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    missing = tmp_path / "no-such-py-spy"
+    harness = _quick_run(tmp_path, {**harness_env, "GUIDE_GUARD_PY_SPY": str(missing)}, guides=2)
+    [line] = [line for line in harness.stderr.splitlines() if WARNING in line]
+    assert line.startswith(f"warning: {WARNING}: GUIDE_GUARD_PY_SPY names {missing}, which is not an executable")
+    stdout = harness.stdout.splitlines()
+    [annotation] = [i for i, line in enumerate(stdout) if line.startswith(f"::warning title={WARNING}::")]
+    first_block = next(i for i, line in enumerate(stdout) if "guide1.md" in line)
+    assert annotation < first_block
+
+
+def test_a_seccomp_filter_refusing_ptrace_is_found_by_a_trial_dump(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    harness = _quick_run(tmp_path, harness_env, launcher=_seccomp("refuse-ptrace"))
+    [line] = [line for line in harness.stderr.splitlines() if WARNING in line]
+    assert "py-spy may not attach to processes here (a trial dump said: " in line
+    assert "Operation not permitted" in line  # real py-spy's words for the EPERM
+    assert "Fix: add --cap-add SYS_PTRACE to the job container's options" in line
+    assert any(line.startswith(f"::warning title={WARNING}::") for line in harness.stdout.splitlines())
+
+
+def test_a_seccomp_filter_that_allows_ptrace_gives_no_warning(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    harness = _quick_run(tmp_path, harness_env, launcher=_seccomp("allow-all"))
+    assert WARNING not in harness.stderr
+
+
+def test_py_spys_own_permission_message_is_understood(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    fake = tmp_path / "py-spy"
+    fake.write_text(REFUSED_PY_SPY)
+    fake.chmod(0o755)
+    env = {**harness_env, "GUIDE_GUARD_PY_SPY": str(fake)}
+    harness = _quick_run(tmp_path, env, launcher=_seccomp("allow-all"))
+    [line] = [line for line in harness.stderr.splitlines() if WARNING in line]
+    assert "(a trial dump said: Permission Denied: Try running again with elevated permissions" in line
+
+
+CAP_SYS_PTRACE = 1 << 19
+ALL_CAPS = (1 << 41) - 1
+
+
+@pytest.mark.parametrize(
+    ("scope", "cap_eff", "file_caps", "refused"),
+    [
+        (None, 0, None, False),  # no Yama: the classic same-user rule, which blocks started by the harness meet
+        (0, 0, None, False),
+        (1, 0, None, True),  # a container without --cap-add SYS_PTRACE on an Ubuntu host
+        (2, 0, None, True),
+        (1, CAP_SYS_PTRACE, None, False),
+        (2, ALL_CAPS, None, False),
+        (3, ALL_CAPS, None, True),  # nothing attaches, whatever the capabilities
+        (1, 0, (0x02000001).to_bytes(4, "little") + CAP_SYS_PTRACE.to_bytes(4, "little") + bytes(12), False),
+        (1, 0, (0x02000000).to_bytes(4, "little") + CAP_SYS_PTRACE.to_bytes(4, "little") + bytes(12), True),
+    ],
+)
+def test_the_kernels_ptrace_rules(scope: int | None, cap_eff: int, file_caps: bytes | None, refused: bool) -> None:
+    why = ptrace_refusal(scope, cap_eff, ALL_CAPS, file_caps)
+    assert (why is not None) == refused, why
+    if why is not None:
+        assert "SYS_PTRACE" in why and "Fix: " in why
