@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_DIAGNOSTICS_TIMEOUT_S",
     "DEFAULT_ERROR_MARKERS",
     "DIAGNOSTIC_OUTPUT_LIMIT_BYTES",
+    "RUN_DEADLINE",
     "Listener",
     "RunInterrupted",
     "RunOptions",
@@ -42,11 +43,12 @@ __all__ = [
 ]
 
 DEFAULT_ERROR_MARKERS = ("[ERROR]", "Traceback (most recent call last)")
-_INTERRUPT_GRACE_S = 1.5  # a cancelled run must be done within 5 s (Actions sends SIGTERM 7.5 s after SIGINT)
+RUN_DEADLINE = "run deadline"  # the reason of every block left out because --deadline was reached
 _STORE_LIMIT_BYTES = 16 * 1024 * 1024
 DEFAULT_DIAGNOSTICS_TIMEOUT_S = 60.0  # each ci.diagnostics command's limit unless ci.diagnostics_timeout says
 DIAGNOSTIC_OUTPUT_LIMIT_BYTES = 1024 * 1024  # a diagnostic printing more is stopped there (RLIMIT_FSIZE)
 _DIAGNOSED = (Status.FAILED, Status.MISMATCH, Status.TIMED_OUT)  # statuses after which diagnostics run
+_PAST_DEADLINE_DIAGNOSTIC_S = 10.0  # each diagnostic's limit once --deadline has passed
 _DIAGNOSTIC_GRACE_S = 2.0  # SIGTERM to SIGKILL for a diagnostic past its limit: it holds up the report
 
 
@@ -77,6 +79,7 @@ class RunOptions:
     error_markers: tuple[str, ...]  # defaults and --error-marker; the guide's are added
     keep_going: bool  # run the remaining blocks after a failure
     block_file_prefix: str = ""  # distinguishes guides when several run together
+    deadline: float | None = None  # --deadline: when the whole run must stop (time.monotonic()), if set
 
 
 def substitute(text: str, loads: tuple[tuple[str, str], ...]) -> str:
@@ -208,8 +211,8 @@ def _result(step: Step, status: Status, message: str, **fields: object) -> Block
     return BlockResult(step=step, status=status, message=message, **values)  # type: ignore[arg-type]
 
 
-def not_run_outcome(plan: Plan, reason: str) -> GuideOutcome:
-    """The outcome of a guide that never started (the run was interrupted before it)."""
+def not_run_outcome(plan: Plan, reason: str, *, deadline_reached: bool = False) -> GuideOutcome:
+    """The outcome of a guide that never started (the run was interrupted, or its deadline reached, before it)."""
     return GuideOutcome(
         plan=plan,
         results=tuple(_result(step, Status.NOT_RUN, reason) for step in plan.steps),
@@ -217,7 +220,12 @@ def not_run_outcome(plan: Plan, reason: str) -> GuideOutcome:
         interrupted_by=None,
         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         duration_s=0.0,
+        deadline_reached=deadline_reached,
     )
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
 
 
 def run_guide(
@@ -238,6 +246,7 @@ def run_guide(
     results: list[BlockResult] = []
     stop_reason: str | None = None
     interrupted_by: int | None = None
+    deadline_reached = False
     total = len(plan.steps)
     (options.output_dir / "blocks").mkdir(parents=True, exist_ok=True)
     output_files = _OutputFiles()
@@ -251,6 +260,8 @@ def run_guide(
             if signum is not None and stop_reason is None:
                 interrupted_by = signum
                 stop_reason = f"run interrupted by signal {signum}"
+            if stop_reason is None and _past(options.deadline):
+                stop_reason, deadline_reached = RUN_DEADLINE, True
             if stop_reason is not None:
                 results.append(_result(step, Status.NOT_RUN, stop_reason))
                 continue
@@ -287,6 +298,8 @@ def run_guide(
             if result.stored is not None:
                 stored[result.stored[0]] = result.stored[1]
             results.append(result)
+            if stop_reason is None and _past(options.deadline):  # the reason for what follows, before any failure
+                stop_reason, deadline_reached = RUN_DEADLINE, True
             if result.status.is_failure and not options.keep_going and stop_reason is None:
                 stop_reason = f"after block {step.name} (line {step.line}) {result.status.value}"
     finally:  # what ran is reported, and no file of a block that never ran is left, whatever happens
@@ -299,6 +312,7 @@ def run_guide(
         interrupted_by=interrupted_by,
         started_at=started_at,
         duration_s=time.monotonic() - clock,
+        deadline_reached=deadline_reached,
     )
 
 
@@ -319,7 +333,7 @@ def _pwd(workdir: str) -> str:
 
 def _interrupted(step: Step, signum: int, supervisor: ProcessSupervisor) -> BlockResult:
     """The result of a block cut short by a signal outside its wait (its tree is ended too)."""
-    ended = supervisor.end_tree(supervisor.active, grace_s=_INTERRUPT_GRACE_S) if supervisor.active else []
+    ended = supervisor.end_tree(supervisor.active) if supervisor.active else []
     return _result(step, Status.ERROR, f"interrupted by signal {signum}", ended=tuple(ended))
 
 
@@ -389,10 +403,14 @@ def _run_step(
     events.started(step, stdout_path, stderr_path)
     if next_paths is not None:
         output_files.prepare(*next_paths)
+    limit_s, by_deadline = step.timeout_s, False
+    if options.deadline is not None and options.deadline - block.started < limit_s:
+        limit_s, by_deadline = max(options.deadline - block.started, 0.0), True
     try:
-        exited = supervisor.wait(block, step.timeout_s)
+        exited = supervisor.wait(block, limit_s)
     except RunInterrupted as interrupt:
-        cut_short = supervisor.end_tree(block, grace_s=_INTERRUPT_GRACE_S)
+        # the supervisor cuts the grace period to about a second once a stop signal has come
+        cut_short = supervisor.end_tree(block)
         interrupt.result = _result(
             step,
             Status.ERROR,
@@ -418,6 +436,14 @@ def _run_step(
     )
     common = _observed(block, kept, sizes, command, expected, markers)
     common.update(exit_code=block.exit_code if exited else None, dumps=dumps, dump_notes=notes, ended=ended)
+    if not exited and by_deadline:
+        return _result(
+            step,
+            Status.TIMED_OUT,
+            f"the run deadline was reached {limit_s:.1f}s into this block (its own limit is {step.timeout_s:g}s);"
+            " its process tree was ended",
+            **common,
+        )
     return _verdict(step, exited, block, expected, stdout_path, common)
 
 
@@ -500,6 +526,9 @@ def _run_diagnostics(
     if result.status not in _DIAGNOSED or not settings.diagnostics:
         return result, None
     limit_s = settings.diagnostics_timeout_s or DEFAULT_DIAGNOSTICS_TIMEOUT_S
+    if _past(options.deadline):
+        # the job's own limit is close: a glimpse of each still fits in the workflow's margin, a full minute may not
+        limit_s = min(limit_s, _PAST_DEADLINE_DIAGNOSTIC_S)
     directory = Path(f"{_output_stem(step, options)}.diagnostics")
     done: list[DiagnosticResult] = []
     signum: int | None = None
@@ -545,7 +574,7 @@ def _run_diagnostic(
     try:
         exited = supervisor.wait(process, limit_s)
     except RunInterrupted as interrupt:
-        supervisor.end_tree(process, grace_s=_INTERRUPT_GRACE_S)
+        supervisor.end_tree(process)  # a stop request cuts its grace period short
         exited, signum = False, interrupt.signum
     if signum is None and (not exited or supervisor.group_alive(process)):
         # past its limit, or it left something running in the background: neither may outlive it

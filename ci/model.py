@@ -284,7 +284,8 @@ class GuideOutcome:
     started_at: str  # ISO 8601, UTC
     duration_s: float
     collection: Collection | None = None  # the guide's ci.collect files, copied at its end
+    deadline_reached: bool = False  # --deadline left blocks of this guide not run
 
     @property
     def failed(self) -> bool:
-        return any(r.status.is_failure for r in self.results)
+        return self.deadline_reached or any(r.status.is_failure for r in self.results)

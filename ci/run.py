@@ -6,17 +6,17 @@ import argparse
 import dataclasses
 import json
 import os
-import signal
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ci.cli import command_parser
 
 if TYPE_CHECKING:
     from ci.model import GuideOutcome, Plan
+    from ci.process import StopSignals
 
 __all__ = ["build_parser", "main"]
 
@@ -27,7 +27,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = command_parser(
         "ci.run",
         description="Run the labelled blocks of Markdown guides in order, check their output, and report every block.",
-        epilog="Exit status: 0 all blocks that ran passed; 1 a block failed; 2 usage or document error; 130/143 interrupted.",
+        epilog=(
+            "Exit status: 0 all blocks that ran passed; 1 a block failed, or --deadline was reached;"
+            " 2 usage or document error; 130/143/129 interrupted by SIGINT/SIGTERM/SIGHUP (reports written)."
+        ),
     )
     parser.add_argument("guides", nargs="+", metavar="GUIDE", help="a guide: a path or an http(s) URL")
     parser.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
@@ -50,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--grace", metavar="T", default="10", help="after SIGTERM, wait this long before SIGKILL (default 10 s)"
+    )
+    parser.add_argument(
+        "--deadline",
+        metavar="T",
+        help="whole-run limit, as --timeout: the running block is stopped as on a timeout, the rest is not run",
     )
     parser.add_argument(
         "--error-marker", action="append", default=[], metavar="TEXT", help="another text that marks an error in stderr"
@@ -121,28 +129,6 @@ def _print_plan_text(plans: Sequence[Plan]) -> None:
             )
 
 
-class _SignalGate:
-    """Remembers the first SIGINT/SIGTERM; the supervisor checks it while it waits.
-
-    The handler raises nothing, so a signal never cuts a report in half: the
-    waiting loop notices it within half a second and unwinds in order.
-    """
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-
-    def __call__(self, signum: int, frame: FrameType | None) -> None:
-        if self.signum is None:
-            self.signum = signum
-
-    def requested(self) -> int | None:
-        return self.signum
-
-    def install(self) -> None:
-        signal.signal(signal.SIGINT, self)
-        signal.signal(signal.SIGTERM, self)
-
-
 def _load_plans(
     args: argparse.Namespace, preset: dict[str, str], timeout_s: float | None
 ) -> tuple[list[Plan], list[Any], list[tuple[str | None, Any]]]:
@@ -172,6 +158,7 @@ def _load_plans(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    started = time.monotonic()  # --deadline counts from here: reading a guide from a URL is part of the run
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.update or args.from_run:
@@ -195,6 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         timeout_s = parse_duration(args.timeout) if args.timeout else None
         grace_s = parse_duration(args.grace) if args.grace not in ("0", "0s") else 0.0
+        deadline = started + parse_duration(args.deadline) if args.deadline else None
     except ValueError as exc:
         return _fail_usage(parser, str(exc))
     workdir = os.path.abspath(args.workdir or os.getcwd())
@@ -233,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     problem = _output_problem(args)
     if problem:
         return _fail_usage(parser, problem)
-    return _run(args, plans, left_out, preset, workdir, grace_s, github)
+    return _run(args, plans, left_out, preset, workdir, grace_s, deadline, github)
 
 
 def _run(
@@ -243,14 +231,10 @@ def _run(
     preset: dict[str, str],
     workdir: str,
     grace_s: float,
+    deadline: float | None,
     github: bool,
 ) -> int:
-    from ci.execute import DEFAULT_ERROR_MARKERS, RunOptions, not_run_outcome, run_guide
-    from ci.process import ProcessSupervisor
-    from ci.report.console import ConsoleReporter
-    from ci.report.github import escape_data, step_outputs, step_summary
-    from ci.report.record import write_record
-    from ci.report.text import configure_masking, secret_values
+    from ci.process import StopSignals
 
     # absolute, because the run moves to --workdir before its first block
     if args.output_dir:
@@ -260,6 +244,39 @@ def _run(
 
         output_dir = Path(tempfile.mkdtemp(prefix="guide-guard-"))
     output_dir.mkdir(parents=True, exist_ok=True)
+    signals = StopSignals()
+    signals.install()  # before the pid file tells anyone whom to signal
+    pid_file = _write_pid_file(output_dir)
+    # A console that has gone away (a closed terminal or ssh session: the SIGHUP case, a runner that
+    # died) must not stop the run from ending its processes and writing its reports.
+    console_streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _ConsoleStream(sys.stdout), _ConsoleStream(sys.stderr)
+    try:
+        return _run_and_report(args, plans, left_out, preset, workdir, grace_s, deadline, github, output_dir, signals)
+    finally:
+        _remove_pid_file(pid_file)
+        sys.stdout, sys.stderr = console_streams
+
+
+def _run_and_report(
+    args: argparse.Namespace,
+    plans: list[Plan],
+    left_out: list[dict[int, str]],
+    preset: dict[str, str],
+    workdir: str,
+    grace_s: float,
+    deadline: float | None,
+    github: bool,
+    output_dir: Path,
+    signals: StopSignals,
+) -> int:
+    from ci.execute import DEFAULT_ERROR_MARKERS, RUN_DEADLINE, RunOptions, not_run_outcome, run_guide
+    from ci.process import ProcessSupervisor
+    from ci.report.console import ConsoleReporter
+    from ci.report.github import annotation, escape_data, step_outputs, step_summary
+    from ci.report.record import write_record
+    from ci.report.text import configure_masking, secret_values
+
     junit_path = Path(args.junit).absolute() if args.junit else None
     env_seen: dict[str, str] = dict(os.environ)
     for plan in plans:
@@ -270,14 +287,21 @@ def _run(
         for value in secrets:  # registered first, so Actions masks them in every later line too
             print(f"::add-mask::{escape_data(value)}", flush=True)
     console = ConsoleReporter(sys.stdout, github=github, stream=args.stream)
-    gate = _SignalGate()
-    gate.install()
-    supervisor = ProcessSupervisor(os.urandom(16).hex(), grace_s=grace_s, stop_requested=gate.requested)
+    supervisor = ProcessSupervisor(os.urandom(16).hex(), grace_s=grace_s, signals=signals)
+    # said once, before the first block, rather than found out at the first time-out
+    dump_problem = supervisor.stack_dump_problem()
+    if dump_problem is not None:
+        print(f"warning: stack dumps on timeout will be missing: {dump_problem}", file=sys.stderr, flush=True)
+        if github:
+            print(annotation("warning", None, 0, "stack dumps on timeout will be missing", dump_problem), flush=True)
     outcomes: list[GuideOutcome] = []
     try:
         for index, plan in enumerate(plans):
-            if gate.signum is not None:
-                outcomes.append(not_run_outcome(plan, f"run interrupted by signal {gate.signum}"))
+            if signals.first is not None:
+                outcomes.append(not_run_outcome(plan, f"run interrupted by signal {signals.first}"))
+                continue
+            if deadline is not None and time.monotonic() >= deadline:
+                outcomes.append(not_run_outcome(plan, RUN_DEADLINE, deadline_reached=True))
                 continue
             guide_dir = f"{index + 1}-{Path(plan.guide).stem}" if len(plans) > 1 else ""  # keeps guides apart
             options = RunOptions(
@@ -287,17 +311,18 @@ def _run(
                 error_markers=(*DEFAULT_ERROR_MARKERS, *args.error_marker),
                 keep_going=args.keep_going,
                 block_file_prefix=f"{guide_dir}-" if guide_dir else "",
+                deadline=deadline,
             )
             console.guide_started(plan.guide, len(plan.steps))
             outcome = run_guide(
                 plan, left_out=left_out[index], options=options, supervisor=supervisor, listener=console
             )
-            if gate.signum is not None and outcome.interrupted_by is None:
-                outcome = dataclasses.replace(outcome, interrupted_by=gate.signum)
-            # after a cancellation the whole stop must fit in Actions' 7.5 s before its SIGTERM
-            leftovers = supervisor.teardown(grace_s=min(grace_s, 1.5) if gate.signum is not None else None)
+            # a stop signal, also one that comes during it, cuts the teardown's grace period to a second
+            leftovers = supervisor.teardown()
             outcome = dataclasses.replace(outcome, leftovers=tuple(leftovers))
-            outcome = _collect_guide_files(outcome, output_dir, workdir, guide_dir, stopping=gate.signum is not None)
+            if signals.first is not None and outcome.interrupted_by is None:
+                outcome = dataclasses.replace(outcome, interrupted_by=signals.first)
+            outcome = _collect_guide_files(outcome, output_dir, workdir, guide_dir, stopping=signals.first is not None)
             console.guide_finished(outcome)
             outcomes.append(outcome)
     except Exception:
@@ -311,8 +336,18 @@ def _run(
         )
         raise
 
-    if gate.signum is not None:
-        exit_status = 128 + gate.signum
+    # -- the end of the run: passed, failed, deadline reached or interrupted, every path that ran comes here --
+    if signals.hurried:
+        print(
+            "[ERROR] a second signal came: what the run had left was killed at once (SIGKILL)",
+            file=sys.stderr,
+            flush=True,
+        )
+    if any(o.deadline_reached for o in outcomes):
+        left = sum(1 for o in outcomes for r in o.results if r.message == RUN_DEADLINE)
+        print(f"[ERROR] the run deadline (--deadline {args.deadline}) was reached: {left} block(s) not run", flush=True)
+    if signals.first is not None:
+        exit_status = 128 + signals.first
     elif any(o.failed for o in outcomes):
         exit_status = EXIT_FAILED
     else:
@@ -369,6 +404,66 @@ def _collect_guide_files(
         exclude=output_dir,
     )
     return dataclasses.replace(outcome, collection=collection)
+
+
+PID_FILE = "harness.pid"  # in the output directory while the run lasts: whom to signal to stop it
+
+
+def _write_pid_file(output_dir: Path) -> Path:
+    """Write the harness's pid to OUTPUT_DIR/harness.pid, whole or not at all (a reader may look at any time)."""
+    path = output_dir / PID_FILE
+    partial = output_dir / f".{PID_FILE}.{os.getpid()}"
+    partial.write_text(f"{os.getpid()}\n", encoding="ascii")
+    os.replace(partial, path)
+    return path
+
+
+def _remove_pid_file(path: Path) -> None:
+    """Remove the pid file, unless another run has written its own there since."""
+    try:
+        if path.read_text(encoding="ascii").strip() == str(os.getpid()):
+            path.unlink()
+    except OSError:
+        pass
+
+
+class _ConsoleStream:
+    """A console stream that, once writing to it fails (its terminal or pipe is gone), discards what follows.
+
+    The descriptor is pointed at /dev/null then, so that nothing buffered
+    fails again later (at exit, Python would turn that into exit status 120).
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                self.stream.write(text)
+            except OSError:
+                self._lost()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self.stream.flush()
+            except OSError:
+                self._lost()
+
+    def _lost(self) -> None:
+        self.gone = True
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self.stream.fileno())
+            os.close(null)
+        except (OSError, ValueError):  # no descriptor (a test's StringIO): nothing to keep from failing
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
 
 
 def _write_report(what: str, path: Path, write: Callable[[Path], None]) -> None:

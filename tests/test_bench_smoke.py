@@ -87,6 +87,22 @@ def test_matching_bench_runs() -> None:
     assert "growth exponent" in out
 
 
+def test_signals_bench_runs() -> None:
+    done = run_script("bench/signals.py", "--grace", "1", "--repeat", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    header, rows = table_rows(done.stdout, "situation")
+    assert header[:5] == ["situation", "signal", "exit", "reports", "left"], done.stdout
+    statuses = {" ".join(row[:-7]): row[-7:-4] for row in rows}  # names have spaces; then time, (worst), <=, target
+    assert statuses == {
+        "waiting on a block SIGTERM": ["143", "all", "0"],
+        "grace period SIGTERM": ["143", "all", "0"],
+        "stack dump SIGTERM": ["143", "all", "0"],
+        "teardown SIGTERM": ["143", "all", "0"],
+        "second signal SIGTERM+SIGINT": ["143", "all", "0"],
+        "SIGHUP, a block SIGHUP": ["129", "all", "0"],
+    }, done.stdout
+
+
 def test_run_all_quick_writes_the_document(tmp_path: Path) -> None:
     done = run_script("bench/run.py", "--quick", "--out-dir", str(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
