@@ -227,6 +227,36 @@ def test_the_run_deadline_stops_the_running_block_and_leaves_the_rest_not_run(
     assert "the run deadline (--deadline 8) was reached: 2 block(s) not run" in harness.stdout
 
 
+def test_after_the_deadline_diagnostics_are_short_and_the_logs_are_still_collected(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    """The workflow's margin below the job limit must hold the diagnostics: each gets 10 s, not its hour."""
+    log = tmp_path / "server.log"
+    front = (
+        "---\nci:\n"
+        f'  collect: ["{log}"]\n'
+        '  diagnostics: ["echo looking; sleep 3000"]\n'
+        "  diagnostics_timeout: 1h\n"
+        "---\n\n"
+    )
+    harness = Harness(
+        tmp_path,
+        harness_env,
+        [front + f'{FENCE}shell #test-setup id="hangs"\necho serving > {log}\nsleep 3000\n{FENCE}\n'],
+        "--deadline",
+        "3",
+    )
+    assert harness.finish() == 1
+    harness.assert_reported(1)
+    hangs = harness.block("hangs")
+    assert hangs["status"] == "timed_out" and "the run deadline was reached" in hangs["message"]
+    [diagnostic] = hangs["diagnostics"]
+    assert diagnostic["timed_out"] and diagnostic["message"].startswith("timed out after 10s")
+    assert "looking" in (harness.out / diagnostic["output_path"]).read_text()
+    [collected] = harness.record["guides"][0]["collected"]["files"]
+    assert "serving" in (harness.out / collected["copied_to"]).read_text()
+
+
 def test_a_blocks_own_shorter_timeout_still_applies_under_a_deadline(guide_runner) -> None:
     run = guide_runner(
         f"""
