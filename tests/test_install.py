@@ -26,6 +26,9 @@ import pytest
 
 import ci
 
+# The rehearsal binds the guide's own fixed ports: under pytest-xdist these tests share one worker.
+pytestmark = pytest.mark.xdist_group("guide-ports")
+
 REPO = Path(__file__).resolve().parents[1]
 # Top-level entries of a checkout that are not the project: what git ignores, and git itself.
 NOT_SOURCE = {".git", ".venv", "build", "dist", "out", ".pytest_cache", ".ruff_cache", ".mypy_cache", ".ci-venv"}

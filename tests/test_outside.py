@@ -23,7 +23,7 @@ def _pytest_without_them(tmp_path: Path, **variables: str) -> subprocess.Complet
     env.update({COMPAT_ENV: str(tmp_path / "no-corpus"), "GUIDE_GUARD_ACTIONLINT": str(tmp_path / "no-actionlint")})
     env.update(variables)
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rsf", "-p", "no:cacheprovider", *NEEDS_OUTSIDE],
+        [sys.executable, "-m", "pytest", "-q", "-rsf", "-n", "0", "-p", "no:cacheprovider", *NEEDS_OUTSIDE],
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -21,6 +21,9 @@ from typing import Any
 
 import pytest
 
+# The rehearsal binds the guide's own fixed ports: under pytest-xdist these tests share one worker.
+pytestmark = pytest.mark.xdist_group("guide-ports")
+
 REPO = Path(__file__).resolve().parents[1]
 GUIDE = "docs/specforge.md"
 BLOCK_IDS = [
