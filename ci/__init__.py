@@ -6,8 +6,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ci.check import matches, split_pieces
-    from ci.model import (
+    from ci.core.match import matches, split_pieces
+    from ci.core.model import (
         Block,
         BlockResult,
         DocumentError,
@@ -47,12 +47,12 @@ __all__ = [
 __version__ = "0.1.0"
 
 # Loaded on first use, so that `python -m ci.run --help` (which imports this package first) stays fast.
-_HOMES = {"matches": "ci.check", "split_pieces": "ci.check"}
+_HOMES = {"matches": "ci.core.match", "split_pieces": "ci.core.match"}
 
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        value = getattr(importlib.import_module(_HOMES.get(name, "ci.model")), name)
+        value = getattr(importlib.import_module(_HOMES.get(name, "ci.core.model")), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'ci' has no attribute {name!r}")

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ci.cli import command_parser
 
 if TYPE_CHECKING:
-    from ci.model import GuideOutcome, Plan
-    from ci.process import StopSignals
+    from ci.core.model import GuideOutcome, Plan
+    from ci.runner.process import StopSignals
 
 __all__ = ["build_parser", "main"]
 
@@ -133,10 +133,10 @@ def _load_plans(
     args: argparse.Namespace, preset: dict[str, str], timeout_s: float | None
 ) -> tuple[list[Plan], list[Any], list[tuple[str | None, Any]]]:
     """The plans, every document error, and every warning with the local path of its guide (for annotations)."""
-    from ci.model import DocumentError
-    from ci.parse import parse_guide
-    from ci.plan import build_plan
-    from ci.source import read_guide
+    from ci.core.model import DocumentError
+    from ci.core.parse import parse_guide
+    from ci.core.plan import build_plan
+    from ci.core.source import read_guide
 
     plans = []
     problems = []
@@ -164,12 +164,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.update or args.from_run:
         if not (args.update and args.from_run):
             return _fail_usage(parser, "--update and --from-run DIR go together")
-        from ci.update import update_guides
+        from ci.maintain.update import update_guides
 
         return update_guides(args.guides, args.from_run)
 
-    from ci.model import DocumentError
-    from ci.plan import parse_duration, select_steps
+    from ci.core.model import DocumentError
+    from ci.core.plan import parse_duration, select_steps
     from ci.report.console import format_problems
     from ci.report.github import annotation, in_github_actions, problem_annotations
 
@@ -234,7 +234,7 @@ def _run(
     deadline: float | None,
     github: bool,
 ) -> int:
-    from ci.process import StopSignals
+    from ci.runner.process import StopSignals
 
     # absolute, because the run moves to --workdir before its first block
     if args.output_dir:
@@ -270,12 +270,12 @@ def _run_and_report(
     output_dir: Path,
     signals: StopSignals,
 ) -> int:
-    from ci.execute import DEFAULT_ERROR_MARKERS, RUN_DEADLINE, RunOptions, not_run_outcome, run_guide
-    from ci.process import ProcessSupervisor
+    from ci.core.text import configure_masking, secret_values
+    from ci.record import write_record
     from ci.report.console import ConsoleReporter
     from ci.report.github import annotation, escape_data, step_outputs, step_summary
-    from ci.report.record import write_record
-    from ci.report.text import configure_masking, secret_values
+    from ci.runner.execute import DEFAULT_ERROR_MARKERS, RUN_DEADLINE, RunOptions, not_run_outcome, run_guide
+    from ci.runner.process import ProcessSupervisor
 
     junit_path = Path(args.junit).absolute() if args.junit else None
     env_seen: dict[str, str] = dict(os.environ)
@@ -392,7 +392,7 @@ def _collect_guide_files(
         return outcome
     import time
 
-    from ci.collect import COLLECT_CAP_BYTES, collect_files
+    from ci.runner.collect import COLLECT_CAP_BYTES, collect_files
 
     collection = collect_files(
         outcome.plan.settings.collect,

@@ -23,8 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ci.check import explain_mismatch, match_file, matches, split_pieces
-from ci.model import MatchReport
+from ci.core.match import explain_mismatch, match_file, matches, split_pieces
+from ci.core.model import MatchReport
 
 DEFAULT = ("...",)
 NO_WILDCARD: tuple[str, ...] = ()
@@ -237,7 +237,9 @@ def test_load_substitution_leaving_a_trailing_newline(guide_runner: Callable[...
 
 def test_split_pieces_with_an_empty_token_terminates() -> None:
     """`fuzzy=''` is refused by the planner, but the public function must not loop forever."""
-    probe = "from ci.check import split_pieces\ntry:\n    split_pieces('abc', ('',))\nexcept ValueError:\n    pass\n"
+    probe = (
+        "from ci.core.match import split_pieces\ntry:\n    split_pieces('abc', ('',))\nexcept ValueError:\n    pass\n"
+    )
     try:
         subprocess.run([sys.executable, "-c", probe], timeout=3, check=True, capture_output=True)
     except subprocess.TimeoutExpired:

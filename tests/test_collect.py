@@ -14,7 +14,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from ci.collect import collect_files
+from ci.runner.collect import collect_files
 
 FENCE = "```"
 

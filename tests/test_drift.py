@@ -14,7 +14,7 @@ import pytest
 from github_artifacts import REPO, TOKEN, GitHubArtifacts, StoredArtifact, zip_of_directory
 from web_stub import WebStub, running_stub
 
-from ci.drift import pinned_versions, python_c_programs, python_heredocs
+from ci.maintain.drift import pinned_versions, python_c_programs, python_heredocs
 
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = "```"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from web_stub import WebStub, running_stub
 
-from ci.monitor import main
+from ci.maintain.monitor import main
 
 REPO = "example/project"
 MODEL = "org/tiny-model"

@@ -6,9 +6,9 @@ from collections.abc import Iterable, Sequence
 
 import pytest
 
-from ci.model import DocumentError, Label, Language, Load, Plan, Problem
-from ci.parse import parse_guide
-from ci.plan import DEFAULT_TIMEOUT_S, build_plan, parse_duration, select_steps
+from ci.core.model import DocumentError, Label, Language, Load, Plan, Problem
+from ci.core.parse import parse_guide
+from ci.core.plan import DEFAULT_TIMEOUT_S, build_plan, parse_duration, select_steps
 
 FILE = "docs/guide.md"
 F = "```"  # a fence, so that guides below read as they would in a file

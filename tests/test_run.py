@@ -745,7 +745,7 @@ def test_an_internal_error_still_ends_what_the_run_started(tmp_path: Path, harne
     # the harness with a simulated bug: judging the second block raises
     with_a_bug = """
 import sys
-import ci.execute as execute
+import ci.runner.execute as execute
 from ci.run import main
 
 judged = []

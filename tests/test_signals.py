@@ -21,7 +21,7 @@ from typing import Any
 import psutil
 import pytest
 
-from ci.process import ptrace_refusal
+from ci.runner.process import ptrace_refusal
 
 FENCE = "```"
 WARNING = "stack dumps on timeout will be missing"
@@ -147,7 +147,7 @@ def test_the_workflows_stop_step_signals_the_pid_in_harness_pid(tmp_path: Path, 
 
 BUGGY_HARNESS = """
 import sys
-import ci.execute as execute
+import ci.runner.execute as execute
 from ci.run import main
 
 

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ci.check import matches
-from ci.update import updated_body
+from ci.core.match import matches
+from ci.maintain.update import updated_body
 
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = "```"

@@ -858,7 +858,7 @@ def test_blocks_run_the_python_on_the_callers_path_not_the_harnesss(guide_runner
 
 def test_doc_drift_asks_for_the_artifact_the_npu_run_uploads_with_only_actions_read() -> None:
     """The name ci.drift looks up (NAME-attempt-N) is the one guide-run.yml uploads for specforge-npu.yml."""
-    from ci.artifacts import attempt_name
+    from ci.maintain.artifacts import attempt_name
 
     workflow = WORKFLOWS["doc-drift.yml"]
     assert workflow.doc["permissions"] == {"contents": "read", "actions": "read"}
@@ -1421,7 +1421,7 @@ def test_the_upload_can_neither_stall_the_job_nor_turn_it_red() -> None:
 
 def harness_deadline_s(workflow: Workflow, job_minutes: int) -> float:
     """The `--deadline` the run step gives the harness, as bash computes it for a job of JOB_MINUTES."""
-    from ci.plan import parse_duration
+    from ci.core.plan import parse_duration
 
     [call] = [c for c in harness_calls(workflow) if c.job == "run" and c.argv[1:2] != ("--list",)]
     word = call.argv[call.argv.index("--deadline") + 1]

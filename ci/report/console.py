@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from ci.model import BlockResult, Collection, DiagnosticResult, GuideOutcome, Label, Problem, Status, Step
+from ci.core.model import BlockResult, Collection, DiagnosticResult, GuideOutcome, Label, Problem, Status, Step
+from ci.core.text import FULL_LIMIT_BYTES, clean_text, human_size, mask_secrets, read_view
 from ci.report.github import StopCommands, failure_annotations
-from ci.report.text import FULL_LIMIT_BYTES, clean_text, human_size, mask_secrets, read_view
 
 __all__ = ["ConsoleReporter", "block_details", "collection_lines", "format_problems"]
 

@@ -9,8 +9,8 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from ci.model import BlockResult, GuideOutcome, Problem, Status
-from ci.report.text import clean_text, human_size
+from ci.core.model import BlockResult, GuideOutcome, Problem, Status
+from ci.core.text import clean_text, human_size
 
 __all__ = [
     "MAX_ANNOTATIONS",

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from ci.model import BlockResult, GuideOutcome, Label, Status, Step
+from ci.core.model import BlockResult, GuideOutcome, Label, Status, Step
+from ci.core.text import clean_text
 from ci.report.console import block_details
-from ci.report.text import clean_text
 
 __all__ = ["junit_xml", "testcase_names", "write_junit"]
 

@@ -25,12 +25,20 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from ci.model import TrackedProcess
+from ci.core.model import BlockResult, TrackedProcess
 
 if TYPE_CHECKING:
     import psutil
 
-__all__ = ["BLOCK_MARKER", "RUN_MARKER", "BlockProcess", "ProcessSupervisor", "StopSignals", "ptrace_refusal"]
+__all__ = [
+    "BLOCK_MARKER",
+    "RUN_MARKER",
+    "BlockProcess",
+    "ProcessSupervisor",
+    "RunInterrupted",
+    "StopSignals",
+    "ptrace_refusal",
+]
 
 RUN_MARKER = "GUIDE_GUARD_RUN"  # environment variable naming the run a process belongs to
 BLOCK_MARKER = "GUIDE_GUARD_BLOCK"  # environment variable naming the block that started it
@@ -118,6 +126,15 @@ class StopSignals:
             if signum == signal.SIGHUP and signal.getsignal(signum) == signal.SIG_IGN:
                 continue
             signal.signal(signum, self)
+
+
+class RunInterrupted(Exception):
+    """Raised while waiting for a block when SIGINT or SIGTERM has arrived."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"interrupted by signal {signum}")
+        self.signum = signum
+        self.result: BlockResult | None = None  # the interrupted block's result, once known
 
 
 @dataclass
@@ -225,8 +242,6 @@ class ProcessSupervisor:
         interrupted (then raises RunInterrupted). Uses a pidfd where the kernel
         has one, so a quick block is not slowed by polling.
         """
-        from ci.execute import RunInterrupted
-
         deadline = block.started + timeout_s
         pidfd = None
         with contextlib.suppress(AttributeError, OSError):

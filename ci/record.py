@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ci.model import BlockResult, Collection, DiagnosticResult, GuideOutcome, TrackedProcess
-from ci.report.text import clean_text
+from ci.core.model import BlockResult, Collection, DiagnosticResult, GuideOutcome, TrackedProcess
+from ci.core.text import clean_text
 
 __all__ = ["RECORD_VERSION", "run_record", "write_record"]
 

@@ -9,8 +9,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ci.model import CollectedFile, Collection
-from ci.report.text import human_size
+from ci.core.model import CollectedFile, Collection
+from ci.core.text import human_size
 
 __all__ = ["COLLECT_CAP_BYTES", "COLLECT_MAX_FILES", "COLLECT_TOTAL_BYTES", "collect_files"]
 

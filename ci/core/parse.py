@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ci.model import Block, Label, Param, Problem
+from ci.core.model import Block, Label, Param, Problem
 
 __all__ = ["ParsedGuide", "parse_guide", "split_info"]
 

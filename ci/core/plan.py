@@ -6,8 +6,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ci.check import DEFAULT_WILDCARD
-from ci.model import (
+from ci.core.match import DEFAULT_WILDCARD
+from ci.core.model import (
     Block,
     DocumentError,
     Expected,
@@ -20,9 +20,9 @@ from ci.model import (
     Problem,
     Step,
 )
-from ci.parse import ParsedGuide
+from ci.core.parse import ParsedGuide
 
-__all__ = ["DEFAULT_TIMEOUT_S", "LANGUAGES", "build_plan", "parse_duration", "select_steps"]
+__all__ = ["DEFAULT_TIMEOUT_S", "LANGUAGES", "build_plan", "parse_duration", "select_steps", "substitute"]
 
 DEFAULT_TIMEOUT_S = 10800.0
 
@@ -455,3 +455,10 @@ def select_steps(
                 reasons[step.ordinal] = f"after --until {until}"
         left_out.append(reasons)
     return left_out
+
+
+def substitute(text: str, loads: tuple[tuple[str, str], ...]) -> str:
+    """Replace every `<PH>` by its value; loads are (placeholder, value) pairs, applied in order."""
+    for placeholder, value in loads:
+        text = text.replace(f"<{placeholder}>", value)
+    return text

@@ -6,7 +6,7 @@ import os
 from collections.abc import Sequence
 from typing import BinaryIO
 
-from ci.model import MatchReport
+from ci.core.model import MatchReport
 
 __all__ = ["DEFAULT_WILDCARD", "explain_mismatch", "match_file", "matches", "split_pieces"]
 

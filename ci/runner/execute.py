@@ -14,8 +14,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
-from ci.check import explain_mismatch, match_file
-from ci.model import (
+from ci.core.match import explain_mismatch, match_file
+from ci.core.model import (
     BlockResult,
     DiagnosticResult,
     GuideOutcome,
@@ -26,8 +26,9 @@ from ci.model import (
     Step,
     TrackedProcess,
 )
-from ci.process import BlockProcess, ProcessSupervisor
-from ci.report.text import FULL_LIMIT_BYTES, file_contains, read_view
+from ci.core.plan import substitute
+from ci.core.text import FULL_LIMIT_BYTES, file_contains, read_view
+from ci.runner.process import BlockProcess, ProcessSupervisor, RunInterrupted
 
 __all__ = [
     "DEFAULT_DIAGNOSTICS_TIMEOUT_S",
@@ -35,11 +36,9 @@ __all__ = [
     "DIAGNOSTIC_OUTPUT_LIMIT_BYTES",
     "RUN_DEADLINE",
     "Listener",
-    "RunInterrupted",
     "RunOptions",
     "not_run_outcome",
     "run_guide",
-    "substitute",
 ]
 
 DEFAULT_ERROR_MARKERS = ("[ERROR]", "Traceback (most recent call last)")
@@ -50,15 +49,6 @@ DIAGNOSTIC_OUTPUT_LIMIT_BYTES = 1024 * 1024  # a diagnostic printing more is sto
 _DIAGNOSED = (Status.FAILED, Status.MISMATCH, Status.TIMED_OUT)  # statuses after which diagnostics run
 _PAST_DEADLINE_DIAGNOSTIC_S = 10.0  # each diagnostic's limit once --deadline has passed
 _DIAGNOSTIC_GRACE_S = 2.0  # SIGTERM to SIGKILL for a diagnostic past its limit: it holds up the report
-
-
-class RunInterrupted(Exception):
-    """Raised while waiting for a block when SIGINT or SIGTERM has arrived."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"interrupted by signal {signum}")
-        self.signum = signum
-        self.result: BlockResult | None = None  # the interrupted block's result, once known
 
 
 class Listener(Protocol):
@@ -80,13 +70,6 @@ class RunOptions:
     keep_going: bool  # run the remaining blocks after a failure
     block_file_prefix: str = ""  # distinguishes guides when several run together
     deadline: float | None = None  # --deadline: when the whole run must stop (time.monotonic()), if set
-
-
-def substitute(text: str, loads: tuple[tuple[str, str], ...]) -> str:
-    """Replace every `<PH>` by its value; loads are (placeholder, value) pairs, applied in order."""
-    for placeholder, value in loads:
-        text = text.replace(f"<{placeholder}>", value)
-    return text
 
 
 def _slug(text: str) -> str:

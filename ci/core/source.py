@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.model import DocumentError, Problem
+from ci.core.model import DocumentError, Problem
 
 __all__ = ["GuideSource", "read_guide"]
 

@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from ci.check import matches, split_pieces
-from ci.execute import substitute
-from ci.lastrun import LastRun, RecordedGuide, RecordError, read_run, read_stdout, resolve_loads
-from ci.model import DocumentError, Label, Plan, Step
-from ci.parse import ParsedGuide, parse_guide
-from ci.plan import build_plan
+from ci.core.match import matches, split_pieces
+from ci.core.model import DocumentError, Label, Plan, Step
+from ci.core.parse import ParsedGuide, parse_guide
+from ci.core.plan import build_plan, substitute
+from ci.maintain.lastrun import LastRun, RecordedGuide, RecordError, read_run, read_stdout, resolve_loads
 
 __all__ = ["SourceLines", "loaded_names", "update_guides", "updated_body"]
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
-from ci.report.text import MASK
+from ci.core.text import MASK
 
 __all__ = ["LastRun", "RecordError", "RecordedBlock", "RecordedGuide", "read_run", "read_stdout", "resolve_loads"]
 

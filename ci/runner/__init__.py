@@ -1,0 +1,1 @@
+"""The second stage: running a plan (process control, one run per block, collected files)."""
