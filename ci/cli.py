@@ -1,15 +1,16 @@
-"""What every command of the harness shares: the name it was started by, and `--version`."""
+"""What every command of the harness shares: the name it was started by, `--version`, exit codes, `[ERROR]` lines."""
 
 from __future__ import annotations
 
 import argparse
+import enum
 import os
 import sys
 from typing import Any
 
 from ci import __version__
 
-__all__ = ["CONSOLE_SCRIPT_PREFIX", "command_parser", "program_name"]
+__all__ = ["CONSOLE_SCRIPT_PREFIX", "ExitCode", "command_parser", "fail", "print_error", "program_name"]
 
 # The installed console scripts: guide-guard, guide-guard-rehearse, guide-guard-monitor, guide-guard-drift.
 CONSOLE_SCRIPT_PREFIX = "guide-guard"
@@ -34,3 +35,29 @@ def command_parser(module: str, **options: Any) -> argparse.ArgumentParser:
         "--version", action="version", version=f"guide-guard {__version__}", help="print the version and exit"
     )
     return parser
+
+
+class ExitCode(enum.IntEnum):
+    """The exit statuses every command shares (a signal ends a run with 128 + its number instead)."""
+
+    OK = 0  # everything asked for was done and passed
+    FAILED = 1  # it ran, and something it checked did not hold (a block, a drift finding, an update left undone)
+    USAGE = 2  # a usage or document error: nothing was run
+
+    @staticmethod
+    def interrupted(signum: int) -> int:
+        """The status of a run stopped by a signal, as a shell reports it: 130 SIGINT, 143 SIGTERM, 129 SIGHUP."""
+        return 128 + signum
+
+
+def print_error(message: str) -> None:
+    """The one way a command says what went wrong: an `[ERROR]` line on stderr, flushed at once."""
+    print(f"[ERROR] {message}", file=sys.stderr, flush=True)
+
+
+def fail(message: str, parser: argparse.ArgumentParser | None = None) -> ExitCode:
+    """Fail a command on a usage or input error: its usage line (when given), the `[ERROR]` line, exit 2."""
+    if parser is not None:
+        parser.print_usage(sys.stderr)
+    print_error(message)
+    return ExitCode.USAGE
