@@ -124,7 +124,7 @@ def cycles(found: list[Arrow]) -> list[list[str]]:
 def oversized(root: Path) -> list[str]:
     """Modules over MAX_MODULE_LINES lines and functions over MAX_FUNCTION_LINES, with where they are."""
     found = []
-    for name, path in harness_modules(root):
+    for _, path in harness_modules(root):
         text = path.read_text(encoding="utf-8")
         lines = len(text.splitlines())
         if lines > MAX_MODULE_LINES:
