@@ -37,6 +37,7 @@ __all__ = [
     "ProcessSupervisor",
     "RunInterrupted",
     "StopSignals",
+    "marked_pids",
     "ptrace_refusal",
 ]
 
@@ -363,25 +364,12 @@ class ProcessSupervisor:
     def _marked_pids(self, block_tag: str | None) -> list[int]:
         """Pids whose environment carries this run's marker (and this block's, if given).
 
-        Reads /proc directly: cheaper than psutil for the common case of
-        finding nothing, and it sees daemons that left their process group.
+        Found through /proc, so daemons that left their process group are found too.
         """
-        wanted = [f"{RUN_MARKER}={self.run_token}".encode()]
+        markers = {RUN_MARKER: self.run_token}
         if block_tag is not None:
-            wanted.append(f"{BLOCK_MARKER}={block_tag}".encode())
-        me = os.getpid()
-        pids = []
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) == me:
-                continue
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as handle:
-                    variables = handle.read().split(b"\0")
-            except OSError:  # gone, or not ours to read
-                continue
-            if all(item in variables for item in wanted):
-                pids.append(int(entry))
-        return pids
+            markers[BLOCK_MARKER] = block_tag
+        return marked_pids(markers)
 
     def dump_stacks(self, block: BlockProcess, dump_dir: Path) -> tuple[list[str], list[str]]:
         """py-spy dumps of every Python process in the block's tree; (paths, one-line notes).
@@ -585,6 +573,28 @@ class ProcessSupervisor:
         ended, _ = self._terminate(members, self.grace_s if grace_s is None else grace_s)
         self.reap_orphans()
         return ended
+
+
+def marked_pids(markers: Mapping[str, str]) -> list[int]:
+    """Pids, other than ours, whose environment holds every NAME=VALUE of markers.
+
+    Reads /proc directly: cheaper than psutil for the common case of finding
+    nothing. A process that is gone, or not ours to read, is skipped.
+    """
+    wanted = [f"{name}={value}".encode() for name, value in markers.items()]
+    me = os.getpid()
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                variables = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if all(item in variables for item in wanted):
+            pids.append(int(entry))
+    return pids
 
 
 def _wait_gone(

@@ -1,0 +1,118 @@
+"""What a rehearsal is made of: its sandbox's layout, the failure knobs, and what its report lists."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "ASSETS",
+    "BREAK_ENV",
+    "GUIDE_PORTS",
+    "KNOBS",
+    "SANDBOX_ENV",
+    "SHARED_ENV",
+    "UPSTREAM_TAG",
+    "UPSTREAM_URL",
+    "Override",
+    "Rehearsal",
+    "Sandbox",
+    "SetupError",
+    "Simulation",
+]
+
+# The simulations' folders next to this module: package data, in a checkout and a wheel alike.
+ASSETS = Path(__file__).resolve().parent
+SANDBOX_ENV = "REHEARSAL_SANDBOX"  # every simulation finds the sandbox (and its call log) through it
+BREAK_ENV = "REHEARSAL_BREAK"  # the failure knob the simulations obey
+SHARED_ENV = "REHEARSAL_SHARED"  # set to 1: no private namespaces, the machine's loopback and /tmp
+
+# REHEARSAL_BREAK values: which simulation misbehaves, and which block should then report it.
+KNOBS = {
+    "mooncake-no-bind": "mooncake_master never binds its RPC port: smoke-start-mooncake fails after its 30 s wait",
+    "sglang-never-healthy": "SGLang answers /health with 503 for ever: smoke-start-sglang fails at its deadline",
+    "trainer-dies": "specforge train fails at start: smoke-train-launch reports it died within the liveness wait",
+    "trainer-zombie": "the trainer's process stays in state Z: smoke-train-monitor takes it as exited and passes",
+    "trainer-no-step": "the trainer never logs a step/loss line: smoke-train-monitor fails at SPECFORGE_TRAIN_TIMEOUT",
+    "trainer-hang": "the trainer hangs after its step line: smoke-train-monitor's teardown path dumps [ERROR] diagnostics",
+}
+
+UPSTREAM_URL = "https://github.com/sgl-project/SpecForge.git"  # what the guide clones
+UPSTREAM_TAG = "v0.0.0-rehearsal"  # the release tag of the local stand-in repository
+# The guide's default ports, all on 127.0.0.1: its expected output names 35551, and the recipe the
+# trainer reads names 30000, so the rehearsal keeps the defaults rather than moving them.
+GUIDE_PORTS = {30000: "SGLang capture server", 35551: "mooncake_master RPC", 35880: "mooncake HTTP metadata"}
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """Where one rehearsal keeps everything it builds; nothing outside it is written (but the guide's /tmp logs)."""
+
+    root: Path  # --output-dir, or a temporary directory: ci.run's results.json and blocks/ go here too
+    base: Path  # root/sandbox: the simulation's files
+
+    @property
+    def bin(self) -> Path:
+        return self.base / "bin"  # fake tools and the `python` shim, first on PATH
+
+    @property
+    def venv(self) -> Path:
+        return self.base / "venv"  # where `uv pip install` puts packages (mooncake, specforge, accelerate)
+
+    @property
+    def workdir(self) -> Path:
+        return self.base / "work"  # every block's working directory (the SpecForge clone lands here)
+
+    @property
+    def ascend_root(self) -> Path:
+        return self.base / "ascend"  # stands in for /usr/local/Ascend
+
+    @property
+    def bare_repo(self) -> Path:
+        return self.base / "git" / "SpecForge.git"
+
+    @property
+    def calls(self) -> Path:
+        return self.base / "calls.jsonl"  # every fake tool and simulated program records its argv here
+
+    @property
+    def processes(self) -> Path:
+        return self.base / "processes.txt"  # long-lived simulated processes: pid, start time, name
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """One thing the guide touches that the rehearsal replaces, for the report."""
+
+    name: str
+    stands_in_for: str
+    how: str
+
+
+@dataclass(frozen=True)
+class Override:
+    """A setting that differs from the machine the guide was written for, for the report."""
+
+    name: str
+    value: str
+    why: str
+
+
+@dataclass
+class Rehearsal:
+    """What was prepared: the sandbox, the environment for ci.run, and what the report lists."""
+
+    sandbox: Sandbox
+    env: dict[str, str]  # the whole environment ci.run gets
+    shared: str | None  # why the machine's loopback and /tmp are shared; None: private namespaces
+    scratch: list[str]  # the guide's own /tmp files (redirected into the sandbox unless shared)
+    simulations: list[Simulation] = field(default_factory=list)
+    overrides: list[Override] = field(default_factory=list)
+
+    def override(self, name: str, value: str, why: str) -> None:
+        self.env[name] = value
+        self.overrides.append(Override(name, value, why))
+
+
+class SetupError(Exception):
+    """The rehearsal cannot be prepared on this machine (a port is taken, git is missing, ...)."""

@@ -1,0 +1,53 @@
+"""The rehearsal's report: isolation, every simulation and override in effect, the calls recorded, the verdict."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections import Counter
+from collections.abc import Mapping
+
+from ci.rehearsal.fake_hub import FakeHub
+from ci.rehearsal.model import GUIDE_PORTS, Rehearsal, Sandbox
+
+__all__ = ["render"]
+
+
+def render(plan: Rehearsal, guide: str, hub: FakeHub, exit_status: int, leftovers: Mapping[int, str]) -> str:
+    """The report printed at the end of a rehearsal and kept as sandbox/rehearsal-report.txt."""
+    sandbox = plan.sandbox
+    lines = [f"=== rehearsal of {guide}: simulations, no NPU, no network (everything on 127.0.0.1)"]
+    if plan.shared is None:
+        lines.append("isolation: private network namespace (loopback only) and mount namespace")
+    else:
+        lines.append(f"isolation: none ({plan.shared}); the machine's loopback and /tmp are shared")
+    lines.append("simulations:")
+    lines += [f"  {s.name}: {s.how} (for {s.stands_in_for})" for s in plan.simulations]
+    lines.append(f"  fake Hugging Face Hub: {hub.url} ({hub.requests} requests, log {sandbox.base / 'hub.log'})")
+    lines.append("overrides:")
+    lines += [f"  {o.name}={o.value}  ({o.why})" for o in plan.overrides]
+    lines.append(f"  --workdir {sandbox.workdir}  (the SpecForge clone and every block's cwd)")
+    lines.append(f"  ports kept at the guide's defaults on 127.0.0.1: {', '.join(map(str, GUIDE_PORTS))}")
+    if plan.shared is None:
+        lines.append(
+            f"  {', '.join(plan.scratch)}: bind mounts of {sandbox.base / 'guide-tmp'}/ (empty on the machine)"
+        )
+    else:
+        lines.append(f"  not redirected: the guide's own {', '.join(plan.scratch)}")
+    counts = _call_counts(sandbox)
+    calls = ", ".join(f"{tool} x{n}" for tool, n in sorted(counts.items())) or "none"
+    lines.append(f"calls recorded by the simulations: {calls} ({sandbox.calls})")
+    for pid, name in leftovers.items():
+        lines.append(f"[ERROR] rehearsal: simulated process {pid} ({name}) outlived the run; killed")
+    verdict = "PASSED" if exit_status == 0 else "FAILED"
+    lines.append(f"=== rehearsal: {verdict} (ci.run exit {exit_status})")
+    return "\n".join(lines)
+
+
+def _call_counts(sandbox: Sandbox) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    with contextlib.suppress(OSError):
+        for line in sandbox.calls.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError, KeyError):
+                counts[json.loads(line)["tool"]] += 1
+    return counts

@@ -1,0 +1,311 @@
+"""The rehearsal's sandbox: the simulated image, fake tools, the stand-in SpecForge repository, and ci.run's environment."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ci.rehearsal.model import (
+    ASSETS,
+    BREAK_ENV,
+    GUIDE_PORTS,
+    KNOBS,
+    SANDBOX_ENV,
+    UPSTREAM_TAG,
+    UPSTREAM_URL,
+    Override,
+    Rehearsal,
+    Sandbox,
+    SetupError,
+    Simulation,
+)
+from ci.rehearsal.namespaces import isolate, redirect_scratch
+
+__all__ = ["FAKE_TOOLS", "check_machine", "prepare", "set_up"]
+
+# Guide variables the rehearsal sets unless the caller already has: (value, why).
+GUIDE_DEFAULTS = {"SPECFORGE_TRAIN_LIVENESS_WAIT": ("3", "the stand-in trainer needs about a second, not 30 s")}
+FAKE_TOOLS = ("uv", "apt-get", "npu-smi", "pkill")
+_FIXED_GIT_DATE = "2026-01-01T00:00:00+0000"  # the stand-in's commit hash is the same on every run
+_SANDBOX_MARKER = ".guide-guard-rehearsal"  # the file that makes a directory a sandbox this command may delete
+
+
+def set_up(output_dir: str | None, *, ref_kind: str, scratch: list[str]) -> Rehearsal:
+    """Isolate this process, check the machine and prepare the sandbox under output_dir (or a temporary directory).
+
+    Raises SetupError, after removing a temporary directory it made.
+    """
+    temporary = output_dir is None
+    root: Path | None = None
+    try:
+        shared = isolate()
+        check_machine()
+        root = (
+            Path(tempfile.mkdtemp(prefix="guide-guard-rehearsal-"))
+            if output_dir is None
+            else Path(output_dir).absolute()
+        )
+        plan = prepare(root, ref_kind=ref_kind, shared=shared, scratch=scratch)
+        if shared is None:
+            redirect_scratch(scratch, plan.sandbox.base / "guide-tmp")
+    except SetupError:
+        if temporary and root is not None:
+            shutil.rmtree(root, ignore_errors=True)
+        raise
+    return plan
+
+
+def check_machine() -> None:
+    """What the rehearsal itself needs: Linux, bash, git, and the guide's ports free on 127.0.0.1."""
+    for program in ("bash", "git"):
+        if shutil.which(program) is None:
+            raise SetupError(f"the rehearsal needs {program} on PATH")
+    for port, user in GUIDE_PORTS.items():
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError as exc:
+                raise SetupError(
+                    f"port {port} on 127.0.0.1 is in use ({exc.strerror}); the rehearsal's {user} needs it, "
+                    "since the guide's expected output and recipe name the default ports"
+                ) from exc
+
+
+def _run(argv: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None) -> str:
+    done = subprocess.run(list(argv), cwd=cwd, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        raise SetupError(f"{' '.join(argv)} failed (exit {done.returncode}): {done.stderr.strip()}")
+    return done.stdout
+
+
+def _copy_tree(source: Path, target: Path) -> None:
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"), dirs_exist_ok=True)
+
+
+def _harness_site_dirs() -> list[str]:
+    """The harness's own package directories: huggingface_hub, click, PyYAML, pip come from here."""
+    return [
+        entry
+        for entry in sys.path
+        if os.path.basename(entry.rstrip("/")) in ("site-packages", "dist-packages") and os.path.isdir(entry)
+    ]
+
+
+def make_python(sandbox: Sandbox) -> Path:
+    """A virtualenv for `uv pip install`, seeing the simulated image's packages and the harness's own."""
+    _run([sys.executable, "-m", "venv", "--without-pip", str(sandbox.venv)])
+    python = sandbox.venv / "bin" / "python"
+    site_packages = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).strip())
+    lines = [str(sandbox.base / "image"), str(sandbox.base / "sgl-workspace" / "sglang" / "python")]
+    # `import` lines in a .pth run at start-up: addsitedir also reads the harness's own .pth files
+    lines += [f"import site; site.addsitedir({entry!r})" for entry in _harness_site_dirs()]
+    (site_packages / "zz-rehearsal-image.pth").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    version = platform.python_version()
+    if version.startswith("3.11."):
+        version_answer = ""
+    else:  # the image has Python 3.11; say so, and which Python really runs
+        version_answer = (
+            'if [ "$#" -eq 1 ] && { [ "$1" = "--version" ] || [ "$1" = "-V" ]; }; then\n'
+            f'    echo "Python 3.11.x [simulation: the image\'s Python 3.11; the rehearsal runs Python {version}]"\n'
+            "    exit 0\n"
+            "fi\n"
+        )
+    for name in ("python", "python3"):
+        shim = sandbox.bin / name
+        shim.write_text(
+            "#!/bin/sh\n"
+            f"# [simulation] guide-guard rehearsal: `{name}` is the sandbox's interpreter (Python {version}),\n"
+            "# which sees the simulated image's packages (torch, torch_npu, sglang) and what uv installed.\n"
+            f'{version_answer}exec {python} "$@"\n',
+            encoding="utf-8",
+        )
+        shim.chmod(0o755)
+    return python
+
+
+def install_fake_tools(sandbox: Sandbox, python: Path) -> list[str]:
+    """The multi-call fake tools under their names; curl only where the machine has none."""
+    program = sandbox.bin / ".rehearsal-tools"
+    source = (ASSETS / "fakes" / "tools.py").read_text(encoding="utf-8")
+    program.write_text(f"#!{python}\n" + source.split("\n", 1)[1], encoding="utf-8")
+    program.chmod(0o755)
+    names = list(FAKE_TOOLS)
+    if shutil.which("curl") is None:
+        names.append("curl")
+    for name in names:
+        (sandbox.bin / name).symlink_to(program.name)
+    return names
+
+
+def make_image(sandbox: Sandbox) -> None:
+    """The packages the 910B image ships, CANN's files, and the patch index for `uv pip install`."""
+    _copy_tree(ASSETS / "image", sandbox.base / "image")
+    workspace = sandbox.base / "sgl-workspace" / "sglang"  # the image installs sglang editable from a git checkout
+    _copy_tree(ASSETS / "sglang", workspace)
+    _run(["git", "init", "-q", str(workspace)], env=_git_env())
+    for project in sorted((ASSETS / "packages").iterdir()):
+        target = sandbox.base / "index" / project.name
+        _copy_tree(project, target)
+        shutil.copy(ASSETS / "build_backend.py", target / "rehearsal_build_backend.py")
+    toolkit = sandbox.ascend_root / "ascend-toolkit" / "latest" / f"{platform.machine()}-linux"
+    toolkit.mkdir(parents=True)
+    (toolkit / "ascend_toolkit_install.info").write_text(
+        "# [simulation] guide-guard rehearsal stand-in for CANN's install info\n"
+        f"package_name=Ascend-cann-toolkit\nversion=9.0.0\narch={platform.machine()}\nos=linux\n",
+        encoding="utf-8",
+    )
+    atb = sandbox.ascend_root / "nnal" / "atb" / "9.0.0" / "atb" / "cxx_abi_1" / "lib"
+    atb.mkdir(parents=True)
+    (atb / "libatb.so").write_text("[simulation] not a library: marks the ATB lib dir\n", encoding="utf-8")
+
+
+def _git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, GIT_TERMINAL_PROMPT="0")
+    env.update(extra or {})
+    return env
+
+
+def make_upstream(sandbox: Sandbox) -> tuple[str, Path]:
+    """The local SpecForge repository (bare, tagged) and the git config that points the guide's URL at it."""
+    source = sandbox.base / "git" / "specforge-src"
+    _copy_tree(ASSETS / "specforge-repo", source)
+    shutil.copy(ASSETS / "build_backend.py", source / "rehearsal_build_backend.py")
+    who = {
+        "GIT_AUTHOR_NAME": "guide-guard rehearsal",
+        "GIT_AUTHOR_EMAIL": "rehearsal@guide-guard.invalid",
+        "GIT_AUTHOR_DATE": _FIXED_GIT_DATE,
+        "GIT_COMMITTER_NAME": "guide-guard rehearsal",
+        "GIT_COMMITTER_EMAIL": "rehearsal@guide-guard.invalid",
+        "GIT_COMMITTER_DATE": _FIXED_GIT_DATE,
+    }
+    env = _git_env(who)
+    _run(["git", "init", "-q", "-b", "main", str(source)], env=env)
+    _run(["git", "-C", str(source), "add", "-A"], env=env)
+    _run(["git", "-C", str(source), "commit", "-q", "-m", "[simulation] SpecForge stand-in"], env=env)
+    _run(["git", "-C", str(source), "tag", UPSTREAM_TAG], env=env)
+    _run(["git", "clone", "-q", "--bare", str(source), str(sandbox.bare_repo)], env=env)
+    # the guide's commit path fetches one commit by hash
+    _run(["git", "-C", str(sandbox.bare_repo), "config", "uploadpack.allowAnySHA1InWant", "true"], env=env)
+    commit = _run(["git", "-C", str(source), "rev-parse", "HEAD"], env=env).strip()
+    gitconfig = sandbox.base / "gitconfig"
+    gitconfig.write_text(
+        "# [simulation] guide-guard rehearsal: the guide's SpecForge URL is this local repository.\n"
+        f'[url "{sandbox.bare_repo.as_uri()}"]\n\tinsteadOf = {UPSTREAM_URL}\n',
+        encoding="utf-8",
+    )
+    return commit, gitconfig
+
+
+def prepare(root: Path, *, ref_kind: str, shared: str | None, scratch: list[str]) -> Rehearsal:
+    """Build the sandbox under root and the environment ci.run gets; nothing is started yet."""
+    sandbox = Sandbox(root=root, base=root / "sandbox")
+    if sandbox.base.exists():
+        if not (sandbox.base / _SANDBOX_MARKER).exists():
+            raise SetupError(f"{sandbox.base} exists and is not a rehearsal sandbox")
+        shutil.rmtree(sandbox.base)
+    for directory in (sandbox.bin, sandbox.workdir, sandbox.base / "home", sandbox.base / "tmp"):
+        directory.mkdir(parents=True, exist_ok=True)
+    (sandbox.base / _SANDBOX_MARKER).write_text("a rehearsal sandbox; safe to delete\n", encoding="utf-8")
+    python = make_python(sandbox)
+    tools = install_fake_tools(sandbox, python)
+    make_image(sandbox)
+    commit, gitconfig = make_upstream(sandbox)
+
+    plan = Rehearsal(sandbox=sandbox, env=_inherited_env(), shared=shared, scratch=scratch)
+    _override_machine(plan)
+    plan.override("GIT_CONFIG_GLOBAL", str(gitconfig), f"url.insteadOf sends {UPSTREAM_URL} to the local repository")
+    plan.override("GIT_CONFIG_NOSYSTEM", "1", "the machine's git config cannot redirect the clone elsewhere")
+    upstream_ref = commit if ref_kind == "commit" else UPSTREAM_TAG
+    why = "the stand-in's release tag" if ref_kind == "tag" else f"the commit of the stand-in's {UPSTREAM_TAG}"
+    plan.override("UPSTREAM_REF", upstream_ref, why)
+    _override_guide(plan)
+    plan.simulations += _simulations(sandbox)
+    if "curl" in tools:
+        plan.simulations.append(Simulation("curl", "curl", "fake: this machine has no curl"))
+    return plan
+
+
+def _inherited_env() -> dict[str, str]:
+    """The caller's environment without what would reach past the sandbox (Python, Hub, git, pip, uv settings)."""
+    dropped = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "UPSTREAM_REF", BREAK_ENV)
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if name not in dropped and not name.startswith(("HF_", "HUGGING_FACE_", "GIT_", "PIP_", "UV_"))
+    }
+
+
+def _override_machine(plan: Rehearsal) -> None:
+    """The sandbox's tools, interpreter, home and temporary directory instead of the machine's."""
+    sandbox = plan.sandbox
+    plan.override(
+        "PATH", f"{sandbox.bin}:{sandbox.venv / 'bin'}:{os.environ.get('PATH', os.defpath)}", "fake tools first"
+    )
+    plan.override("VIRTUAL_ENV", str(sandbox.venv), "`uv pip install` installs into the sandbox's virtualenv")
+    plan.override("HOME", str(sandbox.base / "home"), "no tool writes to the real home directory")
+    plan.override("TMPDIR", str(sandbox.base / "tmp"), "temporary files of pip and Python stay in the sandbox")
+    plan.override("PYTHONDONTWRITEBYTECODE", "1", "no bytecode written anywhere; existing caches are still read")
+    plan.override(SANDBOX_ENV, str(sandbox.base), "simulations record their calls here")
+    plan.override("REHEARSAL_INDEX", str(sandbox.base / "index"), "the fake uv's simulated package index")
+    py_spy = Path(sys.executable).parent / "py-spy"
+    plan.env["REHEARSAL_PY_SPY"] = str(py_spy) if py_spy.exists() else shutil.which("py-spy") or ""
+
+
+def _override_guide(plan: Rehearsal) -> None:
+    """The Hub cache, proxies, CANN's root and the guide's own variables; the caller's SPECFORGE_* are listed."""
+    plan.override("HF_HOME", str(plan.sandbox.base / "hf-home"), "the model cache lives in the sandbox")
+    plan.override("HF_HUB_DISABLE_TELEMETRY", "1", "nothing leaves the machine")
+    no_proxy = ",".join(filter(None, ["127.0.0.1", "localhost", os.environ.get("NO_PROXY", "")]))
+    plan.override("NO_PROXY", no_proxy, "loopback traffic never goes through a proxy")
+    plan.env["no_proxy"] = no_proxy
+    plan.override(
+        "SPECFORGE_ASCEND_ROOT",
+        str(plan.sandbox.ascend_root),
+        "for /usr/local/Ascend: check-cann's install info, smoke-start-sglang's ATB lib dir",
+    )
+    for name, (value, why) in GUIDE_DEFAULTS.items():
+        if name not in plan.env:
+            plan.override(name, value, why)
+    for name in sorted(os.environ):
+        if name.startswith("SPECFORGE_") and name not in plan.env.keys() - os.environ.keys():
+            plan.overrides.append(Override(name, os.environ[name], "from the caller's environment"))
+    knob = os.environ.get(BREAK_ENV, "")
+    if knob:
+        plan.override(BREAK_ENV, knob, KNOBS[knob])
+
+
+def _simulations(sandbox: Sandbox) -> list[Simulation]:
+    return [
+        Simulation("npu-smi, apt-get", "the driver's CLI, the system package manager", "fake tools that record calls"),
+        Simulation(
+            "uv", "uv pip install", "fake: builds each wheel with its own PEP 517 backend, offline, into the venv"
+        ),
+        Simulation("pkill", "pkill", "fake: signals only processes carrying this rehearsal's sandbox marker"),
+        Simulation("python", "the image's Python 3.11", f"sandbox venv on Python {platform.python_version()}"),
+        Simulation("torch 2.10.0+cpu, torch_npu 2.10.0", "the image's PyTorch", "packages: 4 simulated 910B4 NPUs"),
+        Simulation("sglang 0.5.18", "the image's editable sglang", "package; launch_server serves /health on loopback"),
+        Simulation(
+            "mooncake-transfer-engine-npu 0.3.13.post1",
+            "Mooncake's NPU wheel",
+            "stand-in installed by uv; mooncake_master listens on its RPC port",
+        ),
+        Simulation("accelerate", "accelerate from PyPI", "stand-in installed by uv (set_seed only)"),
+        Simulation(
+            "SpecForge", UPSTREAM_URL, f"local repository {sandbox.bare_repo} via git's url.insteadOf, no fake git"
+        ),
+        Simulation(
+            "Qwen/Qwen3.5-4B",
+            "the Hugging Face Hub",
+            "fake Hub on 127.0.0.1 for the real huggingface_hub client; a few-byte model",
+        ),
+        Simulation("CANN 9.0.0, ATB", "/usr/local/Ascend", f"files under {sandbox.ascend_root}"),
+    ]
