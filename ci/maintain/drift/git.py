@@ -11,22 +11,36 @@ from ci.core.parse import parse_guide
 
 __all__ = ["GitError", "changed_guides", "guides_at_base", "old_text", "run_git"]
 
+GIT_TIMEOUT_S = 120.0  # a local repository answers in far less; more means git waits on something
+
 
 class GitError(Exception):
     """A git command failed: the base revision or the repository is not what was expected."""
 
 
-def run_git(*args: str, cwd: str | None = None) -> str:
-    done = subprocess.run(["git", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+def _git(args: Sequence[str], cwd: str | None, timeout_s: float) -> subprocess.CompletedProcess[bytes]:
+    """Run git; GitError when it hangs or cannot be started (its exit status is the caller's to judge)."""
+    try:
+        return subprocess.run(["git", *args], capture_output=True, cwd=cwd, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        raise GitError(f"git {' '.join(args)} did not finish in {timeout_s:g}s") from None
+    except OSError as exc:
+        raise GitError(f"git could not be started: {exc}") from None
+
+
+def run_git(*args: str, cwd: str | None = None, timeout_s: float = GIT_TIMEOUT_S) -> str:
+    """git's output; GitError when it fails."""
+    done = _git(args, cwd, timeout_s)
     if done.returncode != 0:
-        raise GitError(f"git {' '.join(args)}: {done.stderr.strip() or f'exit {done.returncode}'}")
-    return done.stdout
+        stderr = done.stderr.decode("utf-8", errors="replace").strip()
+        raise GitError(f"git {' '.join(args)}: {stderr or f'exit {done.returncode}'}")
+    return done.stdout.decode("utf-8", errors="replace")
 
 
 def old_text(base: str, top: str, path: str) -> str | None:
-    """The guide's text at the base revision; None when it did not exist there."""
+    """The guide's text at the base revision; None when it did not exist there (GitError when git hangs)."""
     relative = os.path.relpath(os.path.realpath(path), os.path.realpath(top))
-    done = subprocess.run(["git", "show", f"{base}:{relative}"], capture_output=True, cwd=top, timeout=120, check=False)
+    done = _git(["show", f"{base}:{relative}"], top, GIT_TIMEOUT_S)
     if done.returncode != 0:
         return None
     return done.stdout.decode("utf-8", errors="replace").removeprefix("\ufeff")

@@ -14,6 +14,8 @@ __all__ = ["python_c_programs", "python_heredocs", "static_findings"]
 
 SHELL_WORDS = {"shell", "bash", "sh"}
 PYTHON_WORDS = {"python", "python3"}
+BASH_TIMEOUT_S = 60.0  # `bash -n` only parses
+SHELLCHECK_TIMEOUT_S = 120.0  # shellcheck can take long on a large block
 
 
 def _loaded_placeholders(block: Block) -> list[str]:
@@ -129,8 +131,25 @@ def _compile_findings(code: str, file: str, first_line: int, what: str) -> list[
     return []
 
 
+def _run_checker(argv: list[str], script: str, timeout_s: float) -> subprocess.CompletedProcess[str] | str:
+    """Run a checker on the script; why it could not check it (it hung, or would not start) instead of raising."""
+    try:
+        return subprocess.run(argv, input=script, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return f"it did not finish in {timeout_s:g}s"
+    except OSError as exc:
+        return f"it could not be started: {exc}"
+
+
+def _not_checked(file: str, fence_line: int, what: str, checker: str, why: str) -> Finding:
+    """A notice, not an error: the checker failed, which says nothing about the guide."""
+    return Finding(STATIC, Severity.NOTICE, file, fence_line, f"{what}: {checker} could not check it: {why}")
+
+
 def _bash_findings(script: str, file: str, fence_line: int, what: str) -> list[Finding]:
-    done = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True, timeout=60)
+    done = _run_checker(["bash", "-n"], script, BASH_TIMEOUT_S)
+    if isinstance(done, str):
+        return [_not_checked(file, fence_line, what, "bash -n", done)]
     if done.returncode == 0:
         return []
     findings = []
@@ -142,19 +161,16 @@ def _bash_findings(script: str, file: str, fence_line: int, what: str) -> list[F
     return findings or [Finding(STATIC, Severity.ERROR, file, fence_line, f"{what}: bash -n: {done.stderr.strip()}")]
 
 
-def _shellcheck_findings(shellcheck: str, script: str, file: str, fence_line: int, what: str) -> list[Finding]:
-    done = subprocess.run(
-        [shellcheck, "--shell=bash", "--format=json1", "--severity=warning", "-"],
-        input=script,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def _shellcheck_findings(
+    shellcheck: str, script: str, file: str, fence_line: int, what: str, timeout_s: float
+) -> list[Finding]:
+    done = _run_checker([shellcheck, "--shell=bash", "--format=json1", "--severity=warning", "-"], script, timeout_s)
+    if isinstance(done, str):
+        return [_not_checked(file, fence_line, what, "shellcheck", done)]
     try:
         comments = json.loads(done.stdout)["comments"]
     except (ValueError, KeyError, TypeError):
-        detail = (done.stderr or done.stdout).strip()[:300]
-        return [Finding(STATIC, Severity.NOTICE, file, fence_line, f"{what}: shellcheck could not check it: {detail}")]
+        return [_not_checked(file, fence_line, what, "shellcheck", (done.stderr or done.stdout).strip()[:300])]
     findings = []
     for comment in comments:
         severity = Severity.ERROR if comment.get("level") == "error" else Severity.WARNING
@@ -164,13 +180,15 @@ def _shellcheck_findings(shellcheck: str, script: str, file: str, fence_line: in
     return findings
 
 
-def static_findings(parsed: ParsedGuide, *, shellcheck: str | None) -> list[Finding]:
+def static_findings(
+    parsed: ParsedGuide, *, shellcheck: str | None, shellcheck_timeout_s: float = SHELLCHECK_TIMEOUT_S
+) -> list[Finding]:
     """Syntax checks of every runnable block, executing none of them.
 
-    Shell blocks: `bash -n` and shellcheck (errors fail, warnings annotate);
-    Python blocks, and Python heredocs and `python -c` programs inside shell
-    blocks: compile(). Lines
-    are the guide's: the fence line plus the line inside the block.
+    Shell blocks: `bash -n` and shellcheck (errors fail, warnings annotate;
+    a checker that hangs or will not start is a notice); Python blocks, and
+    Python heredocs and `python -c` programs inside shell blocks: compile().
+    Lines are the guide's: the fence line plus the line inside the block.
     """
     findings: list[Finding] = []
     for block in parsed.blocks:
@@ -184,7 +202,9 @@ def static_findings(parsed: ParsedGuide, *, shellcheck: str | None) -> list[Find
             script = _shell_script(block)
             findings += _bash_findings(script, parsed.file, block.line, what)
             if shellcheck:
-                findings += _shellcheck_findings(shellcheck, script, parsed.file, block.line, what)
+                findings += _shellcheck_findings(
+                    shellcheck, script, parsed.file, block.line, what, shellcheck_timeout_s
+                )
             source = _python_source(block)
             for start, program in python_heredocs(source):
                 findings += _compile_findings(program, parsed.file, block.line + 1 + start, f"{what} (Python heredoc)")
