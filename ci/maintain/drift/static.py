@@ -8,6 +8,7 @@ import subprocess
 
 from ci.core.model import Block, Label
 from ci.core.parse import ParsedGuide
+from ci.core.plan import block_loads
 from ci.maintain.drift.findings import STATIC, Finding, Severity, block_name
 
 __all__ = ["python_c_programs", "python_heredocs", "static_findings"]
@@ -19,11 +20,7 @@ SHELLCHECK_TIMEOUT_S = 120.0  # shellcheck can take long on a large block
 
 
 def _loaded_placeholders(block: Block) -> list[str]:
-    return [
-        param.value.partition(">>")[2]
-        for param in block.params
-        if param.key == "load" and param.value and ">>" in param.value
-    ]
+    return [load.placeholder for load in block_loads(block)]
 
 
 def _dummy(placeholder: str) -> str:
