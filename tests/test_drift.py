@@ -14,7 +14,9 @@ import pytest
 from github_artifacts import REPO, TOKEN, GitHubArtifacts, StoredArtifact, zip_of_directory
 from web_stub import WebStub, running_stub
 
+from ci.core.model import Language
 from ci.core.parse import parse_guide
+from ci.core.plan import LANGUAGES
 from ci.maintain.drift import (
     GitError,
     Severity,
@@ -600,3 +602,11 @@ def test_git_that_hangs_is_a_git_error(repo: Repo, tmp_path: Path, monkeypatch: 
     monkeypatch.setenv("PATH", f"{other}:{os.environ['PATH']}")
     with pytest.raises(GitError, match=r"^git rev-parse --show-toplevel did not finish in 1s$"):
         run_git("rev-parse", "--show-toplevel", cwd=str(repo.path), timeout_s=1)
+
+
+@pytest.mark.parametrize("word", sorted(LANGUAGES))
+def test_every_language_the_contract_accepts_is_checked(word: str) -> None:
+    broken = "def broken(:\n    pass" if LANGUAGES[word] is Language.PYTHON else "if true; then\n    echo unbalanced"
+    parsed = parse_guide(f"# G\n\n{FENCE}{word.upper()} #test-setup\n{broken}\n{FENCE}\n", "guide.md")
+    findings = static_findings(parsed, shellcheck=None)
+    assert [f.severity for f in findings] == [Severity.ERROR], findings

@@ -6,15 +6,13 @@ import json
 import re
 import subprocess
 
-from ci.core.model import Block, Label
+from ci.core.model import Block, Label, Language
 from ci.core.parse import ParsedGuide
-from ci.core.plan import block_loads
+from ci.core.plan import LANGUAGES, block_loads
 from ci.maintain.drift.findings import STATIC, Finding, Severity, block_name
 
 __all__ = ["python_c_programs", "python_heredocs", "static_findings"]
 
-SHELL_WORDS = {"shell", "bash", "sh"}
-PYTHON_WORDS = {"python", "python3"}
 BASH_TIMEOUT_S = 60.0  # `bash -n` only parses
 SHELLCHECK_TIMEOUT_S = 120.0  # shellcheck can take long on a large block
 
@@ -191,11 +189,11 @@ def static_findings(
     for block in parsed.blocks:
         if block.label is Label.RESULT or block.language is None:
             continue
-        language = block.language.lower()
+        language = LANGUAGES.get(block.language.lower())
         what = block_name(block)
-        if language in PYTHON_WORDS:
+        if language is Language.PYTHON:
             findings += _compile_findings(_python_source(block), parsed.file, block.line + 1, what)
-        elif language in SHELL_WORDS:
+        elif language is Language.SHELL:
             script = _shell_script(block)
             findings += _bash_findings(script, parsed.file, block.line, what)
             if shellcheck:
