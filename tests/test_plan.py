@@ -622,3 +622,14 @@ def test_the_load_syntax(value: str, load: Load | None) -> None:
 def test_block_loads_are_the_well_formed_ones_in_order() -> None:
     [block] = parse_guide(f'{F}shell #test-setup load="b>>B" load="broken" load="a>>A"\necho\n{F}\n', FILE).blocks
     assert block_loads(block) == [Load("b", "B"), Load("a", "A")]
+
+
+def test_a_block_is_named_by_its_id_else_its_store_else_its_place() -> None:
+    guide = (
+        f'{F}shell #test-setup id="fetch" store="model_path"\necho m\n{F}\n\n'
+        f'{F}shell #test-setup store="data_path"\necho d\n{F}\n\n'
+        f"{F}shell #test-setup\necho anonymous\n{F}\n"
+    )
+    steps = plan_of(guide).steps
+    assert [step.name for step in steps] == ["fetch", "data_path", "#3"]
+    assert [step.named_by for step in steps] == [("id=fetch", "store=model_path"), ("store=data_path",), ()]

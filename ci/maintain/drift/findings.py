@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from ci.core.model import Block
+from ci.core.model import Block, naming_words
 
 __all__ = [
     "CHECKS",
@@ -78,9 +78,5 @@ def first_param(block: Block, key: str) -> str | None:
 
 def block_name(block: Block) -> str:
     """How findings name a block: `#test id=X`, `#test-setup store=Y`, else by its line."""
-    block_id, store = first_param(block, "id"), first_param(block, "store")
-    if block_id:
-        return f"{block.label.value} id={block_id}"
-    if store:
-        return f"{block.label.value} store={store}"
-    return f"{block.label.value} at line {block.line}"
+    words = naming_words(first_param(block, "id"), first_param(block, "store"))
+    return f"{block.label.value} {words[0]}" if words else f"{block.label.value} at line {block.line}"
