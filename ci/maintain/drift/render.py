@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ci.core.text import clean_text
 from ci.maintain.drift.findings import CHECKS, Finding, GuideDrift, Severity
-from ci.report.github import MAX_ANNOTATIONS, annotation
+from ci.report.github import MAX_ANNOTATIONS, annotation, fit_summary, table_cell
 
 __all__ = ["annotation_lines", "console_report", "step_summary"]
-
-SUMMARY_LIMIT_BYTES = 1000 * 1024  # the step summary must stay under 1 MiB
 
 
 def _rank(finding: Finding) -> tuple[int, int, str, int]:
@@ -54,8 +51,8 @@ def _tally(drifts: Sequence[GuideDrift]) -> str:
     return f"drift: {guides}: {', '.join(parts)}; {changes} block{'s' if changes != 1 else ''} need re-verification on hardware"
 
 
-def _cell(text: object) -> str:
-    return clean_text(str(text)).replace("|", "\\|").replace("\n", " ")[:500]
+def _cell(text: str) -> str:
+    return table_cell(text)[:500]
 
 
 def step_summary(drifts: Sequence[GuideDrift]) -> str:
@@ -84,10 +81,7 @@ def step_summary(drifts: Sequence[GuideDrift]) -> str:
             parts.append("")
         if not drift.findings and not drift.changes:
             parts.append("No drift found.\n")
-    text = "\n".join(parts) + "\n"
-    if len(text.encode()) > SUMMARY_LIMIT_BYTES:
-        text = text.encode()[: SUMMARY_LIMIT_BYTES - 200].decode("utf-8", "ignore") + "\n\n(summary cut at 1 MiB)\n"
-    return text
+    return fit_summary("\n".join(parts) + "\n", "the job log")
 
 
 def annotation_lines(drifts: Sequence[GuideDrift]) -> list[str]:
