@@ -2,11 +2,105 @@
 
 from __future__ import annotations
 
+import argparse
+import os
+import re
 import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
 
-from ci.maintain.drift import build_parser, main
+from ci.cli import ExitCode, command_parser, fail, print_error
 
 __all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = command_parser(
+        "ci.drift",
+        description=(
+            "Check changed guides without running them: contract errors, bash -n/shellcheck/compile, "
+            "blocks changed against REV, changed expected output against the last run, pinned versions."
+        ),
+        epilog="Exit status: 0 no error; 1 contract, static-check or last-run errors; 2 usage error.",
+    )
+    parser.add_argument(
+        "guides", nargs="*", metavar="GUIDE", help="guides to check (default: changed *.md with labels)"
+    )
+    parser.add_argument("--base", required=True, metavar="REV", help="the revision to compare with (e.g. origin/main)")
+    last_run = parser.add_mutually_exclusive_group()
+    last_run.add_argument("--last-run", metavar="DIR", help="the output directory of an earlier run (results.json)")
+    last_run.add_argument(
+        "--last-run-artifact",
+        metavar="NAME",
+        help="the outputs of the newest run that uploaded the artifact NAME-attempt-N to $GITHUB_REPOSITORY "
+        "(token: $GITHUB_TOKEN or $GH_TOKEN), downloaded when an expected output changed",
+    )
+    parser.add_argument("--no-pins", action="store_true", help="do not compare pinned versions with PyPI")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    # imported only now, so that --help and usage errors start quickly
+    from ci.core.tools import find_tool
+    from ci.maintain.artifacts import LastRunArtifact
+    from ci.maintain.drift import (
+        GitError,
+        PyPIVersions,
+        annotation_lines,
+        check_guides,
+        console_report,
+        guides_at_base,
+        step_summary,
+    )
+    from ci.report.github import in_github_actions
+
+    repo = os.environ.get("GITHUB_REPOSITORY", "")
+    if args.last_run_artifact and not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
+        message = "--last-run-artifact needs GITHUB_REPOSITORY=OWNER/NAME, the repository to look in (Actions sets it)"
+        return fail(message, parser)
+    try:
+        guides = guides_at_base(args.base, args.guides)
+    except GitError as exc:
+        return fail(f"--base {args.base}: {exc}")
+    missing = [path for path, _ in guides if not os.path.isfile(path)]
+    if missing:
+        return fail(f"no such guide: {', '.join(missing)}")
+    with tempfile.TemporaryDirectory(prefix="guide-guard-last-run-") as scratch:
+        artifact = LastRunArtifact(repo, args.last_run_artifact, Path(scratch)) if args.last_run_artifact else None
+        drifts = check_guides(
+            guides,
+            shellcheck=find_tool("shellcheck"),
+            pypi=None if args.no_pins else PyPIVersions(),
+            last_run=args.last_run,
+            artifact=artifact,
+        )
+    if artifact is not None and artifact.fetched is not None and artifact.fetched.directory is not None:
+        print(f"drift: the last run is {artifact.fetched.message}")
+    if not drifts:
+        print("drift: no changed guide with labelled blocks")
+        return ExitCode.OK
+    sys.stdout.write(console_report(drifts))
+    if in_github_actions():
+        for line in annotation_lines(drifts):
+            print(line)
+    _append_step_summary(step_summary(drifts))
+    return ExitCode.FAILED if any(drift.failed for drift in drifts) else ExitCode.OK
+
+
+def _append_step_summary(summary: str) -> None:
+    """Add the summary to $GITHUB_STEP_SUMMARY, when set; a file that cannot be written is said, not fatal."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(summary)
+    except OSError as exc:
+        print_error(f"the step summary could not be written to {path}: {exc.strerror or exc}")
+
 
 if __name__ == "__main__":
     sys.exit(main())

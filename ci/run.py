@@ -117,9 +117,7 @@ def _print_plan_text(plans: Sequence[Plan]) -> None:
     for plan in plans:
         print(f"{plan.guide}: {len(plan.steps)} blocks")
         for step in plan.steps:
-            name = f"id={step.id}" if step.id else ""
-            if step.store:
-                name = f"{name} store={step.store}".strip()
+            name = " ".join(step.named_by)
             loads = " ".join(f"load={load.name}>>{load.placeholder}" for load in step.loads)
             extra = " hidden" if step.hidden else ""
             extra += f" skip={step.skip_reason!r}" if step.skip_reason is not None else ""

@@ -14,7 +14,18 @@ import pytest
 from github_artifacts import REPO, TOKEN, GitHubArtifacts, StoredArtifact, zip_of_directory
 from web_stub import WebStub, running_stub
 
-from ci.maintain.drift import pinned_versions, python_c_programs, python_heredocs
+from ci.core.model import Language
+from ci.core.parse import parse_guide
+from ci.core.plan import LANGUAGES
+from ci.maintain.drift import (
+    GitError,
+    Severity,
+    pinned_versions,
+    python_c_programs,
+    python_heredocs,
+    run_git,
+    static_findings,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = "```"
@@ -538,3 +549,64 @@ def test_without_an_artifact_the_last_run_check_is_skipped_with_a_notice(repo: R
     assert "--last-run-artifact needs GITHUB_REPOSITORY=OWNER/NAME" in nowhere.stderr
     both = repo.drift("--base", base, "--last-run", "x", "--last-run-artifact", "specforge-npu")
     assert both.returncode == 2 and "not allowed with argument" in both.stderr
+
+
+def test_a_step_summary_that_cannot_be_written_is_said_and_the_check_goes_on(repo: Repo, tmp_path: Path) -> None:
+    base = repo.start()
+    repo.write("guide.md", BASE_GUIDE)
+    repo.commit("add the guide")
+    not_a_file = tmp_path / "summary-dir"
+    not_a_file.mkdir()
+    done = repo.drift("--base", base, "--no-pins", GITHUB_STEP_SUMMARY=str(not_a_file))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"[ERROR] the step summary could not be written to {not_a_file}" in done.stderr
+    assert "=== guide.md" in done.stdout and "0 errors" in done.stdout
+
+
+def test_the_shellcheck_installed_with_the_harness_comes_before_one_on_path(repo: Repo, tmp_path: Path) -> None:
+    other = tmp_path / "other-bin"
+    other.mkdir()
+    # SIMULATION of another shellcheck earlier on PATH (an old system package, say) that cannot check
+    fake = other / "shellcheck"
+    fake.write_text("#!/bin/sh\necho 'not the harness s shellcheck' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    base = repo.start()
+    guide = f"{FENCE}shell #test-setup\ncd /tmp\n{FENCE}\n"
+    repo.write("guide.md", guide)
+    repo.commit("add the guide")
+    done = repo.drift("--base", base, "--no-pins", GITHUB_ACTIONS="true", PATH=f"{other}:{repo.env['PATH']}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [(kind, line) for kind, line, message in annotations(done.stdout) if "SC2164" in message] == [("warning", 2)]
+    assert "not the harness" not in done.stdout
+
+
+def test_a_shellcheck_that_hangs_is_a_notice(tmp_path: Path) -> None:
+    hung = tmp_path / "shellcheck"
+    # SIMULATION of a shellcheck stuck on a block: a real one cannot be made to hang on purpose
+    hung.write_text("#!/bin/sh\nexec sleep 600\n")
+    hung.chmod(0o755)
+    parsed = parse_guide(f"# G\n\n{FENCE}shell #test-setup\necho fine\n{FENCE}\n", "guide.md")
+    findings = static_findings(parsed, shellcheck=str(hung), shellcheck_timeout_s=1)
+    [finding] = findings  # bash -n found nothing wrong
+    assert (finding.severity, finding.line) == (Severity.NOTICE, 3)
+    assert "shellcheck could not check it: it did not finish in 1s" in finding.message
+
+
+def test_git_that_hangs_is_a_git_error(repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    other = tmp_path / "other-bin"
+    other.mkdir()
+    # SIMULATION of a git waiting on something (a lock, a prompt) that never comes
+    (other / "git").write_text("#!/bin/sh\nexec sleep 600\n")
+    (other / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{other}:{os.environ['PATH']}")
+    with pytest.raises(GitError, match=r"^git rev-parse --show-toplevel did not finish in 1s$"):
+        run_git("rev-parse", "--show-toplevel", cwd=str(repo.path), timeout_s=1)
+
+
+@pytest.mark.parametrize("word", sorted(LANGUAGES))
+def test_every_language_the_contract_accepts_is_checked(word: str) -> None:
+    broken = "def broken(:\n    pass" if LANGUAGES[word] is Language.PYTHON else "if true; then\n    echo unbalanced"
+    parsed = parse_guide(f"# G\n\n{FENCE}{word.upper()} #test-setup\n{broken}\n{FENCE}\n", "guide.md")
+    findings = static_findings(parsed, shellcheck=None)
+    assert [f.severity for f in findings] == [Severity.ERROR], findings

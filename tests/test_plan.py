@@ -8,7 +8,7 @@ import pytest
 
 from ci.core.model import DocumentError, Label, Language, Load, Plan, Problem
 from ci.core.parse import parse_guide
-from ci.core.plan import DEFAULT_TIMEOUT_S, build_plan, parse_duration, select_steps
+from ci.core.plan import DEFAULT_TIMEOUT_S, block_loads, build_plan, parse_duration, parse_load, select_steps
 
 FILE = "docs/guide.md"
 F = "```"  # a fence, so that guides below read as they would in a file
@@ -602,3 +602,34 @@ def test_front_matter_collect_must_be_a_list() -> None:
         "front matter ci.collect must be a list of strings, a glob per item; "
         'e.g. collect: ["/tmp/server-*.log", "~/app/log/*.txt"]'
     )
+
+
+@pytest.mark.parametrize(
+    ("value", "load"),
+    [
+        ("model_path>>MODEL_PATH", Load("model_path", "MODEL_PATH")),
+        ("a>>b>>c", Load("a", "b>>c")),  # split at the first >>
+        ("model_path", None),
+        (">>MODEL_PATH", None),
+        ("model_path>>", None),
+        ("", None),
+    ],
+)
+def test_the_load_syntax(value: str, load: Load | None) -> None:
+    assert parse_load(value) == load
+
+
+def test_block_loads_are_the_well_formed_ones_in_order() -> None:
+    [block] = parse_guide(f'{F}shell #test-setup load="b>>B" load="broken" load="a>>A"\necho\n{F}\n', FILE).blocks
+    assert block_loads(block) == [Load("b", "B"), Load("a", "A")]
+
+
+def test_a_block_is_named_by_its_id_else_its_store_else_its_place() -> None:
+    guide = (
+        f'{F}shell #test-setup id="fetch" store="model_path"\necho m\n{F}\n\n'
+        f'{F}shell #test-setup store="data_path"\necho d\n{F}\n\n'
+        f"{F}shell #test-setup\necho anonymous\n{F}\n"
+    )
+    steps = plan_of(guide).steps
+    assert [step.name for step in steps] == ["fetch", "data_path", "#3"]
+    assert [step.named_by for step in steps] == [("id=fetch", "store=model_path"), ("store=data_path",), ()]

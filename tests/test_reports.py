@@ -13,7 +13,7 @@ from pathlib import Path
 import junitparser
 import pytest
 
-from ci.report.github import escape_data, escape_property
+from ci.report.github import SUMMARY_LIMIT_BYTES, escape_data, escape_property, fit_summary, table_cell
 
 GOLDEN = Path(__file__).parent / "golden"
 FENCE = "```"
@@ -210,3 +210,19 @@ def test_document_errors_become_annotations(guide_runner) -> None:
 def test_workflow_command_escaping(raw: str, data: str, prop: str) -> None:
     assert escape_data(raw) == data
     assert escape_property(raw) == prop
+
+
+def test_a_step_summary_over_the_limit_is_cut_and_says_where_the_rest_is() -> None:
+    small = "## Run\n\n| a | b |\n"
+    assert fit_summary(small, "results.json") == small
+    # 3-byte characters, so that the cut falls inside one and must not leave half of it
+    large = "| `#test big` | " + "運" * (SUMMARY_LIMIT_BYTES // 3) + " |\n"
+    cut = fit_summary(large, "the job log")
+    assert len(cut.encode()) < SUMMARY_LIMIT_BYTES
+    assert cut.startswith("| `#test big` | 運運")
+    assert cut.endswith("\n\n(summary cut to stay under the 1 MiB limit; see the job log)\n")
+    assert "\ufffd" not in cut
+
+
+def test_a_table_cell_stays_one_cell_on_one_line() -> None:
+    assert table_cell("a | b\nc\x1b[31m") == "a \\| b c"

@@ -26,6 +26,8 @@ __all__ = [
     "Status",
     "Step",
     "TrackedProcess",
+    "naming",
+    "naming_words",
 ]
 
 
@@ -106,6 +108,21 @@ class Block:
     hidden: bool  # True when the fence sits inside an HTML comment
 
 
+def naming(block_id: str | None, store: str | None) -> tuple[tuple[str, str], ...]:
+    """What names a block, most telling first: ("id", ID), then ("store", NAME); () for neither.
+
+    The one rule for naming a block in reports: by its id, else by the name it stores, else by its
+    place (an ordinal or a line, which the caller knows). A report that names a block once takes the
+    first; `--list` shows both.
+    """
+    return tuple((key, value) for key, value in (("id", block_id), ("store", store)) if value)
+
+
+def naming_words(block_id: str | None, store: str | None) -> tuple[str, ...]:
+    """`naming` as the parameters are written: `id=ID`, `store=NAME`."""
+    return tuple(f"{key}={value}" for key, value in naming(block_id, store))
+
+
 @dataclass(frozen=True)
 class Load:
     """One `load="NAME>>PH"`: replace `<PH>` by the value stored as NAME."""
@@ -147,7 +164,12 @@ class Step:
     @property
     def name(self) -> str:
         """The id, else the store, else the ordinal: how logs and JUnit name a block."""
-        return self.id or self.store or f"#{self.ordinal}"
+        return next((value for _, value in naming(self.id, self.store)), f"#{self.ordinal}")
+
+    @property
+    def named_by(self) -> tuple[str, ...]:
+        """The parameters that name the block as written (`id=ID`, `store=NAME`), most telling first."""
+        return naming_words(self.id, self.store)
 
     def identity(self) -> dict[str, object]:
         """What names and places the block, as `--list --format json` and results.json show it."""

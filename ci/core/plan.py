@@ -22,9 +22,20 @@ from ci.core.model import (
 )
 from ci.core.parse import ParsedGuide
 
-__all__ = ["DEFAULT_TIMEOUT_S", "LANGUAGES", "build_plan", "parse_duration", "select_steps", "substitute"]
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "LANGUAGES",
+    "LOAD_SEPARATOR",
+    "block_loads",
+    "build_plan",
+    "parse_duration",
+    "parse_load",
+    "select_steps",
+    "substitute",
+]
 
 DEFAULT_TIMEOUT_S = 10800.0
+LOAD_SEPARATOR = ">>"  # load="NAME>>PLACEHOLDER"
 
 LANGUAGES = {
     "shell": Language.SHELL,
@@ -113,21 +124,21 @@ class _Checker:
     def loads(self, block: Block, values: list[str], stored: set[str]) -> tuple[Load, ...]:
         loads = []
         for value in values:
-            name, separator, placeholder = value.partition(">>")
-            if not separator or not name or not placeholder:
+            load = parse_load(value)
+            if load is None:
                 self.error(
                     block.line, f'load={value!r} must read NAME>>PLACEHOLDER, e.g. load="model_path>>MODEL_PATH"'
                 )
                 continue
-            if name not in stored:
+            if load.name not in stored:
                 known = _list(stored) if stored else "none yet"
                 self.error(
                     block.line,
-                    f"load of {name!r}, which no earlier block stores (stored so far: {known}); "
-                    f'add a #test-setup store="{name}" above, or pass --set {name}=VALUE',
+                    f"load of {load.name!r}, which no earlier block stores (stored so far: {known}); "
+                    f'add a #test-setup store="{load.name}" above, or pass --set {load.name}=VALUE',
                 )
                 continue
-            loads.append(Load(name, placeholder))
+            loads.append(load)
         return tuple(loads)
 
     def timeout(self, block: Block, values: list[str]) -> float | None:
@@ -455,6 +466,18 @@ def select_steps(
                 reasons[step.ordinal] = f"after --until {until}"
         left_out.append(reasons)
     return left_out
+
+
+def parse_load(value: str) -> Load | None:
+    """A `load="NAME>>PLACEHOLDER"` value as a Load, split at the first `>>`; None when a side is empty."""
+    name, separator, placeholder = value.partition(LOAD_SEPARATOR)
+    return Load(name, placeholder) if separator and name and placeholder else None
+
+
+def block_loads(block: Block) -> list[Load]:
+    """The well-formed loads a parsed block names, in order (planning reports the others)."""
+    loads = (parse_load(p.value) for p in block.params if p.key == "load" and p.value is not None)
+    return [load for load in loads if load is not None]
 
 
 def substitute(text: str, loads: tuple[tuple[str, str], ...]) -> str:

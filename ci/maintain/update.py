@@ -15,7 +15,7 @@ from typing import TextIO
 from ci.core.match import matches, split_pieces
 from ci.core.model import DocumentError, Label, Plan, Step
 from ci.core.parse import ParsedGuide, parse_guide
-from ci.core.plan import build_plan, substitute
+from ci.core.plan import block_loads, build_plan, substitute
 from ci.maintain.lastrun import LastRun, RecordedGuide, RecordError, read_run, read_stdout, resolve_loads
 
 __all__ = ["SourceLines", "loaded_names", "update_guides", "updated_body"]
@@ -335,12 +335,7 @@ class SourceLines:
 
 def loaded_names(parsed: ParsedGuide) -> set[str]:
     """Every NAME a block of the guide loads: planning with them preset accepts values given by --set."""
-    return {
-        param.value.partition(">>")[0]
-        for block in parsed.blocks
-        for param in block.params
-        if param.key == "load" and param.value
-    }
+    return {load.name for block in parsed.blocks for load in block_loads(block)}
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ def format_problems(problems: Sequence[Problem], kind: str = "[ERROR]") -> str:
 
 
 def _header(step: Step, total: int) -> str:
-    name = f"id={step.id}" if step.id else (f"store={step.store}" if step.store else "")
+    name = " ".join(step.named_by[:1])
     where = f"{step.file}:{step.line}"
     section = f' in "{step.heading}"' if step.heading else ""
     hidden = " (hidden)" if step.hidden else ""

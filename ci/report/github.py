@@ -14,16 +14,19 @@ from ci.core.text import clean_text, human_size
 
 __all__ = [
     "MAX_ANNOTATIONS",
+    "SUMMARY_LIMIT_BYTES",
     "StopCommands",
     "annotation",
     "escape_data",
     "escape_property",
     "failure_annotations",
+    "fit_summary",
     "in_github_actions",
     "output_entry",
     "problem_annotations",
     "step_outputs",
     "step_summary",
+    "table_cell",
 ]
 
 MAX_ANNOTATIONS = 10  # Actions shows at most 10 error annotations per step
@@ -121,8 +124,17 @@ def problem_annotations(problems: Sequence[Problem], source_paths: dict[str, str
     ]
 
 
-def _cell(text: str) -> str:
+def table_cell(text: str) -> str:
+    """Text for a cell of a step summary's Markdown table: cleaned, `|` escaped, on one line."""
     return clean_text(text).replace("|", "\\|").replace("\n", " ")
+
+
+def fit_summary(text: str, rest_in: str) -> str:
+    """A step summary cut to stay under SUMMARY_LIMIT_BYTES (GitHub refuses larger), saying where the rest is."""
+    if len(text.encode()) <= SUMMARY_LIMIT_BYTES:
+        return text
+    cut = text.encode()[: SUMMARY_LIMIT_BYTES - 200].decode("utf-8", "ignore")
+    return f"{cut}\n\n(summary cut to stay under the 1 MiB limit; see {rest_in})\n"
 
 
 def step_summary(outcomes: Sequence[GuideOutcome]) -> str:
@@ -135,7 +147,7 @@ def step_summary(outcomes: Sequence[GuideOutcome]) -> str:
         verdict = "interrupted" if outcome.interrupted_by else ("failed" if outcome.failed else "passed")
         icon = {"passed": "✅", "failed": "❌", "interrupted": "⚠️"}[verdict]
         tally = ", ".join(f"{n} {status}" for status, n in counts.items())
-        parts.append(f"### {icon} {_cell(outcome.plan.guide)}: {verdict} ({tally}) in {outcome.duration_s:.1f}s\n")
+        parts.append(f"### {icon} {table_cell(outcome.plan.guide)}: {verdict} ({tally}) in {outcome.duration_s:.1f}s\n")
         parts.append("| # | block | status | duration | exit | peak RSS | CPU | line | note |")
         parts.append("|---|---|---|---|---|---|---|---|---|")
         for result in outcome.results:
@@ -145,21 +157,17 @@ def step_summary(outcomes: Sequence[GuideOutcome]) -> str:
             exit_code = "" if result.exit_code is None else str(result.exit_code)
             note = "" if result.status is Status.PASSED else result.message
             parts.append(
-                f"| {step.ordinal} | `{_cell(step.label.value)} {_cell(step.name)}` | {result.status.value} "
-                f"| {result.duration_s:.1f}s | {exit_code} | {rss} | {cpu} | {step.line} | {_cell(note)[:300]} |"
+                f"| {step.ordinal} | `{table_cell(step.label.value)} {table_cell(step.name)}` | {result.status.value} "
+                f"| {result.duration_s:.1f}s | {exit_code} | {rss} | {cpu} | {step.line} | {table_cell(note)[:300]} |"
             )
         if outcome.leftovers:
             parts.append("\nProcesses ended when the run finished:\n")
             for proc in outcome.leftovers:
                 parts.append(
-                    f"- pid {proc.pid} `{_cell(proc.command)[:200]}` (from {_cell(proc.started_by)}): {proc.ended_by}"
+                    f"- pid {proc.pid} `{table_cell(proc.command)[:200]}` (from {table_cell(proc.started_by)}): {proc.ended_by}"
                 )
         parts.append("")
-    text = "\n".join(parts) + "\n"
-    if len(text.encode()) > SUMMARY_LIMIT_BYTES:
-        text = text.encode()[: SUMMARY_LIMIT_BYTES - 200].decode("utf-8", "ignore")
-        text += "\n\n(summary cut to stay under the 1 MiB limit; see results.json)\n"
-    return text
+    return fit_summary("\n".join(parts) + "\n", "results.json")
 
 
 def output_entry(name: str, value: str) -> str:

