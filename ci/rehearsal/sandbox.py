@@ -12,6 +12,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ci.core.tools import find_tool
 from ci.rehearsal.model import (
     ASSETS,
     BREAK_ENV,
@@ -256,8 +257,7 @@ def _override_machine(plan: Rehearsal) -> None:
     plan.override("PYTHONDONTWRITEBYTECODE", "1", "no bytecode written anywhere; existing caches are still read")
     plan.override(SANDBOX_ENV, str(sandbox.base), "simulations record their calls here")
     plan.override("REHEARSAL_INDEX", str(sandbox.base / "index"), "the fake uv's simulated package index")
-    py_spy = Path(sys.executable).parent / "py-spy"
-    plan.env["REHEARSAL_PY_SPY"] = str(py_spy) if py_spy.exists() else shutil.which("py-spy") or ""
+    plan.env["REHEARSAL_PY_SPY"] = find_tool("py-spy") or ""
 
 
 def _override_guide(plan: Rehearsal) -> None:
