@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import enum
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 __all__ = [
     "Block",
@@ -25,6 +27,7 @@ __all__ = [
     "Problem",
     "Status",
     "Step",
+    "StepIdentity",
     "TrackedProcess",
 ]
 
@@ -124,6 +127,20 @@ class Expected:
     line: int  # 1-based line of the result's opening fence
 
 
+class StepIdentity(TypedDict):
+    """What names and places a runnable block, under the keys `--list --format json` and results.json use."""
+
+    ordinal: int
+    label: str  # a Label's value
+    id: str | None
+    store: str | None
+    language: str  # as written
+    line: int
+    timeout_s: float
+    loads: list[list[str]]  # [NAME, PLACEHOLDER] pairs
+    hidden: bool
+
+
 @dataclass(frozen=True)
 class Step:
     """One runnable block (`#test` or `#test-setup`) of a validated plan."""
@@ -149,7 +166,12 @@ class Step:
         """The id, else the store, else the ordinal: how logs and JUnit name a block."""
         return self.id or self.store or f"#{self.ordinal}"
 
-    def identity(self) -> dict[str, object]:
+    @property
+    def code_sha256(self) -> str:
+        """SHA-256 of the body as written: tells whether a recorded run ran the command the guide holds now."""
+        return hashlib.sha256(self.body.encode("utf-8")).hexdigest()
+
+    def identity(self) -> StepIdentity:
         """What names and places the block, as `--list --format json` and results.json show it."""
         return {
             "ordinal": self.ordinal,
