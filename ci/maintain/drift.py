@@ -437,11 +437,10 @@ def _changed_results(old: ParsedGuide | None, new: ParsedGuide) -> dict[str, str
 
 def last_run_findings(plan: Plan, changed: Mapping[str, str | None], run_dir: str, drift: GuideDrift) -> list[Finding]:
     """Re-check each changed `#test-result` against the stdout its `#test` printed in the last run."""
-    import hashlib
-
     from ci.core.match import explain_mismatch, match_file, matches
     from ci.core.plan import substitute
-    from ci.maintain.lastrun import RecordError, read_run, read_stdout, resolve_loads
+    from ci.maintain.lastrun import read_stdout, resolve_loads
+    from ci.record import RecordError, read_run
 
     file = plan.guide
     try:
@@ -460,7 +459,7 @@ def last_run_findings(plan: Plan, changed: Mapping[str, str | None], run_dir: st
         block = recorded.test(step.id)
         where = f"#test-result id={step.id}"
         if block is None or not block.printed:
-            status = block.status if block else "not in that run"
+            status = block.status.value if block else "not in that run"
             message = f"{where}: nothing to re-check it against: in the last run ({date}) its #test was {status}"
             findings.append(Finding(LAST_RUN, Severity.NOTICE, file, expected.line, message))
             continue
@@ -481,10 +480,10 @@ def last_run_findings(plan: Plan, changed: Mapping[str, str | None], run_dir: st
             continue
         try:
             actual = read_stdout(block, limit_bytes=EXPLAIN_LIMIT_BYTES)
-        except (OSError, ValueError):
+        except (OSError, RecordError):
             actual = ""
         line = expected.line + explain_mismatch(actual, body, expected.fuzzy, failed).first_unmatched_line
-        command_changed = block.code_sha256 and hashlib.sha256(step.body.encode()).hexdigest() != block.code_sha256
+        command_changed = block.code_sha256 and step.code_sha256 != block.code_sha256
         message = f"{where}: this expected output no longer matches what the runner printed on {date}"
         if command_changed:
             message += " (its command changed too, so this needs a run on hardware to confirm)"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import hashlib
 import os
 import re
 import sys
@@ -13,10 +12,11 @@ from pathlib import Path
 from typing import TextIO
 
 from ci.core.match import matches, split_pieces
-from ci.core.model import DocumentError, Label, Plan, Step
+from ci.core.model import DocumentError, Label, Plan, Status, Step
 from ci.core.parse import ParsedGuide, parse_guide
 from ci.core.plan import build_plan, substitute
-from ci.maintain.lastrun import LastRun, RecordedGuide, RecordError, read_run, read_stdout, resolve_loads
+from ci.maintain.lastrun import read_stdout, resolve_loads
+from ci.record import LastRun, RecordedGuide, RecordError, read_run
 
 __all__ = ["SourceLines", "loaded_names", "update_guides", "updated_body"]
 
@@ -366,14 +366,14 @@ def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str]) -> list[_Re
     tests: dict[str, Step] = {s.id: s for s in plan.steps if s.label is Label.TEST and s.id}
     rewrites = []
     for block in recorded.blocks:
-        if block.label != "#test" or block.status != "mismatch" or block.id is None:
+        if block.label is not Label.TEST or block.status is not Status.MISMATCH or block.id is None:
             continue
         step = tests.get(block.id)
         where = f"{plan.guide}: #test id={block.id!r}"
         if step is None or step.expected is None:
             notes.append(f"{where} is no longer in the guide; left alone")
             continue
-        if block.code_sha256 and hashlib.sha256(step.body.encode("utf-8")).hexdigest() != block.code_sha256:
+        if block.code_sha256 and step.code_sha256 != block.code_sha256:
             notes.append(f"{where}: the command changed since that run, so its output may be stale; left alone")
             continue
         expected = step.expected
@@ -384,8 +384,12 @@ def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str]) -> list[_Re
             continue
         try:
             output = read_stdout(block)
+        except (OSError, RecordError) as exc:
+            notes.append(f"{where}: {exc}; left alone")
+            continue
+        try:
             new_body = updated_body(expected.body, output, expected.fuzzy, values)
-        except (OSError, ValueError) as exc:
+        except ValueError as exc:  # the output cannot be written into the body (a multi-line loaded value)
             notes.append(f"{where}: {exc}; left alone")
             continue
         if new_body is None:
