@@ -46,7 +46,6 @@ EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 SHELL_WORDS = {"shell", "bash", "sh"}
 PYTHON_WORDS = {"python", "python3"}
 SUMMARY_LIMIT_BYTES = 1000 * 1024  # the step summary must stay under 1 MiB
-EXPLAIN_LIMIT_BYTES = 1024 * 1024  # how much of a last-run output is read to say where it stops matching
 
 # check names, in the order reports list them
 CONTRACT, STATIC, LAST_RUN, PINS = "contract", "static", "last run", "pins"
@@ -437,9 +436,7 @@ def _changed_results(old: ParsedGuide | None, new: ParsedGuide) -> dict[str, str
 
 def last_run_findings(plan: Plan, changed: Mapping[str, str | None], run_dir: str, drift: GuideDrift) -> list[Finding]:
     """Re-check each changed `#test-result` against the stdout its `#test` printed in the last run."""
-    from ci.core.match import explain_mismatch, match_file, matches
-    from ci.core.plan import substitute
-    from ci.maintain.lastrun import read_stdout, resolve_loads
+    from ci.maintain.lastrun import recheck
     from ci.record import RecordError, read_run
 
     file = plan.guide
@@ -463,34 +460,23 @@ def last_run_findings(plan: Plan, changed: Mapping[str, str | None], run_dir: st
             message = f"{where}: nothing to re-check it against: in the last run ({date}) its #test was {status}"
             findings.append(Finding(LAST_RUN, Severity.NOTICE, file, expected.line, message))
             continue
-        loads = [(load.name, load.placeholder) for load in expected.loads]
         bodies = [body for body in (changed[step.id], expected.body) if body is not None]
-        values, missing = resolve_loads(recorded, block, loads, bodies)
-        if missing:
-            message = f"{where}: cannot re-check it: the last run's value of {', '.join(missing)} is unknown"
+        check = recheck(recorded, block, step, bodies)
+        if check.missing:
+            message = f"{where}: cannot re-check it: the last run's value of {', '.join(check.missing)} is unknown"
             findings.append(Finding(LAST_RUN, Severity.WARNING, file, expected.line, message))
             continue
-        body = substitute(expected.body, tuple(values.items())).rstrip("\n")
         drift.rechecked += 1
-        if block.stdout_file is None:
-            failed = None if matches("", body, expected.fuzzy) else 0
-        else:
-            failed = match_file(str(block.stdout_file), body, expected.fuzzy)
-        if failed is None:
+        unmatched = check.first_unmatched_line()
+        if unmatched is None:
             continue
-        try:
-            actual = read_stdout(block, limit_bytes=EXPLAIN_LIMIT_BYTES)
-        except (OSError, RecordError):
-            actual = ""
-        line = expected.line + explain_mismatch(actual, body, expected.fuzzy, failed).first_unmatched_line
-        command_changed = block.code_sha256 and step.code_sha256 != block.code_sha256
         message = f"{where}: this expected output no longer matches what the runner printed on {date}"
-        if command_changed:
+        if check.command_changed:
             message += " (its command changed too, so this needs a run on hardware to confirm)"
         else:
             message += f"; see python -m ci.run {file} --update --from-run DIR"
-        severity = Severity.WARNING if command_changed else Severity.ERROR
-        findings.append(Finding(LAST_RUN, severity, file, line, message))
+        severity = Severity.WARNING if check.command_changed else Severity.ERROR
+        findings.append(Finding(LAST_RUN, severity, file, expected.line + unmatched, message))
     return findings
 
 

@@ -1,16 +1,21 @@
-"""The last run as maintenance reads it: its block outputs and the values it loaded."""
+"""The last run as maintenance reads it: its block outputs, the values it loaded, and results re-checked against it."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
+from ci.core.match import explain_mismatch, match_file, matches
+from ci.core.model import Expected, Step
+from ci.core.plan import substitute
 from ci.core.text import MASK
 from ci.record import RecordedBlock, RecordedGuide, RecordError
 
-__all__ = ["STDOUT_LIMIT_BYTES", "read_stdout", "resolve_loads"]
+__all__ = ["EXPLAIN_LIMIT_BYTES", "STDOUT_LIMIT_BYTES", "Recheck", "read_stdout", "recheck", "resolve_loads"]
 
 STDOUT_LIMIT_BYTES = 8 * 1024 * 1024  # a block output larger than this is not read into memory here
+EXPLAIN_LIMIT_BYTES = 1024 * 1024  # how much of an output is read to say where it stops matching
 
 
 def read_stdout(block: RecordedBlock, limit_bytes: int = STDOUT_LIMIT_BYTES) -> str:
@@ -93,3 +98,58 @@ def _infer_values(
     if matched is None:
         return None
     return {wanted[text]: matched.group(group) for text, group in groups.items() if text in wanted}
+
+
+@dataclass(frozen=True)
+class Recheck:
+    """A `#test-result` as the guide writes it now, set against what its `#test` printed in the recorded run."""
+
+    test: RecordedBlock  # the `#test` as the run recorded it
+    expected: Expected  # the result as the guide writes it now
+    command_changed: bool  # the `#test`'s command is no longer the one that ran (by code_sha256)
+    values: Mapping[str, str]  # placeholder -> the value the run substituted
+    missing: tuple[str, ...]  # loaded names whose value the run did not keep: nothing to re-check with
+
+    @property
+    def expected_body(self) -> str:
+        """The expected body with the run's values substituted, as the matcher reads it."""
+        return substitute(self.expected.body, tuple(self.values.items())).rstrip("\n")
+
+    def first_unmatched_line(self) -> int | None:
+        """The first expected line (1-based in the body) the recorded stdout does not match; None when it matches.
+
+        The match streams the output file, whatever its size; only the
+        explanation of a mismatch reads it, up to EXPLAIN_LIMIT_BYTES.
+        """
+        body, tokens, stdout_file = self.expected_body, self.expected.fuzzy, self.test.stdout_file
+        if stdout_file is None:
+            failed = None if matches("", body, tokens) else 0
+        else:
+            failed = match_file(str(stdout_file), body, tokens)
+        if failed is None:
+            return None
+        try:
+            actual = read_stdout(self.test, limit_bytes=EXPLAIN_LIMIT_BYTES)
+        except (OSError, RecordError):
+            actual = ""  # the failed piece still says where; the explanation only has less to show
+        return explain_mismatch(actual, body, tokens, failed).first_unmatched_line
+
+
+def recheck(recorded: RecordedGuide, test: RecordedBlock, step: Step, bodies_as_run: Sequence[str] = ()) -> Recheck:
+    """Set `step`'s `#test-result` against `test`, its `#test` in the recorded guide.
+
+    `bodies_as_run` are result bodies the run may have used (as written,
+    placeholders in place), to read back values given with `--set`.
+    ValueError when `step` has no `#test-result`: a caller's mistake.
+    """
+    if step.expected is None:
+        raise ValueError(f"{step.file}:{step.line}: a #test without a #test-result has nothing to re-check")
+    loads = [(load.name, load.placeholder) for load in step.expected.loads]
+    values, missing = resolve_loads(recorded, test, loads, bodies_as_run)
+    return Recheck(
+        test=test,
+        expected=step.expected,
+        command_changed=bool(test.code_sha256) and step.code_sha256 != test.code_sha256,
+        values=values,
+        missing=tuple(missing),
+    )

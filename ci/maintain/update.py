@@ -15,7 +15,7 @@ from ci.core.match import matches, split_pieces
 from ci.core.model import DocumentError, Label, Plan, Status, Step
 from ci.core.parse import ParsedGuide, parse_guide
 from ci.core.plan import build_plan, substitute
-from ci.maintain.lastrun import read_stdout, resolve_loads
+from ci.maintain.lastrun import read_stdout, recheck
 from ci.record import LastRun, RecordedGuide, RecordError, read_run
 
 __all__ = ["SourceLines", "loaded_names", "update_guides", "updated_body"]
@@ -373,14 +373,13 @@ def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str]) -> list[_Re
         if step is None or step.expected is None:
             notes.append(f"{where} is no longer in the guide; left alone")
             continue
-        if block.code_sha256 and step.code_sha256 != block.code_sha256:
+        expected = step.expected
+        check = recheck(recorded, block, step, [expected.body])
+        if check.command_changed:
             notes.append(f"{where}: the command changed since that run, so its output may be stale; left alone")
             continue
-        expected = step.expected
-        loads = [(load.name, load.placeholder) for load in expected.loads]
-        values, missing = resolve_loads(recorded, block, loads, [expected.body])
-        if missing:
-            notes.append(f"{where}: the run's value of {', '.join(missing)} is unknown; left alone")
+        if check.missing:
+            notes.append(f"{where}: the run's value of {', '.join(check.missing)} is unknown; left alone")
             continue
         try:
             output = read_stdout(block)
@@ -388,7 +387,7 @@ def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str]) -> list[_Re
             notes.append(f"{where}: {exc}; left alone")
             continue
         try:
-            new_body = updated_body(expected.body, output, expected.fuzzy, values)
+            new_body = updated_body(expected.body, output, expected.fuzzy, check.values)
         except ValueError as exc:  # the output cannot be written into the body (a multi-line loaded value)
             notes.append(f"{where}: {exc}; left alone")
             continue
@@ -399,7 +398,9 @@ def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str]) -> list[_Re
         elif len(new_body.encode("utf-8")) > MAX_BODY_BYTES:
             notes.append(f"{where}: the new expected body would hold over {MAX_BODY_BYTES} bytes; left alone")
         elif new_body != expected.body:
-            rewrites.append(_Rewrite(block.id, expected.line, expected.body, new_body, values, expected.fuzzy, output))
+            rewrites.append(
+                _Rewrite(block.id, expected.line, expected.body, new_body, check.values, expected.fuzzy, output)
+            )
     return rewrites
 
 
