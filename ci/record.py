@@ -41,9 +41,8 @@ __all__ = [
     "write_record",
 ]
 
-# The format's version, written into every record and checked on reading. Raise it with any change a
-# reader would notice (a key renamed, removed or given another meaning), together with the schema
-# in docs/results.schema.json; adding a key is not such a change.
+# The format's version, written into every record and checked on reading. Raise it with any change to
+# the keys or their meaning, together with docs/results.schema.json (whose objects admit no other keys).
 RECORD_VERSION = 1
 RECORD_FILE = "results.json"  # in the run's output directory
 
