@@ -13,7 +13,10 @@ from typing import Any
 import jsonschema
 import pytest
 
-from ci.core.model import Label, Status
+from ci.core.model import Label, Status, Step
+from ci.core.parse import parse_guide
+from ci.core.plan import build_plan
+from ci.maintain.lastrun import recheck
 from ci.record import (
     RECORD_FILE,
     RECORD_VERSION,
@@ -305,3 +308,31 @@ def test_update_refuses_a_run_of_a_newer_version_and_leaves_the_guide_alone(
     assert update.returncode == 2
     assert f"--from-run: {path} is a run record of version {RECORD_VERSION + 1}" in update.stderr
     assert guide.read_text(encoding="utf-8") == before
+
+
+def _steps(text: str) -> dict[str, Step]:
+    plan = build_plan(parse_guide(textwrap.dedent(text).lstrip("\n"), "first.md"))
+    return {step.name: step for step in plan.steps}
+
+
+def test_the_last_run_recheck_sets_results_as_written_now_against_the_recorded_stdout(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    done = _run(tmp_path, harness_env, {"first.md": FIRST})
+    assert done.returncode == 1, done.stdout + done.stderr
+    recorded = read_run(tmp_path / "out").guide_for("first.md")
+    assert recorded is not None
+    drifted, greets = recorded.test("drifted"), recorded.test("greets")
+    assert drifted is not None and greets is not None
+
+    as_run = _steps(FIRST)
+    check = recheck(recorded, drifted, as_run["drifted"])
+    assert (check.command_changed, check.first_unmatched_line()) == (False, 1)
+    loaded = recheck(recorded, greets, as_run["greets"])
+    assert (dict(loaded.values), loaded.missing, loaded.expected_body) == ({"W": "hello"}, (), "hello world")
+    assert loaded.first_unmatched_line() is None
+
+    fixed = _steps(FIRST.replace("version 1.2\n", "version 1.3\n"))
+    assert recheck(recorded, drifted, fixed["drifted"]).first_unmatched_line() is None
+    rewritten = _steps(FIRST.replace('echo "version 1.3"', 'echo "version 1.4"'))
+    assert recheck(recorded, drifted, rewritten["drifted"]).command_changed
