@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import enum
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 __all__ = [
     "Block",
@@ -25,6 +27,7 @@ __all__ = [
     "Problem",
     "Status",
     "Step",
+    "StepIdentity",
     "TrackedProcess",
     "naming",
     "naming_words",
@@ -141,6 +144,20 @@ class Expected:
     line: int  # 1-based line of the result's opening fence
 
 
+class StepIdentity(TypedDict):
+    """What names and places a runnable block, under the keys `--list --format json` and results.json use."""
+
+    ordinal: int
+    label: str  # a Label's value
+    id: str | None
+    store: str | None
+    language: str  # as written
+    line: int
+    timeout_s: float
+    loads: list[list[str]]  # [NAME, PLACEHOLDER] pairs
+    hidden: bool
+
+
 @dataclass(frozen=True)
 class Step:
     """One runnable block (`#test` or `#test-setup`) of a validated plan."""
@@ -171,7 +188,12 @@ class Step:
         """The parameters that name the block as written (`id=ID`, `store=NAME`), most telling first."""
         return naming_words(self.id, self.store)
 
-    def identity(self) -> dict[str, object]:
+    @property
+    def code_sha256(self) -> str:
+        """SHA-256 of the body as written: tells whether a recorded run ran the command the guide holds now."""
+        return hashlib.sha256(self.body.encode("utf-8")).hexdigest()
+
+    def identity(self) -> StepIdentity:
         """What names and places the block, as `--list --format json` and results.json show it."""
         return {
             "ordinal": self.ordinal,

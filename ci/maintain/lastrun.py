@@ -1,171 +1,33 @@
-"""Reading a finished run: its results.json record and the block outputs it points at."""
+"""The last run as maintenance reads it: its block outputs, the values it loaded, and results re-checked against it."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePath
-from typing import Any
 
+from ci.core.match import explain_mismatch, match_file, matches
+from ci.core.model import Expected, Step
+from ci.core.plan import substitute
 from ci.core.text import MASK
+from ci.record import RecordedBlock, RecordedGuide, RecordError
 
-__all__ = ["LastRun", "RecordError", "RecordedBlock", "RecordedGuide", "read_run", "read_stdout", "resolve_loads"]
+__all__ = ["EXPLAIN_LIMIT_BYTES", "STDOUT_LIMIT_BYTES", "Recheck", "read_stdout", "recheck", "resolve_loads"]
 
 STDOUT_LIMIT_BYTES = 8 * 1024 * 1024  # a block output larger than this is not read into memory here
-
-
-class RecordError(Exception):
-    """The run directory cannot be used: no results.json, unreadable, or not a run record."""
-
-
-@dataclass(frozen=True)
-class RecordedBlock:
-    """One block of the recorded run, as results.json describes it."""
-
-    ordinal: int
-    label: str  # "#test" or "#test-setup"
-    id: str | None
-    store: str | None
-    status: str  # passed, failed, mismatch, timed_out, error, skipped, not_run
-    line: int  # line of the block's fence when the run took place
-    expected: str | None  # `#test`: the expected body after substitution, as the run used it
-    code_sha256: str | None  # of the block's body as written when the run took place
-    stdout_file: Path | None  # absolute; None when the stream was empty or the block never ran
-    captured: Mapping[str, str]  # {store name: value} for a setup that stored
-
-    @property
-    def printed(self) -> bool:
-        """True when the block ran to its end with exit 0, so its stdout is what it really printed."""
-        return self.status in ("passed", "mismatch")
-
-
-@dataclass(frozen=True)
-class RecordedGuide:
-    """One guide of the recorded run."""
-
-    guide: str  # as the run named it (path or URL)
-    started_at: str  # ISO 8601, UTC
-    blocks: tuple[RecordedBlock, ...]  # in run order
-
-    def test(self, test_id: str) -> RecordedBlock | None:
-        """The recorded `#test` with this id."""
-        return next((b for b in self.blocks if b.label == "#test" and b.id == test_id), None)
-
-
-@dataclass(frozen=True)
-class LastRun:
-    """A run's output directory: where it is and what it recorded."""
-
-    directory: Path
-    exit_status: int | None
-    guides: tuple[RecordedGuide, ...]
-
-    def guide_for(self, name: str) -> RecordedGuide | None:
-        """The recorded guide that `name` refers to.
-
-        The run may have named the guide differently (an absolute path on the
-        runner, a path relative to another directory), so after an exact match
-        this compares resolved paths, then the longest common trailing path
-        (`docs/specforge.md` finds `/home/runner/work/x/x/docs/specforge.md`);
-        a tie is no match.
-        """
-        for recorded in self.guides:
-            if recorded.guide == name:
-                return recorded
-        wanted = _resolved(name)
-        for recorded in self.guides:
-            if wanted is not None and _resolved(recorded.guide) == wanted:
-                return recorded
-        scored = [(_common_tail(PurePath(name).parts, PurePath(g.guide).parts), g) for g in self.guides]
-        best = max((score for score, _ in scored), default=0)
-        found = [g for score, g in scored if score == best]
-        return found[0] if best > 0 and len(found) == 1 else None
-
-
-def _resolved(name: str) -> Path | None:
-    if "://" in name:
-        return None
-    try:
-        return Path(name).resolve()
-    except OSError:
-        return None
-
-
-def _common_tail(left: Sequence[str], right: Sequence[str]) -> int:
-    count = 0
-    while count < min(len(left), len(right)) and left[-1 - count] == right[-1 - count]:
-        count += 1
-    return count
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _block(raw: Mapping[str, Any], directory: Path) -> RecordedBlock:
-    stdout = _text(raw.get("stdout_path"))
-    captured = raw.get("captured")
-    return RecordedBlock(
-        ordinal=int(raw["ordinal"]),
-        label=str(raw["label"]),
-        id=_text(raw.get("id")),
-        store=_text(raw.get("store")),
-        status=str(raw["status"]),
-        line=int(raw.get("line") or 0),
-        expected=_text(raw.get("expected")),
-        code_sha256=_text(raw.get("code_sha256")),
-        stdout_file=(directory / stdout) if stdout else None,
-        captured={str(k): str(v) for k, v in captured.items()} if isinstance(captured, dict) else {},
-    )
-
-
-def read_run(directory: str | Path) -> LastRun:
-    """Read DIR/results.json; RecordError says what is wrong with it."""
-    base = Path(directory).absolute()
-    path = base / "results.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RecordError(f"{path} does not exist: pass the --output-dir of a finished run") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecordError(f"cannot read {path}: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise RecordError(f"{path} is not valid JSON (line {exc.lineno}): {exc.msg}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("blocks"), list):
-        raise RecordError(f"{path} is not a guide-guard run record: no 'blocks' list")
-    try:
-        blocks_by_guide: dict[str, list[RecordedBlock]] = {}
-        for raw in data["blocks"]:
-            blocks_by_guide.setdefault(str(raw["guide"]), []).append(_block(raw, base))
-        started = {
-            str(g["guide"]): str(g.get("started_at") or "") for g in data.get("guides") or [] if isinstance(g, dict)
-        }
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise RecordError(f"{path} is not a guide-guard run record: {type(exc).__name__} {exc}") from None
-    names = list(dict.fromkeys([*started, *blocks_by_guide]))
-    exit_status = data.get("exit_status")
-    return LastRun(
-        directory=base,
-        exit_status=exit_status if isinstance(exit_status, int) else None,
-        guides=tuple(
-            RecordedGuide(guide=name, started_at=started.get(name, ""), blocks=tuple(blocks_by_guide.get(name, [])))
-            for name in names
-        ),
-    )
+EXPLAIN_LIMIT_BYTES = 1024 * 1024  # how much of an output is read to say where it stops matching
 
 
 def read_stdout(block: RecordedBlock, limit_bytes: int = STDOUT_LIMIT_BYTES) -> str:
     """The block's stdout as the matcher reads it (UTF-8, invalid bytes replaced); "" when it was empty.
 
-    OSError when the file is missing; ValueError when it is larger than `limit_bytes`.
+    OSError when the file is missing; RecordError when it is larger than `limit_bytes`.
     """
     if block.stdout_file is None:
         return ""
     size = block.stdout_file.stat().st_size
     if size > limit_bytes:
-        raise ValueError(f"{block.stdout_file} holds {size} bytes, more than the {limit_bytes} this reads")
+        raise RecordError(f"{block.stdout_file} holds {size} bytes, more than the {limit_bytes} this reads")
     return block.stdout_file.read_bytes().decode("utf-8", errors="replace")
 
 
@@ -236,3 +98,58 @@ def _infer_values(
     if matched is None:
         return None
     return {wanted[text]: matched.group(group) for text, group in groups.items() if text in wanted}
+
+
+@dataclass(frozen=True)
+class Recheck:
+    """A `#test-result` as the guide writes it now, set against what its `#test` printed in the recorded run."""
+
+    test: RecordedBlock  # the `#test` as the run recorded it
+    expected: Expected  # the result as the guide writes it now
+    command_changed: bool  # the `#test`'s command is no longer the one that ran (by code_sha256)
+    values: Mapping[str, str]  # placeholder -> the value the run substituted
+    missing: tuple[str, ...]  # loaded names whose value the run did not keep: nothing to re-check with
+
+    @property
+    def expected_body(self) -> str:
+        """The expected body with the run's values substituted, as the matcher reads it."""
+        return substitute(self.expected.body, tuple(self.values.items())).rstrip("\n")
+
+    def first_unmatched_line(self) -> int | None:
+        """The first expected line (1-based in the body) the recorded stdout does not match; None when it matches.
+
+        The match streams the output file, whatever its size; only the
+        explanation of a mismatch reads it, up to EXPLAIN_LIMIT_BYTES.
+        """
+        body, tokens, stdout_file = self.expected_body, self.expected.fuzzy, self.test.stdout_file
+        if stdout_file is None:
+            failed = None if matches("", body, tokens) else 0
+        else:
+            failed = match_file(str(stdout_file), body, tokens)
+        if failed is None:
+            return None
+        try:
+            actual = read_stdout(self.test, limit_bytes=EXPLAIN_LIMIT_BYTES)
+        except (OSError, RecordError):
+            actual = ""  # the failed piece still says where; the explanation only has less to show
+        return explain_mismatch(actual, body, tokens, failed).first_unmatched_line
+
+
+def recheck(recorded: RecordedGuide, test: RecordedBlock, step: Step, bodies_as_run: Sequence[str] = ()) -> Recheck:
+    """Set `step`'s `#test-result` against `test`, its `#test` in the recorded guide.
+
+    `bodies_as_run` are result bodies the run may have used (as written,
+    placeholders in place), to read back values given with `--set`.
+    ValueError when `step` has no `#test-result`: a caller's mistake.
+    """
+    if step.expected is None:
+        raise ValueError(f"{step.file}:{step.line}: a #test without a #test-result has nothing to re-check")
+    loads = [(load.name, load.placeholder) for load in step.expected.loads]
+    values, missing = resolve_loads(recorded, test, loads, bodies_as_run)
+    return Recheck(
+        test=test,
+        expected=step.expected,
+        command_changed=bool(test.code_sha256) and step.code_sha256 != test.code_sha256,
+        values=values,
+        missing=tuple(missing),
+    )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import hashlib
 import os
 import re
 import sys
@@ -13,10 +12,11 @@ from pathlib import Path
 from typing import TextIO
 
 from ci.core.match import matches, split_pieces
-from ci.core.model import DocumentError, Label, Plan, Step
+from ci.core.model import DocumentError, Label, Plan, Status, Step
 from ci.core.parse import ParsedGuide, parse_guide
 from ci.core.plan import block_loads, build_plan, substitute
-from ci.maintain.lastrun import LastRun, RecordedGuide, RecordError, read_run, read_stdout, resolve_loads
+from ci.maintain.lastrun import read_stdout, recheck
+from ci.record import LastRun, RecordedGuide, RecordError, read_run
 
 __all__ = ["SourceLines", "loaded_names", "update_guides", "updated_body"]
 
@@ -361,26 +361,29 @@ def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str]) -> list[_Re
     tests: dict[str, Step] = {s.id: s for s in plan.steps if s.label is Label.TEST and s.id}
     rewrites = []
     for block in recorded.blocks:
-        if block.label != "#test" or block.status != "mismatch" or block.id is None:
+        if block.label is not Label.TEST or block.status is not Status.MISMATCH or block.id is None:
             continue
         step = tests.get(block.id)
         where = f"{plan.guide}: #test id={block.id!r}"
         if step is None or step.expected is None:
             notes.append(f"{where} is no longer in the guide; left alone")
             continue
-        if block.code_sha256 and hashlib.sha256(step.body.encode("utf-8")).hexdigest() != block.code_sha256:
+        expected = step.expected
+        check = recheck(recorded, block, step, [expected.body])
+        if check.command_changed:
             notes.append(f"{where}: the command changed since that run, so its output may be stale; left alone")
             continue
-        expected = step.expected
-        loads = [(load.name, load.placeholder) for load in expected.loads]
-        values, missing = resolve_loads(recorded, block, loads, [expected.body])
-        if missing:
-            notes.append(f"{where}: the run's value of {', '.join(missing)} is unknown; left alone")
+        if check.missing:
+            notes.append(f"{where}: the run's value of {', '.join(check.missing)} is unknown; left alone")
             continue
         try:
             output = read_stdout(block)
-            new_body = updated_body(expected.body, output, expected.fuzzy, values)
-        except (OSError, ValueError) as exc:
+        except (OSError, RecordError) as exc:
+            notes.append(f"{where}: {exc}; left alone")
+            continue
+        try:
+            new_body = updated_body(expected.body, output, expected.fuzzy, check.values)
+        except ValueError as exc:  # the output cannot be written into the body (a multi-line loaded value)
             notes.append(f"{where}: {exc}; left alone")
             continue
         if new_body is None:
@@ -390,7 +393,9 @@ def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str]) -> list[_Re
         elif len(new_body.encode("utf-8")) > MAX_BODY_BYTES:
             notes.append(f"{where}: the new expected body would hold over {MAX_BODY_BYTES} bytes; left alone")
         elif new_body != expected.body:
-            rewrites.append(_Rewrite(block.id, expected.line, expected.body, new_body, values, expected.fuzzy, output))
+            rewrites.append(
+                _Rewrite(block.id, expected.line, expected.body, new_body, check.values, expected.fuzzy, output)
+            )
     return rewrites
 
 

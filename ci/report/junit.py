@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Sequence
@@ -28,7 +27,7 @@ def _stable_name(step: Step) -> str:
     if step.store:
         return f"{step.label.value} store={step.store}"
     # no name at all: the body's hash, which moves with the block wherever it goes in the guide
-    return f"{step.label.value} sha256:{hashlib.sha256(step.body.encode('utf-8')).hexdigest()[:12]}"
+    return f"{step.label.value} sha256:{step.code_sha256[:12]}"
 
 
 def testcase_names(steps: Sequence[Step]) -> list[str]:

@@ -1,0 +1,338 @@
+"""results.json and its contract: real runs validate against docs/results.schema.json, and the reader reads them back."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from ci.core.model import Label, Status, Step
+from ci.core.parse import parse_guide
+from ci.core.plan import build_plan
+from ci.maintain.lastrun import recheck
+from ci.record import (
+    RECORD_FILE,
+    RECORD_VERSION,
+    BlockRecord,
+    CollectedFileRecord,
+    CollectionRecord,
+    DiagnosticRecord,
+    GuideRecord,
+    ProcessRecord,
+    RecordError,
+    RunRecord,
+    read_run,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = json.loads((REPO / "docs" / "results.schema.json").read_text(encoding="utf-8"))
+FENCE = "```"
+
+# Two guides in one run: every verdict a block can get without a timeout, a hidden setup that stores, a
+# result that loads, ci.collect (one glob matching nothing) and ci.diagnostics after a failure.
+FIRST = f"""
+---
+ci:
+  collect: ["logs/*.log", "/nowhere/*.log"]
+  diagnostics:
+    - 'echo "card 0: OK"'
+---
+# Prepare
+
+<!--
+{FENCE}shell #test-setup store="WORD"
+mkdir -p logs && echo "trained" > logs/train.log
+echo hello
+{FENCE}
+-->
+
+{FENCE}shell #test id="greets" load="WORD>>W"
+echo "<W> world"
+{FENCE}
+
+{FENCE}shell #test-result id="greets" load="WORD>>W"
+<W> world
+{FENCE}
+
+{FENCE}shell #test id="elsewhere" skip='not on this machine'
+echo never
+{FENCE}
+
+{FENCE}shell #test-result id="elsewhere"
+never
+{FENCE}
+
+{FENCE}shell #test id="drifted"
+echo "version 1.3"
+{FENCE}
+
+{FENCE}shell #test-result id="drifted"
+version 1.2
+{FENCE}
+
+{FENCE}shell #test-setup id="after"
+echo not reached
+{FENCE}
+"""
+
+SECOND = f"""
+{FENCE}shell #test-setup id="crashes"
+echo "BOOM: the trainer crashed" >&2
+exit 3
+{FENCE}
+"""
+
+
+def _errors(record: Any) -> list[str]:
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    return [
+        f"{'/'.join(map(str, error.absolute_path))}: {error.message}"
+        for error in sorted(validator.iter_errors(record), key=str)
+    ]
+
+
+def _run(tmp_path: Path, env: dict[str, str], guides: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    paths = []
+    for name, text in guides.items():
+        (tmp_path / name).write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+        paths.append(str(tmp_path / name))
+    return subprocess.run(
+        [sys.executable, "-m", "ci.run", *paths, "--output-dir", str(tmp_path / "out"), *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _record(tmp_path: Path) -> dict[str, Any]:
+    record: dict[str, Any] = json.loads((tmp_path / "out" / RECORD_FILE).read_text(encoding="utf-8"))
+    return record
+
+
+def _by_name(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {b["id"] or b["store"]: b for b in record["blocks"]}
+
+
+def test_the_schema_is_a_valid_versioned_draft_2020_12_schema() -> None:
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    assert SCHEMA["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert SCHEMA["$id"].endswith(f":{RECORD_VERSION}")
+    assert SCHEMA["properties"]["version"]["const"] == RECORD_VERSION
+
+
+@pytest.mark.parametrize(
+    ("where", "typed"),
+    [
+        ((), RunRecord),
+        (("$defs", "guide"), GuideRecord),
+        (("$defs", "block"), BlockRecord),
+        (("$defs", "process"), ProcessRecord),
+        (("$defs", "collection"), CollectionRecord),
+        (("$defs", "collected_file"), CollectedFileRecord),
+        (("$defs", "diagnostic"), DiagnosticRecord),
+    ],
+    ids=["run", "guide", "block", "process", "collection", "collected_file", "diagnostic"],
+)
+def test_the_schema_names_the_keys_writer_and_reader_share(where: tuple[str, ...], typed: Any) -> None:
+    described = SCHEMA
+    for key in where:
+        described = described[key]
+    assert set(described["properties"]) == set(typed.__required_keys__)
+    assert set(described["required"]) == set(described["properties"])
+    assert described["additionalProperties"] is False
+
+
+def test_a_run_of_several_guides_and_every_verdict_matches_the_schema(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    done = _run(tmp_path, harness_env, {"first.md": FIRST, "second.md": SECOND}, "--error-marker", "BOOM")
+    assert done.returncode == 1, done.stdout + done.stderr
+    record = _record(tmp_path)
+    assert _errors(record) == []
+    # what the schema was checked against really holds each part
+    assert [Path(g["guide"]).name for g in record["guides"]] == ["first.md", "second.md"]
+    blocks = _by_name(record)
+    assert {name: b["status"] for name, b in blocks.items()} == {
+        "WORD": "passed",
+        "greets": "passed",
+        "elsewhere": "skipped",
+        "drifted": "mismatch",
+        "after": "not_run",
+        "crashes": "failed",
+    }
+    assert blocks["WORD"]["captured"] == {"WORD": "hello"} and blocks["WORD"]["hidden"] is True
+    assert blocks["greets"]["loads"] == [["WORD", "W"]] and blocks["greets"]["expected"] == "hello world"
+    assert blocks["drifted"]["first_unmatched_line"] == 1
+    assert blocks["crashes"]["error_marker"] == "BOOM" and blocks["crashes"]["stderr_path"]
+    assert [d["command"] for d in blocks["drifted"]["diagnostics"]] == ['echo "card 0: OK"']
+    collected = record["guides"][0]["collected"]
+    assert [f["pattern"] for f in collected["files"]] == ["logs/*.log"]
+    assert collected["unmatched"] == ["/nowhere/*.log"]
+    assert record["guides"][1]["collected"] is None
+
+
+def test_the_schema_refuses_what_the_writer_never_writes(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    done = _run(tmp_path, harness_env, {"first.md": FIRST})
+    assert done.returncode == 1, done.stdout + done.stderr
+    record = _record(tmp_path)
+    assert _errors(record) == []
+    newer = {**record, "version": RECORD_VERSION + 1}
+    assert _errors(newer) == [f"version: {RECORD_VERSION} was expected"]
+    unknown_status = json.loads(json.dumps(record))
+    unknown_status["blocks"][0]["status"] = "flaky"
+    assert _errors(unknown_status)[0].startswith("blocks/0/status: 'flaky' is not one of")
+    extra_key = json.loads(json.dumps(record))
+    extra_key["guides"][0]["collected"]["files"][0]["owner"] = "root"
+    assert _errors(extra_key)
+    missing_key = json.loads(json.dumps(record))
+    del missing_key["blocks"][1]["code_sha256"]
+    assert _errors(missing_key) == ["blocks/1: 'code_sha256' is a required property"]
+
+
+def test_a_timeout_with_stack_dumps_and_a_leftover_match_the_schema(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    guide = f"""
+    {FENCE}shell #test-setup
+    nohup sleep 300 >/dev/null 2>&1 &
+    {FENCE}
+
+    {FENCE}python #test-setup id="stuck" timeout='2'
+    import time
+
+    def waiting_for_the_capture_server():
+        while True:
+            time.sleep(0.1)
+
+    waiting_for_the_capture_server()
+    {FENCE}
+    """
+    done = _run(tmp_path, harness_env, {"guide.md": guide}, "--grace", "1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    record = _record(tmp_path)
+    assert _errors(record) == []
+    stuck = _by_name(record)["stuck"]
+    assert stuck["status"] == "timed_out" and stuck["exit_code"] is None
+    assert stuck["stack_dumps"], stuck["stack_dump_notes"]
+    assert stuck["processes_ended"]
+    assert [p["command"] for p in record["guides"][0]["processes_ended"]] == ["sleep 300"]
+
+
+def test_an_interrupted_run_matches_the_schema(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    # the block's parent is the harness: the block stops the run as a cancelled CI job would
+    guide = f'{FENCE}shell #test-setup id="cancels"\nkill -TERM $PPID; sleep 600\n{FENCE}\n'
+    done = _run(tmp_path, harness_env, {"guide.md": guide}, "--grace", "1")
+    assert done.returncode == 128 + 15, done.stdout + done.stderr
+    record = _record(tmp_path)
+    assert _errors(record) == []
+    assert record["guides"][0]["interrupted_by_signal"] == 15
+    assert _by_name(record)["cancels"]["status"] == "error"
+
+
+def test_the_reader_gives_back_statuses_labels_and_values(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    done = _run(tmp_path, harness_env, {"first.md": FIRST, "second.md": SECOND})
+    assert done.returncode == 1, done.stdout + done.stderr
+    run = read_run(tmp_path / "out")
+    assert run.exit_status == 1
+    first = run.guide_for("first.md")
+    assert first is not None and first.started_at == _record(tmp_path)["guides"][0]["started_at"]
+    assert [(b.label, b.status) for b in first.blocks] == [
+        (Label.SETUP, Status.PASSED),
+        (Label.TEST, Status.PASSED),
+        (Label.TEST, Status.SKIPPED),
+        (Label.TEST, Status.MISMATCH),
+        (Label.SETUP, Status.NOT_RUN),
+    ]
+    assert all(isinstance(b.label, Label) and isinstance(b.status, Status) for b in first.blocks)
+    drifted = first.test("drifted")
+    assert drifted is not None and drifted.printed
+    assert drifted.code_sha256 == hashlib.sha256(b'echo "version 1.3"').hexdigest()
+    assert drifted.stdout_file is not None and drifted.stdout_file.read_text() == "version 1.3\n"
+    assert first.blocks[0].captured == {"WORD": "hello"}
+    second = run.guide_for("second.md")
+    assert second is not None and [b.status for b in second.blocks] == [Status.FAILED]
+    assert not second.blocks[0].printed
+
+
+def _rewrite_version(tmp_path: Path, version: object) -> Path:
+    path = tmp_path / "out" / RECORD_FILE
+    record = json.loads(path.read_text(encoding="utf-8"))
+    if version is None:
+        del record["version"]
+    else:
+        record["version"] = version
+    path.write_text(json.dumps(record), encoding="utf-8")
+    return path
+
+
+def test_the_reader_refuses_a_record_of_another_version(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    done = _run(tmp_path, harness_env, {"first.md": FIRST})
+    assert done.returncode == 1, done.stdout + done.stderr
+    read_run(tmp_path / "out")  # this version reads
+    path = _rewrite_version(tmp_path, RECORD_VERSION + 1)
+    with pytest.raises(RecordError) as refused:
+        read_run(tmp_path / "out")
+    message = str(refused.value)
+    assert str(path) in message
+    assert f"version {RECORD_VERSION + 1}" in message and f"reads version {RECORD_VERSION} only" in message
+    _rewrite_version(tmp_path, None)
+    with pytest.raises(RecordError, match="no 'version' number"):
+        read_run(tmp_path / "out")
+
+
+def test_update_refuses_a_run_of_a_newer_version_and_leaves_the_guide_alone(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    done = _run(tmp_path, harness_env, {"first.md": FIRST})
+    assert done.returncode == 1, done.stdout + done.stderr
+    path = _rewrite_version(tmp_path, RECORD_VERSION + 1)
+    guide = tmp_path / "first.md"
+    before = guide.read_text(encoding="utf-8")
+    update = subprocess.run(
+        [sys.executable, "-m", "ci.run", str(guide), "--update", "--from-run", str(tmp_path / "out")],
+        env=harness_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert update.returncode == 2
+    assert f"--from-run: {path} is a run record of version {RECORD_VERSION + 1}" in update.stderr
+    assert guide.read_text(encoding="utf-8") == before
+
+
+def _steps(text: str) -> dict[str, Step]:
+    plan = build_plan(parse_guide(textwrap.dedent(text).lstrip("\n"), "first.md"))
+    return {step.name: step for step in plan.steps}
+
+
+def test_the_last_run_recheck_sets_results_as_written_now_against_the_recorded_stdout(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    done = _run(tmp_path, harness_env, {"first.md": FIRST})
+    assert done.returncode == 1, done.stdout + done.stderr
+    recorded = read_run(tmp_path / "out").guide_for("first.md")
+    assert recorded is not None
+    drifted, greets = recorded.test("drifted"), recorded.test("greets")
+    assert drifted is not None and greets is not None
+
+    as_run = _steps(FIRST)
+    check = recheck(recorded, drifted, as_run["drifted"])
+    assert (check.command_changed, check.first_unmatched_line()) == (False, 1)
+    loaded = recheck(recorded, greets, as_run["greets"])
+    assert (dict(loaded.values), loaded.missing, loaded.expected_body) == ({"W": "hello"}, (), "hello world")
+    assert loaded.first_unmatched_line() is None
+
+    fixed = _steps(FIRST.replace("version 1.2\n", "version 1.3\n"))
+    assert recheck(recorded, drifted, fixed["drifted"]).first_unmatched_line() is None
+    rewritten = _steps(FIRST.replace('echo "version 1.3"', 'echo "version 1.4"'))
+    assert recheck(recorded, drifted, rewritten["drifted"]).command_changed
