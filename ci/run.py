@@ -12,10 +12,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ci.cli import command_parser
+from ci.cli import ExitCode, command_parser, fail, print_error
 
 if TYPE_CHECKING:
     from ci.core.model import GuideOutcome, Plan
+    from ci.maintain.update import GuideUpdate
     from ci.runner.process import StopSignals
 
 __all__ = ["build_parser", "main"]
@@ -164,9 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.update or args.from_run:
         if not (args.update and args.from_run):
             return _fail_usage(parser, "--update and --from-run DIR go together")
-        from ci.maintain.update import update_guides
-
-        return update_guides(args.guides, args.from_run)
+        return _update(args.guides, args.from_run)
 
     from ci.core.model import DocumentError
     from ci.core.plan import parse_duration, select_steps
@@ -222,6 +221,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem:
         return _fail_usage(parser, problem)
     return _run(args, plans, left_out, preset, workdir, grace_s, deadline, github)
+
+
+def _update(guides: Sequence[str], run_dir: str) -> int:
+    """--update --from-run DIR: 0 every mismatch updated (or none), 1 some left alone (said why), 2 bad input."""
+    from ci.maintain.lastrun import RecordError, read_run
+    from ci.maintain.update import GuideNotUpdatable, update_guide
+
+    try:
+        run = read_run(run_dir)
+    except RecordError as exc:
+        return fail(f"--from-run: {exc}")
+    statuses = []
+    for name in guides:
+        try:
+            statuses.append(_print_update(update_guide(name, run)))
+        except GuideNotUpdatable as refusal:
+            for problem in refusal.problems:
+                print_error(problem)
+            statuses.append(ExitCode.USAGE)
+    return max(statuses, default=ExitCode.OK)
+
+
+def _print_update(update: GuideUpdate) -> ExitCode:
+    """The diff of what was written on stdout; notes and what became of the guide on stderr."""
+    for note in update.notes:
+        print(f"warning: {note}", file=sys.stderr)
+    if update.not_written is not None:
+        print_error(f"{update.guide}: the rewritten guide was not written because {update.not_written}")
+        return ExitCode.FAILED
+    if not update.diff:
+        print(f"{update.guide}: nothing to update", file=sys.stderr)
+    else:
+        sys.stdout.writelines(update.diff)
+        count = update.updated
+        print(f"{update.guide}: updated {count} #test-result block{'s' if count != 1 else ''}", file=sys.stderr)
+    return ExitCode.OK if update.complete else ExitCode.FAILED
 
 
 def _run(

@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import os
 import re
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
 
+from ci.core.files import write_atomically
 from ci.core.match import matches, split_pieces
 from ci.core.model import DocumentError, Label, Plan, Step
-from ci.core.parse import ParsedGuide, parse_guide
-from ci.core.plan import build_plan, substitute
-from ci.maintain.lastrun import LastRun, RecordedGuide, RecordError, read_run, read_stdout, resolve_loads
+from ci.core.plan import substitute
+from ci.maintain.guide import plan_without_running
+from ci.maintain.lastrun import LastRun, RecordedGuide, read_stdout, resolve_loads
 
-__all__ = ["SourceLines", "loaded_names", "update_guides", "updated_body"]
+__all__ = ["CannotRewrite", "GuideNotUpdatable", "GuideUpdate", "SourceLines", "update_guide", "updated_body"]
 
-EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE = 0, 1, 2
 MAX_ALIGN_CELLS = 5_000_000  # body lines x output lines the alignment may visit (about 2 s, 80 MB)
 MAX_INTRA_LINE_CHARS = 2_000  # longer lines are replaced whole instead of aligned character by character
 MAX_BODY_BYTES = 1024 * 1024  # an expected body larger than this does not belong in a guide
@@ -30,6 +27,34 @@ MAX_BODY_BYTES = 1024 * 1024  # an expected body larger than this does not belon
 # the wildcard swallows its new text.
 _REPLACE_COST, _INSERT_COST, _DELETE_COST = 2, 2, 3
 _INFINITY = 1 << 60
+
+
+class CannotRewrite(Exception):
+    """One `#test-result` body cannot be rewritten safely; the message says why. The guide's others still can be."""
+
+
+class GuideNotUpdatable(Exception):
+    """A guide that cannot be updated from the run at all (nothing of it is changed); `problems` says why."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = tuple(problems)
+
+
+@dataclass(frozen=True)
+class GuideUpdate:
+    """What updating one guide did."""
+
+    guide: str  # as named on the command line
+    notes: tuple[str, ...]  # every mismatch left alone, and why
+    diff: tuple[str, ...]  # the unified diff of the change written, one line each; empty when nothing was written
+    updated: int  # how many #test-result bodies were rewritten
+    not_written: str | None  # why the rewritten guide was not written (it would not read back as meant), if it was not
+
+    @property
+    def complete(self) -> bool:
+        """Whether every mismatch of the guide was updated (or there was none)."""
+        return not self.notes and self.not_written is None
 
 
 class _Wildcard:
@@ -264,11 +289,11 @@ def updated_body(body: str, output: str, tokens: Sequence[str], values: Mapping[
     matcher; when it does not fit, the lines are replaced whole, and when that
     does not fit either, the body becomes the literal output. None when not
     even the literal output matches (it holds a placeholder or a token that
-    reads differently).
+    reads differently). CannotRewrite when a loaded value spans several lines.
     """
     pairs = tuple((values or {}).items())
     if any("\n" in value for _, value in pairs):
-        raise ValueError("a loaded value spans several lines; update this #test-result by hand")
+        raise CannotRewrite("a loaded value spans several lines; update this #test-result by hand")
     target = output.rstrip("\n")
 
     def fits(candidate: str) -> bool:
@@ -300,19 +325,19 @@ class SourceLines:
     def replace_body(self, fence_line: int, old_body: str, new_body: str) -> None:
         """Put `new_body` in place of the body of the fence opening at `fence_line` (1-based).
 
-        ValueError when the body cannot be located safely or the new body
+        CannotRewrite when the body cannot be located safely or the new body
         would end the fence early.
         """
         opening = fence_line - 1
         fence = re.search(r"`{3,}|~{3,}", self.lines[opening])
         if fence is None:
-            raise ValueError(f"line {fence_line} opens no fence")
+            raise CannotRewrite(f"line {fence_line} opens no fence")
         old_lines = old_body.split("\n") if old_body else []
         prefixes = []
         for offset, content in enumerate(old_lines):
             index = opening + 1 + offset
             if index >= len(self.lines) or not self.lines[index].endswith(content):
-                raise ValueError(f"the body of the fence at line {fence_line} does not sit where the parser saw it")
+                raise CannotRewrite(f"the body of the fence at line {fence_line} does not sit where the parser saw it")
             prefixes.append(self.lines[index][: len(self.lines[index]) - len(content)])
         closing = opening + 1 + len(old_lines)
         while closing < len(self.lines) and not self.lines[closing].strip(" \t>"):
@@ -320,27 +345,17 @@ class SourceLines:
         run = fence.group(0)
         closes = re.compile(rf"[ \t>]*{re.escape(run[0])}{{{len(run)},}}[ \t]*")
         if closing >= len(self.lines) or not closes.fullmatch(self.lines[closing]):
-            raise ValueError(f"the fence at line {fence_line} is not closed")
+            raise CannotRewrite(f"the fence at line {fence_line} is not closed")
         early = re.compile(rf" {{0,3}}{re.escape(run[0])}{{{len(run)},}}[ \t]*")
         new_lines = new_body.split("\n") if new_body else []
         if any(early.fullmatch(line) for line in new_lines):
-            raise ValueError(f"the new output holds a line that would close the fence ({run}); use a longer fence")
+            raise CannotRewrite(f"the new output holds a line that would close the fence ({run}); use a longer fence")
         written = [p for p, content in zip(prefixes, old_lines, strict=True) if content]
         prefix = written[0] if written else re.sub(r"[^>\s]", " ", self.lines[opening][: fence.start()])
         ending = self.endings[opening] or "\n"
         start = opening + 1
         self.lines[start : start + len(old_lines)] = [prefix + line if line else prefix.rstrip() for line in new_lines]
         self.endings[start : start + len(old_lines)] = [ending] * len(new_lines)
-
-
-def loaded_names(parsed: ParsedGuide) -> set[str]:
-    """Every NAME a block of the guide loads: planning with them preset accepts values given by --set."""
-    return {
-        param.value.partition(">>")[0]
-        for block in parsed.blocks
-        for param in block.params
-        if param.key == "load" and param.value
-    }
 
 
 @dataclass(frozen=True)
@@ -354,11 +369,6 @@ class _Rewrite:
     values: Mapping[str, str]  # placeholder -> value used by the run
     tokens: tuple[str, ...]
     output: str
-
-
-def _plan(text: str, name: str) -> Plan:
-    parsed = parse_guide(text, name)
-    return build_plan(parsed, preset_names=loaded_names(parsed), source_path=name)
 
 
 def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str]) -> list[_Rewrite]:
@@ -384,8 +394,12 @@ def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str]) -> list[_Re
             continue
         try:
             output = read_stdout(block)
+        except (OSError, ValueError) as exc:  # read_stdout's: the file is gone, or larger than it reads
+            notes.append(f"{where}: {exc}; left alone")
+            continue
+        try:
             new_body = updated_body(expected.body, output, expected.fuzzy, values)
-        except (OSError, ValueError) as exc:
+        except CannotRewrite as exc:
             notes.append(f"{where}: {exc}; left alone")
             continue
         if new_body is None:
@@ -402,7 +416,7 @@ def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str]) -> list[_Re
 def _read_back(text: str, name: str, rewrites: Sequence[_Rewrite]) -> str | None:
     """Why the rewritten guide does not read back as intended, or None when it does."""
     try:
-        plan = _plan(text, name)
+        plan = plan_without_running(text, name, source_path=name)
     except DocumentError as error:
         return f"it no longer plans: {error.problems[0]}"
     tests = {s.id: s for s in plan.steps if s.label is Label.TEST}
@@ -415,80 +429,58 @@ def _read_back(text: str, name: str, rewrites: Sequence[_Rewrite]) -> str | None
     return None
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    temporary = path.with_name(f".{path.name}.guide-guard-update")
-    temporary.write_bytes(data)
-    os.chmod(temporary, path.stat().st_mode & 0o7777)
-    os.replace(temporary, path)
-
-
-def _update_guide(name: str, run: LastRun, out: TextIO, err: TextIO) -> int:
-    path = Path(name)
+def _read_local_guide(name: str) -> tuple[str, str]:
+    """The guide's byte-order mark (if any) and its text after it; GuideNotUpdatable when it cannot be read."""
     if "://" in name:
-        print(f"[ERROR] {name}: only a local guide can be updated", file=err)
-        return EXIT_USAGE
+        raise GuideNotUpdatable([f"{name}: only a local guide can be updated"])
     try:
-        raw = path.read_bytes()
-        text = raw.decode("utf-8")
+        text = Path(name).read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        print(f"[ERROR] {name}: cannot read the guide: {exc}", file=err)
-        return EXIT_USAGE
+        raise GuideNotUpdatable([f"{name}: cannot read the guide: {exc}"]) from None
     bom = "\ufeff" if text.startswith("\ufeff") else ""
-    text = text[len(bom) :]
-    try:
-        plan = _plan(text, name)
-    except DocumentError as error:
-        for problem in error.problems:
-            print(f"[ERROR] {problem}", file=err)
-        return EXIT_USAGE
-    recorded = run.guide_for(name)
-    if recorded is None:
-        known = ", ".join(g.guide for g in run.guides) or "none"
-        print(f"[ERROR] {name} is not a guide of the run in {run.directory} (its guides: {known})", file=err)
-        return EXIT_USAGE
-    notes: list[str] = []
-    rewrites = _rewrites(plan, recorded, notes)
+    return bom, text[len(bom) :]
+
+
+def _rewritten(name: str, text: str, rewrites: list[_Rewrite], notes: list[str]) -> tuple[str, list[_Rewrite]]:
+    """The guide's text with every rewrite that fits put in place, and those rewrites; the others go to `notes`."""
     source = SourceLines(text)
+    done = list(rewrites)
     for rewrite in sorted(rewrites, key=lambda r: r.result_line, reverse=True):
         try:
             source.replace_body(rewrite.result_line, rewrite.old_body, rewrite.new_body)
-        except ValueError as exc:
+        except CannotRewrite as exc:
             notes.append(f"{name}: #test-result id={rewrite.test_id!r}: {exc}; left alone")
-            rewrites = [r for r in rewrites if r is not rewrite]
-    new_text = source.text()
-    for note in notes:
-        print(f"warning: {note}", file=err)
+            done = [r for r in done if r is not rewrite]
+    return source.text(), done
+
+
+def update_guide(name: str, run: LastRun) -> GuideUpdate:
+    """Rewrite, in the local guide NAME, the `#test-result` bodies that mismatched in RUN; nothing is run.
+
+    The guide is written (whole or not at all) only when it reads back with
+    every rewritten body matching the output it was rewritten from.
+    GuideNotUpdatable when the guide cannot be read, has document errors, or
+    is not one of the run's guides.
+    """
+    bom, text = _read_local_guide(name)
+    try:
+        plan = plan_without_running(text, name, source_path=name)
+    except DocumentError as error:
+        raise GuideNotUpdatable([str(problem) for problem in error.problems]) from None
+    recorded = run.guide_for(name)
+    if recorded is None:
+        known = ", ".join(g.guide for g in run.guides) or "none"
+        raise GuideNotUpdatable([f"{name} is not a guide of the run in {run.directory} (its guides: {known})"])
+    notes: list[str] = []
+    new_text, rewrites = _rewritten(name, text, _rewrites(plan, recorded, notes), notes)
     if new_text == text:
-        print(f"{name}: nothing to update", file=err)
-        return EXIT_INCOMPLETE if notes else EXIT_OK
+        return GuideUpdate(name, tuple(notes), diff=(), updated=0, not_written=None)
     why_not = _read_back(new_text, name, rewrites)
     if why_not is not None:
-        print(f"[ERROR] {name}: the rewritten guide was not written because {why_not}", file=err)
-        return EXIT_INCOMPLETE
-    for line in difflib.unified_diff(
+        return GuideUpdate(name, tuple(notes), diff=(), updated=0, not_written=why_not)
+    diff = difflib.unified_diff(
         text.splitlines(keepends=True), new_text.splitlines(keepends=True), f"a/{name}", f"b/{name}"
-    ):
-        out.write(line if line.endswith(("\n", "\r")) else line + "\n")
-    _write_atomically(path, (bom + new_text).encode("utf-8"))
-    count = len(rewrites)
-    print(f"{name}: updated {count} #test-result block{'s' if count != 1 else ''}", file=err)
-    return EXIT_INCOMPLETE if notes else EXIT_OK
-
-
-def update_guides(guides: Sequence[str], run_dir: str, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Rewrite, in each guide, the `#test-result` bodies that mismatched in the run kept in `run_dir`.
-
-    Prints the unified diff of every guide it changes. Returns 0 when every
-    mismatch was updated (or there was none), 1 when some were left alone (the
-    reasons are printed), 2 on bad input (no run record, a guide with document
-    errors or not part of the run). Nothing is run.
-    """
-    out = out or sys.stdout
-    err = err or sys.stderr
-    try:
-        run = read_run(run_dir)
-    except RecordError as exc:
-        print(f"[ERROR] --from-run: {exc}", file=err)
-        return EXIT_USAGE
-    statuses = [_update_guide(name, run, out, err) for name in guides]
-    return max(statuses, default=EXIT_OK)
+    )
+    write_atomically(Path(name), bom + new_text)
+    lines = tuple(line if line.endswith(("\n", "\r")) else line + "\n" for line in diff)
+    return GuideUpdate(name, tuple(notes), lines, updated=len(rewrites), not_written=None)
