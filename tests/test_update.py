@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ci.core.match import matches
-from ci.maintain.update import updated_body
+from ci.maintain.realign import updated_body
 
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = "```"
