@@ -19,7 +19,7 @@ from ci.maintain.monitor import DEFAULT_MAX_RETRIES, SIGNALS, UNKNOWN, decide, r
 __all__ = ["build_parser", "main"]
 
 
-class StateFileError(Exception):
+class _StateFileError(Exception):
     """The state file exists but holds no state; the message says which file and what to do."""
 
 
@@ -56,19 +56,21 @@ def _now() -> str:
 
 
 def _read_state(path: Path) -> dict[str, Any]:
-    """The state file's content; {} when it does not exist yet. StateFileError when it is not a state."""
+    """The state file's content; {} when it does not exist yet. _StateFileError when it is not a state."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError) as exc:
-        raise StateFileError(f"cannot read the state file {path}: {exc}") from None
+        raise _StateFileError(f"cannot read the state file {path}: {exc}") from None
     try:
         data = json.loads(text) if text.strip() else {}
     except json.JSONDecodeError as exc:
-        raise StateFileError(f"the state file {path} is not valid JSON (line {exc.lineno}): fix or delete it") from None
+        raise _StateFileError(
+            f"the state file {path} is not valid JSON (line {exc.lineno}): fix or delete it"
+        ) from None
     if not isinstance(data, dict):
-        raise StateFileError(f"the state file {path} does not hold a JSON object: fix or delete it")
+        raise _StateFileError(f"the state file {path} does not hold a JSON object: fix or delete it")
     return data
 
 
@@ -153,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     state_path = Path(args.state)
     try:
         state = _read_state(state_path)
-    except StateFileError as exc:
+    except _StateFileError as exc:
         return fail(str(exc))
     if args.record_result:
         new_state = record_result(state, args.record_result, args.ref, now=_now())
