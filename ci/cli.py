@@ -6,7 +6,7 @@ import argparse
 import enum
 import os
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 from ci import __version__
 
@@ -50,9 +50,12 @@ class ExitCode(enum.IntEnum):
         return 128 + signum
 
 
-def print_error(message: str) -> None:
-    """The one way a command says what went wrong: an `[ERROR]` line on stderr, flushed at once."""
-    print(f"[ERROR] {message}", file=sys.stderr, flush=True)
+def print_error(message: str, stream: TextIO | None = None) -> None:
+    """The one way a command says what went wrong: an `[ERROR]` line, flushed at once.
+
+    On stderr, unless STREAM is given: a line that belongs with a report on stdout (the run's console) goes there.
+    """
+    print(f"[ERROR] {message}", file=sys.stderr if stream is None else stream, flush=True)
 
 
 def fail(message: str, parser: argparse.ArgumentParser | None = None) -> ExitCode:

@@ -3,27 +3,26 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
-from ci.cli import command_parser
+from ci.cli import ExitCode, command_parser, fail, print_error
 
 if TYPE_CHECKING:
-    from ci.core.model import GuideOutcome, Plan
-    from ci.runner.process import StopSignals
+    from ci.core.model import Plan, Problem
+    from ci.maintain.update import GuideUpdate
+    from ci.session import RunSettings
 
 __all__ = ["build_parser", "main"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
 
 def build_parser() -> argparse.ArgumentParser:
+    """ci.run's command line: the guides, where the run happens and keeps its reports, and its limits."""
     parser = command_parser(
         "ci.run",
         description="Run the labelled blocks of Markdown guides in order, check their output, and report every block.",
@@ -62,6 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--error-marker", action="append", default=[], metavar="TEXT", help="another text that marks an error in stderr"
     )
+    _add_choice_options(parser)
+    return parser
+
+
+def _add_choice_options(parser: argparse.ArgumentParser) -> None:
+    """Which blocks run and how: --only/--from/--until, --list, masking, --keep-going, --stream, --update."""
     parser.add_argument(
         "--only",
         action="append",
@@ -88,13 +93,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="rewrite the #test-result bodies that mismatched in --from-run DIR with what was printed; runs nothing",
     )
     parser.add_argument("--from-run", metavar="DIR", help="with --update: the --output-dir of a finished run")
-    return parser
-
-
-def _fail_usage(parser: argparse.ArgumentParser, message: str) -> int:
-    parser.print_usage(sys.stderr)
-    print(f"[ERROR] {message}", file=sys.stderr)
-    return EXIT_USAGE
 
 
 def _plan_entries(plans: Sequence[Plan]) -> list[dict[str, Any]]:
@@ -155,40 +153,46 @@ def _load_plans(
     return plans, problems, warnings
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    started = time.monotonic()  # --deadline counts from here: reading a guide from a URL is part of the run
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.update or args.from_run:
-        if not (args.update and args.from_run):
-            return _fail_usage(parser, "--update and --from-run DIR go together")
-        from ci.maintain.update import update_guides
-
-        return update_guides(args.guides, args.from_run)
-
-    from ci.core.model import DocumentError
-    from ci.core.plan import parse_duration, select_steps
-    from ci.report.console import format_problems
-    from ci.report.github import annotation, in_github_actions, problem_annotations
+def _settings(args: argparse.Namespace, started: float) -> RunSettings | str:
+    """The checked settings, or what is wrong with them."""
+    from ci.core.plan import parse_duration
+    from ci.report.github import in_github_actions
+    from ci.session import RunSettings
 
     preset: dict[str, str] = {}
     for item in args.preset:
         name, separator, value = item.partition("=")
         if not separator or not name:
-            return _fail_usage(parser, f"--set {item!r}: write NAME=VALUE")
+            return f"--set {item!r}: write NAME=VALUE"
         preset[name] = value
     try:
         timeout_s = parse_duration(args.timeout) if args.timeout else None
         grace_s = parse_duration(args.grace) if args.grace not in ("0", "0s") else 0.0
         deadline = started + parse_duration(args.deadline) if args.deadline else None
     except ValueError as exc:
-        return _fail_usage(parser, str(exc))
+        return str(exc)
     workdir = os.path.abspath(args.workdir or os.getcwd())
     if not os.path.isdir(workdir):
-        return _fail_usage(parser, f"--workdir {args.workdir!r} is not a directory")
-    github = in_github_actions()
+        return f"--workdir {args.workdir!r} is not a directory"
+    return RunSettings(preset, timeout_s, grace_s, deadline, workdir, in_github_actions())
 
-    plans, problems, warnings = _load_plans(args, preset, timeout_s)
+
+def main(argv: Sequence[str] | None = None) -> int:
+    started = time.monotonic()  # --deadline counts from here: reading a guide from a URL is part of the run
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.update or args.from_run:
+        if not (args.update and args.from_run):
+            return fail("--update and --from-run DIR go together", parser)
+        return _update(args.guides, args.from_run)
+    settings = _settings(args, started)
+    if isinstance(settings, str):
+        return fail(settings, parser)
+
+    from ci.core.model import DocumentError
+    from ci.core.plan import select_steps
+
+    plans, problems, warnings = _load_plans(args, settings.preset, settings.timeout_s)
     only = [ident.strip() for item in args.only for ident in item.split(",") if ident.strip()]
     left_out: list[dict[int, str]] = []
     if not problems and not args.list:
@@ -196,279 +200,81 @@ def main(argv: Sequence[str] | None = None) -> int:
             left_out = select_steps(plans, only=only, start=args.start, until=args.until)
         except DocumentError as error:
             problems.extend(error.problems)
-    for source_path, warning in warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-        if github:
-            print(annotation("warning", source_path, warning.line, "guide warning", warning.message))
+    _print_warnings(warnings, settings.github)
     if problems:
-        print(format_problems(problems), file=sys.stderr)
-        count = len(problems)
-        print(f"[ERROR] {count} document error{'s' if count > 1 else ''}; nothing was run", file=sys.stderr)
-        if github:
-            for text in problem_annotations(
-                problems, {p.guide: p.source_path for p in plans} | {g: g for g in args.guides}
-            ):
-                print(text)
-        return EXIT_USAGE
+        _print_document_errors(
+            problems, {p.guide: p.source_path for p in plans} | {g: g for g in args.guides}, settings.github
+        )
+        return ExitCode.USAGE
     if args.list:
         if args.format == "json":
             print(json.dumps(_plan_entries(plans), indent=2, ensure_ascii=False))
         else:
             _print_plan_text(plans)
-        return EXIT_OK
+        return ExitCode.OK
     problem = _output_problem(args)
     if problem:
-        return _fail_usage(parser, problem)
-    return _run(args, plans, left_out, preset, workdir, grace_s, deadline, github)
+        return fail(problem, parser)
+    from ci.session import run
+
+    return run(args, plans, left_out, settings)
 
 
-def _run(
-    args: argparse.Namespace,
-    plans: list[Plan],
-    left_out: list[dict[int, str]],
-    preset: dict[str, str],
-    workdir: str,
-    grace_s: float,
-    deadline: float | None,
-    github: bool,
-) -> int:
-    from ci.runner.process import StopSignals
+def _print_warnings(warnings: Sequence[tuple[str | None, Any]], github: bool) -> None:
+    from ci.report.github import annotation
 
-    # absolute, because the run moves to --workdir before its first block
-    if args.output_dir:
-        output_dir = Path(args.output_dir).absolute()
-    else:
-        import tempfile
-
-        output_dir = Path(tempfile.mkdtemp(prefix="guide-guard-"))
-    output_dir.mkdir(parents=True, exist_ok=True)
-    signals = StopSignals()
-    signals.install()  # before the pid file tells anyone whom to signal
-    pid_file = _write_pid_file(output_dir)
-    # A console that has gone away (a closed terminal or ssh session: the SIGHUP case, a runner that
-    # died) must not stop the run from ending its processes and writing its reports.
-    console_streams = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = _ConsoleStream(sys.stdout), _ConsoleStream(sys.stderr)
-    try:
-        return _run_and_report(args, plans, left_out, preset, workdir, grace_s, deadline, github, output_dir, signals)
-    finally:
-        _remove_pid_file(pid_file)
-        sys.stdout, sys.stderr = console_streams
-
-
-def _run_and_report(
-    args: argparse.Namespace,
-    plans: list[Plan],
-    left_out: list[dict[int, str]],
-    preset: dict[str, str],
-    workdir: str,
-    grace_s: float,
-    deadline: float | None,
-    github: bool,
-    output_dir: Path,
-    signals: StopSignals,
-) -> int:
-    from ci.core.text import configure_masking, secret_values
-    from ci.record import write_record
-    from ci.report.console import ConsoleReporter
-    from ci.report.github import annotation, escape_data, step_outputs, step_summary
-    from ci.runner.execute import DEFAULT_ERROR_MARKERS, RUN_DEADLINE, RunOptions, not_run_outcome, run_guide
-    from ci.runner.process import ProcessSupervisor
-
-    junit_path = Path(args.junit).absolute() if args.junit else None
-    env_seen: dict[str, str] = dict(os.environ)
-    for plan in plans:
-        env_seen.update(plan.settings.env)
-    secrets = secret_values(env_seen, args.mask_env)
-    configure_masking(secrets)
-    if github:
-        for value in secrets:  # registered first, so Actions masks them in every later line too
-            print(f"::add-mask::{escape_data(value)}", flush=True)
-    console = ConsoleReporter(sys.stdout, github=github, stream=args.stream)
-    supervisor = ProcessSupervisor(os.urandom(16).hex(), grace_s=grace_s, signals=signals)
-    # said once, before the first block, rather than found out at the first time-out
-    dump_problem = supervisor.stack_dump_problem()
-    if dump_problem is not None:
-        print(f"warning: stack dumps on timeout will be missing: {dump_problem}", file=sys.stderr, flush=True)
+    for source_path, warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
         if github:
-            print(annotation("warning", None, 0, "stack dumps on timeout will be missing", dump_problem), flush=True)
-    outcomes: list[GuideOutcome] = []
+            print(annotation("warning", source_path, warning.line, "guide warning", warning.message))
+
+
+def _print_document_errors(problems: Sequence[Problem], source_paths: dict[str, str | None], github: bool) -> None:
+    from ci.report.console import format_problems
+    from ci.report.github import problem_annotations
+
+    print(format_problems(problems), file=sys.stderr)
+    count = len(problems)
+    print_error(f"{count} document error{'s' if count > 1 else ''}; nothing was run")
+    if github:
+        for text in problem_annotations(problems, source_paths):
+            print(text)
+
+
+def _update(guides: Sequence[str], run_dir: str) -> int:
+    """--update --from-run DIR: 0 every mismatch updated (or none), 1 some left alone (said why), 2 bad input."""
+    from ci.maintain.update import GuideNotUpdatable, update_guide
+    from ci.record import RecordError, read_run
+
     try:
-        for index, plan in enumerate(plans):
-            if signals.first is not None:
-                outcomes.append(not_run_outcome(plan, f"run interrupted by signal {signals.first}"))
-                continue
-            if deadline is not None and time.monotonic() >= deadline:
-                outcomes.append(not_run_outcome(plan, RUN_DEADLINE, deadline_reached=True))
-                continue
-            guide_dir = f"{index + 1}-{Path(plan.guide).stem}" if len(plans) > 1 else ""  # keeps guides apart
-            options = RunOptions(
-                workdir=workdir,
-                output_dir=output_dir,
-                preset=preset,
-                error_markers=(*DEFAULT_ERROR_MARKERS, *args.error_marker),
-                keep_going=args.keep_going,
-                block_file_prefix=f"{guide_dir}-" if guide_dir else "",
-                deadline=deadline,
-            )
-            console.guide_started(plan.guide, len(plan.steps))
-            outcome = run_guide(
-                plan, left_out=left_out[index], options=options, supervisor=supervisor, listener=console
-            )
-            # a stop signal, also one that comes during it, cuts the teardown's grace period to a second
-            leftovers = supervisor.teardown()
-            outcome = dataclasses.replace(outcome, leftovers=tuple(leftovers))
-            if signals.first is not None and outcome.interrupted_by is None:
-                outcome = dataclasses.replace(outcome, interrupted_by=signals.first)
-            outcome = _collect_guide_files(outcome, output_dir, workdir, guide_dir, stopping=signals.first is not None)
-            console.guide_finished(outcome)
-            outcomes.append(outcome)
-    except Exception:
-        # a bug in the harness: it may not leave what the run started running
-        ended = supervisor.teardown(grace_s=min(grace_s, 1.5))
-        print(
-            f"[ERROR] guide-guard stopped on an internal error (a bug: please report it with the traceback below);"
-            f" {len(ended)} process(es) the run had started were ended",
-            file=sys.stderr,
-            flush=True,
-        )
-        raise
-
-    # -- the end of the run: passed, failed, deadline reached or interrupted, every path that ran comes here --
-    if signals.hurried:
-        print(
-            "[ERROR] a second signal came: what the run had left was killed at once (SIGKILL)",
-            file=sys.stderr,
-            flush=True,
-        )
-    if any(o.deadline_reached for o in outcomes):
-        left = sum(1 for o in outcomes for r in o.results if r.message == RUN_DEADLINE)
-        print(f"[ERROR] the run deadline (--deadline {args.deadline}) was reached: {left} block(s) not run", flush=True)
-    if signals.first is not None:
-        exit_status = 128 + signals.first
-    elif any(o.failed for o in outcomes):
-        exit_status = EXIT_FAILED
-    else:
-        exit_status = EXIT_OK
-    # a report that cannot be written (a full disk, say) is said, and the others are still written
-    _write_report("the run record", output_dir / "results.json", lambda path: write_record(path, outcomes, exit_status))
-    if junit_path is not None:
-        from ci.report.junit import write_junit
-
-        _write_report("the JUnit report", junit_path, lambda path: write_junit(path, outcomes))
-    summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
-    if github and summary_path:
-
-        def append_summary(path: Path) -> None:
-            with open(path, "a", encoding="utf-8") as handle:
-                handle.write(step_summary(outcomes))
-
-        _write_report("the step summary", Path(summary_path), append_summary)
-    # the outcome for later jobs, which must not depend on the artifact upload reaching GitHub (docs/ci.md)
-    outputs_path = os.environ.get("GITHUB_OUTPUT")
-    if github and outputs_path:
-
-        def append_outputs(path: Path) -> None:
-            with open(path, "a", encoding="utf-8") as handle:
-                handle.write(step_outputs(outcomes, exit_status))
-
-        _write_report("the step outputs", Path(outputs_path), append_outputs)
-    console.run_finished(outcomes, output_dir)
-    return exit_status
-
-
-# after a signal the whole stop must fit in a couple of seconds: less of each file, and a deadline
-_STOPPING_COLLECT_CAP_BYTES = 4 * 1024 * 1024
-_STOPPING_COLLECT_S = 0.5
-
-
-def _collect_guide_files(
-    outcome: GuideOutcome, output_dir: Path, workdir: str, guide_dir: str, *, stopping: bool
-) -> GuideOutcome:
-    """Copy the guide's ci.collect files into OUTPUT_DIR/collected/, once its processes are ended, whatever its verdict."""
-    if not outcome.plan.settings.collect:
-        return outcome
-    import time
-
-    from ci.runner.collect import COLLECT_CAP_BYTES, collect_files
-
-    collection = collect_files(
-        outcome.plan.settings.collect,
-        workdir=workdir,
-        destination=output_dir / "collected" / guide_dir if guide_dir else output_dir / "collected",
-        home=outcome.plan.settings.env.get("HOME"),  # as the blocks had it
-        cap_bytes=_STOPPING_COLLECT_CAP_BYTES if stopping else COLLECT_CAP_BYTES,
-        deadline=time.monotonic() + _STOPPING_COLLECT_S if stopping else None,
-        exclude=output_dir,
-    )
-    return dataclasses.replace(outcome, collection=collection)
-
-
-PID_FILE = "harness.pid"  # in the output directory while the run lasts: whom to signal to stop it
-
-
-def _write_pid_file(output_dir: Path) -> Path:
-    """Write the harness's pid to OUTPUT_DIR/harness.pid, whole or not at all (a reader may look at any time)."""
-    path = output_dir / PID_FILE
-    partial = output_dir / f".{PID_FILE}.{os.getpid()}"
-    partial.write_text(f"{os.getpid()}\n", encoding="ascii")
-    os.replace(partial, path)
-    return path
-
-
-def _remove_pid_file(path: Path) -> None:
-    """Remove the pid file, unless another run has written its own there since."""
-    try:
-        if path.read_text(encoding="ascii").strip() == str(os.getpid()):
-            path.unlink()
-    except OSError:
-        pass
-
-
-class _ConsoleStream:
-    """A console stream that, once writing to it fails (its terminal or pipe is gone), discards what follows.
-
-    The descriptor is pointed at /dev/null then, so that nothing buffered
-    fails again later (at exit, Python would turn that into exit status 120).
-    """
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-        self.gone = False
-
-    def write(self, text: str) -> int:
-        if not self.gone:
-            try:
-                self.stream.write(text)
-            except OSError:
-                self._lost()
-        return len(text)
-
-    def flush(self) -> None:
-        if not self.gone:
-            try:
-                self.stream.flush()
-            except OSError:
-                self._lost()
-
-    def _lost(self) -> None:
-        self.gone = True
+        run = read_run(run_dir)
+    except RecordError as exc:
+        return fail(f"--from-run: {exc}")
+    statuses = []
+    for name in guides:
         try:
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, self.stream.fileno())
-            os.close(null)
-        except (OSError, ValueError):  # no descriptor (a test's StringIO): nothing to keep from failing
-            pass
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.stream, name)
+            statuses.append(_print_update(update_guide(name, run)))
+        except GuideNotUpdatable as refusal:
+            for problem in refusal.problems:
+                print_error(problem)
+            statuses.append(ExitCode.USAGE)
+    return max(statuses, default=ExitCode.OK)
 
 
-def _write_report(what: str, path: Path, write: Callable[[Path], None]) -> None:
-    try:
-        write(path)
-    except OSError as exc:
-        print(f"[ERROR] could not write {what} to {path}: {exc.strerror or exc}", file=sys.stderr, flush=True)
+def _print_update(update: GuideUpdate) -> ExitCode:
+    """The diff of what was written on stdout; notes and what became of the guide on stderr."""
+    for note in update.notes:
+        print(f"warning: {note}", file=sys.stderr)
+    if update.not_written is not None:
+        print_error(f"{update.guide}: the rewritten guide was not written because {update.not_written}")
+        return ExitCode.FAILED
+    if not update.diff:
+        print(f"{update.guide}: nothing to update", file=sys.stderr)
+    else:
+        sys.stdout.writelines(update.diff)
+        count = update.updated
+        print(f"{update.guide}: updated {count} #test-result block{'s' if count != 1 else ''}", file=sys.stderr)
+    return ExitCode.OK if update.complete else ExitCode.FAILED
 
 
 def _output_problem(args: argparse.Namespace) -> str | None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from web_stub import WebStub, running_stub
 
-from ci.maintain.monitor import main
+from ci.monitor import main
 
 REPO = "example/project"
 MODEL = "org/tiny-model"
@@ -442,9 +442,9 @@ def test_bad_state_and_bad_usage(
     state.write_text("{broken", encoding="utf-8")
     assert main([str(guide), "--state", str(state)]) == 2
     assert "is not valid JSON" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as exit_info:
-        main([str(guide), "--state", str(tmp_path / "other.json"), "--record-result", "failed"])
-    assert exit_info.value.code == 2
+    assert main([str(guide), "--state", str(tmp_path / "other.json"), "--record-result", "failed"]) == 2
+    assert "--record-result needs --ref" in capsys.readouterr().err
+    assert not (tmp_path / "other.json").exists()
     broken_guide = tmp_path / "broken.md"
     broken_guide.write_text("```shell #test\necho\n```\n", encoding="utf-8")
     assert main([str(broken_guide), "--state", str(tmp_path / "s.json")]) == 2

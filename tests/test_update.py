@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ci.core.match import matches
-from ci.maintain.update import updated_body
+from ci.maintain.realign import updated_body
 
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = "```"
@@ -300,3 +300,36 @@ def test_update_finds_the_guide_under_another_path(tmp_path: Path, harness_env: 
     )
     assert done.returncode == 0, done.stderr
     assert "\nnew\n" in guide.read_text()
+
+
+def test_a_loaded_value_of_several_lines_is_left_for_a_person(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    guide = tmp_path / "guide.md"
+    text = f"""\
+{FENCE}shell #test-setup store="lines"
+printf 'one\\ntwo\\n'
+{FENCE}
+
+{FENCE}shell #test id="echoed" load="lines>>V"
+echo "<V>"
+echo three
+{FENCE}
+
+{FENCE}shell #test-result id="echoed" load="lines>>V"
+<V>
+four
+{FENCE}
+
+{FENCE}shell #test id="simple"
+echo 2
+{FENCE}
+
+{FENCE}shell #test-result id="simple"
+1
+{FENCE}
+"""
+    guide.write_text(text, encoding="utf-8")
+    assert run_guide(guide, tmp_path / "out", harness_env).returncode == 1
+    done = update(guide, tmp_path / "out", harness_env)
+    assert done.returncode == 1, done.stderr
+    assert "id='echoed': a loaded value spans several lines; update this #test-result by hand" in done.stderr
+    assert guide.read_text(encoding="utf-8") == text.replace('id="simple"\n1\n', 'id="simple"\n2\n')

@@ -1,287 +1,49 @@
-"""Updating guides from a finished run: rewrite mismatched `#test-result` bodies, keeping their wildcards."""
+"""Updating guides from a finished run: rewrite mismatched `#test-result` bodies in place, every other byte kept."""
 
 from __future__ import annotations
 
 import difflib
-import os
 import re
-import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
 
-from ci.core.match import matches, split_pieces
+from ci.core.files import write_atomically
+from ci.core.match import matches
 from ci.core.model import DocumentError, Label, Plan, Status, Step
-from ci.core.parse import ParsedGuide, parse_guide
-from ci.core.plan import block_loads, build_plan, substitute
+from ci.core.plan import substitute
+from ci.maintain.guide import plan_without_running
 from ci.maintain.lastrun import read_stdout, recheck
-from ci.record import LastRun, RecordedGuide, RecordError, read_run
+from ci.maintain.realign import CannotRewrite, updated_body
+from ci.record import LastRun, RecordedGuide, RecordError
 
-__all__ = ["SourceLines", "loaded_names", "update_guides", "updated_body"]
+__all__ = ["GuideNotUpdatable", "GuideUpdate", "SourceLines", "update_guide"]
 
-EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE = 0, 1, 2
-MAX_ALIGN_CELLS = 5_000_000  # body lines x output lines the alignment may visit (about 2 s, 80 MB)
-MAX_INTRA_LINE_CHARS = 2_000  # longer lines are replaced whole instead of aligned character by character
 MAX_BODY_BYTES = 1024 * 1024  # an expected body larger than this does not belong in a guide
 
-# Costs of the line alignment. Deleting a body line costs more than replacing
-# it, so a changed line next to a wildcard line is rewritten, not dropped while
-# the wildcard swallows its new text.
-_REPLACE_COST, _INSERT_COST, _DELETE_COST = 2, 2, 3
-_INFINITY = 1 << 60
 
+class GuideNotUpdatable(Exception):
+    """A guide that cannot be updated from the run at all (nothing of it is changed); `problems` says why."""
 
-class _Wildcard:
-    """One wildcard occurrence of a body line; equal to nothing, so the differ never pairs it with text."""
-
-    def __init__(self, token: str) -> None:
-        self.token = token
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = tuple(problems)
 
 
 @dataclass(frozen=True)
-class _BodyLine:
-    """One line of the old body, and how it may be aligned with output lines."""
+class GuideUpdate:
+    """What updating one guide did."""
 
-    text: str  # as written: load placeholders in place
-    pattern: str  # after substitution: what the matcher compares
-    only_wildcards: bool  # nothing but wildcard tokens: stands for one or more whole lines
-    leading: bool  # starts with a wildcard: may also take the output lines before the one it matches
-    trailing: bool  # ends with a wildcard: may also take the output lines after the one it matches
-    literal: bool  # no wildcard at all: matches one equal line
+    guide: str  # as named on the command line
+    notes: tuple[str, ...]  # every mismatch left alone, and why
+    diff: tuple[str, ...]  # the unified diff of the change written, one line each; empty when nothing was written
+    updated: int  # how many #test-result bodies were rewritten
+    not_written: str | None  # why the rewritten guide was not written (it would not read back as meant), if it was not
 
-
-def _token_split(text: str, tokens: Sequence[str]) -> Iterator[tuple[bool, str]]:
-    """Split text into (is_wildcard, text) runs, cut where the matcher cuts it (split_pieces)."""
-    pieces = split_pieces(text, tokens)
-    offset = 0
-    for index, piece in enumerate(pieces):
-        if piece:
-            yield False, piece
-        offset += len(piece)
-        if index < len(pieces) - 1:  # a token follows: the longest one starting here, as split_pieces read it
-            token = max((t for t in tokens if t and text.startswith(t, offset)), key=len)
-            yield True, token
-            offset += len(token)
-
-
-def _body_line(text: str, values: Mapping[str, str], tokens: Sequence[str]) -> _BodyLine:
-    pattern = substitute(text, tuple(values.items()))
-    runs = list(_token_split(pattern, tokens))
-    wild = [is_wild for is_wild, _ in runs]
-    return _BodyLine(
-        text=text,
-        pattern=pattern,
-        only_wildcards=bool(runs) and all(wild),
-        leading=bool(runs) and wild[0],
-        trailing=bool(runs) and wild[-1],
-        literal=not any(wild),
-    )
-
-
-def _fits(line: _BodyLine, outputs: Sequence[str], tokens: Sequence[str]) -> list[bool]:
-    """Which output lines the body line matches on its own."""
-    if line.literal:
-        return [out == line.pattern for out in outputs]
-    if line.only_wildcards:
-        return [True] * len(outputs)
-    pieces = split_pieces(line.pattern, tokens)
-    probe = max(pieces, key=len)  # a cheap test first: the line's longest literal piece must be there
-    return [probe in out and matches(out, line.pattern, tokens) for out in outputs]
-
-
-_KEEP, _REPLACE, _DELETE, _INSERT = range(4)  # steps of the alignment
-
-
-def _align(lines: Sequence[_BodyLine], outputs: Sequence[str], tokens: Sequence[str]) -> list[tuple[int, int, int]]:
-    """Align body lines with output lines at the least cost; returns (step, body index, output index).
-
-    Steps: _KEEP (body line i still stands for the output lines from j up to
-    the next step), _REPLACE (line i becomes output line j), _DELETE (line i
-    is gone), _INSERT (output line j is new). A line that still matches costs
-    nothing; a line starting or ending with a wildcard may also cover the
-    output lines before or after its match, and a line of nothing but
-    wildcards covers one or more lines of any text, as the matcher lets them.
-    An edit-distance table, one row per body line; the spans cost one pass
-    per row, carrying the cheapest start seen so far. On equal cost a keep
-    wins over a replace, a replace over a delete, a delete over an insert.
-    """
-    count = len(outputs)
-    above = [j * _INSERT_COST for j in range(count + 1)]
-    steps_table = [[_INSERT] * (count + 1)]
-    sources_table = [[j - 1 for j in range(count + 1)]]
-    for line in lines:
-        cost = [_INFINITY] * (count + 1)
-        steps = [_DELETE] * (count + 1)
-        sources = list(range(count + 1))
-        fits = _fits(line, outputs, tokens)
-        spans_after = line.trailing or line.only_wildcards
-        spans_before = line.leading or line.only_wildcards
-        after_start, after_cost = -1, _INFINITY  # cheapest matching start so far: spans after a match
-        before_start, before_cost = -1, _INFINITY  # cheapest start so far: spans before a match
-        for j in range(count + 1):
-            if spans_after and after_cost < cost[j]:
-                cost[j], steps[j], sources[j] = after_cost, _KEEP, after_start
-            if j == count:
-                break
-            if above[j] < before_cost:
-                before_start, before_cost = j, above[j]
-            if fits[j]:
-                start, value = (before_start, before_cost) if spans_before else (j, above[j])
-                if value < cost[j + 1]:
-                    cost[j + 1], steps[j + 1], sources[j + 1] = value, _KEEP, start
-                if above[j] < after_cost:
-                    after_start, after_cost = j, above[j]
-        for j in range(count):
-            value = above[j] + _REPLACE_COST
-            if value < cost[j + 1]:
-                cost[j + 1], steps[j + 1], sources[j + 1] = value, _REPLACE, j
-        for j in range(count + 1):
-            value = above[j] + _DELETE_COST
-            if value < cost[j]:
-                cost[j], steps[j], sources[j] = value, _DELETE, j
-        for j in range(count):
-            value = cost[j] + _INSERT_COST
-            if value < cost[j + 1]:
-                cost[j + 1], steps[j + 1], sources[j + 1] = value, _INSERT, j
-        above = cost
-        steps_table.append(steps)
-        sources_table.append(sources)
-    path: list[tuple[int, int, int]] = []
-    i, j = len(lines), count
-    while i > 0 or j > 0:
-        step, source = steps_table[i][j], sources_table[i][j]
-        path.append((step, i - 1, source))
-        if step != _INSERT:
-            i -= 1
-        j = source
-    path.reverse()
-    return path
-
-
-def _intra_line(line: _BodyLine, output: str, values: Mapping[str, str], tokens: Sequence[str]) -> str:
-    """Rewrite one changed line: keep its wildcards and placeholders where the text around them still fits."""
-    if len(output) > MAX_INTRA_LINE_CHARS or len(line.pattern) > MAX_INTRA_LINE_CHARS:
-        return output
-    units: list[str | _Wildcard] = []
-    owner: list[int] = []  # per unit: which placeholder occurrence it came from, -1 for none
-    occurrences: list[tuple[int, int, str]] = []  # (first unit, end unit, "<PH>")
-    names = sorted((f"<{p}>" for p in values), key=len, reverse=True)
-    split = re.compile("|".join(re.escape(n) for n in names)) if names else None
-    position = 0
-    pieces = list(split.finditer(line.text)) if split else []
-    for found in [*pieces, None]:
-        literal = line.text[position : found.start() if found else len(line.text)]
-        for is_wild, text in _token_split(literal, tokens):
-            if is_wild:
-                units.append(_Wildcard(text))
-                owner.append(-1)
-            else:
-                units.extend(text)
-                owner.extend([-1] * len(text))
-        if found is None:
-            break
-        value = values[found.group(0)[1:-1]]
-        occurrences.append((len(units), len(units) + len(value), found.group(0)))
-        owner.extend([len(occurrences) - 1] * len(value))
-        units.extend(value)
-        position = found.end()
-
-    parts: list[str] = []
-    matcher = difflib.SequenceMatcher(None, units, list(output), autojunk=False)
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        if op == "equal":
-            unit = i1
-            while unit < i2:
-                occurrence = owner[unit]
-                if occurrence >= 0:
-                    start, end, name = occurrences[occurrence]
-                    if start == unit and end <= i2:
-                        parts.append(name)
-                        unit = end
-                        continue
-                parts.append(output[j1 + unit - i1])
-                unit += 1
-        elif op == "delete":
-            parts.extend(u.token for u in units[i1:i2] if isinstance(u, _Wildcard))
-        elif op == "insert":
-            parts.append(output[j1:j2])
-        else:
-            parts.append(_replace_run(units[i1:i2], output[j1:j2]))
-    rewritten = "".join(parts)
-    if matches(output, substitute(rewritten, tuple(values.items())), tokens):
-        return rewritten
-    return output
-
-
-def _replace_run(old: Sequence[str | _Wildcard], new: str) -> str:
-    """Text for a run of old units the differ replaced by `new`.
-
-    One run of wildcards with literal text on either side keeps the wildcards:
-    the literal text before and after them maps to as many characters at the
-    start and end of the new text (`1.2.W` -> `1.3.W`). Anything more tangled
-    is replaced by the new text.
-    """
-    wild = [index for index, unit in enumerate(old) if isinstance(unit, _Wildcard)]
-    if not wild or any(not isinstance(unit, _Wildcard) for unit in old[wild[0] : wild[-1] + 1]):
-        return new
-    head, tail = wild[0], len(old) - wild[-1] - 1
-    if head + tail > len(new):
-        return new
-    tokens = "".join(unit.token for unit in old[wild[0] : wild[-1] + 1] if isinstance(unit, _Wildcard))
-    return new[:head] + tokens + new[len(new) - tail :]
-
-
-def _realigned(
-    body: str, target: str, tokens: Sequence[str], values: Mapping[str, str], *, per_character: bool
-) -> str | None:
-    lines = [_body_line(text, values, tokens) for text in body.split("\n")]
-    outputs = target.split("\n")
-    if len(lines) * len(outputs) > MAX_ALIGN_CELLS:
-        return None
-    new_lines: list[str] = []
-    for step, i, j in _align(lines, outputs, tokens):
-        if step == _KEEP:
-            new_lines.append(lines[i].text)
-        elif step == _REPLACE:
-            new_lines.append(_intra_line(lines[i], outputs[j], values, tokens) if per_character else outputs[j])
-        elif step == _INSERT:
-            new_lines.append(outputs[j])
-    return "\n".join(new_lines)
-
-
-def updated_body(body: str, output: str, tokens: Sequence[str], values: Mapping[str, str] | None = None) -> str | None:
-    """The expected body rewritten to match `output`, keeping every wildcard that still fits.
-
-    `body` is the `#test-result` body as written (load placeholders in place),
-    `tokens` its wildcard tokens, `values` the {placeholder: value} pairs the
-    run substituted. The old body is aligned with the output line by line:
-    lines that still match are kept as written (so are their wildcards and
-    placeholders), wildcard lines keep covering the lines they cover, and a
-    changed line is aligned character by character with its new text, keeping
-    each wildcard whose neighbouring text is still found around it and
-    replacing the literal text that changed. The result is checked with the
-    matcher; when it does not fit, the lines are replaced whole, and when that
-    does not fit either, the body becomes the literal output. None when not
-    even the literal output matches (it holds a placeholder or a token that
-    reads differently).
-    """
-    pairs = tuple((values or {}).items())
-    if any("\n" in value for _, value in pairs):
-        raise ValueError("a loaded value spans several lines; update this #test-result by hand")
-    target = output.rstrip("\n")
-
-    def fits(candidate: str) -> bool:
-        # against the output as printed: the matcher itself allows its trailing newlines
-        return matches(output, substitute(candidate, pairs), tokens)
-
-    if fits(body):
-        return body
-    for per_character in (True, False):
-        candidate = _realigned(body, target, tokens, dict(pairs), per_character=per_character)
-        if candidate is not None and fits(candidate):
-            return candidate
-    return target if fits(target) else None
+    @property
+    def complete(self) -> bool:
+        """Whether every mismatch of the guide was updated (or there was none)."""
+        return not self.notes and self.not_written is None
 
 
 class SourceLines:
@@ -300,19 +62,19 @@ class SourceLines:
     def replace_body(self, fence_line: int, old_body: str, new_body: str) -> None:
         """Put `new_body` in place of the body of the fence opening at `fence_line` (1-based).
 
-        ValueError when the body cannot be located safely or the new body
+        CannotRewrite when the body cannot be located safely or the new body
         would end the fence early.
         """
         opening = fence_line - 1
         fence = re.search(r"`{3,}|~{3,}", self.lines[opening])
         if fence is None:
-            raise ValueError(f"line {fence_line} opens no fence")
+            raise CannotRewrite(f"line {fence_line} opens no fence")
         old_lines = old_body.split("\n") if old_body else []
         prefixes = []
         for offset, content in enumerate(old_lines):
             index = opening + 1 + offset
             if index >= len(self.lines) or not self.lines[index].endswith(content):
-                raise ValueError(f"the body of the fence at line {fence_line} does not sit where the parser saw it")
+                raise CannotRewrite(f"the body of the fence at line {fence_line} does not sit where the parser saw it")
             prefixes.append(self.lines[index][: len(self.lines[index]) - len(content)])
         closing = opening + 1 + len(old_lines)
         while closing < len(self.lines) and not self.lines[closing].strip(" \t>"):
@@ -320,22 +82,17 @@ class SourceLines:
         run = fence.group(0)
         closes = re.compile(rf"[ \t>]*{re.escape(run[0])}{{{len(run)},}}[ \t]*")
         if closing >= len(self.lines) or not closes.fullmatch(self.lines[closing]):
-            raise ValueError(f"the fence at line {fence_line} is not closed")
+            raise CannotRewrite(f"the fence at line {fence_line} is not closed")
         early = re.compile(rf" {{0,3}}{re.escape(run[0])}{{{len(run)},}}[ \t]*")
         new_lines = new_body.split("\n") if new_body else []
         if any(early.fullmatch(line) for line in new_lines):
-            raise ValueError(f"the new output holds a line that would close the fence ({run}); use a longer fence")
+            raise CannotRewrite(f"the new output holds a line that would close the fence ({run}); use a longer fence")
         written = [p for p, content in zip(prefixes, old_lines, strict=True) if content]
         prefix = written[0] if written else re.sub(r"[^>\s]", " ", self.lines[opening][: fence.start()])
         ending = self.endings[opening] or "\n"
         start = opening + 1
         self.lines[start : start + len(old_lines)] = [prefix + line if line else prefix.rstrip() for line in new_lines]
         self.endings[start : start + len(old_lines)] = [ending] * len(new_lines)
-
-
-def loaded_names(parsed: ParsedGuide) -> set[str]:
-    """Every NAME a block of the guide loads: planning with them preset accepts values given by --set."""
-    return {load.name for block in parsed.blocks for load in block_loads(block)}
 
 
 @dataclass(frozen=True)
@@ -349,11 +106,6 @@ class _Rewrite:
     values: Mapping[str, str]  # placeholder -> value used by the run
     tokens: tuple[str, ...]
     output: str
-
-
-def _plan(text: str, name: str) -> Plan:
-    parsed = parse_guide(text, name)
-    return build_plan(parsed, preset_names=loaded_names(parsed), source_path=name)
 
 
 def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str]) -> list[_Rewrite]:
@@ -378,12 +130,12 @@ def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str]) -> list[_Re
             continue
         try:
             output = read_stdout(block)
-        except (OSError, RecordError) as exc:
+        except (OSError, RecordError) as exc:  # read_stdout's: the file is gone, or larger than it reads
             notes.append(f"{where}: {exc}; left alone")
             continue
         try:
             new_body = updated_body(expected.body, output, expected.fuzzy, check.values)
-        except ValueError as exc:  # the output cannot be written into the body (a multi-line loaded value)
+        except CannotRewrite as exc:
             notes.append(f"{where}: {exc}; left alone")
             continue
         if new_body is None:
@@ -402,7 +154,7 @@ def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str]) -> list[_Re
 def _read_back(text: str, name: str, rewrites: Sequence[_Rewrite]) -> str | None:
     """Why the rewritten guide does not read back as intended, or None when it does."""
     try:
-        plan = _plan(text, name)
+        plan = plan_without_running(text, name, source_path=name)
     except DocumentError as error:
         return f"it no longer plans: {error.problems[0]}"
     tests = {s.id: s for s in plan.steps if s.label is Label.TEST}
@@ -415,80 +167,58 @@ def _read_back(text: str, name: str, rewrites: Sequence[_Rewrite]) -> str | None
     return None
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    temporary = path.with_name(f".{path.name}.guide-guard-update")
-    temporary.write_bytes(data)
-    os.chmod(temporary, path.stat().st_mode & 0o7777)
-    os.replace(temporary, path)
-
-
-def _update_guide(name: str, run: LastRun, out: TextIO, err: TextIO) -> int:
-    path = Path(name)
+def _read_local_guide(name: str) -> tuple[str, str]:
+    """The guide's byte-order mark (if any) and its text after it; GuideNotUpdatable when it cannot be read."""
     if "://" in name:
-        print(f"[ERROR] {name}: only a local guide can be updated", file=err)
-        return EXIT_USAGE
+        raise GuideNotUpdatable([f"{name}: only a local guide can be updated"])
     try:
-        raw = path.read_bytes()
-        text = raw.decode("utf-8")
+        text = Path(name).read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        print(f"[ERROR] {name}: cannot read the guide: {exc}", file=err)
-        return EXIT_USAGE
+        raise GuideNotUpdatable([f"{name}: cannot read the guide: {exc}"]) from None
     bom = "\ufeff" if text.startswith("\ufeff") else ""
-    text = text[len(bom) :]
-    try:
-        plan = _plan(text, name)
-    except DocumentError as error:
-        for problem in error.problems:
-            print(f"[ERROR] {problem}", file=err)
-        return EXIT_USAGE
-    recorded = run.guide_for(name)
-    if recorded is None:
-        known = ", ".join(g.guide for g in run.guides) or "none"
-        print(f"[ERROR] {name} is not a guide of the run in {run.directory} (its guides: {known})", file=err)
-        return EXIT_USAGE
-    notes: list[str] = []
-    rewrites = _rewrites(plan, recorded, notes)
+    return bom, text[len(bom) :]
+
+
+def _rewritten(name: str, text: str, rewrites: list[_Rewrite], notes: list[str]) -> tuple[str, list[_Rewrite]]:
+    """The guide's text with every rewrite that fits put in place, and those rewrites; the others go to `notes`."""
     source = SourceLines(text)
+    done = list(rewrites)
     for rewrite in sorted(rewrites, key=lambda r: r.result_line, reverse=True):
         try:
             source.replace_body(rewrite.result_line, rewrite.old_body, rewrite.new_body)
-        except ValueError as exc:
+        except CannotRewrite as exc:
             notes.append(f"{name}: #test-result id={rewrite.test_id!r}: {exc}; left alone")
-            rewrites = [r for r in rewrites if r is not rewrite]
-    new_text = source.text()
-    for note in notes:
-        print(f"warning: {note}", file=err)
+            done = [r for r in done if r is not rewrite]
+    return source.text(), done
+
+
+def update_guide(name: str, run: LastRun) -> GuideUpdate:
+    """Rewrite, in the local guide NAME, the `#test-result` bodies that mismatched in RUN; nothing is run.
+
+    The guide is written (whole or not at all) only when it reads back with
+    every rewritten body matching the output it was rewritten from.
+    GuideNotUpdatable when the guide cannot be read, has document errors, or
+    is not one of the run's guides.
+    """
+    bom, text = _read_local_guide(name)
+    try:
+        plan = plan_without_running(text, name, source_path=name)
+    except DocumentError as error:
+        raise GuideNotUpdatable([str(problem) for problem in error.problems]) from None
+    recorded = run.guide_for(name)
+    if recorded is None:
+        known = ", ".join(g.guide for g in run.guides) or "none"
+        raise GuideNotUpdatable([f"{name} is not a guide of the run in {run.directory} (its guides: {known})"])
+    notes: list[str] = []
+    new_text, rewrites = _rewritten(name, text, _rewrites(plan, recorded, notes), notes)
     if new_text == text:
-        print(f"{name}: nothing to update", file=err)
-        return EXIT_INCOMPLETE if notes else EXIT_OK
+        return GuideUpdate(name, tuple(notes), diff=(), updated=0, not_written=None)
     why_not = _read_back(new_text, name, rewrites)
     if why_not is not None:
-        print(f"[ERROR] {name}: the rewritten guide was not written because {why_not}", file=err)
-        return EXIT_INCOMPLETE
-    for line in difflib.unified_diff(
+        return GuideUpdate(name, tuple(notes), diff=(), updated=0, not_written=why_not)
+    diff = difflib.unified_diff(
         text.splitlines(keepends=True), new_text.splitlines(keepends=True), f"a/{name}", f"b/{name}"
-    ):
-        out.write(line if line.endswith(("\n", "\r")) else line + "\n")
-    _write_atomically(path, (bom + new_text).encode("utf-8"))
-    count = len(rewrites)
-    print(f"{name}: updated {count} #test-result block{'s' if count != 1 else ''}", file=err)
-    return EXIT_INCOMPLETE if notes else EXIT_OK
-
-
-def update_guides(guides: Sequence[str], run_dir: str, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Rewrite, in each guide, the `#test-result` bodies that mismatched in the run kept in `run_dir`.
-
-    Prints the unified diff of every guide it changes. Returns 0 when every
-    mismatch was updated (or there was none), 1 when some were left alone (the
-    reasons are printed), 2 on bad input (no run record, a guide with document
-    errors or not part of the run). Nothing is run.
-    """
-    out = out or sys.stdout
-    err = err or sys.stderr
-    try:
-        run = read_run(run_dir)
-    except RecordError as exc:
-        print(f"[ERROR] --from-run: {exc}", file=err)
-        return EXIT_USAGE
-    statuses = [_update_guide(name, run, out, err) for name in guides]
-    return max(statuses, default=EXIT_OK)
+    )
+    write_atomically(Path(name), bom + new_text)
+    lines = tuple(line if line.endswith(("\n", "\r")) else line + "\n" for line in diff)
+    return GuideUpdate(name, tuple(notes), lines, updated=len(rewrites), not_written=None)

@@ -1,0 +1,31 @@
+"""Writing a file whole or not at all, for files that others may read at any moment."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+__all__ = ["write_atomically"]
+
+
+def write_atomically(path: Path, text: str, *, encoding: str = "utf-8") -> None:
+    """Replace PATH's content with TEXT so that a reader sees the old file or the new one, never a part.
+
+    The text goes to a temporary file beside PATH, then takes PATH's name in
+    one rename; a file that existed keeps its permission bits. Line endings
+    are written as they are in TEXT. OSError when it cannot be written; the
+    temporary file is removed then.
+    """
+    # beside the target: a rename is atomic only within one file system; the pid keeps two writers apart
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "w", encoding=encoding, newline="") as handle:
+            handle.write(text)
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(temporary, path.stat().st_mode & 0o7777)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise

@@ -1,0 +1,283 @@
+"""Rewriting an expected body to match new output, keeping every wildcard and placeholder that still fits (pure)."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from ci.core.match import matches, split_pieces
+from ci.core.plan import substitute
+
+__all__ = ["MAX_ALIGN_CELLS", "MAX_INTRA_LINE_CHARS", "CannotRewrite", "updated_body"]
+
+MAX_ALIGN_CELLS = 5_000_000  # body lines x output lines the alignment may visit (about 2 s, 80 MB)
+MAX_INTRA_LINE_CHARS = 2_000  # longer lines are replaced whole instead of aligned character by character
+
+# Costs of the line alignment. Deleting a body line costs more than replacing
+# it, so a changed line next to a wildcard line is rewritten, not dropped while
+# the wildcard swallows its new text.
+_REPLACE_COST, _INSERT_COST, _DELETE_COST = 2, 2, 3
+_INFINITY = 1 << 60
+
+
+class CannotRewrite(Exception):
+    """One `#test-result` body cannot be rewritten safely; the message says why. The guide's others still can be."""
+
+
+class _Wildcard:
+    """One wildcard occurrence of a body line; equal to nothing, so the differ never pairs it with text."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+
+@dataclass(frozen=True)
+class _BodyLine:
+    """One line of the old body, and how it may be aligned with output lines."""
+
+    text: str  # as written: load placeholders in place
+    pattern: str  # after substitution: what the matcher compares
+    only_wildcards: bool  # nothing but wildcard tokens: stands for one or more whole lines
+    leading: bool  # starts with a wildcard: may also take the output lines before the one it matches
+    trailing: bool  # ends with a wildcard: may also take the output lines after the one it matches
+    literal: bool  # no wildcard at all: matches one equal line
+
+
+def _token_split(text: str, tokens: Sequence[str]) -> Iterator[tuple[bool, str]]:
+    """Split text into (is_wildcard, text) runs, cut where the matcher cuts it (split_pieces)."""
+    pieces = split_pieces(text, tokens)
+    offset = 0
+    for index, piece in enumerate(pieces):
+        if piece:
+            yield False, piece
+        offset += len(piece)
+        if index < len(pieces) - 1:  # a token follows: the longest one starting here, as split_pieces read it
+            token = max((t for t in tokens if t and text.startswith(t, offset)), key=len)
+            yield True, token
+            offset += len(token)
+
+
+def _body_line(text: str, values: Mapping[str, str], tokens: Sequence[str]) -> _BodyLine:
+    pattern = substitute(text, tuple(values.items()))
+    runs = list(_token_split(pattern, tokens))
+    wild = [is_wild for is_wild, _ in runs]
+    return _BodyLine(
+        text=text,
+        pattern=pattern,
+        only_wildcards=bool(runs) and all(wild),
+        leading=bool(runs) and wild[0],
+        trailing=bool(runs) and wild[-1],
+        literal=not any(wild),
+    )
+
+
+def _fits(line: _BodyLine, outputs: Sequence[str], tokens: Sequence[str]) -> list[bool]:
+    """Which output lines the body line matches on its own."""
+    if line.literal:
+        return [out == line.pattern for out in outputs]
+    if line.only_wildcards:
+        return [True] * len(outputs)
+    pieces = split_pieces(line.pattern, tokens)
+    probe = max(pieces, key=len)  # a cheap test first: the line's longest literal piece must be there
+    return [probe in out and matches(out, line.pattern, tokens) for out in outputs]
+
+
+_KEEP, _REPLACE, _DELETE, _INSERT = range(4)  # steps of the alignment
+
+
+def _align(lines: Sequence[_BodyLine], outputs: Sequence[str], tokens: Sequence[str]) -> list[tuple[int, int, int]]:
+    """Align body lines with output lines at the least cost; returns (step, body index, output index).
+
+    Steps: _KEEP (body line i still stands for the output lines from j up to
+    the next step), _REPLACE (line i becomes output line j), _DELETE (line i
+    is gone), _INSERT (output line j is new). A line that still matches costs
+    nothing; a line starting or ending with a wildcard may also cover the
+    output lines before or after its match, and a line of nothing but
+    wildcards covers one or more lines of any text, as the matcher lets them.
+    An edit-distance table, one row per body line; the spans cost one pass
+    per row, carrying the cheapest start seen so far. On equal cost a keep
+    wins over a replace, a replace over a delete, a delete over an insert.
+    """
+    count = len(outputs)
+    above = [j * _INSERT_COST for j in range(count + 1)]
+    steps_table = [[_INSERT] * (count + 1)]
+    sources_table = [[j - 1 for j in range(count + 1)]]
+    for line in lines:
+        cost = [_INFINITY] * (count + 1)
+        steps = [_DELETE] * (count + 1)
+        sources = list(range(count + 1))
+        fits = _fits(line, outputs, tokens)
+        spans_after = line.trailing or line.only_wildcards
+        spans_before = line.leading or line.only_wildcards
+        after_start, after_cost = -1, _INFINITY  # cheapest matching start so far: spans after a match
+        before_start, before_cost = -1, _INFINITY  # cheapest start so far: spans before a match
+        for j in range(count + 1):
+            if spans_after and after_cost < cost[j]:
+                cost[j], steps[j], sources[j] = after_cost, _KEEP, after_start
+            if j == count:
+                break
+            if above[j] < before_cost:
+                before_start, before_cost = j, above[j]
+            if fits[j]:
+                start, value = (before_start, before_cost) if spans_before else (j, above[j])
+                if value < cost[j + 1]:
+                    cost[j + 1], steps[j + 1], sources[j + 1] = value, _KEEP, start
+                if above[j] < after_cost:
+                    after_start, after_cost = j, above[j]
+        for j in range(count):
+            value = above[j] + _REPLACE_COST
+            if value < cost[j + 1]:
+                cost[j + 1], steps[j + 1], sources[j + 1] = value, _REPLACE, j
+        for j in range(count + 1):
+            value = above[j] + _DELETE_COST
+            if value < cost[j]:
+                cost[j], steps[j], sources[j] = value, _DELETE, j
+        for j in range(count):
+            value = cost[j] + _INSERT_COST
+            if value < cost[j + 1]:
+                cost[j + 1], steps[j + 1], sources[j + 1] = value, _INSERT, j
+        above = cost
+        steps_table.append(steps)
+        sources_table.append(sources)
+    return _cheapest_path(steps_table, sources_table)
+
+
+def _cheapest_path(steps_table: list[list[int]], sources_table: list[list[int]]) -> list[tuple[int, int, int]]:
+    """Walk the alignment tables back from their last cell: the steps of the cheapest alignment, first to last."""
+    path: list[tuple[int, int, int]] = []
+    i, j = len(steps_table) - 1, len(steps_table[0]) - 1
+    while i > 0 or j > 0:
+        step, source = steps_table[i][j], sources_table[i][j]
+        path.append((step, i - 1, source))
+        if step != _INSERT:
+            i -= 1
+        j = source
+    path.reverse()
+    return path
+
+
+def _intra_line(line: _BodyLine, output: str, values: Mapping[str, str], tokens: Sequence[str]) -> str:
+    """Rewrite one changed line: keep its wildcards and placeholders where the text around them still fits."""
+    if len(output) > MAX_INTRA_LINE_CHARS or len(line.pattern) > MAX_INTRA_LINE_CHARS:
+        return output
+    units: list[str | _Wildcard] = []
+    owner: list[int] = []  # per unit: which placeholder occurrence it came from, -1 for none
+    occurrences: list[tuple[int, int, str]] = []  # (first unit, end unit, "<PH>")
+    names = sorted((f"<{p}>" for p in values), key=len, reverse=True)
+    split = re.compile("|".join(re.escape(n) for n in names)) if names else None
+    position = 0
+    pieces = list(split.finditer(line.text)) if split else []
+    for found in [*pieces, None]:
+        literal = line.text[position : found.start() if found else len(line.text)]
+        for is_wild, text in _token_split(literal, tokens):
+            if is_wild:
+                units.append(_Wildcard(text))
+                owner.append(-1)
+            else:
+                units.extend(text)
+                owner.extend([-1] * len(text))
+        if found is None:
+            break
+        value = values[found.group(0)[1:-1]]
+        occurrences.append((len(units), len(units) + len(value), found.group(0)))
+        owner.extend([len(occurrences) - 1] * len(value))
+        units.extend(value)
+        position = found.end()
+
+    parts: list[str] = []
+    matcher = difflib.SequenceMatcher(None, units, list(output), autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            unit = i1
+            while unit < i2:
+                occurrence = owner[unit]
+                if occurrence >= 0:
+                    start, end, name = occurrences[occurrence]
+                    if start == unit and end <= i2:
+                        parts.append(name)
+                        unit = end
+                        continue
+                parts.append(output[j1 + unit - i1])
+                unit += 1
+        elif op == "delete":
+            parts.extend(u.token for u in units[i1:i2] if isinstance(u, _Wildcard))
+        elif op == "insert":
+            parts.append(output[j1:j2])
+        else:
+            parts.append(_replace_run(units[i1:i2], output[j1:j2]))
+    rewritten = "".join(parts)
+    if matches(output, substitute(rewritten, tuple(values.items())), tokens):
+        return rewritten
+    return output
+
+
+def _replace_run(old: Sequence[str | _Wildcard], new: str) -> str:
+    """Text for a run of old units the differ replaced by `new`.
+
+    One run of wildcards with literal text on either side keeps the wildcards:
+    the literal text before and after them maps to as many characters at the
+    start and end of the new text (`1.2.W` -> `1.3.W`). Anything more tangled
+    is replaced by the new text.
+    """
+    wild = [index for index, unit in enumerate(old) if isinstance(unit, _Wildcard)]
+    if not wild or any(not isinstance(unit, _Wildcard) for unit in old[wild[0] : wild[-1] + 1]):
+        return new
+    head, tail = wild[0], len(old) - wild[-1] - 1
+    if head + tail > len(new):
+        return new
+    tokens = "".join(unit.token for unit in old[wild[0] : wild[-1] + 1] if isinstance(unit, _Wildcard))
+    return new[:head] + tokens + new[len(new) - tail :]
+
+
+def _realigned(
+    body: str, target: str, tokens: Sequence[str], values: Mapping[str, str], *, per_character: bool
+) -> str | None:
+    lines = [_body_line(text, values, tokens) for text in body.split("\n")]
+    outputs = target.split("\n")
+    if len(lines) * len(outputs) > MAX_ALIGN_CELLS:
+        return None
+    new_lines: list[str] = []
+    for step, i, j in _align(lines, outputs, tokens):
+        if step == _KEEP:
+            new_lines.append(lines[i].text)
+        elif step == _REPLACE:
+            new_lines.append(_intra_line(lines[i], outputs[j], values, tokens) if per_character else outputs[j])
+        elif step == _INSERT:
+            new_lines.append(outputs[j])
+    return "\n".join(new_lines)
+
+
+def updated_body(body: str, output: str, tokens: Sequence[str], values: Mapping[str, str] | None = None) -> str | None:
+    """The expected body rewritten to match `output`, keeping every wildcard that still fits.
+
+    `body` is the `#test-result` body as written (load placeholders in place),
+    `tokens` its wildcard tokens, `values` the {placeholder: value} pairs the
+    run substituted. The old body is aligned with the output line by line:
+    lines that still match are kept as written (so are their wildcards and
+    placeholders), wildcard lines keep covering the lines they cover, and a
+    changed line is aligned character by character with its new text, keeping
+    each wildcard whose neighbouring text is still found around it and
+    replacing the literal text that changed. The result is checked with the
+    matcher; when it does not fit, the lines are replaced whole, and when that
+    does not fit either, the body becomes the literal output. None when not
+    even the literal output matches (it holds a placeholder or a token that
+    reads differently). CannotRewrite when a loaded value spans several lines.
+    """
+    pairs = tuple((values or {}).items())
+    if any("\n" in value for _, value in pairs):
+        raise CannotRewrite("a loaded value spans several lines; update this #test-result by hand")
+    target = output.rstrip("\n")
+
+    def fits(candidate: str) -> bool:
+        # against the output as printed: the matcher itself allows its trailing newlines
+        return matches(output, substitute(candidate, pairs), tokens)
+
+    if fits(body):
+        return body
+    for per_character in (True, False):
+        candidate = _realigned(body, target, tokens, dict(pairs), per_character=per_character)
+        if candidate is not None and fits(candidate):
+            return candidate
+    return target if fits(target) else None

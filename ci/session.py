@@ -1,0 +1,288 @@
+"""One run of planned guides, start to end: stop signals, the pid file, every guide in turn, the reports."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from ci.cli import ExitCode, print_error
+from ci.core.files import write_atomically
+
+if TYPE_CHECKING:
+    from ci.core.model import GuideOutcome, Plan
+    from ci.report.console import ConsoleReporter
+    from ci.runner.process import ProcessSupervisor, StopSignals
+
+__all__ = ["PID_FILE", "RunSettings", "run"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSettings:
+    """What the command line asks of a run, checked before anything is read or run."""
+
+    preset: dict[str, str]  # --set NAME=VALUE, as stored values
+    timeout_s: float | None  # --timeout: the default block time limit, when given
+    grace_s: float  # --grace: from SIGTERM to SIGKILL
+    deadline: float | None  # --deadline as a time.monotonic() instant, when given
+    workdir: str  # --workdir, absolute
+    github: bool  # under GitHub Actions: annotations, masks, the step summary and outputs too
+
+
+def run(args: argparse.Namespace, plans: list[Plan], left_out: list[dict[int, str]], settings: RunSettings) -> int:
+    """Run the planned guides as ARGS ask (blocks LEFT_OUT of each skipped) and write every report; the exit status."""
+    from ci.runner.process import ProcessSupervisor, StopSignals
+
+    # absolute, because the run moves to --workdir before its first block
+    junit_path = Path(args.junit).absolute() if args.junit else None
+    if args.output_dir:
+        output_dir = Path(args.output_dir).absolute()
+    else:
+        import tempfile
+
+        output_dir = Path(tempfile.mkdtemp(prefix="guide-guard-"))
+    output_dir.mkdir(parents=True, exist_ok=True)
+    signals = StopSignals()
+    signals.install()  # before the pid file tells anyone whom to signal
+    pid_file = _write_pid_file(output_dir)
+    # A console that has gone away (a closed terminal or ssh session: the SIGHUP case, a runner that
+    # died) must not stop the run from ending its processes and writing its reports.
+    console_streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _ConsoleStream(sys.stdout), _ConsoleStream(sys.stderr)
+    try:
+        console = _console(args, plans, settings.github)
+        supervisor = ProcessSupervisor(os.urandom(16).hex(), grace_s=settings.grace_s, signals=signals)
+        _warn_of_missing_stack_dumps(supervisor, settings.github)
+        outcomes = _run_guides(args, plans, left_out, settings, output_dir, supervisor, console)
+        exit_status = _exit_status(outcomes, signals, args.deadline)
+        _write_reports(outcomes, exit_status, output_dir, junit_path, settings.github)
+        console.run_finished(outcomes, output_dir)
+        return exit_status
+    finally:
+        _remove_pid_file(pid_file)
+        sys.stdout, sys.stderr = console_streams
+
+
+def _console(args: argparse.Namespace, plans: Sequence[Plan], github: bool) -> ConsoleReporter:
+    """The live console, once every secret value the blocks may print is known to be masked."""
+    from ci.core.text import configure_masking, secret_values
+    from ci.report.console import ConsoleReporter
+    from ci.report.github import escape_data
+
+    env_seen: dict[str, str] = dict(os.environ)
+    for plan in plans:
+        env_seen.update(plan.settings.env)
+    secrets = secret_values(env_seen, args.mask_env)
+    configure_masking(secrets)
+    if github:
+        for value in secrets:  # registered first, so Actions masks them in every later line too
+            print(f"::add-mask::{escape_data(value)}", flush=True)
+    return ConsoleReporter(sys.stdout, github=github, stream=args.stream)
+
+
+def _warn_of_missing_stack_dumps(supervisor: ProcessSupervisor, github: bool) -> None:
+    """Said once, before the first block, rather than found out at the first time-out."""
+    from ci.report.github import annotation
+
+    dump_problem = supervisor.stack_dump_problem()
+    if dump_problem is not None:
+        print(f"warning: stack dumps on timeout will be missing: {dump_problem}", file=sys.stderr, flush=True)
+        if github:
+            print(annotation("warning", None, 0, "stack dumps on timeout will be missing", dump_problem), flush=True)
+
+
+def _run_guides(
+    args: argparse.Namespace,
+    plans: list[Plan],
+    left_out: list[dict[int, str]],
+    settings: RunSettings,
+    output_dir: Path,
+    supervisor: ProcessSupervisor,
+    console: ConsoleReporter,
+) -> list[GuideOutcome]:
+    """Run the guides one after another; a guide the run no longer gets to is not run."""
+    from ci.runner.execute import DEFAULT_ERROR_MARKERS, RUN_DEADLINE, RunOptions, not_run_outcome, run_guide
+
+    signals, workdir, deadline = supervisor.signals, settings.workdir, settings.deadline
+    outcomes: list[GuideOutcome] = []
+    try:
+        for index, plan in enumerate(plans):
+            if signals.first is not None:
+                outcomes.append(not_run_outcome(plan, f"run interrupted by signal {signals.first}"))
+                continue
+            if deadline is not None and time.monotonic() >= deadline:
+                outcomes.append(not_run_outcome(plan, RUN_DEADLINE, deadline_reached=True))
+                continue
+            guide_dir = f"{index + 1}-{Path(plan.guide).stem}" if len(plans) > 1 else ""  # keeps guides apart
+            options = RunOptions(
+                workdir=workdir,
+                output_dir=output_dir,
+                preset=settings.preset,
+                error_markers=(*DEFAULT_ERROR_MARKERS, *args.error_marker),
+                keep_going=args.keep_going,
+                block_file_prefix=f"{guide_dir}-" if guide_dir else "",
+                deadline=deadline,
+            )
+            console.guide_started(plan.guide, len(plan.steps))
+            outcome = run_guide(
+                plan, left_out=left_out[index], options=options, supervisor=supervisor, listener=console
+            )
+            # a stop signal, also one that comes during it, cuts the teardown's grace period to a second
+            leftovers = supervisor.teardown()
+            outcome = dataclasses.replace(outcome, leftovers=tuple(leftovers))
+            if signals.first is not None and outcome.interrupted_by is None:
+                outcome = dataclasses.replace(outcome, interrupted_by=signals.first)
+            outcome = _collect_guide_files(outcome, output_dir, workdir, guide_dir, stopping=signals.first is not None)
+            console.guide_finished(outcome)
+            outcomes.append(outcome)
+    except Exception:
+        # a bug in the harness: it may not leave what the run started running
+        ended = supervisor.teardown(grace_s=min(settings.grace_s, 1.5))
+        print_error(
+            "guide-guard stopped on an internal error (a bug: please report it with the traceback below);"
+            f" {len(ended)} process(es) the run had started were ended"
+        )
+        raise
+    return outcomes
+
+
+def _exit_status(outcomes: Sequence[GuideOutcome], signals: StopSignals, deadline: str | None) -> int:
+    """The run's exit status; said first: a second signal, and the blocks --deadline left out."""
+    from ci.runner.execute import RUN_DEADLINE
+
+    if signals.hurried:
+        print_error("a second signal came: what the run had left was killed at once (SIGKILL)")
+    if any(o.deadline_reached for o in outcomes):
+        left = sum(1 for o in outcomes for r in o.results if r.message == RUN_DEADLINE)
+        print_error(f"the run deadline (--deadline {deadline}) was reached: {left} block(s) not run", sys.stdout)
+    if signals.first is not None:
+        return ExitCode.interrupted(signals.first)
+    if any(o.failed for o in outcomes):
+        return ExitCode.FAILED
+    return ExitCode.OK
+
+
+def _write_reports(
+    outcomes: Sequence[GuideOutcome], exit_status: int, output_dir: Path, junit_path: Path | None, github: bool
+) -> None:
+    """results.json, --junit, and under Actions the step summary and outputs; one that fails is said, not fatal."""
+    from ci.record import write_record
+    from ci.report.github import step_outputs, step_summary
+
+    # a report that cannot be written (a full disk, say) is said, and the others are still written
+    _write_report("the run record", output_dir / "results.json", lambda path: write_record(path, outcomes, exit_status))
+    if junit_path is not None:
+        from ci.report.junit import write_junit
+
+        _write_report("the JUnit report", junit_path, lambda path: write_junit(path, outcomes))
+    if not github:
+        return
+    summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary_path:
+        _write_report("the step summary", Path(summary_path), lambda path: _append(path, step_summary(outcomes)))
+    # the outcome for later jobs, which must not depend on the artifact upload reaching GitHub (docs/ci.md)
+    outputs_path = os.environ.get("GITHUB_OUTPUT")
+    if outputs_path:
+        _write_report(
+            "the step outputs", Path(outputs_path), lambda path: _append(path, step_outputs(outcomes, exit_status))
+        )
+
+
+def _append(path: Path, text: str) -> None:
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+# after a signal the whole stop must fit in a couple of seconds: less of each file, and a deadline
+_STOPPING_COLLECT_CAP_BYTES = 4 * 1024 * 1024
+_STOPPING_COLLECT_S = 0.5
+
+
+def _collect_guide_files(
+    outcome: GuideOutcome, output_dir: Path, workdir: str, guide_dir: str, *, stopping: bool
+) -> GuideOutcome:
+    """Copy the guide's ci.collect files into OUTPUT_DIR/collected/, once its processes are ended, whatever its verdict."""
+    if not outcome.plan.settings.collect:
+        return outcome
+    from ci.runner.collect import COLLECT_CAP_BYTES, collect_files
+
+    collection = collect_files(
+        outcome.plan.settings.collect,
+        workdir=workdir,
+        destination=output_dir / "collected" / guide_dir if guide_dir else output_dir / "collected",
+        home=outcome.plan.settings.env.get("HOME"),  # as the blocks had it
+        cap_bytes=_STOPPING_COLLECT_CAP_BYTES if stopping else COLLECT_CAP_BYTES,
+        deadline=time.monotonic() + _STOPPING_COLLECT_S if stopping else None,
+        exclude=output_dir,
+    )
+    return dataclasses.replace(outcome, collection=collection)
+
+
+PID_FILE = "harness.pid"  # in the output directory while the run lasts: whom to signal to stop it
+
+
+def _write_pid_file(output_dir: Path) -> Path:
+    """Write the harness's pid to OUTPUT_DIR/harness.pid, whole or not at all (a reader may look at any time)."""
+    path = output_dir / PID_FILE
+    write_atomically(path, f"{os.getpid()}\n", encoding="ascii")
+    return path
+
+
+def _remove_pid_file(path: Path) -> None:
+    """Remove the pid file, unless another run has written its own there since."""
+    try:
+        if path.read_text(encoding="ascii").strip() == str(os.getpid()):
+            path.unlink()
+    except OSError:
+        pass
+
+
+class _ConsoleStream:
+    """A console stream that, once writing to it fails (its terminal or pipe is gone), discards what follows.
+
+    The descriptor is pointed at /dev/null then, so that nothing buffered
+    fails again later (at exit, Python would turn that into exit status 120).
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                self.stream.write(text)
+            except OSError:
+                self._lost()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self.stream.flush()
+            except OSError:
+                self._lost()
+
+    def _lost(self) -> None:
+        self.gone = True
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self.stream.fileno())
+            os.close(null)
+        except (OSError, ValueError):  # no descriptor (a test's StringIO): nothing to keep from failing
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+def _write_report(what: str, path: Path, write: Callable[[Path], None]) -> None:
+    try:
+        write(path)
+    except OSError as exc:
+        print_error(f"could not write {what} to {path}: {exc.strerror or exc}")
