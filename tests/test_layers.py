@@ -24,7 +24,7 @@ def layer_of(module: str) -> str:
         return "core"
     if parts[1:2] == ["runner"]:
         return "runner"
-    if parts[1:2] == ["report"] or module == "ci.record":
+    if parts[1:2] in (["report"], ["record"]):
         return "report"
     if parts[1:2] == ["maintain"]:
         return "maintain"

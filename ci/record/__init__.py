@@ -1,0 +1,36 @@
+"""results.json, the machine-readable record of a run: its format, its writer and its reader (docs/results.schema.json)."""
+
+from __future__ import annotations
+
+from ci.record.format import (
+    RECORD_FILE,
+    RECORD_VERSION,
+    BlockRecord,
+    CollectedFileRecord,
+    CollectionRecord,
+    DiagnosticRecord,
+    GuideRecord,
+    ProcessRecord,
+    RunRecord,
+)
+from ci.record.read import LastRun, RecordedBlock, RecordedGuide, RecordError, read_run
+from ci.record.write import run_record, write_record
+
+__all__ = [
+    "RECORD_FILE",
+    "RECORD_VERSION",
+    "BlockRecord",
+    "CollectedFileRecord",
+    "CollectionRecord",
+    "DiagnosticRecord",
+    "GuideRecord",
+    "LastRun",
+    "ProcessRecord",
+    "RecordError",
+    "RecordedBlock",
+    "RecordedGuide",
+    "RunRecord",
+    "read_run",
+    "run_record",
+    "write_record",
+]

@@ -1,0 +1,123 @@
+"""results.json's format: its version and one TypedDict per object, shared by the writer and the reader."""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+from ci.core.model import (
+    StepIdentity,
+)
+
+__all__ = [
+    "RECORD_FILE",
+    "RECORD_VERSION",
+    "BlockRecord",
+    "CollectedFileRecord",
+    "CollectionRecord",
+    "DiagnosticRecord",
+    "GuideRecord",
+    "ProcessRecord",
+    "RunRecord",
+]
+
+# The format's version, written into every record and checked on reading. Raise it with any change to
+# the keys or their meaning, together with docs/results.schema.json (whose objects admit no other keys).
+RECORD_VERSION = 1
+RECORD_FILE = "results.json"  # in the run's output directory
+
+# ---- the format: one TypedDict per object of the file, so that writer and reader share the key names
+
+
+class ProcessRecord(TypedDict):
+    """A process the harness ended."""
+
+    pid: int
+    command: str
+    started_by: str  # the block whose process tree it came from
+    ended_by: str  # "SIGTERM" or "SIGKILL"
+
+
+class DiagnosticRecord(TypedDict):
+    """One of the guide's `ci.diagnostics`, run after a block failed."""
+
+    command: str
+    output_path: str | None  # relative to the output directory
+    output_bytes: int
+    output_capped: bool
+    exit_code: int | None
+    timed_out: bool
+    duration_s: float
+    message: str
+
+
+class CollectedFileRecord(TypedDict):
+    """One file matched by a `ci.collect` glob."""
+
+    pattern: str
+    source: str
+    copied_to: str | None  # relative to the output directory
+    size_bytes: int
+    copied_bytes: int
+    truncated: bool
+    note: str
+
+
+class CollectionRecord(TypedDict):
+    """The guide's `ci.collect` files, copied when it ended."""
+
+    directory: str
+    cap_bytes: int
+    files: list[CollectedFileRecord]
+    unmatched: list[str]
+    files_left_out: int
+
+
+class GuideRecord(TypedDict):
+    """One guide of the run."""
+
+    guide: str
+    started_at: str  # ISO 8601, UTC
+    duration_s: float
+    failed: bool
+    interrupted_by_signal: int | None
+    processes_ended: list[ProcessRecord]  # at teardown
+    collected: CollectionRecord | None
+
+
+class BlockRecord(StepIdentity):
+    """One runnable block of the run; its identity keys come from `Step.identity`."""
+
+    guide: str
+    heading: str | None
+    status: str  # a Status's value
+    message: str
+    exit_code: int | None
+    duration_s: float
+    captured: dict[str, str]  # {store name: value} for a setup that stored
+    code_sha256: str  # Step.code_sha256
+    expected: str | None
+    first_unmatched_line: int | None
+    stdout_path: str | None  # relative to the output directory; None for a stream that stayed empty
+    stderr_path: str | None
+    stdout_bytes: int
+    stderr_bytes: int
+    error_marker: str | None
+    stack_dumps: list[str]
+    stack_dump_notes: list[str]
+    processes_ended: list[ProcessRecord]
+    peak_rss_bytes: int | None
+    cpu_s: float | None
+    diagnostics: list[DiagnosticRecord]
+
+
+class RunRecord(TypedDict):
+    """The whole file."""
+
+    version: int  # RECORD_VERSION
+    exit_status: int
+    harness_peak_rss_bytes: int
+    guides: list[GuideRecord]
+    blocks: list[BlockRecord]  # every guide's, in run order
+
+
+# ---- writing

@@ -1,0 +1,175 @@
+"""Reading results.json back: a run record checked for its version, statuses and labels as the harness's own types."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePath
+from typing import cast
+
+from ci.core.model import (
+    Label,
+    Status,
+)
+from ci.record.format import RECORD_FILE, RECORD_VERSION, BlockRecord, RunRecord
+
+__all__ = ["LastRun", "RecordError", "RecordedBlock", "RecordedGuide", "read_run"]
+
+
+class RecordError(Exception):
+    """A recorded run cannot be used: no results.json, unreadable, not a run record, or of another version."""
+
+
+@dataclass(frozen=True)
+class RecordedBlock:
+    """One block of the recorded run, as results.json describes it."""
+
+    ordinal: int
+    label: Label  # TEST or SETUP
+    id: str | None
+    store: str | None
+    status: Status
+    line: int  # line of the block's fence when the run took place
+    expected: str | None  # `#test`: the expected body after substitution, as the run used it
+    code_sha256: str | None  # of the block's body as written when the run took place
+    stdout_file: Path | None  # absolute; None when the stream was empty or the block never ran
+    captured: Mapping[str, str]  # {store name: value} for a setup that stored
+
+    @property
+    def printed(self) -> bool:
+        """True when the block ran to its end with exit 0, so its stdout is what it really printed."""
+        return self.status in (Status.PASSED, Status.MISMATCH)
+
+
+@dataclass(frozen=True)
+class RecordedGuide:
+    """One guide of the recorded run."""
+
+    guide: str  # as the run named it (path or URL)
+    started_at: str  # ISO 8601, UTC
+    blocks: tuple[RecordedBlock, ...]  # in run order
+
+    def test(self, test_id: str) -> RecordedBlock | None:
+        """The recorded `#test` with this id."""
+        return next((b for b in self.blocks if b.label is Label.TEST and b.id == test_id), None)
+
+
+@dataclass(frozen=True)
+class LastRun:
+    """A run's output directory: where it is and what it recorded."""
+
+    directory: Path
+    exit_status: int | None
+    guides: tuple[RecordedGuide, ...]
+
+    def guide_for(self, name: str) -> RecordedGuide | None:
+        """The recorded guide that `name` refers to.
+
+        The run may have named the guide differently (an absolute path on the
+        runner, a path relative to another directory), so after an exact match
+        this compares resolved paths, then the longest common trailing path
+        (`docs/specforge.md` finds `/home/runner/work/x/x/docs/specforge.md`);
+        a tie is no match.
+        """
+        for recorded in self.guides:
+            if recorded.guide == name:
+                return recorded
+        wanted = _resolved(name)
+        for recorded in self.guides:
+            if wanted is not None and _resolved(recorded.guide) == wanted:
+                return recorded
+        scored = [(_common_tail(PurePath(name).parts, PurePath(g.guide).parts), g) for g in self.guides]
+        best = max((score for score, _ in scored), default=0)
+        found = [g for score, g in scored if score == best]
+        return found[0] if best > 0 and len(found) == 1 else None
+
+
+def _resolved(name: str) -> Path | None:
+    if "://" in name:
+        return None
+    try:
+        return Path(name).resolve()
+    except OSError:
+        return None
+
+
+def _common_tail(left: Sequence[str], right: Sequence[str]) -> int:
+    count = 0
+    while count < min(len(left), len(right)) and left[-1 - count] == right[-1 - count]:
+        count += 1
+    return count
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _recorded_block(raw: BlockRecord, directory: Path) -> RecordedBlock:
+    """The block as read back; KeyError, TypeError or ValueError when `raw` is not what the writer writes."""
+    stdout = _text(raw.get("stdout_path"))
+    captured = raw.get("captured")
+    return RecordedBlock(
+        ordinal=int(raw["ordinal"]),
+        label=Label(raw["label"]),
+        id=_text(raw.get("id")),
+        store=_text(raw.get("store")),
+        status=Status(raw["status"]),
+        line=int(raw.get("line") or 0),
+        expected=_text(raw.get("expected")),
+        code_sha256=_text(raw.get("code_sha256")),
+        stdout_file=(directory / stdout) if stdout else None,
+        captured={str(k): str(v) for k, v in captured.items()} if isinstance(captured, dict) else {},
+    )
+
+
+def _load(path: Path) -> RunRecord:
+    """The record in `path`, checked as far as the version and the list of blocks."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RecordError(f"{path} does not exist: pass the --output-dir of a finished run") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecordError(f"cannot read {path}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"{path} is not valid JSON (line {exc.lineno}): {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise RecordError(f"{path} is not a guide-guard run record: no 'blocks' list")
+    # The version comes first: a newer format may have moved everything else.
+    version = data.get("version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise RecordError(f"{path} is not a guide-guard run record: no 'version' number")
+    if version != RECORD_VERSION:
+        raise RecordError(
+            f"{path} is a run record of version {version}, and this guide-guard reads version {RECORD_VERSION}"
+            f" only: read it with a guide-guard that writes version {version}"
+        )
+    if not isinstance(data.get("blocks"), list):
+        raise RecordError(f"{path} is not a guide-guard run record: no 'blocks' list")
+    return cast(RunRecord, data)  # each block is checked as it is read
+
+
+def read_run(directory: str | Path) -> LastRun:
+    """Read DIR/results.json; RecordError says what is wrong with it."""
+    base = Path(directory).absolute()
+    path = base / RECORD_FILE
+    data = _load(path)
+    try:
+        blocks_by_guide: dict[str, list[RecordedBlock]] = {}
+        for raw in data["blocks"]:
+            blocks_by_guide.setdefault(str(raw["guide"]), []).append(_recorded_block(raw, base))
+        started = {
+            str(g["guide"]): str(g.get("started_at") or "") for g in data.get("guides") or [] if isinstance(g, dict)
+        }
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise RecordError(f"{path} is not a guide-guard run record: {type(exc).__name__} {exc}") from None
+    names = list(dict.fromkeys([*started, *blocks_by_guide]))
+    exit_status = data.get("exit_status")
+    return LastRun(
+        directory=base,
+        exit_status=exit_status if isinstance(exit_status, int) else None,
+        guides=tuple(
+            RecordedGuide(guide=name, started_at=started.get(name, ""), blocks=tuple(blocks_by_guide.get(name, [])))
+            for name in names
+        ),
+    )

@@ -1,0 +1,159 @@
+"""Writing results.json from the finished outcomes of a run."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+from collections.abc import Sequence
+from pathlib import Path
+from typing import overload
+
+from ci.core.model import (
+    BlockResult,
+    Collection,
+    DiagnosticResult,
+    GuideOutcome,
+    TrackedProcess,
+)
+from ci.core.text import clean_text
+from ci.record.format import RECORD_VERSION, BlockRecord, CollectionRecord, DiagnosticRecord, ProcessRecord, RunRecord
+
+__all__ = ["run_record", "write_record"]
+
+
+@overload
+def _relative(path: str, base: Path) -> str: ...
+@overload
+def _relative(path: str | None, base: Path) -> str | None: ...
+def _relative(path: str | None, base: Path) -> str | None:
+    if path is None:
+        return None
+    try:
+        return os.path.relpath(path, base)
+    except ValueError:
+        return path
+
+
+def _block(result: BlockResult, guide: str, base: Path) -> BlockRecord:
+    step = result.step
+    return {
+        "guide": guide,
+        **step.identity(),
+        "heading": clean_text(step.heading) if step.heading else None,
+        "status": result.status.value,
+        "message": clean_text(result.message),
+        "exit_code": result.exit_code,
+        "duration_s": round(result.duration_s, 3),
+        "captured": {result.stored[0]: clean_text(result.stored[1])} if result.stored else {},
+        "code_sha256": step.code_sha256,
+        "expected": clean_text(result.expected) if result.expected is not None else None,
+        "first_unmatched_line": result.match.first_unmatched_line if result.match else None,
+        "stdout_path": _relative(result.stdout_path, base),
+        "stderr_path": _relative(result.stderr_path, base),
+        "stdout_bytes": result.stdout_bytes,
+        "stderr_bytes": result.stderr_bytes,
+        "error_marker": result.marker_found,
+        "stack_dumps": [_relative(p, base) for p in result.dumps],
+        "stack_dump_notes": [clean_text(n) for n in result.dump_notes],
+        "processes_ended": _processes(result.ended),
+        "peak_rss_bytes": result.peak_rss_bytes,
+        "cpu_s": round(result.cpu_s, 3) if result.cpu_s is not None else None,
+        "diagnostics": [_diagnostic(d, base) for d in result.diagnostics],
+    }
+
+
+def _diagnostic(diagnostic: DiagnosticResult, base: Path) -> DiagnosticRecord:
+    return {
+        "command": clean_text(diagnostic.command),
+        "output_path": _relative(diagnostic.output_path, base),
+        "output_bytes": diagnostic.output_bytes,
+        "output_capped": diagnostic.output_capped,
+        "exit_code": diagnostic.exit_code,
+        "timed_out": diagnostic.timed_out,
+        "duration_s": round(diagnostic.duration_s, 3),
+        "message": clean_text(diagnostic.message),
+    }
+
+
+def _collection(collection: Collection | None, base: Path) -> CollectionRecord | None:
+    if collection is None:
+        return None
+    return {
+        "directory": _relative(collection.directory, base),
+        "cap_bytes": collection.cap_bytes,
+        "files": [
+            {
+                "pattern": f.pattern,
+                "source": f.source,
+                "copied_to": _relative(f.copied_to, base),
+                "size_bytes": f.size_bytes,
+                "copied_bytes": f.copied_bytes,
+                "truncated": f.truncated,
+                "note": clean_text(f.note),
+            }
+            for f in collection.files
+        ],
+        "unmatched": list(collection.unmatched),
+        "files_left_out": collection.files_left_out,
+    }
+
+
+def _processes(processes: Sequence[TrackedProcess]) -> list[ProcessRecord]:
+    return [
+        {"pid": p.pid, "command": clean_text(p.command), "started_by": p.started_by, "ended_by": p.ended_by}
+        for p in processes
+    ]
+
+
+def _own_peak_rss_bytes() -> int:
+    """The harness's peak resident memory since it started.
+
+    VmHWM, not getrusage: Linux carries ru_maxrss across exec, so a harness
+    forked from a big process (a test runner) would report its parent's size.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
+def run_record(outcomes: Sequence[GuideOutcome], exit_status: int, base: Path) -> RunRecord:
+    """The run record: every block of every guide, plus per-guide verdicts and leftovers."""
+    return {
+        "version": RECORD_VERSION,
+        "exit_status": exit_status,
+        "harness_peak_rss_bytes": _own_peak_rss_bytes(),
+        "guides": [
+            {
+                "guide": o.plan.guide,
+                "started_at": o.started_at,
+                "duration_s": round(o.duration_s, 3),
+                "failed": o.failed,
+                "interrupted_by_signal": o.interrupted_by,
+                "processes_ended": _processes(o.leftovers),
+                "collected": _collection(o.collection, base),
+            }
+            for o in outcomes
+        ],
+        "blocks": [_block(r, o.plan.guide, base) for o in outcomes for r in o.results],
+    }
+
+
+def write_record(path: Path, outcomes: Sequence[GuideOutcome], exit_status: int) -> None:
+    """Write the run record to `path`; paths in it are relative to `path`'s directory."""
+    record = run_record(outcomes, exit_status, path.parent)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # One line per block: readable, and json's fast C encoder works only without indent.
+    head = json.dumps({key: value for key, value in record.items() if key != "blocks"}, indent=2, ensure_ascii=False)
+    blocks = record["blocks"]
+    lines = ",\n".join("    " + json.dumps(block, ensure_ascii=False) for block in blocks)
+    text = head[:-2] + (',\n  "blocks": [\n' + lines + "\n  ]\n}\n" if blocks else ',\n  "blocks": []\n}\n')
+    path.write_text(text, encoding="utf-8")
+
+
+# ---- reading
