@@ -270,7 +270,7 @@ def _run_and_report(
     output_dir: Path,
     signals: StopSignals,
 ) -> int:
-    from ci.core.text import configure_masking, secret_values
+    from ci.core.text import Masker, secret_values
     from ci.record import write_record
     from ci.report.console import ConsoleReporter
     from ci.report.github import annotation, escape_data, step_outputs, step_summary
@@ -281,19 +281,19 @@ def _run_and_report(
     env_seen: dict[str, str] = dict(os.environ)
     for plan in plans:
         env_seen.update(plan.settings.env)
-    secrets = secret_values(env_seen, args.mask_env)
-    configure_masking(secrets)
+    masker = Masker.of(secret_values(env_seen, args.mask_env))
     if github:
-        for value in secrets:  # registered first, so Actions masks them in every later line too
+        for value in masker.secrets:  # registered first, so Actions masks them in every later line too
             print(f"::add-mask::{escape_data(value)}", flush=True)
-    console = ConsoleReporter(sys.stdout, github=github, stream=args.stream)
+    console = ConsoleReporter(sys.stdout, masker=masker, github=github, stream=args.stream)
     supervisor = ProcessSupervisor(os.urandom(16).hex(), grace_s=grace_s, signals=signals)
     # said once, before the first block, rather than found out at the first time-out
     dump_problem = supervisor.stack_dump_problem()
     if dump_problem is not None:
         print(f"warning: stack dumps on timeout will be missing: {dump_problem}", file=sys.stderr, flush=True)
         if github:
-            print(annotation("warning", None, 0, "stack dumps on timeout will be missing", dump_problem), flush=True)
+            title = "stack dumps on timeout will be missing"
+            print(annotation("warning", None, 0, title, dump_problem, masker=masker), flush=True)
     outcomes: list[GuideOutcome] = []
     try:
         for index, plan in enumerate(plans):
@@ -353,17 +353,21 @@ def _run_and_report(
     else:
         exit_status = EXIT_OK
     # a report that cannot be written (a full disk, say) is said, and the others are still written
-    _write_report("the run record", output_dir / "results.json", lambda path: write_record(path, outcomes, exit_status))
+    _write_report(
+        "the run record",
+        output_dir / "results.json",
+        lambda path: write_record(path, outcomes, exit_status, masker=masker),
+    )
     if junit_path is not None:
         from ci.report.junit import write_junit
 
-        _write_report("the JUnit report", junit_path, lambda path: write_junit(path, outcomes))
+        _write_report("the JUnit report", junit_path, lambda path: write_junit(path, outcomes, masker=masker))
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
     if github and summary_path:
 
         def append_summary(path: Path) -> None:
             with open(path, "a", encoding="utf-8") as handle:
-                handle.write(step_summary(outcomes))
+                handle.write(step_summary(outcomes, masker=masker))
 
         _write_report("the step summary", Path(summary_path), append_summary)
     # the outcome for later jobs, which must not depend on the artifact upload reaching GitHub (docs/ci.md)
@@ -372,7 +376,7 @@ def _run_and_report(
 
         def append_outputs(path: Path) -> None:
             with open(path, "a", encoding="utf-8") as handle:
-                handle.write(step_outputs(outcomes, exit_status))
+                handle.write(step_outputs(outcomes, exit_status, masker=masker))
 
         _write_report("the step outputs", Path(outputs_path), append_outputs)
     console.run_finished(outcomes, output_dir)
