@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -303,26 +302,19 @@ def _run_and_report(
             if deadline is not None and time.monotonic() >= deadline:
                 outcomes.append(not_run_outcome(plan, RUN_DEADLINE, deadline_reached=True))
                 continue
-            guide_dir = f"{index + 1}-{Path(plan.guide).stem}" if len(plans) > 1 else ""  # keeps guides apart
             options = RunOptions(
                 workdir=workdir,
                 output_dir=output_dir,
                 preset=preset,
                 error_markers=(*DEFAULT_ERROR_MARKERS, *args.error_marker),
                 keep_going=args.keep_going,
-                block_file_prefix=f"{guide_dir}-" if guide_dir else "",
+                guide_dir=f"{index + 1}-{Path(plan.guide).stem}" if len(plans) > 1 else "",  # keeps guides apart
                 deadline=deadline,
             )
             console.guide_started(plan.guide, len(plan.steps))
             outcome = run_guide(
                 plan, left_out=left_out[index], options=options, supervisor=supervisor, listener=console
             )
-            # a stop signal, also one that comes during it, cuts the teardown's grace period to a second
-            leftovers = supervisor.teardown()
-            outcome = dataclasses.replace(outcome, leftovers=tuple(leftovers))
-            if signals.first is not None and outcome.interrupted_by is None:
-                outcome = dataclasses.replace(outcome, interrupted_by=signals.first)
-            outcome = _collect_guide_files(outcome, output_dir, workdir, guide_dir, stopping=signals.first is not None)
             console.guide_finished(outcome)
             outcomes.append(outcome)
     except Exception:
@@ -381,33 +373,6 @@ def _run_and_report(
         _write_report("the step outputs", Path(outputs_path), append_outputs)
     console.run_finished(outcomes, output_dir)
     return exit_status
-
-
-# after a signal the whole stop must fit in a couple of seconds: less of each file, and a deadline
-_STOPPING_COLLECT_CAP_BYTES = 4 * 1024 * 1024
-_STOPPING_COLLECT_S = 0.5
-
-
-def _collect_guide_files(
-    outcome: GuideOutcome, output_dir: Path, workdir: str, guide_dir: str, *, stopping: bool
-) -> GuideOutcome:
-    """Copy the guide's ci.collect files into OUTPUT_DIR/collected/, once its processes are ended, whatever its verdict."""
-    if not outcome.plan.settings.collect:
-        return outcome
-    import time
-
-    from ci.runner.collect import COLLECT_CAP_BYTES, collect_files
-
-    collection = collect_files(
-        outcome.plan.settings.collect,
-        workdir=workdir,
-        destination=output_dir / "collected" / guide_dir if guide_dir else output_dir / "collected",
-        home=outcome.plan.settings.env.get("HOME"),  # as the blocks had it
-        cap_bytes=_STOPPING_COLLECT_CAP_BYTES if stopping else COLLECT_CAP_BYTES,
-        deadline=time.monotonic() + _STOPPING_COLLECT_S if stopping else None,
-        exclude=output_dir,
-    )
-    return dataclasses.replace(outcome, collection=collection)
 
 
 PID_FILE = "harness.pid"  # in the output directory while the run lasts: whom to signal to stop it

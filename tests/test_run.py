@@ -742,24 +742,22 @@ def test_an_internal_error_still_ends_what_the_run_started(tmp_path: Path, harne
     guide.write_text(
         f"{FENCE}shell #test-setup\nsleep 300 &\necho $! > {pidfile}\n{FENCE}\n\n{FENCE}shell #test-setup\ntrue\n{FENCE}\n"
     )
-    # the harness with a simulated bug: judging the second block raises
+    # the harness with a simulated bug: reporting the second block's start, once it runs, raises
     with_a_bug = """
 import sys
-import ci.runner.execute as execute
+from ci.report.console import ConsoleReporter
 from ci.run import main
 
-judged = []
-original = execute._verdict
+original = ConsoleReporter.block_started
 
 
-def judge(*args, **kwargs):
-    judged.append(args)
-    if len(judged) == 2:
+def block_started(self, step, *args):
+    if step.ordinal == 2:
         raise RuntimeError("simulated bug in the harness")
-    return original(*args, **kwargs)
+    original(self, step, *args)
 
 
-execute._verdict = judge
+ConsoleReporter.block_started = block_started
 sys.exit(main(sys.argv[1:]))
 """
     done = subprocess.run(

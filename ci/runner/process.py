@@ -25,7 +25,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from ci.core.model import BlockResult, TrackedProcess
+from ci.core.model import TrackedProcess
 
 if TYPE_CHECKING:
     import psutil
@@ -134,7 +134,6 @@ class RunInterrupted(Exception):
     def __init__(self, signum: int) -> None:
         super().__init__(f"interrupted by signal {signum}")
         self.signum = signum
-        self.result: BlockResult | None = None  # the interrupted block's result, once known
 
 
 @dataclass
