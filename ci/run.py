@@ -15,7 +15,7 @@ from ci.cli import command_parser
 
 if TYPE_CHECKING:
     from ci.core.model import GuideOutcome, Plan
-    from ci.runner.process import StopSignals
+    from ci.runner.signals import StopSignals
 
 __all__ = ["build_parser", "main"]
 
@@ -233,7 +233,7 @@ def _run(
     deadline: float | None,
     github: bool,
 ) -> int:
-    from ci.runner.process import StopSignals
+    from ci.runner.signals import StopSignals
 
     # absolute, because the run moves to --workdir before its first block
     if args.output_dir:

@@ -21,7 +21,7 @@ from typing import Any
 import psutil
 import pytest
 
-from ci.runner.process import ptrace_refusal
+from ci.runner.stacks import ptrace_refusal
 
 FENCE = "```"
 WARNING = "stack dumps on timeout will be missing"
