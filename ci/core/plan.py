@@ -6,6 +6,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import yaml
+
 from ci.core.match import DEFAULT_WILDCARD
 from ci.core.model import (
     Block,
@@ -159,8 +161,6 @@ def _list(names: Iterable[str]) -> str:
 def _settings(parsed: ParsedGuide, checker: _Checker) -> GuideSettings:
     if parsed.front_matter is None:
         return GuideSettings()
-    import yaml  # only guides with front matter pay for PyYAML
-
     line = parsed.front_matter_line
     try:
         data = yaml.safe_load(parsed.front_matter)
@@ -265,7 +265,6 @@ def _quoted(value: str) -> str:
 
 def _key_lines(front_matter: str, opening_line: int) -> dict[str, int]:
     """1-based guide lines of the keys under `ci:` ("" is the line of `ci:` itself)."""
-    import yaml
 
     lines: dict[str, int] = {}
     root = yaml.compose(front_matter, Loader=yaml.SafeLoader)

@@ -372,9 +372,8 @@ class ProcessSupervisor:
 
     def teardown(self, grace_s: float | None = None) -> list[TrackedProcess]:
         """End every process of the run still alive (background servers, daemons) and list them."""
-
         self.reap_orphans()
-        if not self._marked_pids(None) and not has_children():  # the usual case: no psutil to import
+        if not self._marked_pids(None) and not has_children():  # the usual case, seen cheaply from /proc
             return []
         # Besides the marker: every descendant of the harness. Orphaned daemons are re-parented
         # to it (it is a subreaper), and this holds even if a process dropped or lost its environment.
