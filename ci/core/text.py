@@ -70,7 +70,7 @@ NO_SECRETS = Masker()  # for text that holds no run's output (guides, drift repo
 
 
 def clean_text(text: str, masker: Masker = NO_SECRETS) -> str:
-    """Text safe for a log, XML or JSON: secrets masked; no ANSI escapes, control characters or lone surrogates."""
+    """Text safe for a log, XML or JSON: the masker's secrets masked; no ANSI escapes, control characters or lone surrogates."""
     text = _ANSI.sub("", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = _CONTROL.sub("", text)

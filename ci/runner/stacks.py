@@ -80,7 +80,9 @@ def stack_dump_problem(stop_requested: Callable[[], int | None]) -> str | None:
     """Why stack dumps on timeout would be missing in this run (what is wrong, then the fix), or None.
 
     `stop_requested` gives the stop signal's number once one came (a trial
-    dump is cut short then). Runs at the start of every run, so it must be cheap. The kernel's own
+    dump is cut short then).
+
+    Runs at the start of every run, so it must be cheap. The kernel's own
     rules are read from /proc (0.15 ms, measured): Yama's ptrace_scope,
     and whether the harness (or py-spy itself) holds CAP_SYS_PTRACE; they
     decide the common cases, a container without --cap-add SYS_PTRACE on

@@ -82,6 +82,7 @@ class _Observed:
         match: MatchReport | None = None,
         stored: tuple[str, str] | None = None,
     ) -> BlockResult:
+        """The block's result with this verdict: what was measured, and the mismatch or stored value if any."""
         return BlockResult(
             step=step,
             status=status,
