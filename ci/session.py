@@ -16,8 +16,10 @@ from ci.core.files import write_atomically
 
 if TYPE_CHECKING:
     from ci.core.model import GuideOutcome, Plan
+    from ci.core.text import Masker
     from ci.report.console import ConsoleReporter
-    from ci.runner.process import ProcessSupervisor, StopSignals
+    from ci.runner.process import ProcessSupervisor
+    from ci.runner.signals import StopSignals
 
 __all__ = ["PID_FILE", "RunSettings", "run"]
 
@@ -36,7 +38,8 @@ class RunSettings:
 
 def run(args: argparse.Namespace, plans: list[Plan], left_out: list[dict[int, str]], settings: RunSettings) -> int:
     """Run the planned guides as ARGS ask (blocks LEFT_OUT of each skipped) and write every report; the exit status."""
-    from ci.runner.process import ProcessSupervisor, StopSignals
+    from ci.runner.process import ProcessSupervisor
+    from ci.runner.signals import StopSignals
 
     # absolute, because the run moves to --workdir before its first block
     junit_path = Path(args.junit).absolute() if args.junit else None
@@ -55,12 +58,13 @@ def run(args: argparse.Namespace, plans: list[Plan], left_out: list[dict[int, st
     console_streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _ConsoleStream(sys.stdout), _ConsoleStream(sys.stderr)
     try:
-        console = _console(args, plans, settings.github)
+        masker = _masker(args, plans, settings.github)
+        console = _console(args, masker, settings.github)
         supervisor = ProcessSupervisor(os.urandom(16).hex(), grace_s=settings.grace_s, signals=signals)
-        _warn_of_missing_stack_dumps(supervisor, settings.github)
+        _warn_of_missing_stack_dumps(supervisor, settings.github, masker)
         outcomes = _run_guides(args, plans, left_out, settings, output_dir, supervisor, console)
         exit_status = _exit_status(outcomes, signals, args.deadline)
-        _write_reports(outcomes, exit_status, output_dir, junit_path, settings.github)
+        _write_reports(outcomes, exit_status, output_dir, junit_path, settings.github, masker)
         console.run_finished(outcomes, output_dir)
         return exit_status
     finally:
@@ -68,24 +72,29 @@ def run(args: argparse.Namespace, plans: list[Plan], left_out: list[dict[int, st
         sys.stdout, sys.stderr = console_streams
 
 
-def _console(args: argparse.Namespace, plans: Sequence[Plan], github: bool) -> ConsoleReporter:
-    """The live console, once every secret value the blocks may print is known to be masked."""
-    from ci.core.text import configure_masking, secret_values
-    from ci.report.console import ConsoleReporter
+def _masker(args: argparse.Namespace, plans: Sequence[Plan], github: bool) -> Masker:
+    """What every report masks: the secret values the blocks may print (registered with Actions first)."""
+    from ci.core.text import Masker, secret_values
     from ci.report.github import escape_data
 
     env_seen: dict[str, str] = dict(os.environ)
     for plan in plans:
         env_seen.update(plan.settings.env)
-    secrets = secret_values(env_seen, args.mask_env)
-    configure_masking(secrets)
+    masker = Masker.of(secret_values(env_seen, args.mask_env))
     if github:
-        for value in secrets:  # registered first, so Actions masks them in every later line too
+        for value in masker.secrets:  # registered first, so Actions masks them in every later line too
             print(f"::add-mask::{escape_data(value)}", flush=True)
-    return ConsoleReporter(sys.stdout, github=github, stream=args.stream)
+    return masker
 
 
-def _warn_of_missing_stack_dumps(supervisor: ProcessSupervisor, github: bool) -> None:
+def _console(args: argparse.Namespace, masker: Masker, github: bool) -> ConsoleReporter:
+    """The live console, on whatever sys.stdout is now (the stream that outlives a closed terminal)."""
+    from ci.report.console import ConsoleReporter
+
+    return ConsoleReporter(sys.stdout, masker=masker, github=github, stream=args.stream)
+
+
+def _warn_of_missing_stack_dumps(supervisor: ProcessSupervisor, github: bool, masker: Masker) -> None:
     """Said once, before the first block, rather than found out at the first time-out."""
     from ci.report.github import annotation
 
@@ -93,7 +102,8 @@ def _warn_of_missing_stack_dumps(supervisor: ProcessSupervisor, github: bool) ->
     if dump_problem is not None:
         print(f"warning: stack dumps on timeout will be missing: {dump_problem}", file=sys.stderr, flush=True)
         if github:
-            print(annotation("warning", None, 0, "stack dumps on timeout will be missing", dump_problem), flush=True)
+            title = "stack dumps on timeout will be missing"
+            print(annotation("warning", None, 0, title, dump_problem, masker=masker), flush=True)
 
 
 def _run_guides(
@@ -118,26 +128,19 @@ def _run_guides(
             if deadline is not None and time.monotonic() >= deadline:
                 outcomes.append(not_run_outcome(plan, RUN_DEADLINE, deadline_reached=True))
                 continue
-            guide_dir = f"{index + 1}-{Path(plan.guide).stem}" if len(plans) > 1 else ""  # keeps guides apart
             options = RunOptions(
                 workdir=workdir,
                 output_dir=output_dir,
                 preset=settings.preset,
                 error_markers=(*DEFAULT_ERROR_MARKERS, *args.error_marker),
                 keep_going=args.keep_going,
-                block_file_prefix=f"{guide_dir}-" if guide_dir else "",
+                guide_dir=f"{index + 1}-{Path(plan.guide).stem}" if len(plans) > 1 else "",  # keeps guides apart
                 deadline=deadline,
             )
             console.guide_started(plan.guide, len(plan.steps))
             outcome = run_guide(
                 plan, left_out=left_out[index], options=options, supervisor=supervisor, listener=console
             )
-            # a stop signal, also one that comes during it, cuts the teardown's grace period to a second
-            leftovers = supervisor.teardown()
-            outcome = dataclasses.replace(outcome, leftovers=tuple(leftovers))
-            if signals.first is not None and outcome.interrupted_by is None:
-                outcome = dataclasses.replace(outcome, interrupted_by=signals.first)
-            outcome = _collect_guide_files(outcome, output_dir, workdir, guide_dir, stopping=signals.first is not None)
             console.guide_finished(outcome)
             outcomes.append(outcome)
     except Exception:
@@ -168,59 +171,47 @@ def _exit_status(outcomes: Sequence[GuideOutcome], signals: StopSignals, deadlin
 
 
 def _write_reports(
-    outcomes: Sequence[GuideOutcome], exit_status: int, output_dir: Path, junit_path: Path | None, github: bool
+    outcomes: Sequence[GuideOutcome],
+    exit_status: int,
+    output_dir: Path,
+    junit_path: Path | None,
+    github: bool,
+    masker: Masker,
 ) -> None:
     """results.json, --junit, and under Actions the step summary and outputs; one that fails is said, not fatal."""
     from ci.record import write_record
     from ci.report.github import step_outputs, step_summary
 
     # a report that cannot be written (a full disk, say) is said, and the others are still written
-    _write_report("the run record", output_dir / "results.json", lambda path: write_record(path, outcomes, exit_status))
+    _write_report(
+        "the run record",
+        output_dir / "results.json",
+        lambda path: write_record(path, outcomes, exit_status, masker=masker),
+    )
     if junit_path is not None:
         from ci.report.junit import write_junit
 
-        _write_report("the JUnit report", junit_path, lambda path: write_junit(path, outcomes))
+        _write_report("the JUnit report", junit_path, lambda path: write_junit(path, outcomes, masker=masker))
     if not github:
         return
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary_path:
-        _write_report("the step summary", Path(summary_path), lambda path: _append(path, step_summary(outcomes)))
+        _write_report(
+            "the step summary", Path(summary_path), lambda path: _append(path, step_summary(outcomes, masker=masker))
+        )
     # the outcome for later jobs, which must not depend on the artifact upload reaching GitHub (docs/ci.md)
     outputs_path = os.environ.get("GITHUB_OUTPUT")
     if outputs_path:
         _write_report(
-            "the step outputs", Path(outputs_path), lambda path: _append(path, step_outputs(outcomes, exit_status))
+            "the step outputs",
+            Path(outputs_path),
+            lambda path: _append(path, step_outputs(outcomes, exit_status, masker=masker)),
         )
 
 
 def _append(path: Path, text: str) -> None:
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(text)
-
-
-# after a signal the whole stop must fit in a couple of seconds: less of each file, and a deadline
-_STOPPING_COLLECT_CAP_BYTES = 4 * 1024 * 1024
-_STOPPING_COLLECT_S = 0.5
-
-
-def _collect_guide_files(
-    outcome: GuideOutcome, output_dir: Path, workdir: str, guide_dir: str, *, stopping: bool
-) -> GuideOutcome:
-    """Copy the guide's ci.collect files into OUTPUT_DIR/collected/, once its processes are ended, whatever its verdict."""
-    if not outcome.plan.settings.collect:
-        return outcome
-    from ci.runner.collect import COLLECT_CAP_BYTES, collect_files
-
-    collection = collect_files(
-        outcome.plan.settings.collect,
-        workdir=workdir,
-        destination=output_dir / "collected" / guide_dir if guide_dir else output_dir / "collected",
-        home=outcome.plan.settings.env.get("HOME"),  # as the blocks had it
-        cap_bytes=_STOPPING_COLLECT_CAP_BYTES if stopping else COLLECT_CAP_BYTES,
-        deadline=time.monotonic() + _STOPPING_COLLECT_S if stopping else None,
-        exclude=output_dir,
-    )
-    return dataclasses.replace(outcome, collection=collection)
 
 
 PID_FILE = "harness.pid"  # in the output directory while the run lasts: whom to signal to stop it

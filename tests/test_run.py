@@ -736,30 +736,86 @@ def test_descriptors_the_harness_inherited_are_not_passed_to_blocks(
     assert record["blocks"][0]["captured"]["fds"].split() == ["0", "1", "2", "3"]
 
 
+RUN_ONE_GUIDE = """
+import json
+import sys
+from pathlib import Path
+
+from ci.core.parse import parse_guide
+from ci.core.plan import build_plan
+from ci.runner.execute import RunOptions, run_guide
+from ci.runner.process import ProcessSupervisor
+
+
+class Quiet:
+    def block_started(self, *args):
+        pass
+
+    def block_finished(self, *args):
+        pass
+
+
+guide, workdir, output_dir = sys.argv[1:]
+plan = build_plan(parse_guide(Path(guide).read_text(), guide))
+options = RunOptions(workdir=workdir, output_dir=Path(output_dir), preset={}, error_markers=(), keep_going=False)
+supervisor = ProcessSupervisor("one-guide", grace_s=5.0)
+outcome = run_guide(plan, left_out={}, options=options, supervisor=supervisor, listener=Quiet())
+print(json.dumps({
+    "statuses": [result.status.value for result in outcome.results],
+    "leftovers": [process.command for process in outcome.leftovers],
+    "collected": [entry.source for entry in outcome.collection.files] if outcome.collection else None,
+}))
+"""
+
+
+def test_run_guide_alone_ends_what_the_guide_left_running_and_collects_its_files(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    # the runner used without ci.run's command line: its outcome is finished, nothing left for a caller to do
+    pidfile = tmp_path / "server.pid"
+    guide = tmp_path / "guide.md"
+    guide.write_text(
+        f"---\nci:\n  collect: [server.log]\n---\n\n"
+        f"{FENCE}shell #test-setup\nsleep 300 > server.log &\necho $! > {pidfile}\n{FENCE}\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_ONE_GUIDE, str(guide), str(tmp_path), str(tmp_path / "out")],
+        env=harness_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome["statuses"] == ["passed"]
+    assert outcome["leftovers"] == ["sleep 300"]
+    assert outcome["collected"] == [str(tmp_path / "server.log")]
+    server = int(pidfile.read_text())
+    assert not psutil.pid_exists(server) or psutil.Process(server).status() == "zombie"
+
+
 def test_an_internal_error_still_ends_what_the_run_started(tmp_path: Path, harness_env: dict[str, str]) -> None:
     pidfile = tmp_path / "server.pid"
     guide = tmp_path / "guide.md"
     guide.write_text(
         f"{FENCE}shell #test-setup\nsleep 300 &\necho $! > {pidfile}\n{FENCE}\n\n{FENCE}shell #test-setup\ntrue\n{FENCE}\n"
     )
-    # the harness with a simulated bug: judging the second block raises
+    # the harness with a simulated bug: reporting the second block's start, once it runs, raises
     with_a_bug = """
 import sys
-import ci.runner.execute as execute
+from ci.report.console import ConsoleReporter
 from ci.run import main
 
-judged = []
-original = execute._verdict
+original = ConsoleReporter.block_started
 
 
-def judge(*args, **kwargs):
-    judged.append(args)
-    if len(judged) == 2:
+def block_started(self, step, *args):
+    if step.ordinal == 2:
         raise RuntimeError("simulated bug in the harness")
-    return original(*args, **kwargs)
+    original(self, step, *args)
 
 
-execute._verdict = judge
+ConsoleReporter.block_started = block_started
 sys.exit(main(sys.argv[1:]))
 """
     done = subprocess.run(

@@ -21,7 +21,7 @@ from typing import Any
 import psutil
 import pytest
 
-from ci.runner.process import ptrace_refusal
+from ci.runner.stacks import ptrace_refusal
 
 FENCE = "```"
 WARNING = "stack dumps on timeout will be missing"
@@ -147,15 +147,15 @@ def test_the_workflows_stop_step_signals_the_pid_in_harness_pid(tmp_path: Path, 
 
 BUGGY_HARNESS = """
 import sys
-import ci.runner.execute as execute
+from ci.report.console import ConsoleReporter
 from ci.run import main
 
 
-def judge(*args, **kwargs):
+def block_started(self, *args):
     raise RuntimeError("simulated bug in the harness")
 
 
-execute._verdict = judge
+ConsoleReporter.block_started = block_started
 sys.exit(main(sys.argv[1:]))
 """
 

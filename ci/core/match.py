@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Sequence
 from typing import BinaryIO
@@ -200,8 +201,6 @@ def explain_mismatch(
     `actual` may be a bounded view of the output; the diff is bounded too, so a
     huge output costs no more than `limit_chars`.
     """
-    import difflib  # only a mismatch pays for it
-
     pieces = split_pieces(body, tokens)
     position = 0
     for index in range(failed_piece):

@@ -7,6 +7,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from markdown_it import MarkdownIt
+from mdit_py_plugins.front_matter import front_matter_plugin
+
 from ci.core.model import Block, Label, Param, Problem
 
 __all__ = ["ParsedGuide", "parse_guide", "split_info"]
@@ -156,11 +159,8 @@ class _Collector:
 
 
 @functools.cache
-def _markdown() -> Any:
-    # Imported here so that `python -m ci.run --help` does not pay for markdown-it.
-    from markdown_it import MarkdownIt
-    from mdit_py_plugins.front_matter import front_matter_plugin
-
+def _markdown() -> MarkdownIt:
+    """The parser, made once: CommonMark with front matter."""
     return MarkdownIt("commonmark").use(front_matter_plugin)
 
 

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from ci.core.match import DEFAULT_WILDCARD
 from ci.core.model import (
     Block,
     DocumentError,
     Expected,
-    GuideSettings,
     Label,
     Language,
     Load,
@@ -21,6 +18,7 @@ from ci.core.model import (
     Step,
 )
 from ci.core.parse import ParsedGuide
+from ci.core.settings import guide_settings, parse_duration
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -54,23 +52,6 @@ _KEYS = {
 _ALL_KEYS = set().union(*_KEYS.values())
 _FLAGS = {"disable_fuzzy"}
 _REPEATABLE = {"load", "fuzzy"}
-_FRONT_MATTER_KEYS = {"timeout", "error_markers", "env", "upstream", "collect", "diagnostics", "diagnostics_timeout"}
-# the front-matter lists of text, with what an item is and an example for messages
-_TEXT_LISTS = {
-    "collect": ("a glob", '["/tmp/server-*.log", "~/app/log/*.txt"]'),
-    "diagnostics": ("a command", '["npu-smi info", "tail -n 100 /tmp/server.log"]'),
-}
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smh]?)\Z")
-_UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str) -> float:
-    """Seconds from `90`, `30s`, `10m`, `3h` (decimals allowed); ValueError otherwise."""
-    found = _DURATION.match(str(text).strip())
-    if not found or float(found.group(1)) <= 0:
-        raise ValueError(f"bad duration {text!r}: use seconds (90) or a unit: 30s, 10m, 3h")
-    return float(found.group(1)) * _UNIT_S[found.group(2)]
 
 
 class _Checker:
@@ -167,140 +148,6 @@ def _list(names: Iterable[str]) -> str:
     return ", ".join(sorted(names))
 
 
-def _settings(parsed: ParsedGuide, checker: _Checker) -> GuideSettings:
-    if parsed.front_matter is None:
-        return GuideSettings()
-    import yaml  # only guides with front matter pay for PyYAML
-
-    line = parsed.front_matter_line
-    try:
-        data = yaml.safe_load(parsed.front_matter)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = line + 1 + mark.line if mark is not None else line
-        checker.error(at, f"front matter is not valid YAML: {getattr(exc, 'problem', exc)}")
-        return GuideSettings()
-    if not isinstance(data, dict) or data.get("ci") is None:
-        return GuideSettings()
-    key_lines = _key_lines(parsed.front_matter, line)
-    section: Any = data["ci"]
-    if not isinstance(section, dict):
-        checker.error(key_lines.get("", line), f"front matter: 'ci' must be a mapping ({_list(_FRONT_MATTER_KEYS)})")
-        return GuideSettings()
-
-    def line_of(key: str) -> int:
-        return key_lines.get(key, line)
-
-    for key in section:
-        if key not in _FRONT_MATTER_KEYS:
-            checker.error(
-                line_of(str(key)), f"front matter: unknown key ci.{key}; allowed: {_list(_FRONT_MATTER_KEYS)}"
-            )
-    timeout_s = None
-    if section.get("timeout") is not None:
-        try:
-            timeout_s = parse_duration(str(section["timeout"]))
-        except ValueError as exc:
-            checker.error(line_of("timeout"), f"front matter ci.timeout: {exc}")
-    markers = section.get("error_markers") or []
-    if isinstance(markers, str):
-        markers = [markers]
-    if not isinstance(markers, list) or not all(isinstance(m, (str, int)) and str(m) for m in markers):
-        checker.error(line_of("error_markers"), "front matter ci.error_markers must be a list of non-empty strings")
-        markers = []
-    env = section.get("env") or {}
-    if not isinstance(env, dict) or any(isinstance(v, (dict, list)) for v in env.values()):
-        checker.error(line_of("env"), 'front matter ci.env must map names to plain values, e.g. PYTHONUNBUFFERED: "1"')
-        env = {}
-    upstream = section.get("upstream") or {}
-    if not isinstance(upstream, dict):
-        checker.error(
-            line_of("upstream"), "front matter ci.upstream must be a mapping, e.g. {repo: owner/name, model: org/model}"
-        )
-        upstream = {}
-    diagnostics_timeout_s = None
-    if section.get("diagnostics_timeout") is not None:
-        try:
-            diagnostics_timeout_s = parse_duration(str(section["diagnostics_timeout"]))
-        except ValueError as exc:
-            checker.error(line_of("diagnostics_timeout"), f"front matter ci.diagnostics_timeout: {exc}")
-    return GuideSettings(
-        timeout_s=timeout_s,
-        error_markers=tuple(str(m) for m in markers),
-        env={str(k): "" if v is None else _yaml_scalar(v) for k, v in env.items()},
-        upstream={str(k): str(v) for k, v in upstream.items()},
-        collect=_text_list(section, "collect", key_lines, line, checker),
-        diagnostics=_text_list(section, "diagnostics", key_lines, line, checker),
-        diagnostics_timeout_s=diagnostics_timeout_s,
-    )
-
-
-def _text_list(
-    section: dict[Any, Any], key: str, key_lines: dict[str, int], front_matter_line: int, checker: _Checker
-) -> tuple[str, ...]:
-    """A front-matter list of non-empty strings (ci.collect, ci.diagnostics); each bad item is a document error."""
-    what, example = _TEXT_LISTS[key]
-    key_line = key_lines.get(key, front_matter_line)
-    value = section.get(key)
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        fix = f"write it as a list: {key}: [{_quoted(value)}]" if isinstance(value, str) else f"e.g. {key}: {example}"
-        checker.error(key_line, f"front matter ci.{key} must be a list of strings, {what} per item; {fix}")
-        return ()
-    items = []
-    for index, item in enumerate(value):
-        at = key_lines.get(f"{key}[{index}]", key_line)
-        where = f"front matter ci.{key}: item {index + 1}"
-        if isinstance(item, str) and item.strip():
-            items.append(item)
-        elif isinstance(item, str) or item is None:
-            checker.error(at, f"{where} is empty; give {what} or remove the item")
-        elif isinstance(item, dict):
-            # `- echo a: b` is a mapping to YAML: a colon and a space end a key
-            text = ", ".join(f"{k}: {v}" for k, v in item.items())
-            checker.error(at, f"{where} reads as a mapping, not as {what}: quote it, e.g. - {_quoted(text)}")
-        elif isinstance(item, list):
-            checker.error(at, f"{where} is a nested list; give each {what.split()[-1]} as an item of its own")
-        elif isinstance(item, bool):
-            checker.error(at, f"{where} reads as {str(item).lower()} (YAML's yes/no/on/off/true/false): quote it")
-        else:
-            kind = "the number" if isinstance(item, (int, float)) else "the value"
-            checker.error(at, f"{where} reads as {kind} {item}, not {what}: quote it, e.g. - {_quoted(str(item))}")
-    return tuple(items)
-
-
-def _quoted(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _key_lines(front_matter: str, opening_line: int) -> dict[str, int]:
-    """1-based guide lines of the keys under `ci:` ("" is the line of `ci:` itself)."""
-    import yaml
-
-    lines: dict[str, int] = {}
-    root = yaml.compose(front_matter, Loader=yaml.SafeLoader)
-    if not isinstance(root, yaml.MappingNode):
-        return lines
-    for key_node, value_node in root.value:
-        if key_node.value != "ci":
-            continue
-        lines[""] = opening_line + 1 + key_node.start_mark.line
-        if isinstance(value_node, yaml.MappingNode):
-            for sub_key, sub_value in value_node.value:
-                lines[str(sub_key.value)] = opening_line + 1 + sub_key.start_mark.line
-                if isinstance(sub_value, yaml.SequenceNode):  # "collect[0]": the line of a list's first item
-                    for index, item in enumerate(sub_value.value):
-                        lines[f"{sub_key.value}[{index}]"] = opening_line + 1 + item.start_mark.line
-    return lines
-
-
-def _yaml_scalar(value: object) -> str:
-    if isinstance(value, bool):  # YAML's true/false, as a shell would want them
-        return "true" if value else "false"
-    return str(value)
-
-
 def build_plan(
     parsed: ParsedGuide,
     *,
@@ -310,12 +157,26 @@ def build_plan(
 ) -> Plan:
     """Validate a parsed guide and build its plan; raise DocumentError listing every problem."""
     checker = _Checker(parsed.file)
-    settings = _settings(parsed, checker)
-    block_default_s = settings.timeout_s or default_timeout_s or DEFAULT_TIMEOUT_S
-
+    settings, settings_problems = guide_settings(parsed)
+    checker.problems.extend(settings_problems)
     checked = [(block, checker.params(block)) for block in parsed.blocks]
+    results = _results_by_id(parsed.file, checked, checker)
+    block_default_s = settings.timeout_s or default_timeout_s or DEFAULT_TIMEOUT_S
+    steps = _steps(checked, results, set(preset_names), block_default_s, checker)
+    problems = sorted([*parsed.problems, *checker.problems], key=lambda p: p.line)
+    warnings = tuple(sorted([*parsed.warnings, *checker.warnings], key=lambda p: p.line))
+    if problems:
+        raise DocumentError(problems, warnings)
+    return Plan(guide=parsed.file, source_path=source_path, steps=tuple(steps), settings=settings, warnings=warnings)
+
+
+_Checked = tuple[Block, dict[str, list[str]]]  # a block and its valid parameters by key
+
+
+def _results_by_id(file: str, checked: list[_Checked], checker: _Checker) -> dict[str, list[_Checked]]:
+    """The #test-result blocks by id; each missing or duplicate id is a problem, each result without its #test a warning."""
     tests: dict[str, Block] = {}
-    results: dict[str, list[tuple[Block, dict[str, list[str]]]]] = {}
+    results: dict[str, list[_Checked]] = {}
     seen_ids: dict[tuple[Label, str], int] = {}
     for block, params in checked:
         block_id = params.get("id", [None])[0]
@@ -335,18 +196,21 @@ def build_plan(
             tests[block_id] = block
         elif block.label is Label.RESULT:
             results.setdefault(block_id, []).append((block, params))
-
     for result_id, found in results.items():
         if result_id not in tests:
-            checker.warnings.append(
-                Problem(
-                    parsed.file,
-                    found[0][0].line,
-                    f"#test-result id={result_id!r} has no #test with that id; it is ignored",
-                )
-            )
+            message = f"#test-result id={result_id!r} has no #test with that id; it is ignored"
+            checker.warnings.append(Problem(file, found[0][0].line, message))
+    return results
 
-    stored: set[str] = set(preset_names)
+
+def _steps(
+    checked: list[_Checked],
+    results: dict[str, list[_Checked]],
+    stored: set[str],
+    block_default_s: float,
+    checker: _Checker,
+) -> list[Step]:
+    """The runnable blocks as steps, in order; `stored` (the names preset) grows with each setup's store."""
     steps: list[Step] = []
     for block, params in checked:
         if block.label is Label.RESULT:
@@ -381,24 +245,13 @@ def build_plan(
                 expected=expected,
             )
         )
-
-    problems = sorted([*parsed.problems, *checker.problems], key=lambda p: p.line)
-    warnings = tuple(sorted([*parsed.warnings, *checker.warnings], key=lambda p: p.line))
-    if problems:
-        raise DocumentError(problems, warnings)
-    return Plan(
-        guide=parsed.file,
-        source_path=source_path,
-        steps=tuple(steps),
-        settings=settings,
-        warnings=warnings,
-    )
+    return steps
 
 
 def _expected(
     test: Block,
     test_id: str,
-    results: dict[str, list[tuple[Block, dict[str, list[str]]]]],
+    results: dict[str, list[_Checked]],
     stored: set[str],
     checker: _Checker,
 ) -> Expected | None:

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 __all__ = [
     "FULL_LIMIT_BYTES",
     "MASK",
+    "NO_SECRETS",
+    "Masker",
     "OutputView",
     "clean_text",
-    "configure_masking",
     "file_contains",
     "human_size",
-    "mask_secrets",
     "read_view",
     "secret_values",
 ]
@@ -34,7 +34,6 @@ _XML_INVALID = re.compile("[\ud800-\udfff\ufffe\uffff]")
 MASK = "***"
 MIN_SECRET_CHARS = 4  # shorter values would mask every "1" or "on" in the log
 _SECRET_PARTS = ("TOKEN", "SECRET", "PASSWORD")
-_secrets: tuple[str, ...] = ()  # set once per run by configure_masking()
 
 
 def secret_values(env: Mapping[str, str], extra_names: Iterable[str] = ()) -> list[str]:
@@ -49,25 +48,33 @@ def secret_values(env: Mapping[str, str], extra_names: Iterable[str] = ()) -> li
     return sorted(set(values), key=len, reverse=True)  # longest first, so no secret is half-masked
 
 
-def configure_masking(values: Iterable[str]) -> None:
-    """Set the secret values that every reporter replaces by ***."""
-    global _secrets
-    _secrets = tuple(sorted({v for v in values if len(v) >= MIN_SECRET_CHARS}, key=len, reverse=True))
+@dataclass(frozen=True)
+class Masker:
+    """Replaces a run's secret values by *** in what its reports show; made once by the command that reports."""
+
+    secrets: tuple[str, ...] = ()  # longest first, so no secret is half-masked; none shorter than MIN_SECRET_CHARS
+
+    @classmethod
+    def of(cls, values: Iterable[str]) -> Masker:
+        """A masker for these values (too short ones are left out: they would mask every "1" or "on")."""
+        return cls(tuple(sorted({v for v in values if len(v) >= MIN_SECRET_CHARS}, key=len, reverse=True)))
+
+    def mask(self, text: str) -> str:
+        for value in self.secrets:
+            if value in text:
+                text = text.replace(value, MASK)
+        return text
 
 
-def mask_secrets(text: str) -> str:
-    for value in _secrets:
-        if value in text:
-            text = text.replace(value, MASK)
-    return text
+NO_SECRETS = Masker()  # for text that holds no run's output (guides, drift reports): nothing to mask
 
 
-def clean_text(text: str) -> str:
-    """Text safe for a log, XML or JSON: secrets masked; no ANSI escapes, control characters or lone surrogates."""
+def clean_text(text: str, masker: Masker = NO_SECRETS) -> str:
+    """Text safe for a log, XML or JSON: the masker's secrets masked; no ANSI escapes, control characters or lone surrogates."""
     text = _ANSI.sub("", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = _CONTROL.sub("", text)
-    return mask_secrets(_XML_INVALID.sub("\ufffd", text))
+    return masker.mask(_XML_INVALID.sub("\ufffd", text))
 
 
 def human_size(size_bytes: int) -> str:
@@ -96,8 +103,10 @@ class OutputView:
         return f"{self.head}\n[... {human_size(max(omitted, 0))} omitted; the whole stream is on disk ...]\n{self.tail}"
 
 
-def read_view(path: str | None, *, full_limit_bytes: int = HEAD_BYTES + TAIL_BYTES) -> OutputView:
-    """Read a stream file into a bounded view (memory stays small whatever its size)."""
+def read_view(
+    path: str | None, *, full_limit_bytes: int = HEAD_BYTES + TAIL_BYTES, masker: Masker = NO_SECRETS
+) -> OutputView:
+    """Read a stream file into a bounded view (memory stays small whatever its size), cleaned and masked."""
     try:
         size = os.stat(path).st_size if path is not None else 0
     except FileNotFoundError:
@@ -106,13 +115,13 @@ def read_view(path: str | None, *, full_limit_bytes: int = HEAD_BYTES + TAIL_BYT
         return OutputView("", "", 0, True)
     with open(path, "rb") as handle:
         if size <= full_limit_bytes:
-            text = clean_text(handle.read().decode("utf-8", "replace"))
+            text = clean_text(handle.read().decode("utf-8", "replace"), masker)
             return OutputView(text.rstrip("\n"), "", size, True)
         head_raw = handle.read(HEAD_BYTES)
         handle.seek(max(size - TAIL_BYTES, HEAD_BYTES))
         tail_raw = handle.read()
-    head_lines = clean_text(head_raw.decode("utf-8", "replace")).split("\n")[:HEAD_LINES]
-    tail_lines = clean_text(tail_raw.decode("utf-8", "replace")).rstrip("\n").split("\n")
+    head_lines = clean_text(head_raw.decode("utf-8", "replace"), masker).split("\n")[:HEAD_LINES]
+    tail_lines = clean_text(tail_raw.decode("utf-8", "replace"), masker).rstrip("\n").split("\n")
     # the first tail line is probably cut in the middle; drop it unless it is all we have
     tail_lines = tail_lines[1:] if len(tail_lines) > 1 else tail_lines
     return OutputView("\n".join(head_lines), "\n".join(tail_lines[-TAIL_LINES:]), size, False)

@@ -16,7 +16,7 @@ from ci.core.model import (
     GuideOutcome,
     TrackedProcess,
 )
-from ci.core.text import clean_text
+from ci.core.text import Masker, clean_text
 from ci.record.format import RECORD_VERSION, BlockRecord, CollectionRecord, DiagnosticRecord, ProcessRecord, RunRecord
 
 __all__ = ["run_record", "write_record"]
@@ -35,19 +35,19 @@ def _relative(path: str | None, base: Path) -> str | None:
         return path
 
 
-def _block(result: BlockResult, guide: str, base: Path) -> BlockRecord:
+def _block(result: BlockResult, guide: str, base: Path, masker: Masker) -> BlockRecord:
     step = result.step
     return {
         "guide": guide,
         **step.identity(),
-        "heading": clean_text(step.heading) if step.heading else None,
+        "heading": clean_text(step.heading, masker) if step.heading else None,
         "status": result.status.value,
-        "message": clean_text(result.message),
+        "message": clean_text(result.message, masker),
         "exit_code": result.exit_code,
         "duration_s": round(result.duration_s, 3),
-        "captured": {result.stored[0]: clean_text(result.stored[1])} if result.stored else {},
+        "captured": {result.stored[0]: clean_text(result.stored[1], masker)} if result.stored else {},
         "code_sha256": step.code_sha256,
-        "expected": clean_text(result.expected) if result.expected is not None else None,
+        "expected": clean_text(result.expected, masker) if result.expected is not None else None,
         "first_unmatched_line": result.match.first_unmatched_line if result.match else None,
         "stdout_path": _relative(result.stdout_path, base),
         "stderr_path": _relative(result.stderr_path, base),
@@ -55,28 +55,28 @@ def _block(result: BlockResult, guide: str, base: Path) -> BlockRecord:
         "stderr_bytes": result.stderr_bytes,
         "error_marker": result.marker_found,
         "stack_dumps": [_relative(p, base) for p in result.dumps],
-        "stack_dump_notes": [clean_text(n) for n in result.dump_notes],
-        "processes_ended": _processes(result.ended),
+        "stack_dump_notes": [clean_text(n, masker) for n in result.dump_notes],
+        "processes_ended": _processes(result.ended, masker),
         "peak_rss_bytes": result.peak_rss_bytes,
         "cpu_s": round(result.cpu_s, 3) if result.cpu_s is not None else None,
-        "diagnostics": [_diagnostic(d, base) for d in result.diagnostics],
+        "diagnostics": [_diagnostic(d, base, masker) for d in result.diagnostics],
     }
 
 
-def _diagnostic(diagnostic: DiagnosticResult, base: Path) -> DiagnosticRecord:
+def _diagnostic(diagnostic: DiagnosticResult, base: Path, masker: Masker) -> DiagnosticRecord:
     return {
-        "command": clean_text(diagnostic.command),
+        "command": clean_text(diagnostic.command, masker),
         "output_path": _relative(diagnostic.output_path, base),
         "output_bytes": diagnostic.output_bytes,
         "output_capped": diagnostic.output_capped,
         "exit_code": diagnostic.exit_code,
         "timed_out": diagnostic.timed_out,
         "duration_s": round(diagnostic.duration_s, 3),
-        "message": clean_text(diagnostic.message),
+        "message": clean_text(diagnostic.message, masker),
     }
 
 
-def _collection(collection: Collection | None, base: Path) -> CollectionRecord | None:
+def _collection(collection: Collection | None, base: Path, masker: Masker) -> CollectionRecord | None:
     if collection is None:
         return None
     return {
@@ -90,7 +90,7 @@ def _collection(collection: Collection | None, base: Path) -> CollectionRecord |
                 "size_bytes": f.size_bytes,
                 "copied_bytes": f.copied_bytes,
                 "truncated": f.truncated,
-                "note": clean_text(f.note),
+                "note": clean_text(f.note, masker),
             }
             for f in collection.files
         ],
@@ -99,9 +99,9 @@ def _collection(collection: Collection | None, base: Path) -> CollectionRecord |
     }
 
 
-def _processes(processes: Sequence[TrackedProcess]) -> list[ProcessRecord]:
+def _processes(processes: Sequence[TrackedProcess], masker: Masker) -> list[ProcessRecord]:
     return [
-        {"pid": p.pid, "command": clean_text(p.command), "started_by": p.started_by, "ended_by": p.ended_by}
+        {"pid": p.pid, "command": clean_text(p.command, masker), "started_by": p.started_by, "ended_by": p.ended_by}
         for p in processes
     ]
 
@@ -122,7 +122,7 @@ def _own_peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
 
-def run_record(outcomes: Sequence[GuideOutcome], exit_status: int, base: Path) -> RunRecord:
+def run_record(outcomes: Sequence[GuideOutcome], exit_status: int, base: Path, *, masker: Masker) -> RunRecord:
     """The run record: every block of every guide, plus per-guide verdicts and leftovers."""
     return {
         "version": RECORD_VERSION,
@@ -135,18 +135,18 @@ def run_record(outcomes: Sequence[GuideOutcome], exit_status: int, base: Path) -
                 "duration_s": round(o.duration_s, 3),
                 "failed": o.failed,
                 "interrupted_by_signal": o.interrupted_by,
-                "processes_ended": _processes(o.leftovers),
-                "collected": _collection(o.collection, base),
+                "processes_ended": _processes(o.leftovers, masker),
+                "collected": _collection(o.collection, base, masker),
             }
             for o in outcomes
         ],
-        "blocks": [_block(r, o.plan.guide, base) for o in outcomes for r in o.results],
+        "blocks": [_block(r, o.plan.guide, base, masker) for o in outcomes for r in o.results],
     }
 
 
-def write_record(path: Path, outcomes: Sequence[GuideOutcome], exit_status: int) -> None:
+def write_record(path: Path, outcomes: Sequence[GuideOutcome], exit_status: int, *, masker: Masker) -> None:
     """Write the run record to `path`; paths in it are relative to `path`'s directory."""
-    record = run_record(outcomes, exit_status, path.parent)
+    record = run_record(outcomes, exit_status, path.parent, masker=masker)
     path.parent.mkdir(parents=True, exist_ok=True)
     # One line per block: readable, and json's fast C encoder works only without indent.
     head = json.dumps({key: value for key, value in record.items() if key != "blocks"}, indent=2, ensure_ascii=False)

@@ -8,11 +8,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from ci.core.model import BlockResult, Collection, DiagnosticResult, GuideOutcome, Label, Problem, Status, Step
-from ci.core.text import FULL_LIMIT_BYTES, clean_text, human_size, mask_secrets, read_view
+from ci.core.model import BlockResult, Collection, GuideOutcome, Problem, Status, Step
+from ci.core.text import Masker, clean_text, human_size
+from ci.report.details import block_details
 from ci.report.github import StopCommands, failure_annotations
+from ci.report.tally import status_tally
 
-__all__ = ["ConsoleReporter", "block_details", "collection_lines", "format_problems"]
+__all__ = ["ConsoleReporter", "collection_lines", "format_problems"]
 
 
 def format_problems(problems: Sequence[Problem], kind: str = "[ERROR]") -> str:
@@ -37,62 +39,6 @@ def _verdict_line(result: BlockResult, total: int) -> str:
     if result.status.is_failure:
         return f"[ERROR] {text}: {result.message} ({step.file}:{step.line})"
     return text
-
-
-def block_details(result: BlockResult) -> list[tuple[str, str]]:
-    """The sections shown under a finished block, as (title, untrusted text) pairs (spec section 7)."""
-    sections: list[tuple[str, str]] = []
-    step = result.step
-    if result.status in (Status.SKIPPED, Status.NOT_RUN):
-        return sections
-    failed = result.status.is_failure
-    stderr_view = read_view(result.stderr_path)
-    stdout_view = read_view(result.stdout_path)
-    noisy = failed or result.marker_found is not None or (result.stdout_bytes == 0 and result.stderr_bytes > 0)
-    if noisy:
-        if result.marker_found is not None and result.stderr_bytes <= FULL_LIMIT_BYTES:
-            stderr_view = read_view(result.stderr_path, full_limit_bytes=FULL_LIMIT_BYTES)
-        marker = f", contains {result.marker_found!r}" if result.marker_found else ""
-        if result.stderr_bytes:
-            sections.append((f"stderr ({human_size(result.stderr_bytes)}{marker})", stderr_view.render()))
-        if step.label is Label.SETUP and result.stdout_bytes:  # a #test shows its stdout as "actual" below
-            sections.append((f"stdout ({human_size(result.stdout_bytes)})", stdout_view.render()))
-    if step.label is Label.TEST and result.expected is not None:
-        if result.match is not None:
-            sections.append(("expected", result.match.expected))
-            sections.append(("actual", result.match.actual_head.rstrip("\n")))
-            sections.append(
-                (f"diff (first unmatched expected line {result.match.first_unmatched_line})", result.match.diff)
-            )
-        else:
-            sections.append(("expected", result.expected))
-            sections.append(("actual", stdout_view.render()))
-    if result.stored is not None:
-        name, value = result.stored
-        sections.append((f"stored {name} ({len(value.encode())} bytes)", value))
-    if result.status is Status.TIMED_OUT:
-        for path in result.dumps:
-            sections.append((f"stack dump {Path(path).name}", Path(path).read_text(encoding="utf-8", errors="replace")))
-        if result.dump_notes:
-            sections.append(("stack dumps", "\n".join(result.dump_notes)))
-    if result.ended:
-        listed = "\n".join(f"pid {p.pid} ({p.ended_by}): {' '.join(p.command.split())[:300]}" for p in result.ended)
-        sections.append((f"processes ended ({len(result.ended)})", listed))
-    sections += _diagnostic_sections(result.diagnostics)
-    return sections
-
-
-def _diagnostic_sections(diagnostics: Sequence[DiagnosticResult]) -> list[tuple[str, str]]:
-    """One section per ci.diagnostics command: what it printed, bounded as block output is."""
-    sections = []
-    for index, diagnostic in enumerate(diagnostics, start=1):
-        lines = diagnostic.command.strip().splitlines()
-        shown = lines[0][:120] + (" ..." if len(lines) > 1 or len(lines[0]) > 120 else "")
-        size = human_size(diagnostic.output_bytes)
-        title = f"diagnostic {index}/{len(diagnostics)}: {shown} ({diagnostic.message}, {size} in {diagnostic.duration_s:.1f}s)"
-        text = read_view(diagnostic.output_path).render() if diagnostic.output_bytes else "(no output)"
-        sections.append((title, text))
-    return sections
 
 
 _COLLECTED_LINES = 30  # files listed in the log; results.json lists them all
@@ -122,10 +68,11 @@ def collection_lines(collection: Collection) -> list[str]:
 class _Tailer(threading.Thread):
     """--stream: copies a running block's output files to the console as they grow."""
 
-    def __init__(self, paths: Sequence[Path], write: TextIO) -> None:
+    def __init__(self, paths: Sequence[Path], write: TextIO, masker: Masker) -> None:
         super().__init__(daemon=True)
         self.paths = paths
         self.write = write
+        self.masker = masker
         self.done = threading.Event()
         self.offsets = [0 for _ in paths]
 
@@ -139,7 +86,7 @@ class _Tailer(threading.Thread):
                 continue
             if chunk:
                 self.offsets[index] += len(chunk)
-                self.write.write(clean_text(chunk.decode("utf-8", "replace")))
+                self.write.write(clean_text(chunk.decode("utf-8", "replace"), self.masker))
                 self.write.flush()
 
     def run(self) -> None:
@@ -151,8 +98,9 @@ class _Tailer(threading.Thread):
 class ConsoleReporter:
     """Writes the job log; under GitHub Actions adds groups, stop-commands and annotations."""
 
-    def __init__(self, out: TextIO = sys.stdout, *, github: bool = False, stream: bool = False) -> None:
+    def __init__(self, out: TextIO = sys.stdout, *, masker: Masker, github: bool = False, stream: bool = False) -> None:
         self.out = out
+        self.masker = masker  # every line written goes through it
         self.github = github
         self.stream = stream
         self.stop = StopCommands()
@@ -161,13 +109,13 @@ class ConsoleReporter:
         self.holding = False  # while True, lines are flushed together (one write for a block's report)
 
     def line(self, text: str = "") -> None:
-        self.out.write(mask_secrets(text) + "\n")
+        self.out.write(self.masker.mask(text) + "\n")
         if not self.holding:
             self.out.flush()
 
     def untrusted(self, text: str) -> None:
         """Block output: never able to issue workflow commands."""
-        text = clean_text(text)
+        text = clean_text(text, self.masker)
         self.line(self.stop.wrap(text) if self.github else text)
 
     def guide_started(self, guide: str, steps: int) -> None:
@@ -180,7 +128,7 @@ class ConsoleReporter:
         if self.stream:
             if self.github:
                 self.line(f"::stop-commands::{self.stop.token}")
-            self.tailer = _Tailer([stdout_path, stderr_path], self.out)
+            self.tailer = _Tailer([stdout_path, stderr_path], self.out, self.masker)
             self.tailer.start()
 
     def block_finished(self, result: BlockResult, total: int) -> None:
@@ -198,7 +146,7 @@ class ConsoleReporter:
             self.tailer = None
             if self.github:
                 self.line(f"::{self.stop.token}::")
-        sections = block_details(result)
+        sections = block_details(result, masker=self.masker)
         if self.group_open and not result.status.is_failure:
             self._sections(sections)
         if self.group_open:
@@ -214,10 +162,7 @@ class ConsoleReporter:
             self.untrusted(text)
 
     def guide_finished(self, outcome: GuideOutcome) -> None:
-        counts: dict[str, int] = {}
-        for result in outcome.results:
-            counts[result.status.value] = counts.get(result.status.value, 0) + 1
-        tally = ", ".join(f"{n} {status}" for status, n in counts.items()) or "no blocks"
+        tally = status_tally(outcome.results) or "no blocks"
         if outcome.leftovers:
             self.line("processes still running at the end of the run, now ended:")
             for proc in outcome.leftovers:
@@ -232,6 +177,6 @@ class ConsoleReporter:
 
     def run_finished(self, outcomes: Sequence[GuideOutcome], output_dir: Path) -> None:
         if self.github:
-            for text in failure_annotations(outcomes):
+            for text in failure_annotations(outcomes, masker=self.masker):
                 self.line(text)
         self.line(f"full block outputs: {output_dir}")

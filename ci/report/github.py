@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ci.core.model import BlockResult, GuideOutcome, Problem, Status
-from ci.core.text import clean_text, human_size
+from ci.core.text import NO_SECRETS, Masker, clean_text, human_size
+from ci.report.tally import status_tally
 
 __all__ = [
     "MAX_ANNOTATIONS",
@@ -70,15 +71,15 @@ def _annotation_path(file: str) -> str:
     return file
 
 
-def annotation(kind: str, file: str | None, line: int, title: str, message: str) -> str:
-    """One `::error file=...,line=...,title=...::message` line."""
+def annotation(kind: str, file: str | None, line: int, title: str, message: str, *, masker: Masker = NO_SECRETS) -> str:
+    """One `::error file=...,line=...,title=...::message` line; `masker` for a title or message with run output."""
     props = []
     if file:
         props.append(f"file={escape_property(_annotation_path(file))}")
         if line:
             props.append(f"line={line}")
-    props.append(f"title={escape_property(clean_text(title))}")
-    return f"::{kind} {','.join(props)}::{escape_data(clean_text(message))}"
+    props.append(f"title={escape_property(clean_text(title, masker))}")
+    return f"::{kind} {','.join(props)}::{escape_data(clean_text(message, masker))}"
 
 
 def _annotation_line(result: BlockResult) -> int:
@@ -89,7 +90,7 @@ def _annotation_line(result: BlockResult) -> int:
     return step.line
 
 
-def failure_annotations(outcomes: Sequence[GuideOutcome]) -> list[str]:
+def failure_annotations(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> list[str]:
     """Error annotations for failed blocks, the most useful first, at most MAX_ANNOTATIONS.
 
     The first failure of each guide comes first (it is usually the cause; the
@@ -106,7 +107,8 @@ def failure_annotations(outcomes: Sequence[GuideOutcome]) -> list[str]:
     for _, _, result, outcome in ranked[:MAX_ANNOTATIONS]:
         step = result.step
         title = f"{step.label.value} {step.name}: {result.status.value}"
-        lines.append(annotation("error", outcome.plan.source_path, _annotation_line(result), title, result.message))
+        line = _annotation_line(result)
+        lines.append(annotation("error", outcome.plan.source_path, line, title, result.message, masker=masker))
     return lines
 
 
@@ -124,9 +126,9 @@ def problem_annotations(problems: Sequence[Problem], source_paths: dict[str, str
     ]
 
 
-def table_cell(text: str) -> str:
+def table_cell(text: str, masker: Masker = NO_SECRETS) -> str:
     """Text for a cell of a step summary's Markdown table: cleaned, `|` escaped, on one line."""
-    return clean_text(text).replace("|", "\\|").replace("\n", " ")
+    return clean_text(text, masker).replace("|", "\\|").replace("\n", " ")
 
 
 def fit_summary(text: str, rest_in: str) -> str:
@@ -137,17 +139,16 @@ def fit_summary(text: str, rest_in: str) -> str:
     return f"{cut}\n\n(summary cut to stay under the 1 MiB limit; see {rest_in})\n"
 
 
-def step_summary(outcomes: Sequence[GuideOutcome]) -> str:
+def step_summary(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> str:
     """The Markdown step summary: a verdict line and a table of blocks per guide."""
     parts: list[str] = []
     for outcome in outcomes:
-        counts: dict[str, int] = {}
-        for result in outcome.results:
-            counts[result.status.value] = counts.get(result.status.value, 0) + 1
         verdict = "interrupted" if outcome.interrupted_by else ("failed" if outcome.failed else "passed")
         icon = {"passed": "✅", "failed": "❌", "interrupted": "⚠️"}[verdict]
-        tally = ", ".join(f"{n} {status}" for status, n in counts.items())
-        parts.append(f"### {icon} {table_cell(outcome.plan.guide)}: {verdict} ({tally}) in {outcome.duration_s:.1f}s\n")
+        tally = status_tally(outcome.results)
+        parts.append(
+            f"### {icon} {table_cell(outcome.plan.guide, masker)}: {verdict} ({tally}) in {outcome.duration_s:.1f}s\n"
+        )
         parts.append("| # | block | status | duration | exit | peak RSS | CPU | line | note |")
         parts.append("|---|---|---|---|---|---|---|---|---|")
         for result in outcome.results:
@@ -157,14 +158,14 @@ def step_summary(outcomes: Sequence[GuideOutcome]) -> str:
             exit_code = "" if result.exit_code is None else str(result.exit_code)
             note = "" if result.status is Status.PASSED else result.message
             parts.append(
-                f"| {step.ordinal} | `{table_cell(step.label.value)} {table_cell(step.name)}` | {result.status.value} "
-                f"| {result.duration_s:.1f}s | {exit_code} | {rss} | {cpu} | {step.line} | {table_cell(note)[:300]} |"
+                f"| {step.ordinal} | `{table_cell(step.label.value, masker)} {table_cell(step.name, masker)}` | {result.status.value} "
+                f"| {result.duration_s:.1f}s | {exit_code} | {rss} | {cpu} | {step.line} | {table_cell(note, masker)[:300]} |"
             )
         if outcome.leftovers:
             parts.append("\nProcesses ended when the run finished:\n")
             for proc in outcome.leftovers:
                 parts.append(
-                    f"- pid {proc.pid} `{table_cell(proc.command)[:200]}` (from {table_cell(proc.started_by)}): {proc.ended_by}"
+                    f"- pid {proc.pid} `{table_cell(proc.command, masker)[:200]}` (from {table_cell(proc.started_by, masker)}): {proc.ended_by}"
                 )
         parts.append("")
     return fit_summary("\n".join(parts) + "\n", "results.json")
@@ -184,7 +185,7 @@ def output_entry(name: str, value: str) -> str:
     return f"{name}<<{delimiter}\n{value}\n{delimiter}\n"
 
 
-def step_outputs(outcomes: Sequence[GuideOutcome], exit_status: int) -> str:
+def step_outputs(outcomes: Sequence[GuideOutcome], exit_status: int, *, masker: Masker) -> str:
     """The run's outcome as step outputs, for jobs that cannot count on the artifact (docs/ci.md).
 
     `verdict`: passed, failed or interrupted (from the exit status); `exit_status`; `counts`: a JSON
@@ -196,7 +197,7 @@ def step_outputs(outcomes: Sequence[GuideOutcome], exit_status: int) -> str:
     tally = Counter(result.status for outcome in outcomes for result in outcome.results)
     counts = {status.value: tally[status] for status in Status if tally[status]}
     failing = [
-        clean_text(f"{outcome.plan.guide}: {result.step.name}" if len(outcomes) > 1 else result.step.name)
+        clean_text(f"{outcome.plan.guide}: {result.step.name}" if len(outcomes) > 1 else result.step.name, masker)
         for outcome in outcomes
         for result in outcome.results
         if result.status.is_failure

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from ci.core.model import BlockResult, GuideOutcome, Label, Status, Step
-from ci.core.text import clean_text
-from ci.report.console import block_details
+from ci.core.text import Masker, clean_text
+from ci.report.details import block_details
 
 __all__ = ["junit_xml", "testcase_names", "write_junit"]
 
@@ -48,20 +48,21 @@ def testcase_names(steps: Sequence[Step]) -> list[str]:
     return names
 
 
-def _testcase(result: BlockResult, classname: str, name: str) -> ET.Element:
+def _testcase(result: BlockResult, classname: str, name: str, masker: Masker) -> ET.Element:
     step = result.step
     case = ET.Element(
         "testcase",
         {
-            "name": clean_text(name),
-            "classname": clean_text(classname),
-            "file": clean_text(step.file),
+            "name": clean_text(name, masker),
+            "classname": clean_text(classname, masker),
+            "file": clean_text(step.file, masker),
             "line": str(step.line),
             "time": f"{result.duration_s:.3f}",
         },
     )
-    details = "\n\n".join(f"--- {title}\n{clean_text(text)}" for title, text in block_details(result))
-    message = clean_text(f"{result.status.value.replace('_', ' ')}: {result.message}")
+    sections = block_details(result, masker=masker)
+    details = "\n\n".join(f"--- {title}\n{clean_text(text, masker)}" for title, text in sections)
+    message = clean_text(f"{result.status.value.replace('_', ' ')}: {result.message}", masker)
     status = result.status
     if status is Status.PASSED:
         pass
@@ -80,7 +81,7 @@ def _testcase(result: BlockResult, classname: str, name: str) -> ET.Element:
     return case
 
 
-def junit_xml(outcomes: Sequence[GuideOutcome]) -> bytes:
+def junit_xml(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> bytes:
     """The JUnit document for a run, as UTF-8 bytes."""
     root = ET.Element("testsuites")
     for outcome in outcomes:
@@ -89,7 +90,7 @@ def junit_xml(outcomes: Sequence[GuideOutcome]) -> bytes:
             root,
             "testsuite",
             {
-                "name": clean_text(outcome.plan.guide),
+                "name": clean_text(outcome.plan.guide, masker),
                 "tests": str(len(results)),
                 "failures": str(sum(r.status in (Status.FAILED, Status.MISMATCH, Status.TIMED_OUT) for r in results)),
                 "errors": str(sum(r.status is Status.ERROR for r in results)),
@@ -101,12 +102,12 @@ def junit_xml(outcomes: Sequence[GuideOutcome]) -> bytes:
         classname = Path(outcome.plan.guide).stem or outcome.plan.guide
         names = testcase_names([result.step for result in results])
         for result, name in zip(results, names, strict=True):
-            suite.append(_testcase(result, classname, name))
+            suite.append(_testcase(result, classname, name, masker))
     ET.indent(root)
     document: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
     return document
 
 
-def write_junit(path: Path, outcomes: Sequence[GuideOutcome]) -> None:
+def write_junit(path: Path, outcomes: Sequence[GuideOutcome], *, masker: Masker) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(junit_xml(outcomes))
+    path.write_bytes(junit_xml(outcomes, masker=masker))

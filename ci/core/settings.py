@@ -1,0 +1,207 @@
+"""Front matter: a guide's `ci:` settings, each bad value a document error at its own line; and durations."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import yaml
+
+from ci.core.model import GuideSettings, Problem
+from ci.core.parse import ParsedGuide
+
+__all__ = ["guide_settings", "parse_duration"]
+
+_FRONT_MATTER_KEYS = {"timeout", "error_markers", "env", "upstream", "collect", "diagnostics", "diagnostics_timeout"}
+# the front-matter lists of text, with what an item is and an example for messages
+_TEXT_LISTS = {
+    "collect": ("a glob", '["/tmp/server-*.log", "~/app/log/*.txt"]'),
+    "diagnostics": ("a command", '["npu-smi info", "tail -n 100 /tmp/server.log"]'),
+}
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smh]?)\Z")
+_UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from `90`, `30s`, `10m`, `3h` (decimals allowed); ValueError otherwise."""
+    found = _DURATION.match(str(text).strip())
+    if not found or float(found.group(1)) <= 0:
+        raise ValueError(f"bad duration {text!r}: use seconds (90) or a unit: 30s, 10m, 3h")
+    return float(found.group(1)) * _UNIT_S[found.group(2)]
+
+
+def _list(names: Iterable[str]) -> str:
+    return ", ".join(sorted(names))
+
+
+def guide_settings(parsed: ParsedGuide) -> tuple[GuideSettings, list[Problem]]:
+    """The settings of the front matter's `ci:` mapping (defaults without one), and every problem found in it."""
+    reader = _Reader(parsed.file, parsed.front_matter_line)
+    if parsed.front_matter is None:
+        return GuideSettings(), reader.problems
+    section = reader.section(parsed.front_matter)
+    if section is None:
+        return GuideSettings(), reader.problems
+    for key in section:
+        if key not in _FRONT_MATTER_KEYS:
+            reader.error(
+                reader.line_of(str(key)), f"front matter: unknown key ci.{key}; allowed: {_list(_FRONT_MATTER_KEYS)}"
+            )
+    # read in this order, so that problems on one line keep the order they have always had
+    timeout_s = reader.duration(section, "timeout")
+    error_markers = reader.markers(section)
+    env = reader.env(section)
+    upstream = reader.upstream(section)
+    diagnostics_timeout_s = reader.duration(section, "diagnostics_timeout")
+    settings = GuideSettings(
+        timeout_s=timeout_s,
+        error_markers=error_markers,
+        env=env,
+        upstream=upstream,
+        collect=reader.text_list(section, "collect"),
+        diagnostics=reader.text_list(section, "diagnostics"),
+        diagnostics_timeout_s=diagnostics_timeout_s,
+    )
+    return settings, reader.problems
+
+
+class _Reader:
+    """Reads the `ci:` mapping of one guide's front matter, collecting every problem with its line."""
+
+    def __init__(self, file: str, front_matter_line: int) -> None:
+        self.file = file
+        self.line = front_matter_line  # the opening `---`
+        self.key_lines: dict[str, int] = {}
+        self.problems: list[Problem] = []
+
+    def error(self, line: int, message: str) -> None:
+        self.problems.append(Problem(self.file, line, message))
+
+    def line_of(self, key: str) -> int:
+        return self.key_lines.get(key, self.line)
+
+    def section(self, front_matter: str) -> dict[Any, Any] | None:
+        """The `ci:` mapping, or None when there is none (or it is not usable: a problem then)."""
+        try:
+            data = yaml.safe_load(front_matter)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            at = self.line + 1 + mark.line if mark is not None else self.line
+            self.error(at, f"front matter is not valid YAML: {getattr(exc, 'problem', exc)}")
+            return None
+        if not isinstance(data, dict) or data.get("ci") is None:
+            return None
+        self.key_lines = _key_lines(front_matter, self.line)
+        section: Any = data["ci"]
+        if not isinstance(section, dict):
+            self.error(self.line_of(""), f"front matter: 'ci' must be a mapping ({_list(_FRONT_MATTER_KEYS)})")
+            return None
+        return section
+
+    def duration(self, section: dict[Any, Any], key: str) -> float | None:
+        if section.get(key) is None:
+            return None
+        try:
+            return parse_duration(str(section[key]))
+        except ValueError as exc:
+            self.error(self.line_of(key), f"front matter ci.{key}: {exc}")
+            return None
+
+    def markers(self, section: dict[Any, Any]) -> tuple[str, ...]:
+        markers = section.get("error_markers") or []
+        if isinstance(markers, str):
+            markers = [markers]
+        if not isinstance(markers, list) or not all(isinstance(m, (str, int)) and str(m) for m in markers):
+            self.error(
+                self.line_of("error_markers"), "front matter ci.error_markers must be a list of non-empty strings"
+            )
+            return ()
+        return tuple(str(m) for m in markers)
+
+    def env(self, section: dict[Any, Any]) -> dict[str, str]:
+        env = section.get("env") or {}
+        if not isinstance(env, dict) or any(isinstance(v, (dict, list)) for v in env.values()):
+            self.error(
+                self.line_of("env"), 'front matter ci.env must map names to plain values, e.g. PYTHONUNBUFFERED: "1"'
+            )
+            return {}
+        return {str(k): "" if v is None else _yaml_scalar(v) for k, v in env.items()}
+
+    def upstream(self, section: dict[Any, Any]) -> dict[str, str]:
+        upstream = section.get("upstream") or {}
+        if not isinstance(upstream, dict):
+            self.error(
+                self.line_of("upstream"),
+                "front matter ci.upstream must be a mapping, e.g. {repo: owner/name, model: org/model}",
+            )
+            return {}
+        return {str(k): str(v) for k, v in upstream.items()}
+
+    def text_list(self, section: dict[Any, Any], key: str) -> tuple[str, ...]:
+        """A front-matter list of non-empty strings (ci.collect, ci.diagnostics); each bad item is a document error."""
+        what, example = _TEXT_LISTS[key]
+        key_line = self.line_of(key)
+        value = section.get(key)
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            fix = (
+                f"write it as a list: {key}: [{_quoted(value)}]" if isinstance(value, str) else f"e.g. {key}: {example}"
+            )
+            self.error(key_line, f"front matter ci.{key} must be a list of strings, {what} per item; {fix}")
+            return ()
+        items = []
+        for index, item in enumerate(value):
+            if isinstance(item, str) and item.strip():
+                items.append(item)
+                continue
+            where = f"front matter ci.{key}: item {index + 1}"
+            self.error(self.key_lines.get(f"{key}[{index}]", key_line), f"{where} {_not_text(item, what)}")
+        return tuple(items)
+
+
+def _not_text(item: object, what: str) -> str:
+    """What is wrong with a list item that is not a non-empty string, and the fix; after `... item N`."""
+    if isinstance(item, str) or item is None:
+        return f"is empty; give {what} or remove the item"
+    if isinstance(item, dict):
+        # `- echo a: b` is a mapping to YAML: a colon and a space end a key
+        text = ", ".join(f"{k}: {v}" for k, v in item.items())
+        return f"reads as a mapping, not as {what}: quote it, e.g. - {_quoted(text)}"
+    if isinstance(item, list):
+        return f"is a nested list; give each {what.split()[-1]} as an item of its own"
+    if isinstance(item, bool):
+        return f"reads as {str(item).lower()} (YAML's yes/no/on/off/true/false): quote it"
+    kind = "the number" if isinstance(item, (int, float)) else "the value"
+    return f"reads as {kind} {item}, not {what}: quote it, e.g. - {_quoted(str(item))}"
+
+
+def _quoted(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _key_lines(front_matter: str, opening_line: int) -> dict[str, int]:
+    """1-based guide lines of the keys under `ci:` ("" is the line of `ci:` itself)."""
+    lines: dict[str, int] = {}
+    root = yaml.compose(front_matter, Loader=yaml.SafeLoader)
+    if not isinstance(root, yaml.MappingNode):
+        return lines
+    for key_node, value_node in root.value:
+        if key_node.value != "ci":
+            continue
+        lines[""] = opening_line + 1 + key_node.start_mark.line
+        if isinstance(value_node, yaml.MappingNode):
+            for sub_key, sub_value in value_node.value:
+                lines[str(sub_key.value)] = opening_line + 1 + sub_key.start_mark.line
+                if isinstance(sub_value, yaml.SequenceNode):  # "collect[0]": the line of a list's first item
+                    for index, item in enumerate(sub_value.value):
+                        lines[f"{sub_key.value}[{index}]"] = opening_line + 1 + item.start_mark.line
+    return lines
+
+
+def _yaml_scalar(value: object) -> str:
+    if isinstance(value, bool):  # YAML's true/false, as a shell would want them
+        return "true" if value else "false"
+    return str(value)

@@ -1,0 +1,71 @@
+"""What a reporter shows under a finished block: its output, expected and actual, dumps, ended processes, diagnostics."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from ci.core.model import BlockResult, DiagnosticResult, Label, Status
+from ci.core.text import FULL_LIMIT_BYTES, Masker, human_size, read_view
+
+__all__ = ["block_details"]
+
+
+def block_details(result: BlockResult, *, masker: Masker) -> list[tuple[str, str]]:
+    """The sections shown under a finished block, as (title, untrusted text) pairs (spec section 7).
+
+    The output read back from its files is masked with `masker` already; the
+    rest (the expected body, a stored value) is masked where it is written.
+    """
+    sections: list[tuple[str, str]] = []
+    step = result.step
+    if result.status in (Status.SKIPPED, Status.NOT_RUN):
+        return sections
+    failed = result.status.is_failure
+    stderr_view = read_view(result.stderr_path, masker=masker)
+    stdout_view = read_view(result.stdout_path, masker=masker)
+    noisy = failed or result.marker_found is not None or (result.stdout_bytes == 0 and result.stderr_bytes > 0)
+    if noisy:
+        if result.marker_found is not None and result.stderr_bytes <= FULL_LIMIT_BYTES:
+            stderr_view = read_view(result.stderr_path, full_limit_bytes=FULL_LIMIT_BYTES, masker=masker)
+        marker = f", contains {result.marker_found!r}" if result.marker_found else ""
+        if result.stderr_bytes:
+            sections.append((f"stderr ({human_size(result.stderr_bytes)}{marker})", stderr_view.render()))
+        if step.label is Label.SETUP and result.stdout_bytes:  # a #test shows its stdout as "actual" below
+            sections.append((f"stdout ({human_size(result.stdout_bytes)})", stdout_view.render()))
+    if step.label is Label.TEST and result.expected is not None:
+        if result.match is not None:
+            sections.append(("expected", result.match.expected))
+            sections.append(("actual", result.match.actual_head.rstrip("\n")))
+            sections.append(
+                (f"diff (first unmatched expected line {result.match.first_unmatched_line})", result.match.diff)
+            )
+        else:
+            sections.append(("expected", result.expected))
+            sections.append(("actual", stdout_view.render()))
+    if result.stored is not None:
+        name, value = result.stored
+        sections.append((f"stored {name} ({len(value.encode())} bytes)", value))
+    if result.status is Status.TIMED_OUT:
+        for path in result.dumps:
+            sections.append((f"stack dump {Path(path).name}", Path(path).read_text(encoding="utf-8", errors="replace")))
+        if result.dump_notes:
+            sections.append(("stack dumps", "\n".join(result.dump_notes)))
+    if result.ended:
+        listed = "\n".join(f"pid {p.pid} ({p.ended_by}): {' '.join(p.command.split())[:300]}" for p in result.ended)
+        sections.append((f"processes ended ({len(result.ended)})", listed))
+    sections += _diagnostic_sections(result.diagnostics, masker)
+    return sections
+
+
+def _diagnostic_sections(diagnostics: Sequence[DiagnosticResult], masker: Masker) -> list[tuple[str, str]]:
+    """One section per ci.diagnostics command: what it printed, bounded as block output is."""
+    sections = []
+    for index, diagnostic in enumerate(diagnostics, start=1):
+        lines = diagnostic.command.strip().splitlines()
+        shown = lines[0][:120] + (" ..." if len(lines) > 1 or len(lines[0]) > 120 else "")
+        size = human_size(diagnostic.output_bytes)
+        title = f"diagnostic {index}/{len(diagnostics)}: {shown} ({diagnostic.message}, {size} in {diagnostic.duration_s:.1f}s)"
+        text = read_view(diagnostic.output_path, masker=masker).render() if diagnostic.output_bytes else "(no output)"
+        sections.append((title, text))
+    return sections

@@ -1,0 +1,115 @@
+"""The guide's ci.diagnostics: bash commands run after a block failed, mismatched or timed out, supervised as blocks are."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from ci.core.model import BlockResult, DiagnosticResult, GuideSettings, Status
+from ci.runner.outputs import file_sizes, slug
+from ci.runner.process import ProcessSupervisor, RunInterrupted
+
+__all__ = ["DEFAULT_DIAGNOSTICS_TIMEOUT_S", "DIAGNOSTIC_OUTPUT_LIMIT_BYTES", "run_diagnostics"]
+
+DEFAULT_DIAGNOSTICS_TIMEOUT_S = 60.0  # each ci.diagnostics command's limit unless ci.diagnostics_timeout says
+DIAGNOSTIC_OUTPUT_LIMIT_BYTES = 1024 * 1024  # a diagnostic printing more is stopped there (RLIMIT_FSIZE)
+_DIAGNOSED = (Status.FAILED, Status.MISMATCH, Status.TIMED_OUT)  # statuses after which diagnostics run
+_PAST_DEADLINE_DIAGNOSTIC_S = 10.0  # each diagnostic's limit once --deadline has passed
+_DIAGNOSTIC_GRACE_S = 2.0  # SIGTERM to SIGKILL for a diagnostic past its limit: it holds up the report
+
+
+def run_diagnostics(
+    result: BlockResult,
+    settings: GuideSettings,
+    *,
+    stem: str,
+    tag: str,
+    past_deadline: bool,
+    env: Mapping[str, str],
+    supervisor: ProcessSupervisor,
+) -> tuple[BlockResult, int | None]:
+    """Run the guide's ci.diagnostics after a block failed, mismatched or timed out.
+
+    `stem` is the block's output stem (the outputs go to STEM.diagnostics/),
+    `tag` its marker value. Returns the result carrying them, and the signal
+    number when a stop request cut them short (the remaining ones are then
+    not started).
+    """
+    if result.status not in _DIAGNOSED or not settings.diagnostics:
+        return result, None
+    limit_s = settings.diagnostics_timeout_s or DEFAULT_DIAGNOSTICS_TIMEOUT_S
+    if past_deadline:
+        # the job's own limit is close: a glimpse of each still fits in the workflow's margin, a full minute may not
+        limit_s = min(limit_s, _PAST_DEADLINE_DIAGNOSTIC_S)
+    directory = Path(f"{stem}.diagnostics")
+    done: list[DiagnosticResult] = []
+    signum: int | None = None
+    for index, command in enumerate(settings.diagnostics, start=1):
+        signum = supervisor.stop_requested()
+        if signum is not None:
+            break
+        output_path = directory / f"{index}-{slug(command)[:40]}.txt"
+        name = f"{result.step.name} (diagnostic {index})"
+        diagnostic, signum = _run_diagnostic(
+            command, output_path, name, f"{tag}-diagnostic-{index}", limit_s, env, supervisor
+        )
+        done.append(diagnostic)
+        if signum is not None:
+            break
+    return dataclasses.replace(result, diagnostics=tuple(done)), signum
+
+
+def _run_diagnostic(
+    command: str,
+    output_path: Path,
+    name: str,
+    tag: str,
+    limit_s: float,
+    env: Mapping[str, str],
+    supervisor: ProcessSupervisor,
+) -> tuple[DiagnosticResult, int | None]:
+    """One diagnostic, supervised as a block is: its own session, a time limit, its whole tree ended."""
+    # stderr joins stdout so the file reads as a terminal would show it; the file-size limit caps
+    # what a runaway command can write, since its output goes straight to the file, not through us
+    limit_kib = DIAGNOSTIC_OUTPUT_LIMIT_BYTES // 1024
+    argv = ["bash", "-c", f"ulimit -f {limit_kib} 2>/dev/null; exec 2>&1\n{command}"]
+    started = time.monotonic()
+    try:
+        output_path.parent.mkdir(parents=True, exist_ok=True)
+        process = supervisor.start(
+            argv, env=env, stdout_path=output_path, stderr_path=output_path, block_name=name, block_tag=tag
+        )
+    except OSError as exc:
+        message = f"could not be run: {exc.strerror or exc}"
+        return DiagnosticResult(command, None, 0, False, None, False, 0.0, message), None
+    signum = None
+    try:
+        exited = supervisor.wait(process, limit_s)
+    except RunInterrupted as interrupt:
+        supervisor.end_tree(process)  # a stop request cuts its grace period short
+        exited, signum = False, interrupt.signum
+    if signum is None and (not exited or supervisor.group_alive(process)):
+        # past its limit, or it left something running in the background: neither may outlive it
+        supervisor.end_tree(process, grace_s=_DIAGNOSTIC_GRACE_S)
+    supervisor.reap_orphans()
+    (size,) = file_sizes(output_path)
+    capped = size >= DIAGNOSTIC_OUTPUT_LIMIT_BYTES
+    code = process.exit_code if exited else None
+    timed_out = not exited and signum is None
+    message = _diagnostic_message(signum, exited, limit_s, capped, code)
+    duration_s = time.monotonic() - started
+    return DiagnosticResult(command, str(output_path), size, capped, code, timed_out, duration_s, message), signum
+
+
+def _diagnostic_message(signum: int | None, exited: bool, limit_s: float, capped: bool, code: int | None) -> str:
+    if signum is not None:
+        return f"interrupted by signal {signum}; its process tree was ended"
+    if not exited:
+        return f"timed out after {limit_s:g}s; its process tree was ended"
+    if capped:
+        return f"stopped at the {DIAGNOSTIC_OUTPUT_LIMIT_BYTES // (1024 * 1024)} MiB output cap"
+    if code is not None and code < 0:
+        return f"killed by signal {-code}"
+    return f"exit {code}"

@@ -1,0 +1,323 @@
+"""One step: substitute its loads, start its process, wait within its limit, end what it leaves, and judge it."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ci.core.match import explain_mismatch, match_file
+from ci.core.model import BlockResult, Language, MatchReport, Status, Step, TrackedProcess
+from ci.core.plan import substitute
+from ci.core.text import FULL_LIMIT_BYTES, file_contains, read_view
+from ci.runner.events import Events
+from ci.runner.outputs import OutputFiles, file_sizes, output_stem
+from ci.runner.process import BlockProcess, ProcessSupervisor, RunInterrupted
+
+__all__ = ["StepContext", "run_step", "unstarted_result"]
+
+_STORE_LIMIT_BYTES = 16 * 1024 * 1024  # of a setup's stdout, at most this much is stored
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What every step of one guide's run shares."""
+
+    supervisor: ProcessSupervisor
+    env: Mapping[str, str]  # every block's environment: the harness's own, PWD, the guide's ci.env
+    markers: tuple[str, ...]  # the error markers looked for in stderr: the command line's and the guide's
+    events: Events
+    output_files: OutputFiles
+    output_dir: Path  # block outputs go under output_dir/blocks
+    file_prefix: str  # before each block's file names and marker value: keeps guides that run together apart
+    deadline: float | None  # --deadline (time.monotonic()), if set
+    paths: Mapping[int, tuple[Path, Path]]  # ordinal -> stdout and stderr files, for each step that may run
+    following: Mapping[int, tuple[Path, Path]]  # ordinal -> the files of the step that may run after it
+
+    def stem(self, step: Step) -> str:
+        """OUTPUT_DIR/blocks/PREFIXNNN-name: what the step's output files, dumps and diagnostics are named after."""
+        return output_stem(self.output_dir, self.file_prefix, step)
+
+    def tag(self, step: Step) -> str:
+        """The step's BLOCK_MARKER value: unique within the run, even when several guides run."""
+        return f"{self.file_prefix}{step.ordinal}"
+
+
+@dataclass(frozen=True)
+class _Substituted:
+    """A step's texts once the values it loads are put in."""
+
+    command: str  # the body, as it runs
+    expected: str | None  # the #test-result body it is matched against (a #test)
+
+
+@dataclass(frozen=True)
+class _Observed:
+    """What was measured of a block that was started, whatever its verdict."""
+
+    command: str  # the body after substitution
+    expected: str | None  # the expected body after substitution (#test)
+    exited: bool  # its main process ended within its limit
+    exit_code: int | None  # None while it had not exited (and after a time-out)
+    duration_s: float
+    stdout_path: str | None  # None for a stream that kept no file (it stayed empty)
+    stderr_path: str | None
+    stdout_bytes: int
+    stderr_bytes: int
+    marker_found: str | None  # the first error marker in stderr
+    peak_rss_bytes: int | None
+    cpu_s: float | None
+    dumps: tuple[str, ...] = ()  # stack dumps taken on its time-out
+    dump_notes: tuple[str, ...] = ()
+    ended: tuple[TrackedProcess, ...] = ()  # what of its tree the harness ended
+
+    def result(
+        self,
+        step: Step,
+        status: Status,
+        message: str,
+        *,
+        match: MatchReport | None = None,
+        stored: tuple[str, str] | None = None,
+    ) -> BlockResult:
+        """The block's result with this verdict: what was measured, and the mismatch or stored value if any."""
+        return BlockResult(
+            step=step,
+            status=status,
+            exit_code=self.exit_code,
+            duration_s=self.duration_s,
+            message=message,
+            stdout_path=self.stdout_path,
+            stderr_path=self.stderr_path,
+            stdout_bytes=self.stdout_bytes,
+            stderr_bytes=self.stderr_bytes,
+            command=self.command,
+            expected=self.expected,
+            match=match,
+            stored=stored,
+            marker_found=self.marker_found,
+            dumps=self.dumps,
+            dump_notes=self.dump_notes,
+            ended=self.ended,
+            peak_rss_bytes=self.peak_rss_bytes,
+            cpu_s=self.cpu_s,
+        )
+
+
+def unstarted_result(
+    step: Step, status: Status, message: str, *, substituted: _Substituted | None = None
+) -> BlockResult:
+    """The result of a step that was never started: not run, skipped, or it could not be (`substituted` once made)."""
+    if substituted is None:
+        substituted = _Substituted(step.body, step.expected.body if step.expected else None)
+    return BlockResult(
+        step=step,
+        status=status,
+        exit_code=None,
+        duration_s=0.0,
+        message=message,
+        stdout_path=None,
+        stderr_path=None,
+        stdout_bytes=0,
+        stderr_bytes=0,
+        command=substituted.command,
+        expected=substituted.expected,
+        match=None,
+        stored=None,
+        marker_found=None,
+    )
+
+
+def _argv_choices(language: Language, command: str) -> list[list[str]]:
+    """The commands to try, in order; the block's own PATH decides which program they are."""
+    if language is Language.SHELL:
+        return [["bash", "-c", command]]
+    # the container's interpreter, as a reader typing `python` would get it
+    return [["python", "-c", command], ["python3", "-c", command]]
+
+
+def run_step(step: Step, stored: Mapping[str, str], context: StepContext) -> tuple[BlockResult, int | None]:
+    """Run one step: its result, and the signal number when a stop signal ended it."""
+    missing = [load.name for load in step.loads if load.name not in stored]
+    if step.expected:
+        missing += [load.name for load in step.expected.loads if load.name not in stored]
+    if missing:
+        names = ", ".join(sorted(set(missing)))
+        message = f"could not be run: {names} was never stored (its setup did not run); pass --set NAME=VALUE"
+        return unstarted_result(step, Status.ERROR, message), None
+    command = substitute(step.body, tuple((load.placeholder, stored[load.name]) for load in step.loads))
+    expected = None
+    if step.expected:
+        expected_pairs = tuple((load.placeholder, stored[load.name]) for load in step.expected.loads)
+        # trailing newlines go after substitution: a value stored empty must not leave one behind
+        expected = substitute(step.expected.body, expected_pairs).rstrip("\n")
+    substituted = _Substituted(command, expected)
+    block = _spawn(step, command, context)
+    if isinstance(block, str):
+        return unstarted_result(step, Status.ERROR, block, substituted=substituted), None
+    return _supervise(step, block, substituted, context)
+
+
+def _spawn(step: Step, command: str, context: StepContext) -> BlockProcess | str:
+    """Start the step's process; why it could not be, as its result's message, when it could not."""
+    stdout_path, stderr_path = context.paths[step.ordinal]
+    context.output_files.prepare(stdout_path, stderr_path)  # made already, unless this is the first block
+    for argv in _argv_choices(step.language, command):
+        try:
+            return context.supervisor.start(
+                argv,
+                env=context.env,
+                stdout_path=stdout_path,
+                stderr_path=stderr_path,
+                block_name=step.name,
+                block_tag=context.tag(step),
+            )
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            return f"could not be run: {exc}"
+    wanted = " or ".join(argv[0] for argv in _argv_choices(step.language, command))
+    return f"could not be run: no {wanted} on PATH"
+
+
+def _supervise(
+    step: Step, block: BlockProcess, substituted: _Substituted, context: StepContext
+) -> tuple[BlockResult, int | None]:
+    """Wait for a started block within its limit, end what it leaves, and judge it (a stop signal's number too)."""
+    paths = context.paths[step.ordinal]
+    context.output_files.used(*paths)
+    # while this block runs: the previous block's report, this one's header, the next one's files
+    context.events.started(step, *paths)
+    if step.ordinal in context.following:
+        context.output_files.prepare(*context.following[step.ordinal])
+    limit_s, by_deadline = step.timeout_s, False
+    deadline = context.deadline
+    if deadline is not None and deadline - block.started < limit_s:
+        limit_s, by_deadline = max(deadline - block.started, 0.0), True
+    try:
+        exited = context.supervisor.wait(block, limit_s)
+    except RunInterrupted as interrupt:
+        return _cut_short(step, block, substituted, context, interrupt.signum), interrupt.signum
+    observed = _waited(step, block, exited, substituted, context)
+    if not exited and by_deadline:
+        message = (
+            f"the run deadline was reached {limit_s:.1f}s into this block (its own limit is {step.timeout_s:g}s);"
+            " its process tree was ended"
+        )
+        return observed.result(step, Status.TIMED_OUT, message), None
+    return _verdict(step, observed, paths[0]), None
+
+
+def _cut_short(
+    step: Step, block: BlockProcess, substituted: _Substituted, context: StepContext, signum: int
+) -> BlockResult:
+    """The result of a block whose wait a stop signal ended: its whole tree is ended too."""
+    # the supervisor cuts the grace period to about a second once a stop signal has come
+    ended = tuple(context.supervisor.end_tree(block))
+    message = (
+        f"interrupted by signal {signum} after {time.monotonic() - block.started:.1f}s; its process tree was ended"
+    )
+    paths = context.paths[step.ordinal]
+    observed = _observe(
+        block, substituted, paths, file_sizes(*paths), context, exited=False, exit_code=block.exit_code, ended=ended
+    )
+    return observed.result(step, Status.ERROR, message)
+
+
+def _waited(
+    step: Step, block: BlockProcess, exited: bool, substituted: _Substituted, context: StepContext
+) -> _Observed:
+    """What was measured of a block waited for to its end or its limit; past its limit, its stacks dumped and its tree ended."""
+    supervisor = context.supervisor
+    dumps: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    ended: tuple[TrackedProcess, ...] = ()
+    if not exited:
+        dump_paths, dump_notes = supervisor.dump_stacks(block, Path(f"{context.stem(step)}.dumps"))
+        dumps, notes = tuple(dump_paths), tuple(dump_notes)
+        ended = tuple(supervisor.end_tree(block))
+    supervisor.reap_orphans()
+    paths = context.paths[step.ordinal]
+    sizes = file_sizes(*paths)
+    writers_left = supervisor.group_alive(block)
+    # an empty stream keeps no file (the file itself stays until a later block's files are made)
+    kept = tuple(
+        None if context.output_files.take_back(path, size, writers_left) else path
+        for path, size in zip(paths, sizes, strict=True)
+    )
+    exit_code = block.exit_code if exited else None
+    return _observe(
+        block,
+        substituted,
+        kept,
+        sizes,
+        context,
+        exited=exited,
+        exit_code=exit_code,
+        dumps=dumps,
+        dump_notes=notes,
+        ended=ended,
+    )
+
+
+def _observe(
+    block: BlockProcess,
+    substituted: _Substituted,
+    paths: tuple[Path | None, ...],
+    sizes: tuple[int, ...],
+    context: StepContext,
+    *,
+    exited: bool,
+    exit_code: int | None,
+    dumps: tuple[str, ...] = (),
+    dump_notes: tuple[str, ...] = (),
+    ended: tuple[TrackedProcess, ...] = (),
+) -> _Observed:
+    """What was measured of a started block once its wait ended (a path is None for a stream that kept no file)."""
+    stdout_path, stderr_path = (str(path) if path else None for path in paths)
+    return _Observed(
+        command=substituted.command,
+        expected=substituted.expected,
+        exited=exited,
+        exit_code=exit_code,
+        duration_s=time.monotonic() - block.started,
+        stdout_path=stdout_path,
+        stderr_path=stderr_path,
+        stdout_bytes=sizes[0],
+        stderr_bytes=sizes[1],
+        marker_found=file_contains(stderr_path, context.markers) if sizes[1] else None,
+        peak_rss_bytes=block.peak_rss_bytes or None,
+        cpu_s=block.cpu_s,
+        dumps=dumps,
+        dump_notes=dump_notes,
+        ended=ended,
+    )
+
+
+def _verdict(step: Step, observed: _Observed, stdout_path: Path) -> BlockResult:
+    """The verdict on a block that was waited for to the end of its limit (none was cut short)."""
+    if not observed.exited:
+        message = f"timed out after {step.timeout_s:g}s; its process tree was ended"
+        return observed.result(step, Status.TIMED_OUT, message)
+    code = observed.exit_code
+    if code != 0:
+        return observed.result(
+            step, Status.FAILED, f"killed by signal {-code}" if code is not None and code < 0 else f"exit {code}"
+        )
+    if step.expected is not None and observed.expected is not None:
+        failed_piece = match_file(str(stdout_path), observed.expected, step.expected.fuzzy)
+        if failed_piece is None:
+            return observed.result(step, Status.PASSED, "output matched")
+        view = read_view(str(stdout_path), full_limit_bytes=FULL_LIMIT_BYTES)
+        report = explain_mismatch(view.render(), observed.expected, step.expected.fuzzy, failed_piece)
+        message = f"stdout does not match the expected output from its line {report.first_unmatched_line}: {report.first_unmatched_text!r}"
+        return observed.result(step, Status.MISMATCH, message, match=report)
+    if step.store:
+        size = os.path.getsize(stdout_path)
+        with open(stdout_path, "rb") as handle:
+            value = handle.read(_STORE_LIMIT_BYTES).decode("utf-8", "replace").rstrip()
+        note = "" if size <= _STORE_LIMIT_BYTES else f" (first {_STORE_LIMIT_BYTES} bytes of {size})"
+        return observed.result(step, Status.PASSED, f"stored {step.store}{note}", stored=(step.store, value))
+    return observed.result(step, Status.PASSED, "exit 0")
