@@ -54,10 +54,10 @@ class _MemoryText:
         return self.text[start : start + length]
 
     def find(self, piece: str | bytes, start: int) -> int:
-        return self.text.find(piece, start)  # type: ignore[arg-type]
+        return self.text.find(piece, start)  # type: ignore[arg-type]  # piece and text are both str or both bytes
 
     def content_end(self) -> int:
-        return len(self.text.rstrip(self.newline))  # type: ignore[arg-type]
+        return len(self.text.rstrip(self.newline))  # type: ignore[arg-type]  # newline has the text's type
 
 
 def _match_text(text: _MemoryText | _FileText, pieces: Sequence[str | bytes]) -> int | None:
@@ -72,7 +72,7 @@ def _match_text(text: _MemoryText | _FileText, pieces: Sequence[str | bytes]) ->
     """
     newline = text.newline
     last = pieces[-1]
-    core = last.rstrip(newline)  # type: ignore[arg-type]
+    core = last.rstrip(newline)  # type: ignore[arg-type]  # pieces and newline share the output's type
     newlines_needed = len(last) - len(core)
     end = text.content_end()
     trailing = text.size - end
