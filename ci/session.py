@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ci.cli import ExitCode, print_error
+from ci.cli import ExitCode, fail, print_error
 from ci.core.files import write_atomically
 
 if TYPE_CHECKING:
@@ -51,8 +52,17 @@ def run(args: argparse.Namespace, plans: list[Plan], left_out: list[dict[int, st
         output_dir = Path(tempfile.mkdtemp(prefix="guide-guard-"))
     output_dir.mkdir(parents=True, exist_ok=True)
     signals = StopSignals()
+    handlers = _stop_handlers()
     signals.install()  # before the pid file tells anyone whom to signal
-    pid_file = _write_pid_file(output_dir)
+    try:
+        pid_file = _write_pid_file(output_dir)
+    except OSError as exc:
+        _restore_stop_handlers(handlers)
+        return fail(
+            f"cannot write the pid file {output_dir / PID_FILE} ({exc.strerror or exc}); nothing was run. A cancelled"
+            " CI job finds the run by this file: clear its path (remove what is there, free the disk) or name"
+            " another --output-dir"
+        )
     # A console that has gone away (a closed terminal or ssh session: the SIGHUP case, a runner that
     # died) must not stop the run from ending its processes and writing its reports.
     console_streams = sys.stdout, sys.stderr
@@ -222,6 +232,17 @@ def _write_pid_file(output_dir: Path) -> Path:
     path = output_dir / PID_FILE
     write_atomically(path, f"{os.getpid()}\n", encoding="ascii")
     return path
+
+
+def _stop_handlers() -> dict[int, Any]:
+    """The handlers of the signals that stop a run, as they are before the run installs its own."""
+    return {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+
+
+def _restore_stop_handlers(handlers: dict[int, Any]) -> None:
+    for signum, handler in handlers.items():
+        # None: a handler set outside Python, which cannot be put back; the default is the nearest
+        signal.signal(signum, signal.SIG_DFL if handler is None else handler)
 
 
 def _remove_pid_file(path: Path) -> None:

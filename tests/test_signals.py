@@ -190,6 +190,30 @@ def test_the_pid_file_names_the_harness_while_it_runs_and_is_gone_after(
         assert "simulated bug in the harness" in done.stderr
 
 
+def test_a_pid_file_that_cannot_be_written_stops_the_run_before_its_first_block(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    out = tmp_path / "out"
+    (out / "harness.pid").mkdir(parents=True)  # left there by something else: the harness cannot write its file
+    ran = tmp_path / "ran"
+    guide = tmp_path / "g.md"
+    guide.write_text(f"{FENCE}shell #test-setup\ntouch {ran}\n{FENCE}\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "ci.run", str(guide), "--output-dir", str(out), "--junit", str(tmp_path / "junit.xml")],
+        cwd=tmp_path,
+        env=harness_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"[ERROR] cannot write the pid file {out / 'harness.pid'} (Is a directory); nothing was run." in done.stderr
+    assert "or name another --output-dir" in done.stderr and "Traceback" not in done.stderr
+    assert not ran.exists() and not (tmp_path / "junit.xml").exists()
+    # nothing half-written is left beside it, and what was in the way is untouched
+    assert [path.name for path in out.iterdir()] == ["harness.pid"] and (out / "harness.pid").is_dir()
+
+
 # -- --deadline -------------------------------------------------------------------------------------
 
 

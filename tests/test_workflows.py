@@ -12,12 +12,15 @@ import importlib.util
 import io
 import itertools
 import json
+import math
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import uuid
@@ -894,7 +897,8 @@ EXPRESSION_TOKEN = re.compile(
 def evaluate(expression: str, context: dict[str, str]) -> str:
     """A `${{ }}` expression of context names, string literals, ==, !=, !, &&, || and parentheses, as GitHub
     evaluates it: a name not in the context is null (an output never set, a job that never ran), which
-    compares as ''; strings compare case-insensitively; && and || give one of their operands.
+    compares as ''; strings compare case-insensitively; && and || give one of their operands. A call without
+    arguments (`always()`) takes its value from the context under its own text.
     """
     text = expression.strip()
     if text.startswith("${{"):
@@ -923,6 +927,9 @@ def evaluate(expression: str, context: dict[str, str]) -> str:
             return token[1:-1].replace("''", "'")
         if kind == "name" and token in ("true", "false"):
             return token == "true"
+        if kind == "name" and tokens[:2] == [("op", "("), ("op", ")")]:
+            del tokens[:2]  # a status function (always(), cancelled()): its value is the context's
+            return context.get(f"{token}()")
         assert kind == "name", f"unexpected {token!r} in {expression!r}"
         return context.get(token)
 
@@ -968,6 +975,8 @@ def test_the_expression_reader_agrees_with_github_on_the_forms_used_here() -> No
     assert evaluate("${{ a || b }}", {"b": "v"}) == "v"
     assert evaluate("${{ !(a == 'x') && (b != '') }}", {"a": "y", "b": "1"}) == "true"
     assert evaluate("${{ a && 'set' }}", {}) == ""
+    assert evaluate("${{ cancelled() && a != 'x' }}", {"cancelled()": "true", "a": "y"}) == "true"
+    assert evaluate("${{ cancelled() && a != 'x' }}", {"a": "y"}) == ""
 
 
 def resolve(workflow: Workflow, job_id: str, text: str) -> str:
@@ -1093,6 +1102,10 @@ def cancel_violations(workflow: Workflow) -> list[str]:
             )
         elif not steps[stops[0]].get("timeout-minutes"):
             problems.append(f"{workflow.name} {job_id}: the stop step needs a timeout-minutes")
+        elif not all(word in str(steps[stops[0]]["run"]) for word in ("/proc/[0-9]*", " -m ci.run ", "--output-dir")):
+            problems.append(
+                f"{workflow.name} {job_id}: the stop step does not look for a harness without a pid file by its command line"
+            )
     return problems
 
 
@@ -1403,14 +1416,91 @@ def test_the_record_job_records_the_harnesss_verdict(result: str, verdict: str |
     assert evaluate(record_step["env"]["RESULT"], context) == recorded
 
 
+FAILED_ATTEMPT = {"verdict": "failed", "exit_status": "1", "counts": '{"passed":1,"failed":1}', "failing": "broken"}
+PASSED_ATTEMPT = {"verdict": "passed", "exit_status": "0", "counts": '{"passed":2}', "failing": ""}
+# What the record job prints and records after the run job's attempts: (result, what the harness's step wrote,
+# None when the attempt never started the job). The record job runs again with every attempt of the run job.
+RECORD_PRINT_CASES = {
+    # also what a re-run of `record` alone sees: the run job's outputs and result stay those of its attempt
+    "a failed run": ([("failure", FAILED_ATTEMPT)], "harness verdict: failed;", "failed"),
+    "a re-run that failed before the harness wrote anything (actions/runner#2598)": (
+        [("failure", FAILED_ATTEMPT), ("failure", {})],
+        "harness verdict: none (the run job ended 'failure' without one)",
+        "failed",
+    ),
+    "a re-run that passed after a failed attempt": (
+        [("failure", FAILED_ATTEMPT), ("success", PASSED_ATTEMPT)],
+        "harness verdict: passed;",
+        "passed",
+    ),
+    "a re-run cancelled before its job started": (
+        [("failure", FAILED_ATTEMPT), ("cancelled", None)],
+        "harness verdict: none (the run job ended 'cancelled' without one)",
+        "failed",
+    ),
+    # the harness, stopped by the stop step, wrote its outputs after the runner had read them (docs/ci.md)
+    "a cancelled run": ([("cancelled", {})], "harness verdict: none (the run job ended 'cancelled'", "failed"),
+}
+
+
+def run_job_outputs(attempts: list[tuple[str, dict[str, str] | None]]) -> tuple[str, dict[str, str]]:
+    """The run job's result and outputs as `record` sees them after ATTEMPTS, each job output evaluated from
+    what the harness's step wrote in that attempt. As the runner does (actions/runner#2598), an output that
+    is empty in an attempt keeps the previous attempt's value; a job that never started evaluates none."""
+    job = WORKFLOWS[GUIDE_RUN].jobs["run"]
+    harness_id = job["steps"][harness_step_index(job)]["id"]
+    outputs: dict[str, str] = {}
+    for number, (_, written) in enumerate(attempts, start=1):
+        if written is None:
+            continue
+        context = {"github.run_attempt": str(number), "inputs.upstream-ref": "main"}
+        context |= {f"steps.{harness_id}.outputs.{name}": value for name, value in written.items()}
+        for name, expression in job["outputs"].items():
+            value = evaluate(str(expression), context)
+            if value:
+                outputs[name] = value
+    return attempts[-1][0], outputs
+
+
+@pytest.mark.parametrize("case", RECORD_PRINT_CASES)
+def test_the_record_job_prints_only_the_latest_attempts_outcome(case: str, tmp_path: Path) -> None:
+    """The record step's real script, its env: evaluated from the run job's outputs; a stand-in `python`
+    notes what the monitor would be asked to record."""
+    attempts, printed, recorded = RECORD_PRINT_CASES[case]
+    workflow = WORKFLOWS[GUIDE_RUN]
+    [step] = [s for j, name, s in workflow.steps() if j == "record" and name == "Record"]
+    result, outputs = run_job_outputs(attempts)
+    context = {"needs.run.result": result, "inputs.guide": "docs/g.md", "needs.decide.outputs.ref": "v1"}
+    context |= {f"needs.run.outputs.{name}": value for name, value in outputs.items()}
+    values = {name: evaluate(str(value), context) for name, value in step["env"].items() if "${{" in str(value)}
+    stand_in = tmp_path / "bin" / "python"
+    stand_in.parent.mkdir()
+    stand_in.write_text('#!/bin/sh\nprintf \'%s\\n\' "$@" > "$0.args"\n')
+    stand_in.chmod(0o755)
+    env = {"PATH": f"{stand_in.parent}{os.pathsep}{os.environ['PATH']}", **step_env(workflow, "record", step, values)}
+    done = run_step_script(step, tmp_path, env, shell_job="record")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith(printed), done.stdout
+    # the failing blocks are printed only beside the verdict that found them
+    assert ("failing blocks:\nbroken" in done.stdout) == printed.startswith("harness verdict: failed"), done.stdout
+    monitor_args = Path(f"{stand_in}.args").read_text().splitlines()
+    assert monitor_args[monitor_args.index("--record-result") + 1] == recorded
+
+
 def test_the_upload_can_neither_stall_the_job_nor_turn_it_red() -> None:
     workflow = WORKFLOWS[GUIDE_RUN]
     [upload] = steps_using(workflow, "run", "actions/upload-artifact")
     assert upload["continue-on-error"] is True and 0 < upload["timeout-minutes"] <= 5
     # a failed or timed-out upload leaves a warning
     [warn] = [s for s in workflow.jobs["run"]["steps"] if f"steps.{upload['id']}.outcome" in str(s.get("if", ""))]
-    assert warn["if"] == f"always() && steps.{upload['id']}.outcome == 'failure'"
     assert "::warning" in warn["run"]
+    # A failed upload's outcome is `failure`; one that stalls after the job was cancelled is stopped at its
+    # time limit and marked `cancelled` by the runner, and must warn as well.
+    warned = {
+        outcome: evaluate(warn["if"], {"always()": "true", f"steps.{upload['id']}.outcome": outcome})
+        for outcome in ("success", "failure", "cancelled", "skipped")
+    }
+    assert warned == {"success": "false", "failure": "true", "cancelled": "true", "skipped": "false"}
     # and nothing after the run job reads the artifact
     assert not [s for j, _, s in workflow.steps() if j != "run" and "download-artifact" in str(s.get("uses", ""))]
 
@@ -1419,28 +1509,66 @@ def test_the_upload_can_neither_stall_the_job_nor_turn_it_red() -> None:
 # 2. Cancellation and the job's time limit inside a container
 
 
-def harness_deadline_s(workflow: Workflow, job_minutes: int) -> float:
-    """The `--deadline` the run step gives the harness, as bash computes it for a job of JOB_MINUTES."""
-    from ci.core.plan import parse_duration
-
-    [call] = [c for c in harness_calls(workflow) if c.job == "run" and c.argv[1:2] != ("--list",)]
-    word = call.argv[call.argv.index("--deadline") + 1]
-    [step] = [s for j, name, s in workflow.steps() if j == "run" and name == call.step]
+def run_the_run_step(job_minutes: str, directory: Path) -> tuple[subprocess.CompletedProcess[str], list[str] | None]:
+    """The run step's real script, in its login shell, for a job limit of JOB_MINUTES (the input as GitHub
+    passes it), with a stand-in for the harness's interpreter that notes its arguments: (the step, those
+    arguments, or None when the step never called the harness)."""
+    workflow = WORKFLOWS[GUIDE_RUN]
+    job = workflow.jobs["run"]
+    step = job["steps"][harness_step_index(job)]
     assert step["env"]["JOB_TIMEOUT_MINUTES"] == "${{ inputs.timeout-minutes }}"
+    python = directory / "harness" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text('#!/bin/sh\nprintf \'%s\\n\' "$@" > "$0.args"\n')
+    python.chmod(0o755)
+    (directory / "home").mkdir()
+    (directory / "temp").mkdir()
+    values = {name: "" for name, value in step["env"].items() if "${{" in str(value)}
+    values |= {"GUIDE": "guide.md", "JOB_TIMEOUT_MINUTES": job_minutes}
     env = {
         "PATH": os.environ["PATH"],
-        "JOB_TIMEOUT_MINUTES": str(job_minutes),
-        "DEADLINE_MARGIN_MINUTES": str(workflow.doc["env"]["DEADLINE_MARGIN_MINUTES"]),
+        **step_env(workflow, "run", step, values),
+        "HARNESS_VENV": str(python.parent.parent),
+        "HOME": str(directory / "home"),
+        "RUNNER_TEMP": str(directory / "temp"),
     }
-    shown = subprocess.run(
-        ["bash", "--noprofile", "--norc", "-c", f'printf %s "{word}"'],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert shown.returncode == 0, shown.stderr
-    return parse_duration(shown.stdout)
+    done = run_step_script(step, directory, env)
+    noted = Path(f"{python}.args")
+    return done, noted.read_text().splitlines() if noted.exists() else None
+
+
+def harness_deadline_s(workflow: Workflow, job_minutes: int) -> float:
+    """The `--deadline` the run step gives the harness for a job of JOB_MINUTES."""
+    from ci.core.plan import parse_duration
+
+    assert workflow is WORKFLOWS[GUIDE_RUN]
+    with tempfile.TemporaryDirectory() as directory:
+        done, args = run_the_run_step(str(job_minutes), Path(directory))
+    assert done.returncode == 0 and args is not None, done.stdout + done.stderr
+    return parse_duration(args[args.index("--deadline") + 1])
+
+
+@pytest.mark.parametrize("job_minutes", ["300", "90.5", "16", "15", "15.9", "3", "0"])
+def test_a_job_limit_that_leaves_the_harness_no_time_is_refused_by_name(job_minutes: str, tmp_path: Path) -> None:
+    """`timeout-minutes` is a number input: a fraction is dropped (the deadline only moves earlier), and a
+    limit no longer than the margin is refused before the harness starts, with the minimum, never passed
+    on as `--deadline 0m` or a negative one."""
+    margin = WORKFLOWS[GUIDE_RUN].doc["env"]["DEADLINE_MARGIN_MINUTES"]
+    done, args = run_the_run_step(job_minutes, tmp_path)
+    left_minutes = math.floor(float(job_minutes)) - margin
+    if left_minutes > 0:
+        assert done.returncode == 0 and args is not None, done.stdout + done.stderr
+        assert args[args.index("--deadline") + 1] == f"{left_minutes}m"
+    else:
+        assert (done.returncode, args) == (2, None), done.stdout + done.stderr
+        assert (
+            f"::error title=timeout-minutes too small::the input timeout-minutes is '{job_minutes}';"
+            f" give at least {margin + 1} (minutes)"
+        ) in done.stdout, done.stdout
+    docs = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
+    assert f"`timeout-minutes` must be at least {margin + 1}" in docs
+    described = WORKFLOWS[GUIDE_RUN].doc["on"]["workflow_call"]["inputs"]["timeout-minutes"]["description"]
+    assert f"at least {margin + 1}, as the harness's deadline is {margin} minutes below it" in described
 
 
 def test_the_deadline_is_the_documented_margin_below_the_job_limit() -> None:
@@ -1517,6 +1645,53 @@ def test_a_cancelled_job_stops_the_harness_and_waits_for_its_reports(
         harness.wait(timeout=60)
     record = json.loads((tmp_path / report_dir / "outputs" / "results.json").read_text(encoding="utf-8"))
     assert record["exit_status"] == 143 and [b["id"] for b in record["blocks"]] == ["long"]
+
+
+# Holds a Python process in its start-up, before it imports the module it was asked to run: a harness that
+# has not yet written its pid file (its interpreter, its imports or the guide's parsing still under way).
+STARTING_FOREVER = """
+import os, pathlib, time
+pathlib.Path(os.environ["GUIDE_GUARD_TEST_STARTING"]).touch()
+time.sleep(600)
+"""
+
+
+def test_the_stop_step_finds_a_harness_that_has_not_written_its_pid_file(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    """The real `python -m ci.run` command line, held in its start-up by a sitecustomize; another run's
+    harness (another --output-dir, one that only starts with this job's) is left alone."""
+    report_dir = str(WORKFLOWS[GUIDE_RUN].doc["env"]["REPORT_DIR"])
+    (tmp_path / "guide.md").write_text("```shell #test-setup\necho never\n```\n", encoding="utf-8")
+    held = tmp_path / "held"
+    held.mkdir()
+    (held / "sitecustomize.py").write_text(STARTING_FOREVER, encoding="utf-8")
+    harnesses = {}
+    for name, output_dir in (("ours", f"{report_dir}/outputs"), ("another", f"{report_dir}/outputs-of-another")):
+        env = {**harness_env, "PYTHONPATH": str(held), "GUIDE_GUARD_TEST_STARTING": str(tmp_path / name)}
+        harnesses[name] = subprocess.Popen(
+            [sys.executable, "-m", "ci.run", "guide.md", "--output-dir", output_dir],
+            cwd=tmp_path,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    try:
+        for name, harness in harnesses.items():
+            wait_for(tmp_path / name, harness, "it was held in its start-up")
+        stopped = run_step_script(stop_step(), tmp_path, {**harness_env, "REPORT_DIR": report_dir})
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        ours = harnesses["ours"].pid
+        assert f"found the harness (pid {ours}) by its command line" in stopped.stdout, stopped.stdout
+        assert f"the harness (pid {ours}) stopped without writing {report_dir}/outputs/results.json" in stopped.stdout
+        assert harnesses["ours"].wait(timeout=60) == -signal.SIGTERM
+        assert harnesses["another"].poll() is None, "the stop step signalled another run's harness"
+    finally:
+        for harness in harnesses.values():
+            if harness.poll() is None:
+                harness.kill()
+            harness.wait(timeout=60)
 
 
 def test_the_stop_step_leaves_alone_a_process_that_took_a_stale_pid(
