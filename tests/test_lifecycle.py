@@ -57,6 +57,57 @@ def test_secrets_are_masked_in_every_report(guide_runner, tmp_path: Path) -> Non
     assert secret in (run.output_dir / run.block("leak")["stdout_path"]).read_text()
 
 
+def test_only_values_secret_by_name_and_shape_are_masked(guide_runner, tmp_path: Path) -> None:
+    # names that merely contain TOKEN, and plain words or numbers: masking them would hide them in the whole job
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup store="config"
+        echo "use_cache=$TOKENIZERS_PARALLELISM max=$MAX_NEW_TOKENS hf=$HF_TOKEN"
+        echo "named $PLAIN_WORD"
+        exit 1
+        {FENCE}
+        """,
+        "--mask-env",
+        "PLAIN_WORD",
+        env={
+            "TOKENIZERS_PARALLELISM": "false",
+            "MAX_NEW_TOKENS": "1024",
+            "HF_TOKEN": "offline",
+            "PLAIN_WORD": "production",
+            "GITHUB_ACTIONS": "true",
+            "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+        },
+    )
+    assert run.returncode == 1, run.stdout
+    assert "::add-mask::" not in run.stdout
+    assert "use_cache=false max=1024 hf=offline" in run.stdout
+    assert "named production" in run.stdout
+
+
+def test_a_secret_pasted_with_its_newline_is_masked_as_printed(guide_runner, tmp_path: Path) -> None:
+    # `echo $X` (unquoted) and most tools print the value without its newline or CRLF
+    token, key = "hf_pasted_value_789", "k3y-from-windows-42"
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup store="print"
+        echo "token="$HF_TOKEN" key="$API_KEY
+        exit 1
+        {FENCE}
+        """,
+        "--junit",
+        str(tmp_path / "junit.xml"),
+        env={"HF_TOKEN": token + "\n", "API_KEY": key + "\r\n"},
+    )
+    assert run.returncode == 1
+    for name, text in {
+        "console": run.stdout,
+        "junit": (tmp_path / "junit.xml").read_text(),
+        "results.json": (run.output_dir / "results.json").read_text(),
+    }.items():
+        assert token not in text and key not in text, f"secret leaked into {name}"
+    assert "token=***" in run.stdout and "key=***" in run.stdout
+
+
 def test_a_gibibyte_of_output_keeps_the_harness_small(guide_runner) -> None:
     run = guide_runner(
         f"""

@@ -16,6 +16,8 @@ __all__ = [
     "clean_text",
     "file_contains",
     "human_size",
+    "is_maskable",
+    "is_secret_name",
     "read_view",
     "secret_values",
 ]
@@ -32,19 +34,31 @@ _XML_INVALID = re.compile("[\ud800-\udfff\ufffe\uffff]")
 
 
 MASK = "***"
-MIN_SECRET_CHARS = 4  # shorter values would mask every "1" or "on" in the log
-_SECRET_PARTS = ("TOKEN", "SECRET", "PASSWORD")
+# Shorter values, plain words and plain numbers would mask every "1024" or "false" in the log (and,
+# registered with ::add-mask::, in the whole Actions job): no real secret looks like that.
+MIN_SECRET_CHARS = 6
+_PLAIN_VALUE = re.compile(r"[A-Za-z]+|[-+]?[0-9][0-9.,_]*")
+_SECRET_SUFFIXES = ("_TOKEN", "_SECRET", "_KEY")  # with the whole word alone: TOKEN, SECRET, KEY
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a variable is secret by convention: *_TOKEN, *_SECRET, *_KEY, *PASSWORD* (any case)."""
+    upper = name.upper()
+    if "PASSWORD" in upper:
+        return True
+    return any(upper.endswith(suffix) or upper == suffix[1:] for suffix in _SECRET_SUFFIXES)
+
+
+def is_maskable(value: str) -> bool:
+    """Whether a value can be masked without ruining the log: long enough, and not a plain word or number."""
+    value = value.strip()
+    return len(value) >= MIN_SECRET_CHARS and _PLAIN_VALUE.fullmatch(value) is None
 
 
 def secret_values(env: Mapping[str, str], extra_names: Iterable[str] = ()) -> list[str]:
-    """Values of variables whose names look secret (*TOKEN*, *SECRET*, *PASSWORD*, *_KEY) or are named."""
+    """Values of the variables secret by name (`is_secret_name`) or named in EXTRA_NAMES, that can be masked."""
     named = set(extra_names)
-    values = []
-    for name, value in env.items():
-        upper = name.upper()
-        looks_secret = any(part in upper for part in _SECRET_PARTS) or upper.endswith("_KEY")
-        if (looks_secret or name in named) and len(value) >= MIN_SECRET_CHARS:
-            values.append(value)
+    values = [value for name, value in env.items() if (is_secret_name(name) or name in named) and is_maskable(value)]
     return sorted(set(values), key=len, reverse=True)  # longest first, so no secret is half-masked
 
 
@@ -52,18 +66,32 @@ def secret_values(env: Mapping[str, str], extra_names: Iterable[str] = ()) -> li
 class Masker:
     """Replaces a run's secret values by *** in what its reports show; made once by the command that reports."""
 
-    secrets: tuple[str, ...] = ()  # longest first, so no secret is half-masked; none shorter than MIN_SECRET_CHARS
+    secrets: tuple[str, ...] = ()  # longest first, so no secret is half-masked; each one `is_maskable`
 
     @classmethod
     def of(cls, values: Iterable[str]) -> Masker:
-        """A masker for these values (too short ones are left out: they would mask every "1" or "on")."""
-        return cls(tuple(sorted({v for v in values if len(v) >= MIN_SECRET_CHARS}, key=len, reverse=True)))
+        """A masker for these values, also as printed without their ends' blanks or with CRLF as LF.
+
+        A value pasted with a newline (or CRLF) is printed without it by most
+        commands; what cannot be masked safely (`is_maskable`) is left out.
+        """
+        forms: set[str] = set()
+        for value in values:
+            for form in (value, value.strip(), value.replace("\r\n", "\n"), value.replace("\r\n", "\n").strip()):
+                if is_maskable(form):
+                    forms.add(form)
+        return cls(tuple(sorted(forms, key=len, reverse=True)))
 
     def mask(self, text: str) -> str:
         for value in self.secrets:
             if value in text:
                 text = text.replace(value, MASK)
         return text
+
+    @property
+    def longest_chars(self) -> int:
+        """The length of the longest secret (0 for none): how much text a cut must look around."""
+        return len(self.secrets[0]) if self.secrets else 0
 
 
 NO_SECRETS = Masker()  # for text that holds no run's output (guides, drift reports): nothing to mask
