@@ -108,6 +108,40 @@ def test_a_secret_pasted_with_its_newline_is_masked_as_printed(guide_runner, tmp
     assert "token=***" in run.stdout and "key=***" in run.stdout
 
 
+def test_a_secret_across_the_cut_of_a_long_output_shows_no_part(guide_runner, tmp_path: Path) -> None:
+    # one long line: the head is cut 8 KiB in, the tail 16 KiB before the end, each through a secret
+    token = "hf_cut_in_two_0123456789"
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup store="long"
+        head -c 8180 /dev/zero | tr '\\0' a; printf %s "$HF_TOKEN"
+        head -c 40000 /dev/zero | tr '\\0' b; printf %s "$HF_TOKEN"
+        head -c 16380 /dev/zero | tr '\\0' c
+        exit 1
+        {FENCE}
+
+        {FENCE}shell #test id="long-mismatch"
+        head -c 8180 /dev/zero | tr '\\0' a; printf %s "$HF_TOKEN"
+        head -c 300000 /dev/zero | tr '\\0' b; printf %s "$HF_TOKEN"
+        head -c 16380 /dev/zero | tr '\\0' c
+        {FENCE}
+
+        {FENCE}shell #test-result id="long-mismatch"
+        not this
+        {FENCE}
+        """,
+        "--keep-going",
+        "--junit",
+        str(tmp_path / "junit.xml"),
+        env={"HF_TOKEN": token},
+    )
+    assert run.returncode == 1
+    assert "omitted" in run.stdout
+    for name, text in {"console": run.stdout, "junit": (tmp_path / "junit.xml").read_text()}.items():
+        assert not any("a" + token[:n] in text for n in range(1, len(token))), f"a secret's head leaked into {name}"
+        assert not any(token[-n:] + "c" in text for n in range(1, len(token))), f"a secret's tail leaked into {name}"
+
+
 def test_a_gibibyte_of_output_keeps_the_harness_small(guide_runner) -> None:
     run = guide_runner(
         f"""

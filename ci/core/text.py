@@ -89,9 +89,20 @@ class Masker:
         return text
 
     @property
-    def longest_chars(self) -> int:
-        """The length of the longest secret (0 for none): how much text a cut must look around."""
-        return len(self.secrets[0]) if self.secrets else 0
+    def longest_bytes(self) -> int:
+        """The UTF-8 size of the longest secret (0 for none): how much a cut must read beyond itself."""
+        return max((len(value.encode()) for value in self.secrets), default=0)
+
+    def clear_cut(self, text: str, cut: int, *, forward: bool = False) -> int:
+        """CUT (an index into TEXT) moved off any secret it falls inside: back to its start, or FORWARD to its end."""
+        moved = True
+        while moved:
+            moved = False
+            for secret in self.secrets:
+                start = text.find(secret, max(cut - len(secret) + 1, 0))
+                if start != -1 and start < cut:  # it starts before the cut and ends after it
+                    cut, moved = (start + len(secret) if forward else start), True
+        return cut
 
 
 NO_SECRETS = Masker()  # for text that holds no run's output (guides, drift reports): nothing to mask
@@ -132,24 +143,42 @@ class OutputView:
 
 
 def read_view(
-    path: str | None, *, full_limit_bytes: int = HEAD_BYTES + TAIL_BYTES, masker: Masker = NO_SECRETS
+    path: str | None,
+    *,
+    full_limit_bytes: int = HEAD_BYTES + TAIL_BYTES,
+    masker: Masker = NO_SECRETS,
+    mask: bool = True,
 ) -> OutputView:
-    """Read a stream file into a bounded view (memory stays small whatever its size), cleaned and masked."""
+    """Read a stream file into a bounded view (memory stays small whatever its size), cleaned and masked.
+
+    With `mask=False` the masker's secrets are kept (a view to match against
+    what the guide expects), but no cut falls inside one all the same.
+    """
+    masker_shown = masker if mask else NO_SECRETS
     try:
         size = os.stat(path).st_size if path is not None else 0
     except FileNotFoundError:
         size = 0
     if path is None or size == 0:
         return OutputView("", "", 0, True)
+    # a secret straddling a cut is read whole on both sides, so that the cut can avoid it
+    around = masker.longest_bytes
     with open(path, "rb") as handle:
         if size <= full_limit_bytes:
-            text = clean_text(handle.read().decode("utf-8", "replace"), masker)
+            text = clean_text(handle.read().decode("utf-8", "replace"), masker_shown)
             return OutputView(text.rstrip("\n"), "", size, True)
-        head_raw = handle.read(HEAD_BYTES)
-        handle.seek(max(size - TAIL_BYTES, HEAD_BYTES))
+        head_raw = handle.read(HEAD_BYTES + around)
+        tail_start = max(size - TAIL_BYTES, HEAD_BYTES)
+        handle.seek(max(tail_start - around, HEAD_BYTES))
         tail_raw = handle.read()
-    head_lines = clean_text(head_raw.decode("utf-8", "replace"), masker).split("\n")[:HEAD_LINES]
-    tail_lines = clean_text(tail_raw.decode("utf-8", "replace"), masker).rstrip("\n").split("\n")
+    head_text = clean_text(head_raw.decode("utf-8", "replace"))
+    head_cut = masker.clear_cut(head_text, len(clean_text(head_raw[:HEAD_BYTES].decode("utf-8", "replace"))))
+    head_lines = masker_shown.mask(head_text[:head_cut]).split("\n")[:HEAD_LINES]
+    tail_text = clean_text(tail_raw.decode("utf-8", "replace"))
+    tail_cut = len(tail_text) - len(clean_text(tail_raw[-(size - tail_start) :].decode("utf-8", "replace")))
+    tail_lines = (
+        masker_shown.mask(tail_text[masker.clear_cut(tail_text, tail_cut, forward=True) :]).rstrip("\n").split("\n")
+    )
     # the first tail line is probably cut in the middle; drop it unless it is all we have
     tail_lines = tail_lines[1:] if len(tail_lines) > 1 else tail_lines
     return OutputView("\n".join(head_lines), "\n".join(tail_lines[-TAIL_LINES:]), size, False)
