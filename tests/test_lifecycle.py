@@ -142,6 +142,24 @@ def test_a_secret_across_the_cut_of_a_long_output_shows_no_part(guide_runner, tm
         assert not any(token[-n:] + "c" in text for n in range(1, len(token))), f"a secret's tail leaked into {name}"
 
 
+def test_a_secret_streamed_in_two_writes_is_masked(guide_runner) -> None:
+    token = "hf_streamed_in_halves_42"
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup
+        printf 'before %s' "${{HF_TOKEN:0:10}}"
+        sleep 1  # the live view reads what is written so far in between
+        printf '%s after\\n' "${{HF_TOKEN:10}}"
+        {FENCE}
+        """,
+        "--stream",
+        env={"HF_TOKEN": token},
+    )
+    assert run.returncode == 0, run.stdout
+    assert "before *** after" in run.stdout
+    assert token[:10] not in run.stdout and token[10:] not in run.stdout
+
+
 def test_a_gibibyte_of_output_keeps_the_harness_small(guide_runner) -> None:
     run = guide_runner(
         f"""

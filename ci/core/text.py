@@ -89,6 +89,11 @@ class Masker:
         return text
 
     @property
+    def longest_chars(self) -> int:
+        """The length of the longest secret (0 for none)."""
+        return len(self.secrets[0]) if self.secrets else 0
+
+    @property
     def longest_bytes(self) -> int:
         """The UTF-8 size of the longest secret (0 for none): how much a cut must read beyond itself."""
         return max((len(value.encode()) for value in self.secrets), default=0)

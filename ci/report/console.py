@@ -75,24 +75,29 @@ class _Tailer(threading.Thread):
         self.masker = masker
         self.done = threading.Event()
         self.offsets = [0 for _ in paths]
+        # what may be the start of a secret whose rest is not written yet: shown once it is known not to be
+        self.held = ["" for _ in paths]
 
-    def pump(self) -> None:
+    def pump(self, *, last: bool = False) -> None:
         for index, path in enumerate(self.paths):
             try:
                 with open(path, "rb") as handle:
                     handle.seek(self.offsets[index])
                     chunk = handle.read(1 << 16)
             except OSError:
-                continue
-            if chunk:
-                self.offsets[index] += len(chunk)
-                self.write.write(clean_text(chunk.decode("utf-8", "replace"), self.masker))
+                chunk = b""
+            self.offsets[index] += len(chunk)
+            text = self.held[index] + clean_text(chunk.decode("utf-8", "replace"))
+            cut = len(text) if last else self.masker.clear_cut(text, max(len(text) - self.masker.longest_chars + 1, 0))
+            self.held[index] = text[cut:]
+            if cut:
+                self.write.write(self.masker.mask(text[:cut]))
                 self.write.flush()
 
     def run(self) -> None:
         while not self.done.wait(0.2):
             self.pump()
-        self.pump()
+        self.pump(last=True)
 
 
 class ConsoleReporter:
