@@ -28,8 +28,15 @@ TAIL_BYTES = 16 * 1024
 HEAD_LINES = 40
 TAIL_LINES = 80
 
-_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+# 7-bit escape sequences, and their 8-bit forms (U+009B CSI, U+009D OSC) that terminals obey too
+_ANSI = re.compile(
+    r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])"
+    r"|\x9b[0-?]*[ -/]*[@-~]|\x9d[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"
+)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# C1 controls and bidirectional overrides and isolates: they make a log show text other than what is
+# there (a reversed command line, a hidden part), so they are shown as what they are: <U+202E>
+_DECEPTIVE = re.compile("[\x80-\x9f\u202a-\u202e\u2066-\u2069]")
 _XML_INVALID = re.compile("[\ud800-\udfff\ufffe\uffff]")
 
 
@@ -114,10 +121,14 @@ NO_SECRETS = Masker()  # for text that holds no run's output (guides, drift repo
 
 
 def clean_text(text: str, masker: Masker = NO_SECRETS) -> str:
-    """Text safe for a log, XML or JSON: the masker's secrets masked; no ANSI escapes, control characters or lone surrogates."""
+    """Text safe for a log, XML or JSON: the masker's secrets masked; no ANSI escapes, control characters or lone surrogates.
+
+    C1 controls and bidirectional overrides are written as `<U+XXXX>`.
+    """
     text = _ANSI.sub("", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = _CONTROL.sub("", text)
+    text = _DECEPTIVE.sub(lambda found: f"<U+{ord(found.group()):04X}>", text)
     return masker.mask(_XML_INVALID.sub("\ufffd", text))
 
 
