@@ -31,6 +31,8 @@ def redact_url(url: str) -> str:
 
     `https://u:p@host/g.md?token=abc&ref=main` -> `https://***@host/g.md?token=***&ref=***`.
     """
+    if not url.startswith(("http://", "https://")):
+        return url  # a local path: a `?` or `@` in a file name is no credential
     parts = urlsplit(url)
     netloc = parts.netloc
     if "@" in netloc:
