@@ -91,6 +91,7 @@ def test_a_secret_pasted_with_its_newline_is_masked_as_printed(guide_runner, tmp
         f"""
         {FENCE}shell #test-setup store="print"
         echo "token="$HF_TOKEN" key="$API_KEY
+        printf 'quoted=%s|\\n' "$HF_TOKEN"
         exit 1
         {FENCE}
         """,
@@ -106,6 +107,7 @@ def test_a_secret_pasted_with_its_newline_is_masked_as_printed(guide_runner, tmp
     }.items():
         assert token not in text and key not in text, f"secret leaked into {name}"
     assert "token=***" in run.stdout and "key=***" in run.stdout
+    assert "quoted=***\n|" in run.stdout  # the newline the value brought is shown, not masked away
 
 
 def test_a_secret_across_the_cut_of_a_long_output_shows_no_part(guide_runner, tmp_path: Path) -> None:

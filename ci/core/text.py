@@ -77,14 +77,16 @@ class Masker:
 
     @classmethod
     def of(cls, values: Iterable[str]) -> Masker:
-        """A masker for these values, also as printed without their ends' blanks or with CRLF as LF.
+        """A masker for these values as a log shows them: without the blanks at their ends, CRLF as LF.
 
         A value pasted with a newline (or CRLF) is printed without it by most
         commands; what cannot be masked safely (`is_maskable`) is left out.
         """
         forms: set[str] = set()
         for value in values:
-            for form in (value, value.strip(), value.replace("\r\n", "\n"), value.replace("\r\n", "\n").strip()):
+            as_cleaned = value.replace("\r\n", "\n").replace("\r", "\n")  # line breaks as clean_text leaves them
+            # without the blanks at its ends, which the log keeps: masking a newline would join two lines
+            for form in (value.strip(), as_cleaned.strip()):
                 if is_maskable(form):
                     forms.add(form)
         return cls(tuple(sorted(forms, key=len, reverse=True)))
