@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from ci.core.text import Masker, secret_values
+
 FENCE = "```"
 
 
@@ -160,6 +164,29 @@ def test_a_secret_streamed_in_two_writes_is_masked(guide_runner) -> None:
     assert run.returncode == 0, run.stdout
     assert "before *** after" in run.stdout
     assert token[:10] not in run.stdout and token[10:] not in run.stdout
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "masked"),
+    [
+        ("HF_TOKEN", "hf_abcdef123456", True),
+        ("github_token", "ghp_abcdef123456", True),
+        ("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG", True),
+        ("CLIENT_SECRET", "c1ient-s3cret", True),
+        ("DB_PASSWORD_FILE_CONTENT", "pa55-word!", True),
+        ("TOKEN", "t0ken-value", True),
+        ("TOKENIZERS_PARALLELISM", "not-false-9", False),  # TOKEN inside a word is no convention
+        ("MAX_NEW_TOKENS", "1024-tokens", False),
+        ("MONKEY", "banana-42x", False),
+        ("HF_TOKEN", "false", False),  # a plain word
+        ("HF_TOKEN", "1234567890", False),  # a plain number
+        ("HF_TOKEN", "1.2.3-4", True),
+        ("HF_TOKEN", "ab1!", False),  # too short
+        ("HF_TOKEN", "   \n", False),
+    ],
+)
+def test_the_secret_rule(name: str, value: str, masked: bool) -> None:
+    assert bool(Masker.of(secret_values({name: value})).secrets) is masked
 
 
 def test_a_gibibyte_of_output_keeps_the_harness_small(guide_runner) -> None:
