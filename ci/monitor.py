@@ -103,7 +103,7 @@ def _guide_facts(name: str) -> tuple[str, Mapping[str, str]]:
 
     source = read_guide(name)
     raw = Path(source.local_path).read_bytes() if source.local_path else source.text.encode("utf-8")
-    plan = plan_without_running(source.text, name)
+    plan = plan_without_running(source.text, source.name)  # a URL without its credentials
     return hashlib.sha256(raw).hexdigest(), plan.settings.upstream
 
 
@@ -119,6 +119,7 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
 
 def _decide(args: argparse.Namespace, state_path: Path, state: Mapping[str, Any]) -> ExitCode:
     from ci.core.model import DocumentError
+    from ci.core.source import redact_url
     from ci.maintain.upstream import observe
 
     try:
@@ -127,7 +128,8 @@ def _decide(args: argparse.Namespace, state_path: Path, state: Mapping[str, Any]
         for problem in error.problems:
             print_error(str(problem))
         return ExitCode.USAGE
-    seen = observe(args.guide, guide_sha256, upstream)
+    shown = redact_url(args.guide)  # a token in the guide's URL stays out of the state and the log
+    seen = observe(shown, guide_sha256, upstream)
     decision, new_state = decide(state, seen, max_retries=args.max_retries, now=_now())
     for name in SIGNALS:
         signal = decision["signals"][name]
@@ -142,7 +144,7 @@ def _decide(args: argparse.Namespace, state_path: Path, state: Mapping[str, Any]
     _github_output(decision)
     _write_json(state_path, new_state)
     verdict = "a run is needed" if decision["need_to_test"] else "no run needed"
-    print(f"{args.guide}: {verdict} (ref {decision['ref'] or 'unknown'}): {decision['reason']}", file=sys.stderr)
+    print(f"{shown}: {verdict} (ref {decision['ref'] or 'unknown'}): {decision['reason']}", file=sys.stderr)
     return ExitCode.OK
 
 

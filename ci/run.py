@@ -142,7 +142,7 @@ def _load_plans(
         try:
             source = read_guide(name)
             local = os.path.abspath(source.local_path) if source.local_path else None
-            parsed = parse_guide(source.text, name)
+            parsed = parse_guide(source.text, source.name)
             plan = build_plan(parsed, preset_names=preset, default_timeout_s=timeout_s, source_path=local)
         except DocumentError as error:
             problems.extend(error.problems)

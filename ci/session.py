@@ -146,6 +146,7 @@ def _run_guides(
                 keep_going=args.keep_going,
                 guide_dir=f"{index + 1}-{Path(plan.guide).stem}" if len(plans) > 1 else "",  # keeps guides apart
                 deadline=deadline,
+                masker=console.masker,  # no output the run keeps is cut inside a secret
             )
             console.guide_started(plan.guide, len(plan.steps))
             outcome = run_guide(

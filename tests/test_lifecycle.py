@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from ci.core.text import Masker, secret_values
+
 FENCE = "```"
 
 
@@ -55,6 +59,134 @@ def test_secrets_are_masked_in_every_report(guide_runner, tmp_path: Path) -> Non
     assert json.loads(reports["results.json"])["blocks"][0]["captured"] == {"leak": "***"}
     # the files on disk keep everything: nothing is lost
     assert secret in (run.output_dir / run.block("leak")["stdout_path"]).read_text()
+
+
+def test_only_values_secret_by_name_and_shape_are_masked(guide_runner, tmp_path: Path) -> None:
+    # names that merely contain TOKEN, and plain words or numbers: masking them would hide them in the whole job
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup store="config"
+        echo "use_cache=$TOKENIZERS_PARALLELISM max=$MAX_NEW_TOKENS hf=$HF_TOKEN"
+        echo "named $PLAIN_WORD"
+        exit 1
+        {FENCE}
+        """,
+        "--mask-env",
+        "PLAIN_WORD",
+        env={
+            "TOKENIZERS_PARALLELISM": "false",
+            "MAX_NEW_TOKENS": "1024",
+            "HF_TOKEN": "offline",
+            "PLAIN_WORD": "production",
+            "GITHUB_ACTIONS": "true",
+            "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+        },
+    )
+    assert run.returncode == 1, run.stdout
+    assert "::add-mask::" not in run.stdout
+    assert "use_cache=false max=1024 hf=offline" in run.stdout
+    assert "named production" in run.stdout
+
+
+def test_a_secret_pasted_with_its_newline_is_masked_as_printed(guide_runner, tmp_path: Path) -> None:
+    # `echo $X` (unquoted) and most tools print the value without its newline or CRLF
+    token, key = "hf_pasted_value_789", "k3y-from-windows-42"
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup store="print"
+        echo "token="$HF_TOKEN" key="$API_KEY
+        printf 'quoted=%s|\\n' "$HF_TOKEN"
+        exit 1
+        {FENCE}
+        """,
+        "--junit",
+        str(tmp_path / "junit.xml"),
+        env={"HF_TOKEN": token + "\n", "API_KEY": key + "\r\n"},
+    )
+    assert run.returncode == 1
+    for name, text in {
+        "console": run.stdout,
+        "junit": (tmp_path / "junit.xml").read_text(),
+        "results.json": (run.output_dir / "results.json").read_text(),
+    }.items():
+        assert token not in text and key not in text, f"secret leaked into {name}"
+    assert "token=***" in run.stdout and "key=***" in run.stdout
+    assert "quoted=***\n|" in run.stdout  # the newline the value brought is shown, not masked away
+
+
+def test_a_secret_across_the_cut_of_a_long_output_shows_no_part(guide_runner, tmp_path: Path) -> None:
+    # one long line: the head is cut 8 KiB in, the tail 16 KiB before the end, each through a secret
+    token = "hf_cut_in_two_0123456789"
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup store="long"
+        head -c 8180 /dev/zero | tr '\\0' a; printf %s "$HF_TOKEN"
+        head -c 40000 /dev/zero | tr '\\0' b; printf %s "$HF_TOKEN"
+        head -c 16380 /dev/zero | tr '\\0' c
+        exit 1
+        {FENCE}
+
+        {FENCE}shell #test id="long-mismatch"
+        head -c 8180 /dev/zero | tr '\\0' a; printf %s "$HF_TOKEN"
+        head -c 300000 /dev/zero | tr '\\0' b; printf %s "$HF_TOKEN"
+        head -c 16380 /dev/zero | tr '\\0' c
+        {FENCE}
+
+        {FENCE}shell #test-result id="long-mismatch"
+        not this
+        {FENCE}
+        """,
+        "--keep-going",
+        "--junit",
+        str(tmp_path / "junit.xml"),
+        env={"HF_TOKEN": token},
+    )
+    assert run.returncode == 1
+    assert "omitted" in run.stdout
+    for name, text in {"console": run.stdout, "junit": (tmp_path / "junit.xml").read_text()}.items():
+        assert not any("a" + token[:n] in text for n in range(1, len(token))), f"a secret's head leaked into {name}"
+        assert not any(token[-n:] + "c" in text for n in range(1, len(token))), f"a secret's tail leaked into {name}"
+
+
+def test_a_secret_streamed_in_two_writes_is_masked(guide_runner) -> None:
+    token = "hf_streamed_in_halves_42"
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup
+        printf 'before %s' "${{HF_TOKEN:0:10}}"
+        sleep 1  # the live view reads what is written so far in between
+        printf '%s after\\n' "${{HF_TOKEN:10}}"
+        {FENCE}
+        """,
+        "--stream",
+        env={"HF_TOKEN": token},
+    )
+    assert run.returncode == 0, run.stdout
+    assert "before *** after" in run.stdout
+    assert token[:10] not in run.stdout and token[10:] not in run.stdout
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "masked"),
+    [
+        ("HF_TOKEN", "hf_abcdef123456", True),
+        ("github_token", "ghp_abcdef123456", True),
+        ("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG", True),
+        ("CLIENT_SECRET", "c1ient-s3cret", True),
+        ("DB_PASSWORD_FILE_CONTENT", "pa55-word!", True),
+        ("TOKEN", "t0ken-value", True),
+        ("TOKENIZERS_PARALLELISM", "not-false-9", False),  # TOKEN inside a word is no convention
+        ("MAX_NEW_TOKENS", "1024-tokens", False),
+        ("MONKEY", "banana-42x", False),
+        ("HF_TOKEN", "false", False),  # a plain word
+        ("HF_TOKEN", "1234567890", False),  # a plain number
+        ("HF_TOKEN", "1.2.3-4", True),
+        ("HF_TOKEN", "ab1!", False),  # too short
+        ("HF_TOKEN", "   \n", False),
+    ],
+)
+def test_the_secret_rule(name: str, value: str, masked: bool) -> None:
+    assert bool(Masker.of(secret_values({name: value})).secrets) is masked
 
 
 def test_a_gibibyte_of_output_keeps_the_harness_small(guide_runner) -> None:

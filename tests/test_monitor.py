@@ -6,8 +6,11 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -449,6 +452,34 @@ def test_bad_state_and_bad_usage(
     broken_guide.write_text("```shell #test\necho\n```\n", encoding="utf-8")
     assert main([str(broken_guide), "--state", str(tmp_path / "s.json")]) == 2
     assert "#test needs an id" in capsys.readouterr().err
+
+
+class _QuietFiles(SimpleHTTPRequestHandler):
+    """Serves files without logging requests to stderr, which the test reads for the monitor's own words."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_a_token_in_the_guide_url_is_not_shown(
+    env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "broken.md").write_text("```shell #test\necho\n```\n", encoding="utf-8")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_QuietFiles, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    token = "tok_monitor_s3cret"
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        assert main([f"{url}/broken.md?token={token}", "--state", str(tmp_path / "s.json")]) == 2
+        broken = capsys.readouterr().err
+        assert main([f"{url}/missing.md?token={token}", "--state", str(tmp_path / "s.json")]) == 2
+        missing = capsys.readouterr().err
+    finally:
+        server.shutdown()
+    assert "#test needs an id" in broken and "cannot fetch the guide" in missing
+    assert token not in broken + missing and "token=***" in broken
 
 
 def test_command_line_end_to_end(stub: WebStub, env: dict[str, str], guide: Path, tmp_path: Path) -> None:

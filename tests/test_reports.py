@@ -226,3 +226,38 @@ def test_a_step_summary_over_the_limit_is_cut_and_says_where_the_rest_is() -> No
 
 def test_a_table_cell_stays_one_cell_on_one_line() -> None:
     assert table_cell("a | b\nc\x1b[31m") == "a \\| b c"
+
+
+def test_guide_and_output_text_cannot_disguise_the_log(guide_runner, tmp_path: Path) -> None:
+    summary = tmp_path / "summary.md"
+    run = guide_runner(
+        f"""
+        Two lines of heading
+        ::error::injected by a heading
+        ==============================
+
+        {FENCE}shell #test-setup
+        printf 'red \\xc2\\x9b31mtext\\xc2\\x9b0m and \\xe2\\x80\\xaereversed\\xe2\\x80\\xac\\n'
+        {sys.executable} -c 'import time; time.sleep(300)' '`![pixel](http://example.invalid/p.png)`' &
+        exit 1
+        {FENCE}
+        """,
+        "--grace",
+        "5",
+        env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)},
+    )
+    assert run.returncode == 1, run.stdout
+    lines = run.stdout.splitlines()
+    assert not [line for line in lines if line.startswith("::error::injected")]
+    group = next(line for line in lines if line.startswith("::group::"))
+    assert "Two lines of heading ::error::injected by a heading" in group
+    record = (run.output_dir / "results.json").read_text(encoding="utf-8")
+    for text in (run.stdout, record, summary.read_text(encoding="utf-8")):
+        assert not any(
+            "\x80" <= c <= "\x9f" or c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069" for c in text
+        )
+    assert "red text and <U+202E>reversed<U+202C>" in run.stdout
+    leftovers = [line for line in summary.read_text(encoding="utf-8").splitlines() if "time.sleep(300)" in line]
+    # the command line's backticks stay inside the code span: its fence is longer than any run in it
+    assert leftovers and all(line.startswith("- pid ") and " `` " in line for line in leftovers), leftovers
+    assert all("time.sleep(300) `![pixel](http://example.invalid/p.png)` `` (from #1)" in line for line in leftovers)

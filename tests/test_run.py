@@ -664,6 +664,41 @@ def test_guide_from_a_url(tmp_path: Path, harness_env: dict[str, str]) -> None:
     assert missing.returncode == 2 and "cannot fetch the guide" in missing.stderr
 
 
+def test_a_token_in_a_guide_url_is_shown_nowhere(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "g.md").write_text(f"{FENCE}shell #test-setup\necho remote; exit 1\n{FENCE}\n")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(SimpleHTTPRequestHandler, directory=str(site)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    token = "tok_s3cret_in_the_url"
+    base = f"http://reader:{token}-pw@127.0.0.1:{server.server_address[1]}"
+    try:
+        runs = [
+            subprocess.run(
+                [sys.executable, "-m", "ci.run", url, "--output-dir", str(tmp_path / "out"), "--junit", str(junit)],
+                capture_output=True,
+                text=True,
+                env=harness_env,
+                cwd=tmp_path,
+                timeout=60,
+            )
+            for url, junit in (
+                (f"{base}/g.md?token={token}&ref=main", tmp_path / "j.xml"),
+                (f"{base}/missing.md?token={token}", tmp_path / "missing.xml"),
+            )
+        ]
+    finally:
+        server.shutdown()
+    assert runs[0].returncode == 1 and "remote" in runs[0].stdout, runs[0].stdout + runs[0].stderr
+    assert runs[1].returncode == 2 and "cannot fetch the guide" in runs[1].stderr
+    assert "token=***" in runs[1].stderr
+    shown = [r.stdout + r.stderr for r in runs] + [(tmp_path / "out" / "results.json").read_text()]
+    shown.append((tmp_path / "j.xml").read_text())
+    for text in shown:
+        assert token not in text
+
+
 def _start_harness(tmp_path: Path, env: dict[str, str], pidfile: Path) -> subprocess.Popen[str]:
     guide = tmp_path / "long.md"
     guide.write_text(

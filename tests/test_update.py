@@ -333,3 +333,39 @@ echo 2
     assert done.returncode == 1, done.stderr
     assert "id='echoed': a loaded value spans several lines; update this #test-result by hand" in done.stderr
     assert guide.read_text(encoding="utf-8") == text.replace('id="simple"\n1\n', 'id="simple"\n2\n')
+
+
+def test_update_writes_no_secret_into_the_guide(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    secret = "hf_printed_by_a_block_77"
+    guide = tmp_path / "guide.md"
+    text = f"""\
+{FENCE}shell #test id="login"
+echo "logged in with $HF_TOKEN"
+echo "user: $USER_NAME"
+{FENCE}
+
+{FENCE}shell #test-result id="login"
+logged in
+{FENCE}
+
+{FENCE}shell #test id="plain"
+echo "token $HF_TOKEN used"
+echo 2
+{FENCE}
+
+{FENCE}shell #test-result id="plain"
+token ... used
+1
+{FENCE}
+"""
+    guide.write_text(text, encoding="utf-8")
+    env = {**harness_env, "HF_TOKEN": secret, "USER_NAME": "someone"}
+    assert run_guide(guide, tmp_path / "out", env).returncode == 1
+    done = update(guide, tmp_path / "out", env)
+    assert done.returncode == 1, done.stderr
+    assert "id='login': the new expected body would hold a secret value the block printed; left alone" in done.stderr
+    assert secret not in guide.read_text(encoding="utf-8")
+    assert secret not in done.stdout + done.stderr
+    # the other block is updated, its wildcard still covering the secret
+    assert guide.read_text(encoding="utf-8") == text.replace("used\n1\n", "used\n2\n")
+    assert "+2" in done.stdout.splitlines()

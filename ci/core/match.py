@@ -210,10 +210,13 @@ def explain_mismatch(
     within = _failing_line_in_piece(actual, piece, position, anchored=failed_piece == 0)
     body_lines = body.split("\n")
     start_line = min(_line_of_piece(body, pieces, tokens, failed_piece) + within, len(body_lines) - 1)
+    shown = actual[:limit_chars]
+    if len(actual) > limit_chars and "\n" in shown:  # whole lines: a part of a line may be a part of a secret
+        shown = shown[: shown.rindex("\n") + 1]
     diff = "\n".join(
         difflib.unified_diff(
             body[:limit_chars].splitlines(),
-            actual[:limit_chars].splitlines(),
+            shown.splitlines(),
             fromfile="expected",
             tofile="actual",
             lineterm="",
@@ -221,7 +224,7 @@ def explain_mismatch(
     )
     return MatchReport(
         expected=body,
-        actual_head=actual[:limit_chars],
+        actual_head=shown,
         diff=diff,
         first_unmatched_line=start_line + 1,
         first_unmatched_text=body_lines[start_line],

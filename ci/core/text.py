@@ -16,6 +16,8 @@ __all__ = [
     "clean_text",
     "file_contains",
     "human_size",
+    "is_maskable",
+    "is_secret_name",
     "read_view",
     "secret_values",
 ]
@@ -26,25 +28,44 @@ TAIL_BYTES = 16 * 1024
 HEAD_LINES = 40
 TAIL_LINES = 80
 
-_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+# 7-bit escape sequences, and their 8-bit forms (U+009B CSI, U+009D OSC) that terminals obey too
+_ANSI = re.compile(
+    r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])"
+    r"|\x9b[0-?]*[ -/]*[@-~]|\x9d[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"
+)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# C1 controls and bidirectional overrides and isolates: they make a log show text other than what is
+# there (a reversed command line, a hidden part), so they are shown as what they are: <U+202E>
+_DECEPTIVE = re.compile("[\x80-\x9f\u202a-\u202e\u2066-\u2069]")
 _XML_INVALID = re.compile("[\ud800-\udfff\ufffe\uffff]")
 
 
 MASK = "***"
-MIN_SECRET_CHARS = 4  # shorter values would mask every "1" or "on" in the log
-_SECRET_PARTS = ("TOKEN", "SECRET", "PASSWORD")
+# Shorter values, plain words and plain numbers would mask every "1024" or "false" in the log (and,
+# registered with ::add-mask::, in the whole Actions job): no real secret looks like that.
+MIN_SECRET_CHARS = 6
+_PLAIN_VALUE = re.compile(r"[A-Za-z]+|[-+]?[0-9][0-9.,_]*")
+_SECRET_SUFFIXES = ("_TOKEN", "_SECRET", "_KEY")  # with the whole word alone: TOKEN, SECRET, KEY
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a variable is secret by convention: *_TOKEN, *_SECRET, *_KEY, *PASSWORD* (any case)."""
+    upper = name.upper()
+    if "PASSWORD" in upper:
+        return True
+    return any(upper.endswith(suffix) or upper == suffix[1:] for suffix in _SECRET_SUFFIXES)
+
+
+def is_maskable(value: str) -> bool:
+    """Whether a value can be masked without ruining the log: long enough, and not a plain word or number."""
+    value = value.strip()
+    return len(value) >= MIN_SECRET_CHARS and _PLAIN_VALUE.fullmatch(value) is None
 
 
 def secret_values(env: Mapping[str, str], extra_names: Iterable[str] = ()) -> list[str]:
-    """Values of variables whose names look secret (*TOKEN*, *SECRET*, *PASSWORD*, *_KEY) or are named."""
+    """Values of the variables secret by name (`is_secret_name`) or named in EXTRA_NAMES, that can be masked."""
     named = set(extra_names)
-    values = []
-    for name, value in env.items():
-        upper = name.upper()
-        looks_secret = any(part in upper for part in _SECRET_PARTS) or upper.endswith("_KEY")
-        if (looks_secret or name in named) and len(value) >= MIN_SECRET_CHARS:
-            values.append(value)
+    values = [value for name, value in env.items() if (is_secret_name(name) or name in named) and is_maskable(value)]
     return sorted(set(values), key=len, reverse=True)  # longest first, so no secret is half-masked
 
 
@@ -52,12 +73,23 @@ def secret_values(env: Mapping[str, str], extra_names: Iterable[str] = ()) -> li
 class Masker:
     """Replaces a run's secret values by *** in what its reports show; made once by the command that reports."""
 
-    secrets: tuple[str, ...] = ()  # longest first, so no secret is half-masked; none shorter than MIN_SECRET_CHARS
+    secrets: tuple[str, ...] = ()  # longest first, so no secret is half-masked; each one `is_maskable`
 
     @classmethod
     def of(cls, values: Iterable[str]) -> Masker:
-        """A masker for these values (too short ones are left out: they would mask every "1" or "on")."""
-        return cls(tuple(sorted({v for v in values if len(v) >= MIN_SECRET_CHARS}, key=len, reverse=True)))
+        """A masker for these values as a log shows them: without the blanks at their ends, CRLF as LF.
+
+        A value pasted with a newline (or CRLF) is printed without it by most
+        commands; what cannot be masked safely (`is_maskable`) is left out.
+        """
+        forms: set[str] = set()
+        for value in values:
+            as_cleaned = value.replace("\r\n", "\n").replace("\r", "\n")  # line breaks as clean_text leaves them
+            # without the blanks at its ends, which the log keeps: masking a newline would join two lines
+            for form in (value.strip(), as_cleaned.strip()):
+                if is_maskable(form):
+                    forms.add(form)
+        return cls(tuple(sorted(forms, key=len, reverse=True)))
 
     def mask(self, text: str) -> str:
         for value in self.secrets:
@@ -65,15 +97,40 @@ class Masker:
                 text = text.replace(value, MASK)
         return text
 
+    @property
+    def longest_chars(self) -> int:
+        """The length of the longest secret (0 for none)."""
+        return len(self.secrets[0]) if self.secrets else 0
+
+    @property
+    def longest_bytes(self) -> int:
+        """The UTF-8 size of the longest secret (0 for none): how much a cut must read beyond itself."""
+        return max((len(value.encode()) for value in self.secrets), default=0)
+
+    def clear_cut(self, text: str, cut: int, *, forward: bool = False) -> int:
+        """CUT (an index into TEXT) moved off any secret it falls inside: back to its start, or FORWARD to its end."""
+        moved = True
+        while moved:
+            moved = False
+            for secret in self.secrets:
+                start = text.find(secret, max(cut - len(secret) + 1, 0))
+                if start != -1 and start < cut:  # it starts before the cut and ends after it
+                    cut, moved = (start + len(secret) if forward else start), True
+        return cut
+
 
 NO_SECRETS = Masker()  # for text that holds no run's output (guides, drift reports): nothing to mask
 
 
 def clean_text(text: str, masker: Masker = NO_SECRETS) -> str:
-    """Text safe for a log, XML or JSON: the masker's secrets masked; no ANSI escapes, control characters or lone surrogates."""
+    """Text safe for a log, XML or JSON: the masker's secrets masked; no ANSI escapes, control characters or lone surrogates.
+
+    C1 controls and bidirectional overrides are written as `<U+XXXX>`.
+    """
     text = _ANSI.sub("", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = _CONTROL.sub("", text)
+    text = _DECEPTIVE.sub(lambda found: f"<U+{ord(found.group()):04X}>", text)
     return masker.mask(_XML_INVALID.sub("\ufffd", text))
 
 
@@ -104,24 +161,42 @@ class OutputView:
 
 
 def read_view(
-    path: str | None, *, full_limit_bytes: int = HEAD_BYTES + TAIL_BYTES, masker: Masker = NO_SECRETS
+    path: str | None,
+    *,
+    full_limit_bytes: int = HEAD_BYTES + TAIL_BYTES,
+    masker: Masker = NO_SECRETS,
+    mask: bool = True,
 ) -> OutputView:
-    """Read a stream file into a bounded view (memory stays small whatever its size), cleaned and masked."""
+    """Read a stream file into a bounded view (memory stays small whatever its size), cleaned and masked.
+
+    With `mask=False` the masker's secrets are kept (a view to match against
+    what the guide expects), but no cut falls inside one all the same.
+    """
+    masker_shown = masker if mask else NO_SECRETS
     try:
         size = os.stat(path).st_size if path is not None else 0
     except FileNotFoundError:
         size = 0
     if path is None or size == 0:
         return OutputView("", "", 0, True)
+    # a secret straddling a cut is read whole on both sides, so that the cut can avoid it
+    around = masker.longest_bytes
     with open(path, "rb") as handle:
         if size <= full_limit_bytes:
-            text = clean_text(handle.read().decode("utf-8", "replace"), masker)
+            text = clean_text(handle.read().decode("utf-8", "replace"), masker_shown)
             return OutputView(text.rstrip("\n"), "", size, True)
-        head_raw = handle.read(HEAD_BYTES)
-        handle.seek(max(size - TAIL_BYTES, HEAD_BYTES))
+        head_raw = handle.read(HEAD_BYTES + around)
+        tail_start = max(size - TAIL_BYTES, HEAD_BYTES)
+        handle.seek(max(tail_start - around, HEAD_BYTES))
         tail_raw = handle.read()
-    head_lines = clean_text(head_raw.decode("utf-8", "replace"), masker).split("\n")[:HEAD_LINES]
-    tail_lines = clean_text(tail_raw.decode("utf-8", "replace"), masker).rstrip("\n").split("\n")
+    head_text = clean_text(head_raw.decode("utf-8", "replace"))
+    head_cut = masker.clear_cut(head_text, len(clean_text(head_raw[:HEAD_BYTES].decode("utf-8", "replace"))))
+    head_lines = masker_shown.mask(head_text[:head_cut]).split("\n")[:HEAD_LINES]
+    tail_text = clean_text(tail_raw.decode("utf-8", "replace"))
+    tail_cut = len(tail_text) - len(clean_text(tail_raw[-(size - tail_start) :].decode("utf-8", "replace")))
+    tail_lines = (
+        masker_shown.mask(tail_text[masker.clear_cut(tail_text, tail_cut, forward=True) :]).rstrip("\n").split("\n")
+    )
     # the first tail line is probably cut in the middle; drop it unless it is all we have
     tail_lines = tail_lines[1:] if len(tail_lines) > 1 else tail_lines
     return OutputView("\n".join(head_lines), "\n".join(tail_lines[-TAIL_LINES:]), size, False)

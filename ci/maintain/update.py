@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from ci.core.files import write_atomically
 from ci.core.match import matches
 from ci.core.model import DocumentError, Label, Plan, Status, Step
 from ci.core.plan import substitute
+from ci.core.text import Masker, secret_values
 from ci.maintain.guide import plan_without_running
 from ci.maintain.lastrun import read_stdout, recheck
 from ci.maintain.realign import CannotRewrite, updated_body
@@ -108,7 +110,7 @@ class _Rewrite:
     output: str
 
 
-def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str]) -> list[_Rewrite]:
+def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], masker: Masker) -> list[_Rewrite]:
     """The result bodies to rewrite; blocks that cannot be rewritten are explained in `notes`."""
     tests: dict[str, Step] = {s.id: s for s in plan.steps if s.label is Label.TEST and s.id}
     rewrites = []
@@ -142,6 +144,8 @@ def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str]) -> list[_Re
             notes.append(
                 f"{where}: the output cannot be written as an expected body (it reads differently); left alone"
             )
+        elif masker.mask(new_body) != new_body:  # a guide is published: a secret the block printed stays out
+            notes.append(f"{where}: the new expected body would hold a secret value the block printed; left alone")
         elif len(new_body.encode("utf-8")) > MAX_BODY_BYTES:
             notes.append(f"{where}: the new expected body would hold over {MAX_BODY_BYTES} bytes; left alone")
         elif new_body != expected.body:
@@ -192,11 +196,14 @@ def _rewritten(name: str, text: str, rewrites: list[_Rewrite], notes: list[str])
     return source.text(), done
 
 
-def update_guide(name: str, run: LastRun) -> GuideUpdate:
+def update_guide(name: str, run: LastRun, *, mask_env: Sequence[str] = ()) -> GuideUpdate:
     """Rewrite, in the local guide NAME, the `#test-result` bodies that mismatched in RUN; nothing is run.
 
     The guide is written (whole or not at all) only when it reads back with
-    every rewritten body matching the output it was rewritten from.
+    every rewritten body matching the output it was rewritten from. A body
+    that would hold a secret value (of this environment and the guide's
+    `ci.env`, as a run masks them; MASK_ENV names more) is left alone, and the
+    diff shows none.
     GuideNotUpdatable when the guide cannot be read, has document errors, or
     is not one of the run's guides.
     """
@@ -209,8 +216,10 @@ def update_guide(name: str, run: LastRun) -> GuideUpdate:
     if recorded is None:
         known = ", ".join(g.guide for g in run.guides) or "none"
         raise GuideNotUpdatable([f"{name} is not a guide of the run in {run.directory} (its guides: {known})"])
+    masker = Masker.of(secret_values({**os.environ, **plan.settings.env}, mask_env))
     notes: list[str] = []
-    new_text, rewrites = _rewritten(name, text, _rewrites(plan, recorded, notes), notes)
+    new_text, rewrites = _rewritten(name, text, _rewrites(plan, recorded, notes, masker), notes)
+    notes = [masker.mask(note) for note in notes]  # a note may quote the output
     if new_text == text:
         return GuideUpdate(name, tuple(notes), diff=(), updated=0, not_written=None)
     why_not = _read_back(new_text, name, rewrites)
@@ -220,5 +229,5 @@ def update_guide(name: str, run: LastRun) -> GuideUpdate:
         text.splitlines(keepends=True), new_text.splitlines(keepends=True), f"a/{name}", f"b/{name}"
     )
     write_atomically(Path(name), bom + new_text)
-    lines = tuple(line if line.endswith(("\n", "\r")) else line + "\n" for line in diff)
+    lines = tuple(masker.mask(line if line.endswith(("\n", "\r")) else line + "\n") for line in diff)
     return GuideUpdate(name, tuple(notes), lines, updated=len(rewrites), not_written=None)

@@ -11,7 +11,7 @@ from typing import TextIO
 from ci.core.model import BlockResult, Collection, GuideOutcome, Problem, Status, Step
 from ci.core.text import Masker, clean_text, human_size
 from ci.report.details import block_details
-from ci.report.github import StopCommands, failure_annotations
+from ci.report.github import StopCommands, escape_data, failure_annotations
 from ci.report.tally import status_tally
 
 __all__ = ["ConsoleReporter", "collection_lines", "format_problems"]
@@ -22,11 +22,14 @@ def format_problems(problems: Sequence[Problem], kind: str = "[ERROR]") -> str:
 
 
 def _header(step: Step, total: int) -> str:
+    """One line, whatever the guide holds: a setext heading spans two, and under Actions the second would run."""
     name = " ".join(step.named_by[:1])
     where = f"{step.file}:{step.line}"
     section = f' in "{step.heading}"' if step.heading else ""
     hidden = " (hidden)" if step.hidden else ""
-    return f"[{step.ordinal}/{total}] {step.label.value} {name}{hidden}{section} at {where}".replace("  ", " ")
+    return " ".join(
+        clean_text(f"[{step.ordinal}/{total}] {step.label.value} {name}{hidden}{section} at {where}").split()
+    )
 
 
 def _verdict_line(result: BlockResult, total: int) -> str:
@@ -75,24 +78,29 @@ class _Tailer(threading.Thread):
         self.masker = masker
         self.done = threading.Event()
         self.offsets = [0 for _ in paths]
+        # what may be the start of a secret whose rest is not written yet: shown once it is known not to be
+        self.held = ["" for _ in paths]
 
-    def pump(self) -> None:
+    def pump(self, *, last: bool = False) -> None:
         for index, path in enumerate(self.paths):
             try:
                 with open(path, "rb") as handle:
                     handle.seek(self.offsets[index])
                     chunk = handle.read(1 << 16)
             except OSError:
-                continue
-            if chunk:
-                self.offsets[index] += len(chunk)
-                self.write.write(clean_text(chunk.decode("utf-8", "replace"), self.masker))
+                chunk = b""
+            self.offsets[index] += len(chunk)
+            text = self.held[index] + clean_text(chunk.decode("utf-8", "replace"))
+            cut = len(text) if last else self.masker.clear_cut(text, max(len(text) - self.masker.longest_chars + 1, 0))
+            self.held[index] = text[cut:]
+            if cut:
+                self.write.write(self.masker.mask(text[:cut]))
                 self.write.flush()
 
     def run(self) -> None:
         while not self.done.wait(0.2):
             self.pump()
-        self.pump()
+        self.pump(last=True)
 
 
 class ConsoleReporter:
@@ -109,7 +117,7 @@ class ConsoleReporter:
         self.holding = False  # while True, lines are flushed together (one write for a block's report)
 
     def line(self, text: str = "") -> None:
-        self.out.write(self.masker.mask(text) + "\n")
+        self.out.write(clean_text(text, self.masker) + "\n")  # trusted text may quote the guide: cleaned too
         if not self.holding:
             self.out.flush()
 
@@ -123,7 +131,7 @@ class ConsoleReporter:
 
     def block_started(self, step: Step, total: int, stdout_path: Path, stderr_path: Path) -> None:
         header = _header(step, total)
-        self.line(f"::group::{header}" if self.github else f"==> {header}")
+        self.line(f"::group::{escape_data(header)}" if self.github else f"==> {header}")
         self.group_open = self.github
         if self.stream:
             if self.github:
@@ -167,7 +175,7 @@ class ConsoleReporter:
             self.line("processes still running at the end of the run, now ended:")
             for proc in outcome.leftovers:
                 self.line(f"  pid {proc.pid} (from block {proc.started_by}, {proc.ended_by}): ")
-                self.untrusted(f"    {proc.command[:300]}")
+                self.untrusted(f"    {clean_text(proc.command, self.masker)[:300]}")  # masked, then cut
         if outcome.collection is not None:
             for text in collection_lines(outcome.collection):
                 self.line(text)

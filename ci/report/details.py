@@ -52,7 +52,9 @@ def block_details(result: BlockResult, *, masker: Masker) -> list[tuple[str, str
         if result.dump_notes:
             sections.append(("stack dumps", "\n".join(result.dump_notes)))
     if result.ended:
-        listed = "\n".join(f"pid {p.pid} ({p.ended_by}): {' '.join(p.command.split())[:300]}" for p in result.ended)
+        listed = "\n".join(
+            f"pid {p.pid} ({p.ended_by}): {' '.join(masker.mask(p.command).split())[:300]}" for p in result.ended
+        )
         sections.append((f"processes ended ({len(result.ended)})", listed))
     sections += _diagnostic_sections(result.diagnostics, masker)
     return sections

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +19,7 @@ __all__ = [
     "SUMMARY_LIMIT_BYTES",
     "StopCommands",
     "annotation",
+    "code_span",
     "escape_data",
     "escape_property",
     "failure_annotations",
@@ -131,6 +133,14 @@ def table_cell(text: str, masker: Masker = NO_SECRETS) -> str:
     return clean_text(text, masker).replace("|", "\\|").replace("\n", " ")
 
 
+def code_span(text: str) -> str:
+    """TEXT as a Markdown code span that nothing in it can end: fenced by more backticks than it holds in a row."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    padding = " " if text.startswith("`") or text.endswith("`") else ""  # else they would join the fence
+    return f"{fence}{padding}{text}{padding}{fence}"
+
+
 def fit_summary(text: str, rest_in: str) -> str:
     """A step summary cut to stay under SUMMARY_LIMIT_BYTES (GitHub refuses larger), saying where the rest is."""
     if len(text.encode()) <= SUMMARY_LIMIT_BYTES:
@@ -158,14 +168,14 @@ def step_summary(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> str:
             exit_code = "" if result.exit_code is None else str(result.exit_code)
             note = "" if result.status is Status.PASSED else result.message
             parts.append(
-                f"| {step.ordinal} | `{table_cell(step.label.value, masker)} {table_cell(step.name, masker)}` | {result.status.value} "
+                f"| {step.ordinal} | {code_span(table_cell(f'{step.label.value} {step.name}', masker))} | {result.status.value} "
                 f"| {result.duration_s:.1f}s | {exit_code} | {rss} | {cpu} | {step.line} | {table_cell(note, masker)[:300]} |"
             )
         if outcome.leftovers:
             parts.append("\nProcesses ended when the run finished:\n")
             for proc in outcome.leftovers:
                 parts.append(
-                    f"- pid {proc.pid} `{table_cell(proc.command, masker)[:200]}` (from {table_cell(proc.started_by, masker)}): {proc.ended_by}"
+                    f"- pid {proc.pid} {code_span(table_cell(proc.command, masker)[:200])} (from {table_cell(proc.started_by, masker)}): {proc.ended_by}"
                 )
         parts.append("")
     return fit_summary("\n".join(parts) + "\n", "results.json")

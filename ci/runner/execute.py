@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ci.core.model import BlockResult, Collection, GuideOutcome, Plan, Status, Step
+from ci.core.text import NO_SECRETS, Masker
 from ci.runner.collect import COLLECT_CAP_BYTES, collect_files
 from ci.runner.diagnostics import run_diagnostics
 from ci.runner.events import Events, Listener
@@ -38,6 +39,7 @@ class RunOptions:
     keep_going: bool  # run the remaining blocks after a failure
     guide_dir: str = ""  # keeps guides apart when several run together: blocks/GUIDE_DIR-NNN-..., collected/GUIDE_DIR/
     deadline: float | None = None  # --deadline: when the whole run must stop (time.monotonic()), if set
+    masker: Masker = NO_SECRETS  # the run's secrets: what it keeps of an output is never cut inside one
 
     @property
     def file_prefix(self) -> str:
@@ -125,6 +127,7 @@ def _context(
         output_dir=options.output_dir,
         file_prefix=options.file_prefix,
         deadline=options.deadline,
+        masker=options.masker,
         paths=paths,
         following={step.ordinal: paths[after.ordinal] for step, after in itertools.pairwise(runnable)},
     )

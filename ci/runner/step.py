@@ -11,7 +11,7 @@ from pathlib import Path
 from ci.core.match import explain_mismatch, match_file
 from ci.core.model import BlockResult, Language, MatchReport, Status, Step, TrackedProcess
 from ci.core.plan import substitute
-from ci.core.text import FULL_LIMIT_BYTES, file_contains, read_view
+from ci.core.text import FULL_LIMIT_BYTES, Masker, file_contains, read_view
 from ci.runner.events import Events
 from ci.runner.outputs import OutputFiles, file_sizes, output_stem
 from ci.runner.process import BlockProcess, ProcessSupervisor, RunInterrupted
@@ -33,6 +33,7 @@ class StepContext:
     output_dir: Path  # block outputs go under output_dir/blocks
     file_prefix: str  # before each block's file names and marker value: keeps guides that run together apart
     deadline: float | None  # --deadline (time.monotonic()), if set
+    masker: Masker  # the run's secrets: what it keeps of an output is never cut inside one
     paths: Mapping[int, tuple[Path, Path]]  # ordinal -> stdout and stderr files, for each step that may run
     following: Mapping[int, tuple[Path, Path]]  # ordinal -> the files of the step that may run after it
 
@@ -207,7 +208,7 @@ def _supervise(
             " its process tree was ended"
         )
         return observed.result(step, Status.TIMED_OUT, message), None
-    return _verdict(step, observed, paths[0]), None
+    return _verdict(step, observed, paths[0], context.masker), None
 
 
 def _cut_short(
@@ -296,7 +297,7 @@ def _observe(
     )
 
 
-def _verdict(step: Step, observed: _Observed, stdout_path: Path) -> BlockResult:
+def _verdict(step: Step, observed: _Observed, stdout_path: Path, masker: Masker) -> BlockResult:
     """The verdict on a block that was waited for to the end of its limit (none was cut short)."""
     if not observed.exited:
         message = f"timed out after {step.timeout_s:g}s; its process tree was ended"
@@ -310,14 +311,18 @@ def _verdict(step: Step, observed: _Observed, stdout_path: Path) -> BlockResult:
         failed_piece = match_file(str(stdout_path), observed.expected, step.expected.fuzzy)
         if failed_piece is None:
             return observed.result(step, Status.PASSED, "output matched")
-        view = read_view(str(stdout_path), full_limit_bytes=FULL_LIMIT_BYTES)
+        view = read_view(str(stdout_path), full_limit_bytes=FULL_LIMIT_BYTES, masker=masker, mask=False)
         report = explain_mismatch(view.render(), observed.expected, step.expected.fuzzy, failed_piece)
         message = f"stdout does not match the expected output from its line {report.first_unmatched_line}: {report.first_unmatched_text!r}"
         return observed.result(step, Status.MISMATCH, message, match=report)
     if step.store:
         size = os.path.getsize(stdout_path)
         with open(stdout_path, "rb") as handle:
-            value = handle.read(_STORE_LIMIT_BYTES).decode("utf-8", "replace").rstrip()
+            raw = handle.read(_STORE_LIMIT_BYTES + masker.longest_bytes)
+        value = raw.decode("utf-8", "replace")
+        if size > _STORE_LIMIT_BYTES:  # cut where no secret is cut in two, or the report would show a part of it
+            value = value[: masker.clear_cut(value, len(raw[:_STORE_LIMIT_BYTES].decode("utf-8", "replace")))]
+        value = value.rstrip()
         note = "" if size <= _STORE_LIMIT_BYTES else f" (first {_STORE_LIMIT_BYTES} bytes of {size})"
         return observed.result(step, Status.PASSED, f"stored {step.store}{note}", stored=(step.store, value))
     return observed.result(step, Status.PASSED, "exit 0")
