@@ -513,3 +513,29 @@ def test_diagnostics_run_in_the_blocks_environment(guide_runner, tmp_path: Path)
     (diagnostic,) = run.blocks[0]["diagnostics"]
     assert (run.output_dir / diagnostic["output_path"]).read_text() == f"npu-3 in {tmp_path}\n"
     assert os.path.isfile(run.output_dir / diagnostic["output_path"])
+
+
+def test_diagnostics_started_before_the_deadline_get_no_more_than_their_share(guide_runner) -> None:
+    # Each would hang for 600 s, its own limit: the first starts before the deadline, the second after it.
+    # Run to their limits, the run would take 20 minutes; cut to the time left (at least 10 s), well under a minute.
+    run = guide_runner(
+        f"""
+        ---
+        ci:
+          diagnostics_timeout: 600s
+          diagnostics: ["sleep 600", "sleep 600"]
+        ---
+        {FENCE}shell #test-setup
+        exit 1
+        {FENCE}
+        """,
+        "--deadline",
+        "6s",
+        timeout_s=90,
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    diagnostics = run.blocks[0]["diagnostics"]
+    assert [(d["timed_out"], d["message"]) for d in diagnostics] == [
+        (True, "timed out after 10s; its process tree was ended"),
+        (True, "timed out after 10s; its process tree was ended"),
+    ]

@@ -195,7 +195,7 @@ class _GuideRun:
             self.plan.settings,
             stem=self.context.stem(step),
             tag=self.context.tag(step),
-            past_deadline=_past(self.context.deadline),
+            deadline=self.context.deadline,
             env=self.context.env,
             supervisor=self.context.supervisor,
         )
