@@ -14,7 +14,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from ci.runner.collect import collect_files
+from ci.runner.collect import COLLECT_MAX_DIRECTORIES, collect_files
 
 FENCE = "```"
 
@@ -249,6 +249,83 @@ def test_an_interrupted_run_still_collects(tmp_path: Path, harness_env: dict[str
     assert collected["cap_bytes"] == 4 * 1024 * 1024  # less of each file while the run is stopping
 
 
+def test_a_stop_signal_during_the_collection_cuts_it_to_the_stopping_limits(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    # 16 files of 64 MiB (sparse): copying them whole, 1 GiB, would outlast the 2 s a stop may take many times over
+    guide = tmp_path / "big.md"
+    guide.write_text(
+        f'---\nci:\n  collect: ["big/*.log"]\n---\n{FENCE}shell #test-setup\n'
+        f"mkdir big\nfor n in $(seq 10 25); do truncate -s 64M big/$n.log; done\n{FENCE}\n"
+    )
+    harness = subprocess.Popen(
+        [sys.executable, "-m", "ci.run", str(guide), "--output-dir", str(tmp_path / "out")],
+        cwd=tmp_path,
+        env=harness_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        while not (tmp_path / "out" / "collected").exists() and harness.poll() is None:
+            time.sleep(0.005)  # the first copy has begun
+        harness.send_signal(signal.SIGTERM)
+        stdout, stderr = harness.communicate(timeout=60)
+    finally:
+        harness.kill()
+    assert harness.returncode == 143, stdout + stderr
+    (recorded,) = json.loads((tmp_path / "out" / "results.json").read_text())["guides"]
+    assert recorded["interrupted_by_signal"] == signal.SIGTERM
+    collected = recorded["collected"]
+    files = collected["files"]
+    assert len(files) == 16
+    after_the_signal = [f for f in files if "the run was stopping" in f["note"]]
+    assert after_the_signal, "every file was copied whole although a stop signal came during the copies"
+    # from the signal on, at most the stopping cap of each file is kept, its end
+    assert all(f["copied_bytes"] <= 4 * 1024 * 1024 for f in after_the_signal)
+    assert sum(f["copied_bytes"] for f in files) < 16 * 64 * 1024 * 1024
+    assert any("a stop signal came during the collection" in note for note in collected["notes"])
+
+
+def test_a_glob_does_not_follow_symbolic_links_into_a_loop(guide_runner, tmp_path: Path) -> None:
+    # Two links back up the tree: a walk following them visits paths without end (the run never ended)
+    run = guide_runner(
+        f"""
+        ---
+        ci:
+          collect: ["loop/**/*.log"]
+        ---
+        {FENCE}shell #test-setup
+        mkdir -p loop/a/b
+        ln -s .. loop/a/up
+        ln -s ../.. loop/a/up2
+        echo top > loop/top.log
+        echo deep > loop/a/b/deep.log
+        {FENCE}
+        """,
+        timeout_s=60,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    collected = run.record["guides"][0]["collected"]
+    sources = [Path(f["source"]).relative_to(tmp_path).as_posix() for f in collected["files"]]
+    assert sources == ["loop/a/b/deep.log", "loop/top.log"]
+    assert collected["notes"] == []
+
+
+def test_a_glob_search_stops_at_its_directory_limit_and_says_so(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    for number in range(COLLECT_MAX_DIRECTORIES + 1):
+        (tree / f"d{number:05d}").mkdir(parents=True)
+    (tree / "first.log").write_text("found\n")
+    collection = collect_files(["tree/**/*.log"], workdir=str(tmp_path), destination=tmp_path / "out")
+    assert [Path(f.source).name for f in collection.files] == ["first.log"]
+    (note,) = collection.notes
+    assert note == (
+        f"tree/**/*.log: the search stopped after listing {COLLECT_MAX_DIRECTORIES:,} directories (the limit);"
+        " files further on were not looked for"
+    )
+
+
 # ---------------------------------------------------------------------------
 # ci.diagnostics
 
@@ -436,3 +513,29 @@ def test_diagnostics_run_in_the_blocks_environment(guide_runner, tmp_path: Path)
     (diagnostic,) = run.blocks[0]["diagnostics"]
     assert (run.output_dir / diagnostic["output_path"]).read_text() == f"npu-3 in {tmp_path}\n"
     assert os.path.isfile(run.output_dir / diagnostic["output_path"])
+
+
+def test_diagnostics_started_before_the_deadline_get_no_more_than_their_share(guide_runner) -> None:
+    # Each would hang for 600 s, its own limit: the first starts before the deadline, the second after it.
+    # Run to their limits, the run would take 20 minutes; cut to the time left (at least 10 s), well under a minute.
+    run = guide_runner(
+        f"""
+        ---
+        ci:
+          diagnostics_timeout: 600s
+          diagnostics: ["sleep 600", "sleep 600"]
+        ---
+        {FENCE}shell #test-setup
+        exit 1
+        {FENCE}
+        """,
+        "--deadline",
+        "6s",
+        timeout_s=90,
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    diagnostics = run.blocks[0]["diagnostics"]
+    assert [(d["timed_out"], d["message"]) for d in diagnostics] == [
+        (True, "timed out after 10s; its process tree was ended"),
+        (True, "timed out after 10s; its process tree was ended"),
+    ]

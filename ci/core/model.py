@@ -315,6 +315,7 @@ class Collection:
     files: tuple[CollectedFile, ...]  # in the order the globs were given, each glob's matches sorted
     unmatched: tuple[str, ...]  # globs that matched no file
     files_left_out: int = 0  # matches beyond the file limit: neither copied nor listed
+    notes: tuple[str, ...] = ()  # what cut it short: a glob's search stopped at its limit, a stop signal during it
 
 
 @dataclass(frozen=True)

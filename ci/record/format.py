@@ -70,6 +70,7 @@ class CollectionRecord(TypedDict):
     files: list[CollectedFileRecord]
     unmatched: list[str]
     files_left_out: int
+    notes: list[str]
 
 
 class GuideRecord(TypedDict):

@@ -96,6 +96,7 @@ def _collection(collection: Collection | None, base: Path, masker: Masker) -> Co
         ],
         "unmatched": list(collection.unmatched),
         "files_left_out": collection.files_left_out,
+        "notes": [clean_text(note, masker) for note in collection.notes],
     }
 
 

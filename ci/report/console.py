@@ -65,6 +65,7 @@ def collection_lines(collection: Collection) -> list[str]:
     if more > 0:
         lines.append(f"  ... and {more} more (listed in results.json, but for any beyond the file limit)")
     lines += [f"  {pattern}: matched no file" for pattern in collection.unmatched]
+    lines += [f"  {note}" for note in collection.notes]
     return lines
 
 

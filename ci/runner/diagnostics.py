@@ -16,7 +16,7 @@ __all__ = ["DEFAULT_DIAGNOSTICS_TIMEOUT_S", "DIAGNOSTIC_OUTPUT_LIMIT_BYTES", "ru
 DEFAULT_DIAGNOSTICS_TIMEOUT_S = 60.0  # each ci.diagnostics command's limit unless ci.diagnostics_timeout says
 DIAGNOSTIC_OUTPUT_LIMIT_BYTES = 1024 * 1024  # a diagnostic printing more is stopped there (RLIMIT_FSIZE)
 _DIAGNOSED = (Status.FAILED, Status.MISMATCH, Status.TIMED_OUT)  # statuses after which diagnostics run
-_PAST_DEADLINE_DIAGNOSTIC_S = 10.0  # each diagnostic's limit once --deadline has passed
+_NEAR_DEADLINE_DIAGNOSTIC_S = 10.0  # the least a diagnostic gets near or past --deadline
 _DIAGNOSTIC_GRACE_S = 2.0  # SIGTERM to SIGKILL for a diagnostic past its limit: it holds up the report
 
 
@@ -26,23 +26,20 @@ def run_diagnostics(
     *,
     stem: str,
     tag: str,
-    past_deadline: bool,
+    deadline: float | None,
     env: Mapping[str, str],
     supervisor: ProcessSupervisor,
 ) -> tuple[BlockResult, int | None]:
     """Run the guide's ci.diagnostics after a block failed, mismatched or timed out.
 
     `stem` is the block's output stem (the outputs go to STEM.diagnostics/),
-    `tag` its marker value. Returns the result carrying them, and the signal
-    number when a stop request cut them short (the remaining ones are then
-    not started).
+    `tag` its marker value, `deadline` the run's (--deadline, monotonic).
+    Returns the result carrying them, and the signal number when a stop
+    request cut them short (the remaining ones are then not started).
     """
     if result.status not in _DIAGNOSED or not settings.diagnostics:
         return result, None
-    limit_s = settings.diagnostics_timeout_s or DEFAULT_DIAGNOSTICS_TIMEOUT_S
-    if past_deadline:
-        # the job's own limit is close: a glimpse of each still fits in the workflow's margin, a full minute may not
-        limit_s = min(limit_s, _PAST_DEADLINE_DIAGNOSTIC_S)
+    own_limit_s = settings.diagnostics_timeout_s or DEFAULT_DIAGNOSTICS_TIMEOUT_S
     directory = Path(f"{stem}.diagnostics")
     done: list[DiagnosticResult] = []
     signum: int | None = None
@@ -52,6 +49,7 @@ def run_diagnostics(
             break
         output_path = directory / f"{index}-{slug(command)[:40]}.txt"
         name = f"{result.step.name} (diagnostic {index})"
+        limit_s = _limit_s(own_limit_s, deadline)
         diagnostic, signum = _run_diagnostic(
             command, output_path, name, f"{tag}-diagnostic-{index}", limit_s, env, supervisor
         )
@@ -59,6 +57,17 @@ def run_diagnostics(
         if signum is not None:
             break
     return dataclasses.replace(result, diagnostics=tuple(done)), signum
+
+
+def _limit_s(own_limit_s: float, deadline: float | None) -> float:
+    """One diagnostic's limit, as it starts: its own, but no more than the time left to the deadline (10 s at least).
+
+    Near the deadline the job's own limit is close: a glimpse of each still
+    fits in the workflow's margin, a full minute each may not.
+    """
+    if deadline is None:
+        return own_limit_s
+    return min(own_limit_s, max(_NEAR_DEADLINE_DIAGNOSTIC_S, deadline - time.monotonic()))
 
 
 def _run_diagnostic(
@@ -107,7 +116,7 @@ def _diagnostic_message(signum: int | None, exited: bool, limit_s: float, capped
     if signum is not None:
         return f"interrupted by signal {signum}; its process tree was ended"
     if not exited:
-        return f"timed out after {limit_s:g}s; its process tree was ended"
+        return f"timed out after {round(limit_s, 1):g}s; its process tree was ended"
     if capped:
         return f"stopped at the {DIAGNOSTIC_OUTPUT_LIMIT_BYTES // (1024 * 1024)} MiB output cap"
     if code is not None and code < 0:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ci.core.model import BlockResult, Collection, GuideOutcome, Plan, Status, Step
 from ci.core.text import NO_SECRETS, Masker
-from ci.runner.collect import COLLECT_CAP_BYTES, collect_files
+from ci.runner.collect import COLLECT_PAST_DEADLINE_S, collect_files
 from ci.runner.diagnostics import run_diagnostics
 from ci.runner.events import Events, Listener
 from ci.runner.outputs import OutputFiles, output_paths, output_stem
@@ -23,9 +23,6 @@ __all__ = ["DEFAULT_ERROR_MARKERS", "RUN_DEADLINE", "RunOptions", "not_run_outco
 
 DEFAULT_ERROR_MARKERS = ("[ERROR]", "Traceback (most recent call last)")
 RUN_DEADLINE = "run deadline"  # the reason of every block left out because --deadline was reached
-# after a stop signal the whole stop must fit in a couple of seconds: less of each collected file, and a deadline
-_STOPPING_COLLECT_CAP_BYTES = 4 * 1024 * 1024
-_STOPPING_COLLECT_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -95,8 +92,9 @@ def run_guide(
     duration_s = time.monotonic() - clock
     # a stop signal, also one that comes during it, cuts the teardown's grace period to a second
     leftovers = tuple(supervisor.teardown())
+    collection = _collect(plan, options, supervisor)
     interrupted_by = guide_run.interrupted_by
-    if interrupted_by is None:  # a signal that came after the last block, or during the teardown
+    if interrupted_by is None:  # a signal that came after the last block, during the teardown or the collection
         interrupted_by = supervisor.stop_requested()
     return GuideOutcome(
         plan=plan,
@@ -105,7 +103,7 @@ def run_guide(
         interrupted_by=interrupted_by,
         started_at=started_at,
         duration_s=duration_s,
-        collection=_collect(plan, options, stopping=interrupted_by is not None),
+        collection=collection,
         deadline_reached=guide_run.deadline_reached,
     )
 
@@ -133,18 +131,26 @@ def _context(
     )
 
 
-def _collect(plan: Plan, options: RunOptions, *, stopping: bool) -> Collection | None:
-    """Copy the guide's ci.collect files into OUTPUT_DIR/collected/, once its processes are ended, whatever its verdict."""
+def _collect(plan: Plan, options: RunOptions, supervisor: ProcessSupervisor) -> Collection | None:
+    """Copy the guide's ci.collect files into OUTPUT_DIR/collected/, once its processes are ended, whatever its verdict.
+
+    A stop signal, before or during the copies, cuts them to the stopping
+    limits; with --deadline they end a minute after it, or after their
+    start when that is later.
+    """
     if not plan.settings.collect:
         return None
     collected = options.output_dir / "collected"
+    deadline = options.deadline
+    if deadline is not None:
+        deadline = max(deadline, time.monotonic()) + COLLECT_PAST_DEADLINE_S
     return collect_files(
         plan.settings.collect,
         workdir=options.workdir,
         destination=collected / options.guide_dir if options.guide_dir else collected,
         home=plan.settings.env.get("HOME"),  # as the blocks had it
-        cap_bytes=_STOPPING_COLLECT_CAP_BYTES if stopping else COLLECT_CAP_BYTES,
-        deadline=time.monotonic() + _STOPPING_COLLECT_S if stopping else None,
+        deadline=deadline,
+        stop_requested=supervisor.stop_requested,
         exclude=options.output_dir,
     )
 
@@ -192,7 +198,7 @@ class _GuideRun:
             self.plan.settings,
             stem=self.context.stem(step),
             tag=self.context.tag(step),
-            past_deadline=_past(self.context.deadline),
+            deadline=self.context.deadline,
             env=self.context.env,
             supervisor=self.context.supervisor,
         )
