@@ -154,3 +154,11 @@ def test_comment_further_down_an_html_block_keeps_its_lines() -> None:
     text = "# V\n\n<details>\n<summary>setup</summary>\n<!--\n```shell #test-setup\nx\n```\n-->\n</details>\n"
     parsed = parse_guide(text, "g.md")
     assert [(b.line, b.hidden, b.body) for b in parsed.blocks] == [(6, True, "x")]
+
+
+def test_comment_openers_inside_a_comment_do_not_nest() -> None:
+    """HTML comments do not nest: 500 lines of `<!--` parse (no RecursionError), the fence after them is hidden."""
+    text = "# V\n\n" + "<!--\n" * 500 + "```shell #test-setup\ntrue\n```\n-->\n"
+    parsed = parse_guide(text, "g.md")
+    assert [(b.line, b.hidden) for b in parsed.blocks] == [(503, True)]
+    assert parsed.problems == ()

@@ -102,7 +102,7 @@ class _Collector:
             inner_start = comment.start(1)
             line_index = first_line_index + content.count("\n", 0, inner_start)
             visible_heading = self.heading  # a heading inside a comment is never seen by readers
-            self.walk(_markdown().parse(comment.group(1)), line_index, hidden=True)
+            self.walk(_comment_markdown().parse(comment.group(1)), line_index, hidden=True)
             self.heading = visible_heading
 
     def fence(self, token: Any, line: int, hidden: bool) -> None:
@@ -162,6 +162,16 @@ class _Collector:
 def _markdown() -> MarkdownIt:
     """The parser, made once: CommonMark with front matter."""
     return MarkdownIt("commonmark").use(front_matter_plugin)
+
+
+@functools.cache
+def _comment_markdown() -> MarkdownIt:
+    """The parser for a comment's text: HTML comments do not nest, so a `<!--` in one is plain text.
+
+    Read as HTML, each `<!--` in a comment opened yet another comment to re-parse, one Python frame
+    per line: 500 lines of `<!--` ended the harness in a RecursionError.
+    """
+    return MarkdownIt("commonmark").use(front_matter_plugin).disable("html_block")
 
 
 def parse_guide(text: str, file: str) -> ParsedGuide:
