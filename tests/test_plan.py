@@ -633,3 +633,14 @@ def test_a_block_is_named_by_its_id_else_its_store_else_its_place() -> None:
     steps = plan_of(guide).steps
     assert [step.name for step in steps] == ["fetch", "data_path", "#3"]
     assert [step.named_by for step in steps] == [("id=fetch", "store=model_path"), ("store=data_path",), ()]
+
+
+def test_front_matter_env_that_no_environment_can_hold_is_a_document_error_on_its_line() -> None:
+    guide = '---\nci:\n  env:\n    GOOD: "1"\n    "A=B": "2"\n    "": x\n    NULLED: "a\\0b"\n---\n\n' + pair("a")
+    with pytest.raises(DocumentError) as raised:
+        plan_of(guide)
+    found = [(p.line, p.message) for p in raised.value.problems]
+    assert [line for line, _ in found] == [5, 6, 7]
+    assert "'A=B' contains '='" in found[0][1]
+    assert "empty name" in found[1][1]
+    assert "value of NULLED contains a NUL character" in found[2][1]

@@ -941,3 +941,23 @@ def test_the_demo_guide_passes(tmp_path: Path, harness_env: dict[str, str]) -> N
     record = json.loads((tmp_path / "out" / "results.json").read_text())
     assert {b["status"] for b in record["blocks"]} == {"passed"}
     assert record["guides"][0]["processes_ended"], "the demo's background server is ended and listed"
+
+
+def test_front_matter_env_that_cannot_be_spawned_is_refused_before_any_block(guide_runner) -> None:
+    """A name with `=` passed --list and then crashed at the first spawn; now nothing runs and the line is named."""
+    run = guide_runner(
+        f"""
+        ---
+        ci:
+          env:
+            "GREETING=x": hello
+        ---
+        {FENCE}shell #test-setup store="who"
+        echo world
+        {FENCE}
+        """
+    )
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr
+    assert "guide.md:4: front matter ci.env: the name 'GREETING=x' contains '='" in run.stderr
+    assert not (run.output_dir / "results.json").exists()

@@ -127,7 +127,12 @@ class _Reader:
                 self.line_of("env"), 'front matter ci.env must map names to plain values, e.g. PYTHONUNBUFFERED: "1"'
             )
             return {}
-        return {str(k): "" if v is None else _yaml_scalar(v) for k, v in env.items()}
+        values = {str(k): "" if v is None else _yaml_scalar(v) for k, v in env.items()}
+        for name, value in values.items():
+            problem = _env_problem(name, value)
+            if problem:
+                self.error(self.key_lines.get(f"env.{name}", self.line_of("env")), f"front matter ci.env: {problem}")
+        return {name: value for name, value in values.items() if not _env_problem(name, value)}
 
     def upstream(self, section: dict[Any, Any]) -> dict[str, str]:
         upstream = section.get("upstream") or {}
@@ -178,6 +183,19 @@ def _not_text(item: object, what: str) -> str:
     return f"reads as {kind} {item}, not {what}: quote it, e.g. - {_quoted(str(item))}"
 
 
+def _env_problem(name: str, value: str) -> str | None:
+    """Why NAME=VALUE cannot go into a process's environment (the first spawn would fail), with the fix; None if it can."""
+    if not name:
+        return "a variable has an empty name; give it one, e.g. PYTHONUNBUFFERED: \"1\""
+    if "=" in name:
+        return f"the name {name!r} contains '=', which ends a name in an environment; remove it or use _"
+    if "\0" in name:
+        return f"the name {name!r} contains a NUL character; remove it"
+    if "\0" in value:
+        return f"the value of {name} contains a NUL character, which no environment can hold; remove it"
+    return None
+
+
 def _quoted(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -195,6 +213,9 @@ def _key_lines(front_matter: str, opening_line: int) -> dict[str, int]:
         if isinstance(value_node, yaml.MappingNode):
             for sub_key, sub_value in value_node.value:
                 lines[str(sub_key.value)] = opening_line + 1 + sub_key.start_mark.line
+                if isinstance(sub_value, yaml.MappingNode):  # "env.NAME": the line of each name under a mapping
+                    for item_key, _ in sub_value.value:
+                        lines[f"{sub_key.value}.{item_key.value}"] = opening_line + 1 + item_key.start_mark.line
                 if isinstance(sub_value, yaml.SequenceNode):  # "collect[0]": the line of a list's first item
                     for index, item in enumerate(sub_value.value):
                         lines[f"{sub_key.value}[{index}]"] = opening_line + 1 + item.start_mark.line
