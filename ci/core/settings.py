@@ -186,7 +186,7 @@ def _not_text(item: object, what: str) -> str:
 def _env_problem(name: str, value: str) -> str | None:
     """Why NAME=VALUE cannot go into a process's environment (the first spawn would fail), with the fix; None if it can."""
     if not name:
-        return "a variable has an empty name; give it one, e.g. PYTHONUNBUFFERED: \"1\""
+        return 'a variable has an empty name; give it one, e.g. PYTHONUNBUFFERED: "1"'
     if "=" in name:
         return f"the name {name!r} contains '=', which ends a name in an environment; remove it or use _"
     if "\0" in name:
