@@ -644,3 +644,12 @@ def test_front_matter_env_that_no_environment_can_hold_is_a_document_error_on_it
     assert "'A=B' contains '='" in found[0][1]
     assert "empty name" in found[1][1]
     assert "value of NULLED contains a NUL character" in found[2][1]
+
+
+def test_front_matter_alias_under_ci_is_a_document_error_and_elsewhere_is_left_alone() -> None:
+    elsewhere = "---\ntitle: &name Guide\nheading: *name\nci:\n  timeout: 90\n---\n\n" + pair("a")
+    assert plan_of(elsewhere).settings.timeout_s == 90.0
+    under_ci = '---\nshared: &limit 90\nci:\n  env:\n    A: "1"\n  timeout: *limit\n---\n\n' + pair("a")
+    assert [(p.line, p.message) for p in problems_of(under_ci)] == [
+        (6, "front matter: YAML aliases (*name) are not allowed under ci: write the value out in full")
+    ]

@@ -961,3 +961,15 @@ def test_front_matter_env_that_cannot_be_spawned_is_refused_before_any_block(gui
     assert "Traceback" not in run.stderr
     assert "guide.md:4: front matter ci.env: the name 'GREETING=x' contains '='" in run.stderr
     assert not (run.output_dir / "results.json").exists()
+
+
+def test_front_matter_alias_bomb_is_refused_not_expanded(guide_runner) -> None:
+    """Nine levels of nine aliases read as text are 9**9 strings: without the refusal this --list never ends."""
+    levels = ['    l0: &l0 ["ha", "ha", "ha", "ha", "ha", "ha", "ha", "ha", "ha"]']
+    levels += [f"    l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 9)}]" for n in range(1, 10)]
+    text = (
+        "---\nci:\n  upstream:\n" + "\n".join(levels) + f'\n---\n{FENCE}shell #test-setup store="x"\necho x\n{FENCE}\n'
+    )
+    run = guide_runner(text, "--list", timeout_s=60)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "guide.md:5: front matter: YAML aliases (*name) are not allowed under ci" in run.stderr

@@ -93,6 +93,13 @@ class _Reader:
             return None
         if not isinstance(data, dict) or data.get("ci") is None:
             return None
+        alias_line = _alias_under_ci(front_matter)
+        if alias_line is not None:
+            self.error(
+                self.line + 1 + alias_line,
+                "front matter: YAML aliases (*name) are not allowed under ci: write the value out in full",
+            )
+            return None
         self.key_lines = _key_lines(front_matter, self.line)
         section: Any = data["ci"]
         if not isinstance(section, dict):
@@ -198,6 +205,28 @@ def _env_problem(name: str, value: str) -> str | None:
 
 def _quoted(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _alias_under_ci(front_matter: str) -> int | None:
+    """The 0-based front-matter line of the first alias in the `ci:` value, None without one.
+
+    An alias shares its anchor's value, so nine aliases of nine aliases of ... are a few lines that
+    expand to billions of items as soon as the settings are read as text (a "billion laughs"). Aliases
+    elsewhere in the front matter are left alone: nothing reads those values.
+    """
+    root = yaml.compose(front_matter, Loader=yaml.SafeLoader)  # composing shares an alias's node: cheap
+    if not isinstance(root, yaml.MappingNode):
+        return None
+    keys = [key for key, _ in root.value]
+    for index, key in enumerate(keys):
+        if key.value != "ci":
+            continue
+        start = key.end_mark.index  # the value runs from its key up to the next key (or the end)
+        end = keys[index + 1].start_mark.index if index + 1 < len(keys) else len(front_matter)
+        for event in yaml.parse(front_matter, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.AliasEvent) and start <= event.start_mark.index < end:
+                return int(event.start_mark.line)
+    return None
 
 
 def _key_lines(front_matter: str, opening_line: int) -> dict[str, int]:
