@@ -327,7 +327,9 @@ def test_parse_duration(text: str, seconds: float) -> None:
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "abc", "5 minutes", "10x", "1h30m", "h", "-5", "0", "0s", "3 hours", "1e3"])
+@pytest.mark.parametrize(
+    "text", ["", "abc", "5 minutes", "10x", "1h30m", "h", "-5", "0", "0s", "3 hours", "1e3", "169h", "9" * 400]
+)
 def test_parse_duration_rejects(text: str) -> None:
     with pytest.raises(ValueError):
         parse_duration(text)
@@ -653,3 +655,16 @@ def test_front_matter_alias_under_ci_is_a_document_error_and_elsewhere_is_left_a
     assert [(p.line, p.message) for p in problems_of(under_ci)] == [
         (6, "front matter: YAML aliases (*name) are not allowed under ci: write the value out in full")
     ]
+
+
+def test_absurd_durations_are_document_errors_on_their_lines() -> None:
+    """400 digits became Infinity in results.json, which is not JSON; the limit is 7 days, and 168h is allowed."""
+    guide = "---\nci:\n  timeout: 8d\n---\n\n" + pair("a", test_params=f" timeout='{'9' * 400}'")
+    found = [(p.line, p.message) for p in problems_of(guide)]
+    assert [line for line, _ in found] == [3, 6]
+    assert "bad duration '8d'" in found[0][1]
+    assert (
+        found[1][1]
+        == "timeout: duration '99999999999999999...99999999999999999' is over the maximum of 7 days: give at most 168h"
+    )
+    assert plan_of("# T\n\n" + pair("a", test_params=" timeout='168h'")).steps[0].timeout_s == 7 * 24 * 3600

@@ -973,3 +973,16 @@ def test_front_matter_alias_bomb_is_refused_not_expanded(guide_runner) -> None:
     run = guide_runner(text, "--list", timeout_s=60)
     assert run.returncode == 2, run.stdout + run.stderr
     assert "guide.md:5: front matter: YAML aliases (*name) are not allowed under ci" in run.stderr
+
+
+def test_absurd_duration_options_are_usage_errors_naming_the_option(guide_runner) -> None:
+    guide = f"""
+        {FENCE}shell #test-setup store="x"
+        echo x
+        {FENCE}
+        """
+    for option, value in (("--timeout", "9" * 400), ("--grace", "200h"), ("--deadline", "8" * 400 + "h")):
+        run = guide_runner(guide, option, value)
+        assert run.returncode == 2, run.stdout + run.stderr
+        assert f"[ERROR] {option}: duration" in run.stderr and "over the maximum of 7 days" in run.stderr
+        assert not (run.output_dir / "results.json").exists()

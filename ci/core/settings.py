@@ -11,7 +11,7 @@ import yaml
 from ci.core.model import GuideSettings, Problem
 from ci.core.parse import ParsedGuide
 
-__all__ = ["guide_settings", "parse_duration"]
+__all__ = ["MAX_DURATION_S", "guide_settings", "parse_duration"]
 
 _FRONT_MATTER_KEYS = {"timeout", "error_markers", "env", "upstream", "collect", "diagnostics", "diagnostics_timeout"}
 # the front-matter lists of text, with what an item is and an example for messages
@@ -22,14 +22,25 @@ _TEXT_LISTS = {
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smh]?)\Z")
 _UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
+MAX_DURATION_S = 7 * 24 * 3600.0  # the longest time limit: a week is longer than any guide's run or CI job
 
 
 def parse_duration(text: str) -> float:
-    """Seconds from `90`, `30s`, `10m`, `3h` (decimals allowed); ValueError otherwise."""
+    """Seconds from `90`, `30s`, `10m`, `3h` (decimals allowed), at most MAX_DURATION_S; ValueError otherwise."""
     found = _DURATION.match(str(text).strip())
     if not found or float(found.group(1)) <= 0:
-        raise ValueError(f"bad duration {text!r}: use seconds (90) or a unit: 30s, 10m, 3h")
-    return float(found.group(1)) * _UNIT_S[found.group(2)]
+        raise ValueError(f"bad duration {_shown(text)}: use seconds (90) or a unit: 30s, 10m, 3h")
+    seconds = float(found.group(1)) * _UNIT_S[found.group(2)]
+    # `not <=` also refuses infinity, which 400 digits become and which no JSON report can hold
+    if not seconds <= MAX_DURATION_S:
+        raise ValueError(f"duration {_shown(text)} is over the maximum of 7 days: give at most 168h")
+    return seconds
+
+
+def _shown(text: str) -> str:
+    """TEXT quoted for a message, its middle left out when long (a 400-digit number is no help to read)."""
+    shown = repr(str(text))
+    return shown if len(shown) <= 40 else f"{shown[:18]}...{shown[-18:]}"
 
 
 def _list(names: Iterable[str]) -> str:
@@ -224,8 +235,9 @@ def _alias_under_ci(front_matter: str) -> int | None:
         start = key.end_mark.index  # the value runs from its key up to the next key (or the end)
         end = keys[index + 1].start_mark.index if index + 1 < len(keys) else len(front_matter)
         for event in yaml.parse(front_matter, Loader=yaml.SafeLoader):
-            if isinstance(event, yaml.AliasEvent) and start <= event.start_mark.index < end:
-                return int(event.start_mark.line)
+            mark = event.start_mark
+            if isinstance(event, yaml.AliasEvent) and mark is not None and start <= mark.index < end:
+                return int(mark.line)
     return None
 
 
