@@ -199,9 +199,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(settings, parser)
 
     from ci.core.model import DocumentError
-    from ci.core.plan import select_steps
+    from ci.core.plan import guides_without_blocks, select_steps
 
     plans, problems, warnings = _load_plans(args, settings.preset, settings.timeout_s)
+    problems.extend(guides_without_blocks(plans))
     only = [ident.strip() for item in args.only for ident in item.split(",") if ident.strip()]
     left_out: list[dict[int, str]] = []
     if not problems and not args.list:

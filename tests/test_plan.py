@@ -8,7 +8,15 @@ import pytest
 
 from ci.core.model import DocumentError, Label, Language, Load, Plan, Problem
 from ci.core.parse import parse_guide
-from ci.core.plan import DEFAULT_TIMEOUT_S, block_loads, build_plan, parse_duration, parse_load, select_steps
+from ci.core.plan import (
+    DEFAULT_TIMEOUT_S,
+    block_loads,
+    build_plan,
+    guides_without_blocks,
+    parse_duration,
+    parse_load,
+    select_steps,
+)
 
 FILE = "docs/guide.md"
 F = "```"  # a fence, so that guides below read as they would in a file
@@ -668,3 +676,18 @@ def test_absurd_durations_are_document_errors_on_their_lines() -> None:
         == "timeout: duration '99999999999999999...99999999999999999' is over the maximum of 7 days: give at most 168h"
     )
     assert plan_of("# T\n\n" + pair("a", test_params=" timeout='168h'")).steps[0].timeout_s == 7 * 24 * 3600
+
+
+def test_a_selection_of_no_block_in_any_guide_is_a_document_error() -> None:
+    with pytest.raises(DocumentError) as caught:
+        left_out(start="c", until="a")
+    assert [p.message for p in caught.value.problems] == [
+        "--from c --until a selects no block to run; see --list for the blocks in their order"
+    ]
+    other = plan_of("# U\n\n" + pair("z"), file="other.md")
+    assert left_out([plan_of(SELECT_GUIDE), other], start="z")[1] == {}  # one guide selecting nothing is fine
+
+
+def test_guides_without_blocks_are_named() -> None:
+    empty = plan_of("# Nothing to run\n\n" + block("shell") + block('shell #test-result id="x"'), file="empty.md")
+    assert [(p.file, p.line) for p in guides_without_blocks([plan_of(SELECT_GUIDE), empty])] == [("empty.md", 0)]

@@ -986,3 +986,39 @@ def test_absurd_duration_options_are_usage_errors_naming_the_option(guide_runner
         assert run.returncode == 2, run.stdout + run.stderr
         assert f"[ERROR] {option}: duration" in run.stderr and "over the maximum of 7 days" in run.stderr
         assert not (run.output_dir / "results.json").exists()
+
+
+def test_a_guide_with_no_runnable_block_is_a_usage_error(guide_runner) -> None:
+    """It used to pass with exit 0, checking nothing; a misspelt label is the usual cause, so its warning stays."""
+    text = f"""
+        # Setup
+        {FENCE}shell #test-stup store="x"
+        echo x
+        {FENCE}
+        """
+    for args in ((), ("--list",)):
+        run = guide_runner(text, *args)
+        assert run.returncode == 2, run.stdout + run.stderr
+        assert "guide.md: no runnable block, so there is nothing to check" in run.stderr
+        assert "'#test-stup' is not a label" in run.stderr
+        assert not (run.output_dir / "results.json").exists()
+
+
+def test_a_selection_that_selects_nothing_is_a_usage_error(guide_runner) -> None:
+    text = f"""
+        {FENCE}shell #test-setup store="first"
+        echo 1
+        {FENCE}
+
+        {FENCE}shell #test-setup store="second"
+        echo 2
+        {FENCE}
+        """
+    run = guide_runner(text, "--from", "second", "--until", "first")
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "command line: --from second --until first selects no block to run" in run.stderr
+    assert not (run.output_dir / "results.json").exists()
+    assert guide_runner(text, "--from", "second", "--until", "second").statuses() == {
+        "first": "not_run",
+        "second": "passed",
+    }
