@@ -72,7 +72,7 @@ def _add_choice_options(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="ID[,ID...]",
-        help="run only these blocks (id, store name or ordinal)",
+        help="run only these blocks (id, store name or ordinal); repeatable; a value that is a block's whole id is not split at commas",
     )
     parser.add_argument("--from", dest="start", metavar="ID", help="start at this block")
     parser.add_argument("--until", metavar="ID", help="stop after this block")
@@ -199,11 +199,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(settings, parser)
 
     from ci.core.model import DocumentError
-    from ci.core.plan import guides_without_blocks, select_steps
+    from ci.core.plan import guides_without_blocks, only_idents, select_steps
 
     plans, problems, warnings = _load_plans(args, settings.preset, settings.timeout_s)
     problems.extend(guides_without_blocks(plans))
-    only = [ident.strip() for item in args.only for ident in item.split(",") if ident.strip()]
+    only = only_idents(args.only, plans)
     left_out: list[dict[int, str]] = []
     if not problems and not args.list:
         try:

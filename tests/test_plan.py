@@ -13,6 +13,7 @@ from ci.core.plan import (
     block_loads,
     build_plan,
     guides_without_blocks,
+    only_idents,
     parse_duration,
     parse_load,
     select_steps,
@@ -691,3 +692,17 @@ def test_a_selection_of_no_block_in_any_guide_is_a_document_error() -> None:
 def test_guides_without_blocks_are_named() -> None:
     empty = plan_of("# Nothing to run\n\n" + block("shell") + block('shell #test-result id="x"'), file="empty.md")
     assert [(p.file, p.line) for p in guides_without_blocks([plan_of(SELECT_GUIDE), empty])] == [("empty.md", 0)]
+
+
+@pytest.mark.parametrize(
+    ("values", "idents"),
+    [
+        (("a,b",), ["a,b"]),  # a whole id wins over the split
+        (("a,c",), ["a", "c"]),
+        (("c, ckpt", "a,b"), ["c", "ckpt", "a,b"]),
+        ((" , 2,",), ["2"]),
+    ],
+)
+def test_only_values_name_a_whole_id_else_split_at_commas(values: tuple[str, ...], idents: list[str]) -> None:
+    plan = plan_of(SELECT_GUIDE + pair("a,b"))
+    assert only_idents(values, [plan]) == idents

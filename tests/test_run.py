@@ -1022,3 +1022,26 @@ def test_a_selection_that_selects_nothing_is_a_usage_error(guide_runner) -> None
         "first": "not_run",
         "second": "passed",
     }
+
+
+def test_only_selects_an_id_holding_a_comma_and_still_splits_lists(guide_runner) -> None:
+    text = f"""
+        {FENCE}shell #test-setup id="train,eval" store="first"
+        echo 1
+        {FENCE}
+
+        {FENCE}shell #test-setup store="second"
+        echo 2
+        {FENCE}
+
+        {FENCE}shell #test-setup store="third"
+        echo 3
+        {FENCE}
+        """
+    whole = guide_runner(text, "--only", "train,eval")
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    assert whole.statuses() == {"train,eval": "passed", "second": "not_run", "third": "not_run"}
+    repeated = guide_runner(text, "--only", "train,eval", "--only", "third")
+    assert repeated.statuses() == {"train,eval": "passed", "second": "not_run", "third": "passed"}
+    listed = guide_runner(text, "--only", "second, third")
+    assert listed.statuses() == {"train,eval": "not_run", "second": "passed", "third": "passed"}

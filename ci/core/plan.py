@@ -27,6 +27,7 @@ __all__ = [
     "block_loads",
     "build_plan",
     "guides_without_blocks",
+    "only_idents",
     "parse_duration",
     "parse_load",
     "select_steps",
@@ -328,6 +329,19 @@ def select_steps(
         message = f"{flags} selects no block to run; see --list for the blocks in their order"
         raise DocumentError([Problem("command line", 0, message)])
     return left_out
+
+
+def only_idents(values: Sequence[str], plans: Sequence[Plan]) -> list[str]:
+    """The names the `--only` values give: a value that names a block whole is that name, any other is split at commas.
+
+    So `--only a,b` still selects a and b, and an id that holds a comma is selected by giving it alone.
+    """
+    names = {name for plan in plans for step in plan.steps for name in (step.id, step.store, str(step.ordinal))}
+    idents: list[str] = []
+    for value in values:
+        parts = [value] if value in names else [part.strip() for part in value.split(",")]
+        idents.extend(part for part in parts if part)
+    return idents
 
 
 def guides_without_blocks(plans: Sequence[Plan]) -> list[Problem]:
