@@ -72,7 +72,7 @@ def _add_choice_options(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="ID[,ID...]",
-        help="run only these blocks (id, store name or ordinal)",
+        help="run only these blocks (id, store name or ordinal); repeatable; a value that is a block's whole id is not split at commas",
     )
     parser.add_argument("--from", dest="start", metavar="ID", help="start at this block")
     parser.add_argument("--until", metavar="ID", help="stop after this block")
@@ -155,7 +155,6 @@ def _load_plans(
 
 def _settings(args: argparse.Namespace, started: float) -> RunSettings | str:
     """The checked settings, or what is wrong with them."""
-    from ci.core.plan import parse_duration
     from ci.report.github import in_github_actions
     from ci.session import RunSettings
 
@@ -166,15 +165,25 @@ def _settings(args: argparse.Namespace, started: float) -> RunSettings | str:
             return f"--set {item!r}: write NAME=VALUE"
         preset[name] = value
     try:
-        timeout_s = parse_duration(args.timeout) if args.timeout else None
-        grace_s = parse_duration(args.grace) if args.grace not in ("0", "0s") else 0.0
-        deadline = started + parse_duration(args.deadline) if args.deadline else None
+        timeout_s = _duration("--timeout", args.timeout) if args.timeout else None
+        grace_s = _duration("--grace", args.grace) if args.grace not in ("0", "0s") else 0.0
+        deadline = started + _duration("--deadline", args.deadline) if args.deadline else None
     except ValueError as exc:
         return str(exc)
     workdir = os.path.abspath(args.workdir or os.getcwd())
     if not os.path.isdir(workdir):
         return f"--workdir {args.workdir!r} is not a directory"
     return RunSettings(preset, timeout_s, grace_s, deadline, workdir, in_github_actions())
+
+
+def _duration(option: str, text: str) -> float:
+    """Seconds of a duration option; ValueError naming the option."""
+    from ci.core.plan import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise ValueError(f"{option}: {exc}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -190,10 +199,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(settings, parser)
 
     from ci.core.model import DocumentError
-    from ci.core.plan import select_steps
+    from ci.core.plan import guides_without_blocks, only_idents, select_steps
 
     plans, problems, warnings = _load_plans(args, settings.preset, settings.timeout_s)
-    only = [ident.strip() for item in args.only for ident in item.split(",") if ident.strip()]
+    problems.extend(guides_without_blocks(plans))
+    only = only_idents(args.only, plans)
     left_out: list[dict[int, str]] = []
     if not problems and not args.list:
         try:

@@ -154,3 +154,59 @@ def test_comment_further_down_an_html_block_keeps_its_lines() -> None:
     text = "# V\n\n<details>\n<summary>setup</summary>\n<!--\n```shell #test-setup\nx\n```\n-->\n</details>\n"
     parsed = parse_guide(text, "g.md")
     assert [(b.line, b.hidden, b.body) for b in parsed.blocks] == [(6, True, "x")]
+
+
+def test_comment_openers_inside_a_comment_do_not_nest() -> None:
+    """HTML comments do not nest: 500 lines of `<!--` parse (no RecursionError), the fence after them is hidden."""
+    text = "# V\n\n" + "<!--\n" * 500 + "```shell #test-setup\ntrue\n```\n-->\n"
+    parsed = parse_guide(text, "g.md")
+    assert [(b.line, b.hidden) for b in parsed.blocks] == [(503, True)]
+    assert parsed.problems == ()
+
+
+def test_unterminated_labelled_fence_is_a_warning_saying_how_far_it_runs() -> None:
+    text = '# V\n\n```shell #test-setup store="a"\necho a\n\n## Next\n\nprose\n'
+    parsed = parse_guide(text, "g.md")
+    assert [b.line for b in parsed.blocks] == [3]
+    assert [(w.line, w.message) for w in parsed.warnings] == [
+        (
+            3,
+            "this fence is never closed, so its block runs up to line 8, where its file, comment, "
+            "quote or list item ends: close it with ```",
+        )
+    ]
+
+
+def test_unterminated_plain_fence_warns_only_when_it_swallows_a_labelled_fence() -> None:
+    swallowing = "````bash\nls\n```shell #test-setup\ntrue\n```\n"
+    assert [
+        (w.line, "labelled fences after it are read as its text" in w.message)
+        for w in parse_guide(swallowing, "g.md").warnings
+    ] == [(1, True)]
+    assert parse_guide("```bash\nls\n", "g.md").warnings == ()
+    closed = "```shell #test-setup\n```\n\n```shell #test-setup\nx\n```"  # closed on the file's last line
+    assert parse_guide(closed, "g.md").warnings == ()
+
+
+def test_labelled_fence_nested_past_the_parser_limit_is_a_warning() -> None:
+    """GitHub renders fences in 21 quotes; the parser stops reading at its limit, so say so, even with bad parameters."""
+    quotes = "> " * 21
+    text = (
+        f"# V\n\n{quotes}```shell #test-setup bad=\n{quotes}echo deep\n{quotes}```\n\n```shell #test-setup\ntrue\n```\n"
+    )
+    parsed = parse_guide(text, "g.md")
+    assert [b.line for b in parsed.blocks] == [7]
+    assert [w.line for w in parsed.warnings] == [3]
+    assert "quote or list at line 3 nests deeper than the harness reads" in parsed.warnings[0].message
+    assert parsed.problems == ()
+
+
+def test_list_nested_past_the_parser_limit_hides_the_rest_of_the_file_with_a_warning_each() -> None:
+    """Past 10 list levels the parser reads nothing more of the file: each labelled fence there is named."""
+    levels = "".join("  " * depth + "- item\n" for depth in range(11))
+    deep = "  " * 11
+    text = f"# V\n\n{levels}\n{deep}```shell #test-setup\n{deep}echo\n{deep}```\n\n```shell #test-setup\ntrue\n```\n"
+    parsed = parse_guide(text, "g.md")
+    assert parsed.blocks == ()
+    assert [w.line for w in parsed.warnings] == [15, 19]
+    assert all("and nothing from there to line 21 is read" in w.message for w in parsed.warnings)

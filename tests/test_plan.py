@@ -8,7 +8,16 @@ import pytest
 
 from ci.core.model import DocumentError, Label, Language, Load, Plan, Problem
 from ci.core.parse import parse_guide
-from ci.core.plan import DEFAULT_TIMEOUT_S, block_loads, build_plan, parse_duration, parse_load, select_steps
+from ci.core.plan import (
+    DEFAULT_TIMEOUT_S,
+    block_loads,
+    build_plan,
+    guides_without_blocks,
+    only_idents,
+    parse_duration,
+    parse_load,
+    select_steps,
+)
 
 FILE = "docs/guide.md"
 F = "```"  # a fence, so that guides below read as they would in a file
@@ -327,7 +336,9 @@ def test_parse_duration(text: str, seconds: float) -> None:
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "abc", "5 minutes", "10x", "1h30m", "h", "-5", "0", "0s", "3 hours", "1e3"])
+@pytest.mark.parametrize(
+    "text", ["", "abc", "5 minutes", "10x", "1h30m", "h", "-5", "0", "0s", "3 hours", "1e3", "169h", "9" * 400]
+)
 def test_parse_duration_rejects(text: str) -> None:
     with pytest.raises(ValueError):
         parse_duration(text)
@@ -633,3 +644,65 @@ def test_a_block_is_named_by_its_id_else_its_store_else_its_place() -> None:
     steps = plan_of(guide).steps
     assert [step.name for step in steps] == ["fetch", "data_path", "#3"]
     assert [step.named_by for step in steps] == [("id=fetch", "store=model_path"), ("store=data_path",), ()]
+
+
+def test_front_matter_env_that_no_environment_can_hold_is_a_document_error_on_its_line() -> None:
+    guide = '---\nci:\n  env:\n    GOOD: "1"\n    "A=B": "2"\n    "": x\n    NULLED: "a\\0b"\n---\n\n' + pair("a")
+    with pytest.raises(DocumentError) as raised:
+        plan_of(guide)
+    found = [(p.line, p.message) for p in raised.value.problems]
+    assert [line for line, _ in found] == [5, 6, 7]
+    assert "'A=B' contains '='" in found[0][1]
+    assert "empty name" in found[1][1]
+    assert "value of NULLED contains a NUL character" in found[2][1]
+
+
+def test_front_matter_alias_under_ci_is_a_document_error_and_elsewhere_is_left_alone() -> None:
+    elsewhere = "---\ntitle: &name Guide\nheading: *name\nci:\n  timeout: 90\n---\n\n" + pair("a")
+    assert plan_of(elsewhere).settings.timeout_s == 90.0
+    under_ci = '---\nshared: &limit 90\nci:\n  env:\n    A: "1"\n  timeout: *limit\n---\n\n' + pair("a")
+    assert [(p.line, p.message) for p in problems_of(under_ci)] == [
+        (6, "front matter: YAML aliases (*name) are not allowed under ci: write the value out in full")
+    ]
+
+
+def test_absurd_durations_are_document_errors_on_their_lines() -> None:
+    """400 digits became Infinity in results.json, which is not JSON; the limit is 7 days, and 168h is allowed."""
+    guide = "---\nci:\n  timeout: 8d\n---\n\n" + pair("a", test_params=f" timeout='{'9' * 400}'")
+    found = [(p.line, p.message) for p in problems_of(guide)]
+    assert [line for line, _ in found] == [3, 6]
+    assert "bad duration '8d'" in found[0][1]
+    assert (
+        found[1][1]
+        == "timeout: duration '99999999999999999...99999999999999999' is over the maximum of 7 days: give at most 168h"
+    )
+    assert plan_of("# T\n\n" + pair("a", test_params=" timeout='168h'")).steps[0].timeout_s == 7 * 24 * 3600
+
+
+def test_a_selection_of_no_block_in_any_guide_is_a_document_error() -> None:
+    with pytest.raises(DocumentError) as caught:
+        left_out(start="c", until="a")
+    assert [p.message for p in caught.value.problems] == [
+        "--from c --until a selects no block to run; see --list for the blocks in their order"
+    ]
+    other = plan_of("# U\n\n" + pair("z"), file="other.md")
+    assert left_out([plan_of(SELECT_GUIDE), other], start="z")[1] == {}  # one guide selecting nothing is fine
+
+
+def test_guides_without_blocks_are_named() -> None:
+    empty = plan_of("# Nothing to run\n\n" + block("shell") + block('shell #test-result id="x"'), file="empty.md")
+    assert [(p.file, p.line) for p in guides_without_blocks([plan_of(SELECT_GUIDE), empty])] == [("empty.md", 0)]
+
+
+@pytest.mark.parametrize(
+    ("values", "idents"),
+    [
+        (("a,b",), ["a,b"]),  # a whole id wins over the split
+        (("a,c",), ["a", "c"]),
+        (("c, ckpt", "a,b"), ["c", "ckpt", "a,b"]),
+        ((" , 2,",), ["2"]),
+    ],
+)
+def test_only_values_name_a_whole_id_else_split_at_commas(values: tuple[str, ...], idents: list[str]) -> None:
+    plan = plan_of(SELECT_GUIDE + pair("a,b"))
+    assert only_idents(values, [plan]) == idents

@@ -976,3 +976,107 @@ def test_the_demo_guide_passes(tmp_path: Path, harness_env: dict[str, str]) -> N
     record = json.loads((tmp_path / "out" / "results.json").read_text())
     assert {b["status"] for b in record["blocks"]} == {"passed"}
     assert record["guides"][0]["processes_ended"], "the demo's background server is ended and listed"
+
+
+def test_front_matter_env_that_cannot_be_spawned_is_refused_before_any_block(guide_runner) -> None:
+    """A name with `=` passed --list and then crashed at the first spawn; now nothing runs and the line is named."""
+    run = guide_runner(
+        f"""
+        ---
+        ci:
+          env:
+            "GREETING=x": hello
+        ---
+        {FENCE}shell #test-setup store="who"
+        echo world
+        {FENCE}
+        """
+    )
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr
+    assert "guide.md:4: front matter ci.env: the name 'GREETING=x' contains '='" in run.stderr
+    assert not (run.output_dir / "results.json").exists()
+
+
+def test_front_matter_alias_bomb_is_refused_not_expanded(guide_runner) -> None:
+    """Nine levels of nine aliases read as text are 9**9 strings: without the refusal this --list never ends."""
+    levels = ['    l0: &l0 ["ha", "ha", "ha", "ha", "ha", "ha", "ha", "ha", "ha"]']
+    levels += [f"    l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 9)}]" for n in range(1, 10)]
+    text = (
+        "---\nci:\n  upstream:\n" + "\n".join(levels) + f'\n---\n{FENCE}shell #test-setup store="x"\necho x\n{FENCE}\n'
+    )
+    run = guide_runner(text, "--list", timeout_s=60)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "guide.md:5: front matter: YAML aliases (*name) are not allowed under ci" in run.stderr
+
+
+def test_absurd_duration_options_are_usage_errors_naming_the_option(guide_runner) -> None:
+    guide = f"""
+        {FENCE}shell #test-setup store="x"
+        echo x
+        {FENCE}
+        """
+    for option, value in (("--timeout", "9" * 400), ("--grace", "200h"), ("--deadline", "8" * 400 + "h")):
+        run = guide_runner(guide, option, value)
+        assert run.returncode == 2, run.stdout + run.stderr
+        assert f"[ERROR] {option}: duration" in run.stderr and "over the maximum of 7 days" in run.stderr
+        assert not (run.output_dir / "results.json").exists()
+
+
+def test_a_guide_with_no_runnable_block_is_a_usage_error(guide_runner) -> None:
+    """It used to pass with exit 0, checking nothing; a misspelt label is the usual cause, so its warning stays."""
+    text = f"""
+        # Setup
+        {FENCE}shell #test-stup store="x"
+        echo x
+        {FENCE}
+        """
+    for args in ((), ("--list",)):
+        run = guide_runner(text, *args)
+        assert run.returncode == 2, run.stdout + run.stderr
+        assert "guide.md: no runnable block, so there is nothing to check" in run.stderr
+        assert "'#test-stup' is not a label" in run.stderr
+        assert not (run.output_dir / "results.json").exists()
+
+
+def test_a_selection_that_selects_nothing_is_a_usage_error(guide_runner) -> None:
+    text = f"""
+        {FENCE}shell #test-setup store="first"
+        echo 1
+        {FENCE}
+
+        {FENCE}shell #test-setup store="second"
+        echo 2
+        {FENCE}
+        """
+    run = guide_runner(text, "--from", "second", "--until", "first")
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "command line: --from second --until first selects no block to run" in run.stderr
+    assert not (run.output_dir / "results.json").exists()
+    assert guide_runner(text, "--from", "second", "--until", "second").statuses() == {
+        "first": "not_run",
+        "second": "passed",
+    }
+
+
+def test_only_selects_an_id_holding_a_comma_and_still_splits_lists(guide_runner) -> None:
+    text = f"""
+        {FENCE}shell #test-setup id="train,eval" store="first"
+        echo 1
+        {FENCE}
+
+        {FENCE}shell #test-setup store="second"
+        echo 2
+        {FENCE}
+
+        {FENCE}shell #test-setup store="third"
+        echo 3
+        {FENCE}
+        """
+    whole = guide_runner(text, "--only", "train,eval")
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    assert whole.statuses() == {"train,eval": "passed", "second": "not_run", "third": "not_run"}
+    repeated = guide_runner(text, "--only", "train,eval", "--only", "third")
+    assert repeated.statuses() == {"train,eval": "passed", "second": "not_run", "third": "passed"}
+    listed = guide_runner(text, "--only", "second, third")
+    assert listed.statuses() == {"train,eval": "not_run", "second": "passed", "third": "passed"}

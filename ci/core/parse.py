@@ -18,6 +18,9 @@ LABELS = {label.value: label for label in Label}
 
 _KEY_VALUE = re.compile(r"([A-Za-z_][\w-]*)=(?:\"(.*)\"|'(.*)')\Z", re.DOTALL)
 _COMMENT = re.compile(r"<!--(.*?)(?:-->|\Z)", re.DOTALL)
+# A line that opens a labelled fence, whatever quotes or list markers stand before it
+_LABELLED_FENCE = re.compile(r"(?:```|~~~)[^`\n]*?(?<!\S)#test(?:-setup|-result)?(?!\S)", re.MULTILINE)
+_MAX_NESTING = 20  # markdown-it's CommonMark limit on nested quotes and lists (a list level takes two)
 
 
 @dataclass(frozen=True)
@@ -87,14 +90,56 @@ class _Collector:
         self.warnings: list[Problem] = []
         self.heading: str | None = None
 
-    def walk(self, tokens: list[Any], line_offset: int, hidden: bool) -> None:
+    def walk(self, tokens: list[Any], text: str, line_offset: int, hidden: bool) -> None:
+        """Gather the blocks of TOKENS, parsed from TEXT, whose first line is guide line LINE_OFFSET + 1."""
         for index, token in enumerate(tokens):
             if token.type == "heading_open" and index + 1 < len(tokens):
                 self.heading = tokens[index + 1].content.strip() or self.heading
             elif token.type == "fence" and token.map is not None:
                 self.fence(token, token.map[0] + 1 + line_offset, hidden)
+                self.unterminated(token, line_offset)
             elif token.type == "html_block" and token.map is not None:
                 self.html(token.content, token.map[0] + line_offset)
+            elif token.nesting == 1 and token.level >= _MAX_NESTING - 1 and token.map is not None:
+                self.too_deep(text, token.map, line_offset)
+
+    def unterminated(self, token: Any, line_offset: int) -> None:
+        """Warn when a fence is never closed: its block silently takes the rest of the file (or of its container)."""
+        first, end = token.map
+        content_lines = token.content.count("\n") + (not token.content.endswith("\n") and token.content != "")
+        if end - first - 1 != content_lines:  # a closed fence also spans its closing line
+            return
+        labelled = any(word in LABELS for word, _ in split_info(token.info)[0])
+        if not labelled and not _LABELLED_FENCE.search(token.content):
+            return  # an open fence that swallows no labelled block changes nothing the harness runs
+        what = "its block runs" if labelled else "the labelled fences after it are read as its text,"
+        self.warnings.append(
+            Problem(
+                self.file,
+                first + 1 + line_offset,
+                f"this fence is never closed, so {what} up to line {end + line_offset}, where its file, comment, "
+                f"quote or list item ends: close it with {token.markup}",
+            )
+        )
+
+    def too_deep(self, text: str, span: list[int], line_offset: int) -> None:
+        """Warn of each labelled fence in a container nested past the parser's limit, which it leaves unread.
+
+        The parser reads nothing of such a container, and past a list item it reads nothing to the end of
+        the text, so the warning names the container and how far the unread part runs.
+        """
+        first, end = span[0] + 1 + line_offset, span[1] + line_offset
+        for number, line in enumerate(text.splitlines()[span[0] : span[1]], start=first):
+            if _LABELLED_FENCE.search(line):
+                self.warnings.append(
+                    Problem(
+                        self.file,
+                        number,
+                        f"this labelled fence is ignored, though GitHub shows it: the quote or list at line {first} "
+                        "nests deeper than the harness reads (20 quotes, or 10 list levels), and nothing from there "
+                        f"to line {end} is read; nest it less deeply",
+                    )
+                )
 
     def html(self, content: str, first_line_index: int) -> None:
         """Re-scan an HTML block: fences inside comments are hidden setups."""
@@ -102,7 +147,7 @@ class _Collector:
             inner_start = comment.start(1)
             line_index = first_line_index + content.count("\n", 0, inner_start)
             visible_heading = self.heading  # a heading inside a comment is never seen by readers
-            self.walk(_markdown().parse(comment.group(1)), line_index, hidden=True)
+            self.walk(_comment_markdown().parse(comment.group(1)), comment.group(1), line_index, hidden=True)
             self.heading = visible_heading
 
     def fence(self, token: Any, line: int, hidden: bool) -> None:
@@ -161,7 +206,17 @@ class _Collector:
 @functools.cache
 def _markdown() -> MarkdownIt:
     """The parser, made once: CommonMark with front matter."""
-    return MarkdownIt("commonmark").use(front_matter_plugin)
+    return MarkdownIt("commonmark", {"maxNesting": _MAX_NESTING}).use(front_matter_plugin)
+
+
+@functools.cache
+def _comment_markdown() -> MarkdownIt:
+    """The parser for a comment's text: HTML comments do not nest, so a `<!--` in one is plain text.
+
+    Read as HTML, each `<!--` in a comment opened yet another comment to re-parse, one Python frame
+    per line: 500 lines of `<!--` ended the harness in a RecursionError.
+    """
+    return MarkdownIt("commonmark", {"maxNesting": _MAX_NESTING}).use(front_matter_plugin).disable("html_block")
 
 
 def parse_guide(text: str, file: str) -> ParsedGuide:
@@ -173,7 +228,7 @@ def parse_guide(text: str, file: str) -> ParsedGuide:
     if tokens and tokens[0].type == "front_matter":
         front_matter = tokens[0].content
         front_matter_line = tokens[0].map[0] + 1 if tokens[0].map else 1
-    collector.walk(tokens, 0, hidden=False)
+    collector.walk(tokens, text, 0, hidden=False)
     return ParsedGuide(
         file=file,
         blocks=tuple(collector.blocks),

@@ -26,6 +26,8 @@ __all__ = [
     "LOAD_SEPARATOR",
     "block_loads",
     "build_plan",
+    "guides_without_blocks",
+    "only_idents",
     "parse_duration",
     "parse_load",
     "select_steps",
@@ -318,7 +320,42 @@ def select_steps(
             elif until and (last is None or step.ordinal > last):
                 reasons[step.ordinal] = f"after --until {until}"
         left_out.append(reasons)
+    if all(len(reasons) == len(plan.steps) for plan, reasons in zip(plans, left_out, strict=True)):
+        flags = " ".join(
+            f"{flag} {value}"
+            for flag, value in (("--only", ",".join(only)), ("--from", start), ("--until", until))
+            if value
+        )
+        message = f"{flags} selects no block to run; see --list for the blocks in their order"
+        raise DocumentError([Problem("command line", 0, message)])
     return left_out
+
+
+def only_idents(values: Sequence[str], plans: Sequence[Plan]) -> list[str]:
+    """The names the `--only` values give: a value that names a block whole is that name, any other is split at commas.
+
+    So `--only a,b` still selects a and b, and an id that holds a comma is selected by giving it alone.
+    """
+    names = {name for plan in plans for step in plan.steps for name in (step.id, step.store, str(step.ordinal))}
+    idents: list[str] = []
+    for value in values:
+        parts = [value] if value in names else [part.strip() for part in value.split(",")]
+        idents.extend(part for part in parts if part)
+    return idents
+
+
+def guides_without_blocks(plans: Sequence[Plan]) -> list[Problem]:
+    """A problem for each plan with no #test or #test-setup block: such a guide checks nothing, so it cannot pass."""
+    return [
+        Problem(
+            plan.guide,
+            0,
+            "no runnable block, so there is nothing to check: label a command block ```shell #test-setup, "
+            "or ```shell #test with a #test-result of the same id (a misspelt label is ignored, with a warning)",
+        )
+        for plan in plans
+        if not plan.steps
+    ]
 
 
 def parse_load(value: str) -> Load | None:

@@ -11,7 +11,7 @@ import yaml
 from ci.core.model import GuideSettings, Problem
 from ci.core.parse import ParsedGuide
 
-__all__ = ["guide_settings", "parse_duration"]
+__all__ = ["MAX_DURATION_S", "guide_settings", "parse_duration"]
 
 _FRONT_MATTER_KEYS = {"timeout", "error_markers", "env", "upstream", "collect", "diagnostics", "diagnostics_timeout"}
 # the front-matter lists of text, with what an item is and an example for messages
@@ -22,14 +22,25 @@ _TEXT_LISTS = {
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smh]?)\Z")
 _UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
+MAX_DURATION_S = 7 * 24 * 3600.0  # the longest time limit: a week is longer than any guide's run or CI job
 
 
 def parse_duration(text: str) -> float:
-    """Seconds from `90`, `30s`, `10m`, `3h` (decimals allowed); ValueError otherwise."""
+    """Seconds from `90`, `30s`, `10m`, `3h` (decimals allowed), at most MAX_DURATION_S; ValueError otherwise."""
     found = _DURATION.match(str(text).strip())
     if not found or float(found.group(1)) <= 0:
-        raise ValueError(f"bad duration {text!r}: use seconds (90) or a unit: 30s, 10m, 3h")
-    return float(found.group(1)) * _UNIT_S[found.group(2)]
+        raise ValueError(f"bad duration {_shown(text)}: use seconds (90) or a unit: 30s, 10m, 3h")
+    seconds = float(found.group(1)) * _UNIT_S[found.group(2)]
+    # `not <=` also refuses infinity, which 400 digits become and which no JSON report can hold
+    if not seconds <= MAX_DURATION_S:
+        raise ValueError(f"duration {_shown(text)} is over the maximum of 7 days: give at most 168h")
+    return seconds
+
+
+def _shown(text: str) -> str:
+    """TEXT quoted for a message, its middle left out when long (a 400-digit number is no help to read)."""
+    shown = repr(str(text))
+    return shown if len(shown) <= 40 else f"{shown[:18]}...{shown[-18:]}"
 
 
 def _list(names: Iterable[str]) -> str:
@@ -93,6 +104,13 @@ class _Reader:
             return None
         if not isinstance(data, dict) or data.get("ci") is None:
             return None
+        alias_line = _alias_under_ci(front_matter)
+        if alias_line is not None:
+            self.error(
+                self.line + 1 + alias_line,
+                "front matter: YAML aliases (*name) are not allowed under ci: write the value out in full",
+            )
+            return None
         self.key_lines = _key_lines(front_matter, self.line)
         section: Any = data["ci"]
         if not isinstance(section, dict):
@@ -127,7 +145,12 @@ class _Reader:
                 self.line_of("env"), 'front matter ci.env must map names to plain values, e.g. PYTHONUNBUFFERED: "1"'
             )
             return {}
-        return {str(k): "" if v is None else _yaml_scalar(v) for k, v in env.items()}
+        values = {str(k): "" if v is None else _yaml_scalar(v) for k, v in env.items()}
+        for name, value in values.items():
+            problem = _env_problem(name, value)
+            if problem:
+                self.error(self.key_lines.get(f"env.{name}", self.line_of("env")), f"front matter ci.env: {problem}")
+        return {name: value for name, value in values.items() if not _env_problem(name, value)}
 
     def upstream(self, section: dict[Any, Any]) -> dict[str, str]:
         upstream = section.get("upstream") or {}
@@ -178,8 +201,44 @@ def _not_text(item: object, what: str) -> str:
     return f"reads as {kind} {item}, not {what}: quote it, e.g. - {_quoted(str(item))}"
 
 
+def _env_problem(name: str, value: str) -> str | None:
+    """Why NAME=VALUE cannot go into a process's environment (the first spawn would fail), with the fix; None if it can."""
+    if not name:
+        return 'a variable has an empty name; give it one, e.g. PYTHONUNBUFFERED: "1"'
+    if "=" in name:
+        return f"the name {name!r} contains '=', which ends a name in an environment; remove it or use _"
+    if "\0" in name:
+        return f"the name {name!r} contains a NUL character; remove it"
+    if "\0" in value:
+        return f"the value of {name} contains a NUL character, which no environment can hold; remove it"
+    return None
+
+
 def _quoted(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _alias_under_ci(front_matter: str) -> int | None:
+    """The 0-based front-matter line of the first alias in the `ci:` value, None without one.
+
+    An alias shares its anchor's value, so nine aliases of nine aliases of ... are a few lines that
+    expand to billions of items as soon as the settings are read as text (a "billion laughs"). Aliases
+    elsewhere in the front matter are left alone: nothing reads those values.
+    """
+    root = yaml.compose(front_matter, Loader=yaml.SafeLoader)  # composing shares an alias's node: cheap
+    if not isinstance(root, yaml.MappingNode):
+        return None
+    keys = [key for key, _ in root.value]
+    for index, key in enumerate(keys):
+        if key.value != "ci":
+            continue
+        start = key.end_mark.index  # the value runs from its key up to the next key (or the end)
+        end = keys[index + 1].start_mark.index if index + 1 < len(keys) else len(front_matter)
+        for event in yaml.parse(front_matter, Loader=yaml.SafeLoader):
+            mark = event.start_mark
+            if isinstance(event, yaml.AliasEvent) and mark is not None and start <= mark.index < end:
+                return int(mark.line)
+    return None
 
 
 def _key_lines(front_matter: str, opening_line: int) -> dict[str, int]:
@@ -195,6 +254,9 @@ def _key_lines(front_matter: str, opening_line: int) -> dict[str, int]:
         if isinstance(value_node, yaml.MappingNode):
             for sub_key, sub_value in value_node.value:
                 lines[str(sub_key.value)] = opening_line + 1 + sub_key.start_mark.line
+                if isinstance(sub_value, yaml.MappingNode):  # "env.NAME": the line of each name under a mapping
+                    for item_key, _ in sub_value.value:
+                        lines[f"{sub_key.value}.{item_key.value}"] = opening_line + 1 + item_key.start_mark.line
                 if isinstance(sub_value, yaml.SequenceNode):  # "collect[0]": the line of a list's first item
                     for index, item in enumerate(sub_value.value):
                         lines[f"{sub_key.value}[{index}]"] = opening_line + 1 + item.start_mark.line
