@@ -83,7 +83,7 @@ def _add_choice_options(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help="also mask this variable's value in every report (names with TOKEN, SECRET, PASSWORD or ending in _KEY are masked anyway)",
+        help="also mask this variable's value in every report (names ending in _TOKEN, _SECRET or _KEY, or holding PASSWORD, are masked anyway)",
     )
     parser.add_argument("--keep-going", action="store_true", help="run the remaining blocks after a failure")
     parser.add_argument("--stream", action="store_true", help="also show block output live")
@@ -193,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.update or args.from_run:
         if not (args.update and args.from_run):
             return fail("--update and --from-run DIR go together", parser)
-        return _update(args.guides, args.from_run)
+        return _update(args.guides, args.from_run, args.mask_env)
     settings = _settings(args, started)
     if isinstance(settings, str):
         return fail(settings, parser)
@@ -251,7 +251,7 @@ def _print_document_errors(problems: Sequence[Problem], source_paths: dict[str, 
             print(text)
 
 
-def _update(guides: Sequence[str], run_dir: str) -> int:
+def _update(guides: Sequence[str], run_dir: str, mask_env: Sequence[str]) -> int:
     """--update --from-run DIR: 0 every mismatch updated (or none), 1 some left alone (said why), 2 bad input."""
     from ci.maintain.update import GuideNotUpdatable, update_guide
     from ci.record import RecordError, read_run
@@ -263,7 +263,7 @@ def _update(guides: Sequence[str], run_dir: str) -> int:
     statuses = []
     for name in guides:
         try:
-            statuses.append(_print_update(update_guide(name, run)))
+            statuses.append(_print_update(update_guide(name, run, mask_env=mask_env)))
         except GuideNotUpdatable as refusal:
             for problem in refusal.problems:
                 print_error(problem)
