@@ -25,6 +25,7 @@ The contract's target is 2 s whatever the harness is doing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -131,7 +132,23 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def run_once(situation: Situation, grace_s: float, work: Path) -> StopTiming:
+def end_noted(work: Path) -> list[int]:
+    """SIGKILL the processes the blocks noted in `work`/pids that are still alive; their pids."""
+    pids = [int(word) for word in (work / "pids").read_text().split()] if (work / "pids").exists() else []
+    left = [pid for pid in pids if alive(pid)]
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return left
+
+
+def run_once(
+    situation: Situation, grace_s: float, work: Path, *, code_dir: Path = REPO, limit_s: float | None = None
+) -> StopTiming:
+    """One run of the harness whose `ci` package is in `code_dir`; CommandFailed if it never gets there.
+
+    The harness gets `limit_s` (else grace + 120 s) after the signal to exit.
+    """
     for stale in ("pids", "ready", "term", "junit.xml"):
         (work / stale).unlink(missing_ok=True)
     guide = work / "guide.md"
@@ -146,7 +163,7 @@ def run_once(situation: Situation, grace_s: float, work: Path) -> StopTiming:
     argv = [sys.executable, "-m", "ci.run", str(guide), "--output-dir", str(out), "--junit", str(work / "junit.xml")]
     with open(work / "ci.log", "wb") as log:
         harness = subprocess.Popen(
-            [*argv, "--grace", f"{grace_s:g}"], cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
+            [*argv, "--grace", f"{grace_s:g}"], cwd=code_dir, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
         )
     try:
         ready = work / situation.ready_file
@@ -160,16 +177,13 @@ def run_once(situation: Situation, grace_s: float, work: Path) -> StopTiming:
             if number:
                 time.sleep(SECOND_SIGNAL_AFTER_S)
             harness.send_signal(signum)
-        code = harness.wait(timeout=grace_s + 120)
+        code = harness.wait(timeout=grace_s + 120 if limit_s is None else limit_s)
         exited = time.monotonic()
     finally:
         if harness.poll() is None:
             harness.kill()
             harness.wait()
-    pids = [int(word) for word in (work / "pids").read_text().split()] if (work / "pids").exists() else []
-    left = [pid for pid in pids if alive(pid)]
-    for pid in left:  # the benchmark must not leave them either
-        os.kill(pid, signal.SIGKILL)
+        left = end_noted(work)  # also when the run failed: the benchmark must not leave them either
     reports = (out / "results.json").exists() and (work / "junit.xml").exists()
     if reports and json.loads((out / "results.json").read_text(encoding="utf-8"))["exit_status"] != code:
         raise CommandFailed(f"{situation.name}: results.json does not say the exit status {code}")

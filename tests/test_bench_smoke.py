@@ -103,6 +103,17 @@ def test_signals_bench_runs() -> None:
     }, done.stdout
 
 
+def test_leftovers_bench_runs_beside_an_older_revision() -> None:
+    done = run_script("bench/leftovers.py", "--counts", "3,6", "--repeat", "1", "--grace", "1", "--against", "HEAD")
+    assert done.returncode == 0, done.stdout + done.stderr
+    header, rows = table_rows(done.stdout, "leftovers")
+    assert header.count("reports") == 2 and header.count("left") == 2, done.stdout  # this tree, then HEAD's code
+    reported = ["143", "all", "0"]  # exit status, reports, left running
+    cells = [(row[0], row[2:5], row[8:11]) for row in rows]  # count | this tree | HEAD
+    assert cells == [("3", reported, reported), ("6", reported, reported)], done.stdout
+    assert "growth exponent" in done.stdout
+
+
 def test_run_all_quick_writes_the_document(tmp_path: Path) -> None:
     done = run_script("bench/run.py", "--quick", "--out-dir", str(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr

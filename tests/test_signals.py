@@ -7,6 +7,7 @@ limit of 60 s), never by timing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -409,6 +410,56 @@ def test_sigterm_during_teardown(tmp_path: Path, harness_env: dict[str, str]) ->
     assert guide["interrupted_by_signal"] == 15
     server_pid = int(ready.read_text())
     assert [p["ended_by"] for p in guide["processes_ended"] if p["pid"] == server_pid] == ["SIGKILL"]
+
+
+# Enough that finding them process by process (a whole /proc scan for each, the cost growing with the
+# square of the count) takes minutes on 2 cores, well past the test's limit; one scan takes about a second.
+MANY_LEFTOVERS = 2000
+
+
+def _alive_sleepers(pids: set[int]) -> list[int]:
+    """Those of `pids` still running as the test's sleepers (not zombies, not a reused pid)."""
+    left = []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            if proc.status() != psutil.STATUS_ZOMBIE and proc.cmdline() == ["sleep", "600"]:
+                left.append(pid)
+    return left
+
+
+def test_a_stop_with_thousands_of_detached_leftovers_ends_them_all(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    noted, ready = tmp_path / "pids", tmp_path / "ready"
+    harness = Harness(
+        tmp_path,
+        harness_env,
+        [
+            f'{FENCE}shell #test-setup id="detaches-many"\n'
+            f"for i in $(seq {MANY_LEFTOVERS}); do\n"
+            f"  setsid sleep 600 < /dev/null > /dev/null 2>&1 &\n  echo $! >> {noted}\ndone\n{FENCE}\n\n"
+            f'{FENCE}shell #test-setup id="waiting"\necho up > {ready}\nsleep 600\n{FENCE}\n'
+        ],
+        "--grace",
+        "600",
+    )
+    sleepers: set[int] = set()
+    try:
+        _wait_for(_has_text(ready), "the second block to start", limit_s=300)
+        sleepers = {int(word) for word in noted.read_text().split()}
+        harness.process.send_signal(signal.SIGTERM)
+        assert harness.finish(limit_s=60) == 143
+        harness.assert_reported(143)
+        assert harness.block("waiting")["status"] == "error"
+        [guide] = harness.record["guides"]
+        assert len(sleepers) == MANY_LEFTOVERS
+        assert sleepers <= {p["pid"] for p in guide["processes_ended"]}
+        assert _alive_sleepers(sleepers) == []
+    finally:  # the test leaves nothing either, whatever failed
+        if harness.process.poll() is None:
+            harness.process.kill()
+        sleepers |= {int(word) for word in noted.read_text().split()} if noted.exists() else set()
+        for pid in _alive_sleepers(sleepers):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_a_second_signal_kills_what_is_left_at_once(tmp_path: Path, harness_env: dict[str, str]) -> None:

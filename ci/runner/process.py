@@ -24,7 +24,7 @@ from ci.core.model import TrackedProcess
 from ci.runner.signals import StopSignals
 from ci.runner.spawn import become_subreaper, keep_inherited_fds, spawn_in_session
 from ci.runner.stacks import dump_python_stacks, stack_dump_problem
-from ci.runner.trees import alive, describe, has_children, wait_gone
+from ci.runner.trees import ProcessTable, alive, describe, has_children, wait_gone
 
 __all__ = ["BLOCK_MARKER", "RUN_MARKER", "BlockProcess", "ProcessSupervisor", "RunInterrupted", "marked_pids"]
 
@@ -222,29 +222,23 @@ class ProcessSupervisor:
 
     # -- finding and ending trees ----------------------------------------
 
-    def _members(self, block_tag: str | None, roots: Iterable[int] = ()) -> list[psutil.Process]:
-        """Processes of this run (or of one block): by marker, process group, or descent."""
-        found: dict[int, psutil.Process] = {}
-        me = os.getpid()
-        for root_pid in roots:
-            with contextlib.suppress(psutil.Error):
-                root = psutil.Process(root_pid)
-                for proc in [root, *root.children(recursive=True)]:
-                    found[proc.pid] = proc
-                with contextlib.suppress(OSError):
-                    group = os.getpgid(root_pid)
-                    if group == os.getpgid(0):  # never the harness's own group (the CI job's)
-                        continue
-                    for proc in psutil.process_iter():
-                        with contextlib.suppress(psutil.Error, OSError):
-                            if os.getpgid(proc.pid) == group:
-                                found[proc.pid] = proc
-        for pid in self._marked_pids(block_tag):
-            if pid not in found:
-                with contextlib.suppress(psutil.Error):
-                    found[pid] = psutil.Process(pid)
-        found.pop(me, None)
-        return list(found.values())
+    def _members(
+        self, block_tag: str | None, roots: Iterable[int] = (), table: ProcessTable | None = None
+    ) -> list[psutil.Process]:
+        """Processes of this run (or of one block): by marker, process group, or descent.
+
+        Every root's tree and group come from one look at /proc (`table`, else
+        a new one), so the cost grows with the number of processes, not its square.
+        """
+        table = ProcessTable() if table is None else table
+        found = dict.fromkeys(table.trees_and_groups(roots, os.getpgid(0)))
+        found.update(dict.fromkeys(self._marked_pids(block_tag)))
+        found.pop(os.getpid(), None)
+        members = []
+        for pid in found:
+            with contextlib.suppress(psutil.Error):  # gone since the look
+                members.append(psutil.Process(pid))
+        return members
 
     def _marked_pids(self, block_tag: str | None) -> list[int]:
         """Pids whose environment carries this run's marker (and this block's, if given).
@@ -364,8 +358,8 @@ class ProcessSupervisor:
             return []
         # Besides the marker: every descendant of the harness. Orphaned daemons are re-parented
         # to it (it is a subreaper), and this holds even if a process dropped or lost its environment.
-        descendants = [child.pid for child in psutil.Process().children(recursive=True)]
-        members = [p for p in self._members(None, descendants) if alive(p)]
+        table = ProcessTable()
+        members = [p for p in self._members(None, table.descendants(os.getpid()), table) if alive(p)]
         ended, _ = self._terminate(members, self.grace_s if grace_s is None else grace_s)
         self.reap_orphans()
         return ended
