@@ -1666,12 +1666,20 @@ def test_the_stop_step_finds_a_harness_that_has_not_written_its_pid_file(
     held = tmp_path / "held"
     held.mkdir()
     (held / "sitecustomize.py").write_text(STARTING_FOREVER, encoding="utf-8")
+    # another job's workspace on the same host: the same relative --output-dir, started from elsewhere
+    elsewhere = tmp_path / "another-workspace"
+    elsewhere.mkdir()
+    (elsewhere / "guide.md").write_text("```shell #test-setup\necho never\n```\n", encoding="utf-8")
     harnesses = {}
-    for name, output_dir in (("ours", f"{report_dir}/outputs"), ("another", f"{report_dir}/outputs-of-another")):
+    for name, output_dir, workspace in (  # the other job's first: a lower pid, met first in /proc
+        ("another-job", f"{report_dir}/outputs", elsewhere),
+        ("ours", f"{report_dir}/outputs", tmp_path),
+        ("another", f"{report_dir}/outputs-of-another", tmp_path),
+    ):
         env = {**harness_env, "PYTHONPATH": str(held), "GUIDE_GUARD_TEST_STARTING": str(tmp_path / name)}
         harnesses[name] = subprocess.Popen(
             [sys.executable, "-m", "ci.run", "guide.md", "--output-dir", output_dir],
-            cwd=tmp_path,
+            cwd=workspace,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -1687,6 +1695,7 @@ def test_the_stop_step_finds_a_harness_that_has_not_written_its_pid_file(
         assert f"the harness (pid {ours}) stopped without writing {report_dir}/outputs/results.json" in stopped.stdout
         assert harnesses["ours"].wait(timeout=60) == -signal.SIGTERM
         assert harnesses["another"].poll() is None, "the stop step signalled another run's harness"
+        assert harnesses["another-job"].poll() is None, "the stop step signalled another job's harness"
     finally:
         for harness in harnesses.values():
             if harness.poll() is None:
