@@ -356,3 +356,45 @@ def test_a_daemon_that_drops_its_environment_is_still_ended(guide_runner, tmp_pa
     assert run.returncode == 0
     pid = int(pidfile.read_text())
     assert pid in [p["pid"] for p in run.record["guides"][0]["processes_ended"]]
+
+
+def test_a_harness_started_with_a_thousand_descriptors_open_still_waits_on_its_blocks(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    """Descriptors 3..1023 taken by whoever started it: the harness's own get numbers past 1024."""
+    import subprocess
+    import sys
+
+    guide = tmp_path / "g.md"
+    guide.write_text(f"{FENCE}shell #test-setup\nsleep 0.3\necho waited\n{FENCE}\n")
+    launcher = (
+        "import os, resource, sys\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), hard))\n"
+        "null = os.open(os.devnull, os.O_RDONLY)\n"
+        "for fd in range(3, 1024):\n"
+        "    if fd != null:\n"
+        "        os.dup2(null, fd, inheritable=True)\n"
+        "os.set_inheritable(null, True)\n"
+        "os.execv(sys.argv[1], sys.argv[1:])\n"
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            launcher,
+            sys.executable,
+            "-m",
+            "ci.run",
+            str(guide),
+            "--output-dir",
+            str(tmp_path / "o"),
+        ],
+        env=harness_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    [block] = json.loads((tmp_path / "o" / "results.json").read_text())["blocks"]
+    assert block["status"] == "passed" and block["captured"] == {}

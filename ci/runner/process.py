@@ -157,8 +157,13 @@ class ProcessSupervisor:
     def _exits_within(self, block: BlockProcess, pidfd: int | None, seconds: float) -> bool:
         """True if the block's process exits within `seconds`; False at once when a stop signal comes."""
         if pidfd is not None:
-            ready, _, _ = select.select([pidfd, self.signals.wake_fd], [], [], seconds)
-            return pidfd in ready
+            # poll, not select: a harness started with many descriptors open gets a pidfd numbered over
+            # FD_SETSIZE (1024), which select() cannot watch
+            watch = select.poll()
+            watch.register(pidfd, select.POLLIN)
+            watch.register(self.signals.wake_fd, select.POLLIN)
+            ready = watch.poll(seconds * 1000)
+            return any(fd == pidfd for fd, _ in ready)
         until = time.monotonic() + seconds  # no pidfd (old kernel): poll
         while time.monotonic() < until and self.stop_requested() is None:
             if self._collect(block, blocking=False):
