@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import fcntl
 import os
 import signal
 import sys
@@ -51,6 +52,9 @@ def run(args: argparse.Namespace, plans: list[Plan], left_out: list[dict[int, st
 
         output_dir = Path(tempfile.mkdtemp(prefix="guide-guard-"))
     output_dir.mkdir(parents=True, exist_ok=True)
+    lock = _lock_output_dir(output_dir)
+    if isinstance(lock, str):
+        return fail(lock)
     signals = StopSignals()
     handlers = _stop_handlers()
     signals.install()  # before the pid file tells anyone whom to signal
@@ -58,6 +62,7 @@ def run(args: argparse.Namespace, plans: list[Plan], left_out: list[dict[int, st
         pid_file = _write_pid_file(output_dir)
     except OSError as exc:
         _restore_stop_handlers(handlers)
+        os.close(lock)
         return fail(
             f"cannot write the pid file {output_dir / PID_FILE} ({exc.strerror or exc}); nothing was run. A cancelled"
             " CI job finds the run by this file: clear its path (remove what is there, free the disk) or name"
@@ -79,7 +84,25 @@ def run(args: argparse.Namespace, plans: list[Plan], left_out: list[dict[int, st
         return exit_status
     finally:
         _remove_pid_file(pid_file)
+        os.close(lock)
         sys.stdout, sys.stderr = console_streams
+
+
+def _lock_output_dir(output_dir: Path) -> int | str:
+    """Hold OUTPUT_DIR for this run (a lock on the directory itself, released when the harness ends, however
+    it ends); the descriptor holding it, or why another run has it. Two runs in one directory would delete each
+    other's block files and overwrite each other's results.json and pid file."""
+    descriptor = os.open(output_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        try:
+            holder = f" (pid {(output_dir / PID_FILE).read_text(encoding='ascii').strip()})"
+        except OSError:
+            holder = ""
+        return f"--output-dir {output_dir} is in use by another run{holder}; nothing was run: name another directory"
+    return descriptor
 
 
 def _masker(args: argparse.Namespace, plans: Sequence[Plan], github: bool) -> Masker:

@@ -191,6 +191,46 @@ def test_the_pid_file_names_the_harness_while_it_runs_and_is_gone_after(
         assert "simulated bug in the harness" in done.stderr
 
 
+def test_a_second_run_on_the_same_output_directory_is_refused_and_the_first_goes_on(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    release, started = tmp_path / "release", tmp_path / "started"
+    first_guide, second_guide = tmp_path / "first.md", tmp_path / "second.md"
+    first_guide.write_text(
+        f"{FENCE}shell #test-setup\ntouch {started}\nuntil [ -e {release} ]; do sleep 0.1; done\necho first\n{FENCE}\n"
+    )
+    second_guide.write_text(f'{FENCE}shell #test-setup id="second"\necho second\n{FENCE}\n')
+    first = subprocess.Popen(
+        [sys.executable, "-m", "ci.run", str(first_guide), "--output-dir", "out"],
+        cwd=tmp_path,
+        env=harness_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_for(started.exists, "the first run's block to start")
+        second = subprocess.run(
+            [sys.executable, "-m", "ci.run", str(second_guide), "--output-dir", "out"],
+            cwd=tmp_path,
+            env=harness_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert second.returncode == 2, second.stdout + second.stderr
+        assert f"[ERROR] --output-dir {tmp_path / 'out'} is in use by another run (pid {first.pid})" in second.stderr
+        assert (tmp_path / "out" / "harness.pid").read_text().strip() == str(first.pid)  # not taken over
+        release.touch()
+        assert first.wait(timeout=60) == 0
+    finally:
+        release.touch()
+        if first.poll() is None:
+            first.kill()
+        first.wait(timeout=60)
+    record = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [b["status"] for b in record["blocks"]] == ["passed"] and "second" not in {b["id"] for b in record["blocks"]}
+
+
 def test_a_pid_file_that_cannot_be_written_stops_the_run_before_its_first_block(
     tmp_path: Path, harness_env: dict[str, str]
 ) -> None:
