@@ -442,6 +442,36 @@ def test_background_child_holding_stdout_never_stalls_the_block(guide_runner) ->
     assert run.block("bg")["status"] == "passed"
 
 
+def test_a_stored_value_with_a_nul_byte_fails_the_block_that_loads_it_and_the_run_goes_on(
+    guide_runner, tmp_path: Path
+) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup store="TOKENISH"
+        printf 'abc\\0def'
+        {FENCE}
+
+        {FENCE}shell #test-setup id="uses-it" load="TOKENISH>>VALUE"
+        echo "<VALUE>"
+        {FENCE}
+
+        {FENCE}shell #test-setup id="after"
+        echo still here
+        {FENCE}
+        """,
+        "--keep-going",
+        "--junit",
+        str(tmp_path / "junit.xml"),
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr
+    uses_it = run.block("uses-it")
+    assert uses_it["status"] == "error"
+    assert "the stored value of TOKENISH holds a NUL byte" in uses_it["message"]
+    assert run.block("after")["status"] == "passed"
+    assert "<testsuite" in (tmp_path / "junit.xml").read_text()
+
+
 def test_unicode_garbage_nul_and_ansi_do_not_break_the_reports(guide_runner, tmp_path: Path) -> None:
     import junitparser
 

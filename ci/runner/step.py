@@ -148,6 +148,13 @@ def run_step(step: Step, stored: Mapping[str, str], context: StepContext) -> tup
         names = ", ".join(sorted(set(missing)))
         message = f"could not be run: {names} was never stored (its setup did not run); pass --set NAME=VALUE"
         return unstarted_result(step, Status.ERROR, message), None
+    with_nul = sorted({load.name for load in step.loads if "\0" in stored[load.name]})
+    if with_nul:
+        message = (
+            f"could not be run: the stored value of {', '.join(with_nul)} holds a NUL byte, which no command line"
+            " can carry; remove it where it is stored (e.g. `| tr -d '\\0'`)"
+        )
+        return unstarted_result(step, Status.ERROR, message), None
     command = substitute(step.body, tuple((load.placeholder, stored[load.name]) for load in step.loads))
     expected = None
     if step.expected:
