@@ -1112,3 +1112,31 @@ def test_only_selects_an_id_holding_a_comma_and_still_splits_lists(guide_runner)
     assert repeated.statuses() == {"train,eval": "passed", "second": "not_run", "third": "passed"}
     listed = guide_runner(text, "--only", "second, third")
     assert listed.statuses() == {"train,eval": "not_run", "second": "passed", "third": "passed"}
+
+
+def test_a_guide_whose_workdir_an_earlier_guide_removed_fails_and_the_reports_are_kept(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    first, second = tmp_path / "first.md", tmp_path / "second.md"
+    first.write_text(f'{FENCE}shell #test-setup id="removes"\nrm -rf "{workdir}"\necho gone\n{FENCE}\n')
+    second.write_text(f'{FENCE}shell #test-setup id="needs-it"\necho never\n{FENCE}\n')
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "ci.run", str(first), str(second), "--workdir", str(workdir)),
+            *("--output-dir", str(tmp_path / "out"), "--junit", str(tmp_path / "junit.xml")),
+        ],
+        cwd=tmp_path,
+        env=harness_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    blocks = {b["id"]: b for b in json.loads((tmp_path / "out" / "results.json").read_text())["blocks"]}
+    assert blocks["removes"]["status"] == "passed"
+    assert blocks["needs-it"]["status"] == "error"
+    assert f"cannot enter the working directory {workdir}" in blocks["needs-it"]["message"]
+    assert "<testsuite" in (tmp_path / "junit.xml").read_text()

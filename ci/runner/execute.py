@@ -57,6 +57,19 @@ def not_run_outcome(plan: Plan, reason: str, *, deadline_reached: bool = False) 
     )
 
 
+def _unenterable(plan: Plan, workdir: str, exc: OSError) -> GuideOutcome:
+    """The outcome of a guide whose working directory cannot be entered: its first block says why, the rest wait."""
+    why = f"could not be run: cannot enter the working directory {workdir} ({exc.strerror or exc}); was it removed?"
+    results = tuple(
+        unstarted_result(step, Status.ERROR, why) if index == 0 else unstarted_result(step, Status.NOT_RUN, why)
+        for index, step in enumerate(plan.steps)
+    )
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return GuideOutcome(
+        plan=plan, results=results, leftovers=(), interrupted_by=None, started_at=started_at, duration_s=0.0
+    )
+
+
 def _past(deadline: float | None) -> bool:
     return deadline is not None and time.monotonic() >= deadline
 
@@ -76,7 +89,10 @@ def run_guide(
     running is ended, and its ci.collect files are copied. A stop signal
     ends the running block and leaves the rest not run; it is not raised.
     """
-    os.chdir(options.workdir)  # blocks inherit it (see ProcessSupervisor.start)
+    try:
+        os.chdir(options.workdir)  # blocks inherit it (see ProcessSupervisor.start)
+    except OSError as exc:  # an earlier guide's block removed it, say: this guide cannot start, the run goes on
+        return _unenterable(plan, options.workdir, exc)
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     clock = time.monotonic()
     context = _context(plan, left_out, options, supervisor, listener)
