@@ -1140,3 +1140,25 @@ def test_a_guide_whose_workdir_an_earlier_guide_removed_fails_and_the_reports_ar
     assert blocks["needs-it"]["status"] == "error"
     assert f"cannot enter the working directory {workdir}" in blocks["needs-it"]["message"]
     assert "<testsuite" in (tmp_path / "junit.xml").read_text()
+
+
+def test_a_block_after_one_that_removed_the_output_directory_says_so(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    out = tmp_path / "out"
+    guide = tmp_path / "g.md"
+    guide.write_text(
+        f'{FENCE}shell #test-setup id="removes"\nrm -rf "{out}"\n{FENCE}\n\n'
+        f'{FENCE}shell #test-setup id="next"\necho hi\n{FENCE}\n'
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "ci.run", str(guide), "--output-dir", str(out), "--keep-going"],
+        cwd=tmp_path,
+        env=harness_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"the directory of its output files, {out / 'blocks'}, is gone" in done.stdout + done.stderr
+    assert "on PATH" not in done.stdout + done.stderr

@@ -171,6 +171,8 @@ def run_step(step: Step, stored: Mapping[str, str], context: StepContext) -> tup
 def _spawn(step: Step, command: str, context: StepContext) -> BlockProcess | str:
     """Start the step's process; why it could not be, as its result's message, when it could not."""
     stdout_path, stderr_path = context.paths[step.ordinal]
+    if not stdout_path.parent.is_dir():  # else the spawn's ENOENT would read as a missing interpreter
+        return f"could not be run: the directory of its output files, {stdout_path.parent}, is gone (did a block remove --output-dir?)"
     context.output_files.prepare(stdout_path, stderr_path)  # made already, unless this is the first block
     for argv in _argv_choices(step.language, command):
         try:
