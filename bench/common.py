@@ -108,6 +108,16 @@ def interleaved(runs: dict[str, Callable[[int], Sample]], repeat: int) -> dict[s
     return samples
 
 
+def alive(pid: int) -> bool:
+    """True while the process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            state = handle.read().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
 def median(values: Sequence[float]) -> float:
     return statistics.median(values)
 

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import REPO, CommandFailed, Section, SummaryRow, interleaved, median, verdict
+from common import REPO, CommandFailed, Section, SummaryRow, alive, interleaved, median, verdict
 
 POLL_S = 0.002
 SECOND_SIGNAL_AFTER_S = 0.05  # sent together, pending signals would be handled lowest number first: SIGINT
@@ -120,16 +120,6 @@ class StopTiming:
     exit_status: int
     reports: bool  # results.json and the JUnit report were written
     left_running: int  # processes the blocks noted that were still alive after the harness exited
-
-
-def alive(pid: int) -> bool:
-    """True while the process exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
-            state = handle.read().rpartition(")")[2].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
 
 
 def end_noted(work: Path) -> list[int]:

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import REPO, CommandFailed, Section, SummaryRow, interleaved, median, verdict
+from common import REPO, CommandFailed, Section, SummaryRow, alive, interleaved, median, verdict
 
 POLL_S = 0.002
 TARGET_SLACK_S = 1.0  # the target is grace + this
@@ -88,16 +88,6 @@ class StopTiming:
     finished_after_s: float  # the harness has exited, its reports written
     dump_after_s: float | None  # None: no dump was taken (no Python process, or py-spy failed)
     dump_note: str  # why there is no dump, when there is none
-
-
-def alive(pid: int) -> bool:
-    """True while the process exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
-            state = handle.read().rpartition(")")[2].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
 
 
 def wait_for(predicate: Callable[[], bool], limit_s: float, what: str) -> None:
