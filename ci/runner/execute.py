@@ -44,11 +44,19 @@ class RunOptions:
         return f"{self.guide_dir}-" if self.guide_dir else ""
 
 
-def not_run_outcome(plan: Plan, reason: str, *, deadline_reached: bool = False) -> GuideOutcome:
-    """The outcome of a guide that never started (the run was interrupted, or its deadline reached, before it)."""
+def not_run_outcome(
+    plan: Plan, reason: str, *, deadline_reached: bool = False, first: Status = Status.NOT_RUN
+) -> GuideOutcome:
+    """The outcome of a guide that never started (the run was interrupted, or its deadline reached, before it).
+
+    `first` is the status of its first block: ERROR when the guide itself could not start.
+    """
     return GuideOutcome(
         plan=plan,
-        results=tuple(unstarted_result(step, Status.NOT_RUN, reason) for step in plan.steps),
+        results=tuple(
+            unstarted_result(step, first if index == 0 else Status.NOT_RUN, reason)
+            for index, step in enumerate(plan.steps)
+        ),
         leftovers=(),
         interrupted_by=None,
         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -60,14 +68,7 @@ def not_run_outcome(plan: Plan, reason: str, *, deadline_reached: bool = False) 
 def _unenterable(plan: Plan, workdir: str, exc: OSError) -> GuideOutcome:
     """The outcome of a guide whose working directory cannot be entered: its first block says why, the rest wait."""
     why = f"could not be run: cannot enter the working directory {workdir} ({exc.strerror or exc}); was it removed?"
-    results = tuple(
-        unstarted_result(step, Status.ERROR, why) if index == 0 else unstarted_result(step, Status.NOT_RUN, why)
-        for index, step in enumerate(plan.steps)
-    )
-    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    return GuideOutcome(
-        plan=plan, results=results, leftovers=(), interrupted_by=None, started_at=started_at, duration_s=0.0
-    )
+    return not_run_outcome(plan, why, first=Status.ERROR)
 
 
 def _past(deadline: float | None) -> bool:
