@@ -841,7 +841,8 @@ def test_run_guide_alone_ends_what_the_guide_left_running_and_collects_its_files
     guide = tmp_path / "guide.md"
     guide.write_text(
         f"---\nci:\n  collect: [server.log]\n---\n\n"
-        f"{FENCE}shell #test-setup\nsleep 300 > server.log &\necho $! > {pidfile}\n{FENCE}\n"
+        # the log exists before the server is forked: teardown may end it before it opens its redirection
+        f"{FENCE}shell #test-setup\necho starting > server.log\nsleep 300 >> server.log &\necho $! > {pidfile}\n{FENCE}\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", RUN_ONE_GUIDE, str(guide), str(tmp_path), str(tmp_path / "out")],
