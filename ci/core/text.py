@@ -18,6 +18,7 @@ __all__ = [
     "human_size",
     "is_maskable",
     "is_secret_name",
+    "partial_escape_start",
     "read_view",
     "secret_values",
 ]
@@ -33,6 +34,11 @@ _ANSI = re.compile(
     r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])"
     r"|\x9b[0-?]*[ -/]*[@-~]|\x9d[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"
 )
+# what may be the start of one of those (or of a CRLF) at the end of a read: complete once the next read comes
+_PARTIAL_ESCAPE = re.compile(
+    r"(?:\r|\x1b(?:\[[0-?]*[ -/]*|\][^\x07\x1b]*\x1b?)?|\x9b[0-?]*[ -/]*|\x9d[^\x07\x1b\x9c]*\x1b?)\Z"
+)
+_PARTIAL_ESCAPE_CHARS = 256  # an escape sequence left open longer than this is shown as text, as clean_text does
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # C1 controls and bidirectional overrides and isolates: they make a log show text other than what is
 # there (a reversed command line, a hidden part), so they are shown as what they are: <U+202E>
@@ -118,6 +124,13 @@ class Masker:
                     cut, moved = (start + len(secret) if forward else start), True
         return cut
 
+    def partial_secret_start(self, text: str) -> int:
+        """Where the end of TEXT may be the start of a secret whose rest is still to come (len(TEXT) if nowhere)."""
+        for start in range(max(len(text) - self.longest_chars + 1, 0), len(text)):
+            if any(secret.startswith(text[start:]) for secret in self.secrets):
+                return start  # the earliest: the longest end that may begin one
+        return len(text)
+
 
 NO_SECRETS = Masker()  # for text that holds no run's output (guides, drift reports): nothing to mask
 
@@ -132,6 +145,17 @@ def clean_text(text: str, masker: Masker = NO_SECRETS) -> str:
     text = _CONTROL.sub("", text)
     text = _DECEPTIVE.sub(lambda found: f"<U+{ord(found.group()):04X}>", text)
     return masker.mask(_XML_INVALID.sub("\ufffd", text))
+
+
+def partial_escape_start(text: str) -> int:
+    """Where the end of TEXT (decoded output, before clean_text) may be the start of an escape sequence or a CRLF.
+
+    Output read while a block writes can stop in the middle of one; cleaned in two parts, it would show
+    as text (`[31m`) or as two line breaks. len(TEXT) when its end starts none.
+    """
+    tail = text[-_PARTIAL_ESCAPE_CHARS:]
+    found = _PARTIAL_ESCAPE.search(tail)
+    return len(text) if found is None else len(text) - len(tail) + found.start()
 
 
 def human_size(size_bytes: int) -> str:

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import codecs
 import sys
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
 from ci.core.model import BlockResult, Collection, GuideOutcome, Problem, Status, Step
-from ci.core.text import Masker, clean_text, human_size
+from ci.core.text import Masker, clean_text, human_size, partial_escape_start
 from ci.report.details import block_details
 from ci.report.github import StopCommands, escape_data, failure_annotations
 from ci.report.tally import status_tally
 
-__all__ = ["ConsoleReporter", "collection_lines", "format_problems"]
+__all__ = ["LIVE_LIMIT_BYTES", "ConsoleReporter", "collection_lines", "format_problems"]
 
 
 def format_problems(problems: Sequence[Problem], kind: str = "[ERROR]") -> str:
@@ -69,34 +71,98 @@ def collection_lines(collection: Collection) -> list[str]:
     return lines
 
 
+LIVE_LIMIT_BYTES = 8 * 1024 * 1024  # --stream shows this much of each stream of a block: a log is no place for GiBs
+_READ_BYTES = 1 << 16  # one read of a followed file: memory stays bounded however fast a block writes
+
+
+@dataclass
+class _Followed:
+    """One output file of a running block, and what of it is read but not shown yet."""
+
+    name: str  # stdout or stderr
+    path: Path
+    decoder: codecs.IncrementalDecoder  # keeps a character split between two reads whole
+    read_bytes: int = 0  # how much of the file is read
+    raw: str = ""  # decoded text that may be the start of an escape sequence or a CRLF: cleaned once complete
+    held: str = ""  # cleaned text that may be the start of a secret whose rest is not written yet
+    stopped: bool = False  # its first LIVE_LIMIT_BYTES are read: the rest is left to the file
+
+
 class _Tailer(threading.Thread):
     """--stream: copies a running block's output files to the console as they grow."""
 
-    def __init__(self, paths: Sequence[Path], write: TextIO, masker: Masker) -> None:
+    def __init__(self, paths: dict[str, Path], write: TextIO, masker: Masker) -> None:
         super().__init__(daemon=True)
-        self.paths = paths
+        self.followed = [
+            _Followed(name, path, codecs.getincrementaldecoder("utf-8")(errors="replace"))
+            for name, path in paths.items()
+        ]
         self.write = write
         self.masker = masker
         self.done = threading.Event()
-        self.offsets = [0 for _ in paths]
-        # what may be the start of a secret whose rest is not written yet: shown once it is known not to be
-        self.held = ["" for _ in paths]
+        self.at_line_start = True  # whether what it wrote last ends a line
 
     def pump(self, *, last: bool = False) -> None:
-        for index, path in enumerate(self.paths):
+        """Shows all that is written so far (up to the limit); LAST: the block has ended, show what is held too."""
+        for stream in self.followed:
+            if stream.stopped:
+                continue
+            self._read(stream)
+            if stream.stopped:
+                stream.raw = stream.held = (
+                    ""  # what may begin a secret, an escape sequence or a CRLF: never shown in part
+                )
+                self._note(
+                    f"[... live view of {stream.name} stopped after its first {human_size(LIVE_LIMIT_BYTES)};"
+                    f" the whole stream is in {stream.path}]"
+                )
+            elif last:
+                self._take(stream, b"", final=True)
+        if last:
+            self._unseen_notes()
+
+    def _read(self, stream: _Followed) -> None:
+        """Reads STREAM until caught up with the block or at the limit, in bounded reads."""
+        try:
+            with open(stream.path, "rb") as handle:
+                handle.seek(stream.read_bytes)
+                while chunk := handle.read(min(_READ_BYTES, LIVE_LIMIT_BYTES - stream.read_bytes)):
+                    stream.read_bytes += len(chunk)
+                    self._take(stream, chunk)
+        except OSError:
+            pass  # not created yet, or removed by the block: what was read is shown, the rest is in the report
+        stream.stopped = stream.read_bytes >= LIVE_LIMIT_BYTES
+
+    def _take(self, stream: _Followed, chunk: bytes, *, final: bool = False) -> None:
+        """Shows what CHUNK completes of STREAM, holding back what may continue in the next read."""
+        raw = stream.raw + stream.decoder.decode(chunk, final=final)
+        complete = len(raw) if final else partial_escape_start(raw)
+        stream.raw = raw[complete:]
+        text = stream.held + clean_text(raw[:complete])
+        cut = len(text) if final else self.masker.clear_cut(text, self.masker.partial_secret_start(text))
+        stream.held = text[cut:]
+        self._show(self.masker.mask(text[:cut]))
+
+    def _unseen_notes(self) -> None:
+        for stream in self.followed:
             try:
-                with open(path, "rb") as handle:
-                    handle.seek(self.offsets[index])
-                    chunk = handle.read(1 << 16)
+                unseen_bytes = stream.path.stat().st_size - stream.read_bytes if stream.stopped else 0
             except OSError:
-                chunk = b""
-            self.offsets[index] += len(chunk)
-            text = self.held[index] + clean_text(chunk.decode("utf-8", "replace"))
-            cut = len(text) if last else self.masker.clear_cut(text, max(len(text) - self.masker.longest_chars + 1, 0))
-            self.held[index] = text[cut:]
-            if cut:
-                self.write.write(self.masker.mask(text[:cut]))
-                self.write.flush()
+                continue  # removed by the block: the note at the limit said where it was
+            if unseen_bytes > 0:
+                self._note(
+                    f"[... {unseen_bytes} bytes of {stream.name} not shown live, after its first"
+                    f" {human_size(LIVE_LIMIT_BYTES)}; the whole stream is in {stream.path}]"
+                )
+
+    def _show(self, text: str) -> None:
+        if text:
+            self.write.write(text)
+            self.write.flush()
+            self.at_line_start = text.endswith("\n")
+
+    def _note(self, text: str) -> None:
+        self._show(("" if self.at_line_start else "\n") + clean_text(text, self.masker) + "\n")
 
     def run(self) -> None:
         while not self.done.wait(0.2):
@@ -136,8 +202,8 @@ class ConsoleReporter:
         self.group_open = self.github
         if self.stream:
             if self.github:
-                self.line(f"::stop-commands::{self.stop.token}")
-            self.tailer = _Tailer([stdout_path, stderr_path], self.out, self.masker)
+                self.line(self.stop.stop_line)
+            self.tailer = _Tailer({"stdout": stdout_path, "stderr": stderr_path}, self.out, self.masker)
             self.tailer.start()
 
     def block_finished(self, result: BlockResult, total: int) -> None:
@@ -152,9 +218,11 @@ class ConsoleReporter:
         if self.tailer is not None:
             self.tailer.done.set()
             self.tailer.join()
+            if not self.tailer.at_line_start:  # `printf 100%`: the resume line is seen only at a line start
+                self.out.write("\n")
             self.tailer = None
             if self.github:
-                self.line(f"::{self.stop.token}::")
+                self.line(self.stop.resume_line)
         sections = block_details(result, masker=self.masker)
         if self.group_open and not result.status.is_failure:
             self._sections(sections)

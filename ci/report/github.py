@@ -58,8 +58,18 @@ class StopCommands:
     def __init__(self) -> None:
         self.token = os.urandom(16).hex()  # unguessable by the blocks whose output it wraps
 
+    @property
+    def stop_line(self) -> str:
+        """The line after which the runner reads no workflow command."""
+        return f"::stop-commands::{self.token}"
+
+    @property
+    def resume_line(self) -> str:
+        """The line that ends the stop: the runner sees it only at the start of a line, as any workflow command."""
+        return f"::{self.token}::"
+
     def wrap(self, text: str) -> str:
-        return f"::stop-commands::{self.token}\n{text}\n::{self.token}::"
+        return f"{self.stop_line}\n{text}\n{self.resume_line}"
 
 
 def _annotation_path(file: str) -> str:

@@ -1,0 +1,213 @@
+"""--stream, the live view of a running block: whole characters, all of the output or a note, the log's commands kept."""
+
+from __future__ import annotations
+
+import os
+import re
+import selectors
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ci.core.text import Masker, partial_escape_start
+from ci.report.console import LIVE_LIMIT_BYTES
+
+FENCE = "```"
+
+
+def _runner_commands(log: str) -> list[str]:
+    """The workflow commands the Actions runner reads in LOG: only at a line start, none inside stop-commands."""
+    commands = []
+    stopped_by: str | None = None
+    for line in log.split("\n"):
+        if stopped_by is not None:
+            if line == f"::{stopped_by}::":
+                stopped_by = None
+        elif line.startswith("::stop-commands::"):
+            stopped_by = line.removeprefix("::stop-commands::")
+        elif line.startswith("::"):
+            commands.append(line)
+    return commands
+
+
+def test_output_without_a_final_newline_does_not_swallow_the_resume_line(guide_runner) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup
+        printf '100%%'
+        {FENCE}
+
+        {FENCE}shell #test-setup
+        printf 'half a line on stderr' >&2
+        {FENCE}
+
+        {FENCE}shell #test-setup
+        printf 'failing'
+        exit 3
+        {FENCE}
+        """,
+        "--stream",
+        env={"GITHUB_ACTIONS": "true"},
+    )
+    assert run.returncode == 1, run.stdout
+    lines = run.stdout.split("\n")
+    token = next(line.removeprefix("::stop-commands::") for line in lines if line.startswith("::stop-commands::"))
+    resume = lines.index(f"::{token}::")
+    assert re.fullmatch(r"::[0-9a-f]+::", lines[resume])
+    assert lines[resume - 1] == "100%"
+    commands = _runner_commands(run.stdout)
+    assert [c.split("[")[0] for c in commands if "group::" in c] == ["::group::", "::endgroup::"] * 3
+    assert [c for c in commands if c.startswith("::error ")], run.stdout
+    assert "half a line on stderr\n" in run.stdout and "failing\n" in run.stdout
+
+
+def test_a_block_writing_fast_is_shown_whole(guide_runner) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup
+        seq 1 300000
+        {FENCE}
+        """,
+        "--stream",
+    )
+    assert run.returncode == 0, run.stdout[-2000:]
+    assert run.block("1")["stdout_bytes"] > 1_900_000
+    numbers = [line for line in run.stdout.split("\n") if line.isdigit()]
+    assert numbers == [str(n) for n in range(1, 300001)]
+    assert "not shown live" not in run.stdout
+
+
+def test_the_live_view_stops_at_its_limit_says_what_it_left_out_and_never_shows_a_secret_in_part(
+    guide_runner,
+) -> None:
+    token = "hf_straddles_the_limit_42"
+    before = 10  # of its characters fall within the limit
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup
+        head -c {LIVE_LIMIT_BYTES - before} /dev/zero | tr '\\0' x
+        printf '%s\\n' "$HF_TOKEN"
+        echo 'stderr is still shown' >&2
+        {FENCE}
+        """,
+        "--stream",
+        env={"HF_TOKEN": token},
+    )
+    assert run.returncode == 0, run.stdout[-2000:]
+    path = run.output_dir / run.block("1")["stdout_path"]
+    assert path.stat().st_size == LIVE_LIMIT_BYTES + len(token) + 1 - before  # the file has it all
+    lines = run.stdout.split("\n")
+    shown = lines.index("x" * (LIVE_LIMIT_BYTES - before))
+    assert (
+        lines[shown + 1] == f"[... live view of stdout stopped after its first 8.0 MiB; the whole stream is in {path}]"
+    )
+    unseen = len(token) + 1 - before
+    assert (
+        f"[... {unseen} bytes of stdout not shown live, after its first 8.0 MiB; the whole stream is in {path}]"
+        in lines
+    )
+    assert "stderr is still shown" in lines
+    assert token[:before] not in run.stdout
+
+
+def test_a_character_written_in_two_parts_is_shown_whole(guide_runner) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup
+        printf 'split: \\xe4'
+        sleep 0.5  # the live view reads what is written so far in between
+        printf '\\xb8\\xad\\n'
+        {FENCE}
+        """,
+        "--stream",
+    )
+    assert run.returncode == 0, run.stdout
+    assert "split: 中\n" in run.stdout
+    assert "\ufffd" not in run.stdout
+
+
+def test_an_escape_sequence_or_crlf_written_in_two_parts_is_cleaned_whole(guide_runner) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup
+        printf 'plain \\x1b[3'
+        sleep 0.5
+        printf '1mred\\x1b[0m\\r'
+        sleep 0.5
+        printf '\\nnext\\n'
+        {FENCE}
+        """,
+        "--stream",
+    )
+    assert run.returncode == 0, run.stdout
+    assert "plain red\nnext\n" in run.stdout
+
+
+def test_the_end_of_a_line_is_shown_live_while_secrets_are_masked(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    flag = tmp_path / "go"
+    guide = tmp_path / "g.md"
+    guide.write_text(
+        f"{FENCE}shell #test-setup\nprintf 'downloading: 50%%'\n"
+        f"while [ ! -e {flag} ]; do sleep 0.05; done\necho ' done'\n{FENCE}\n"
+    )
+    harness = subprocess.Popen(
+        [sys.executable, "-m", "ci.run", str(guide), "--stream", "--output-dir", str(tmp_path / "out")],
+        cwd=tmp_path,
+        env={**harness_env, "HF_TOKEN": "hf_a_secret_value_of_some_length_1234567890"},
+        stdout=subprocess.PIPE,
+    )
+    assert harness.stdout is not None
+    seen = b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(harness.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + 30
+        while b"downloading: 50%" not in seen and time.monotonic() < deadline:  # the block waits for the flag
+            if selector.select(timeout=1):
+                seen += os.read(harness.stdout.fileno(), 1 << 16)
+    flag.touch()
+    rest, _ = harness.communicate(timeout=60)
+    assert b"downloading: 50%" in seen, seen
+    assert harness.returncode == 0
+    assert b"downloading: 50% done\n" in seen + rest
+
+
+@pytest.mark.parametrize(
+    ("text", "complete"),
+    [
+        ("plain text", "plain text"),
+        ("red \x1b", "red "),
+        ("red \x1b[3", "red "),
+        ("red \x1b[31mred", "red \x1b[31mred"),
+        ("title \x1b]0;name", "title "),
+        ("title \x1b]0;name\x1b", "title "),
+        ("title \x1b]0;name\x07", "title \x1b]0;name\x07"),
+        ("line\r", "line"),
+        ("line\r\n", "line\r\n"),
+        ("8-bit \x9b3", "8-bit "),
+        ("never closed \x1b]" + "x" * 300, "never closed \x1b]" + "x" * 300),  # shown as text, not held for ever
+    ],
+)
+def test_the_end_of_a_read_that_may_begin_an_escape_sequence_waits_for_the_next(text: str, complete: str) -> None:
+    assert text[: partial_escape_start(text)] == complete
+
+
+@given(
+    secrets=st.lists(st.text("abc", min_size=6, max_size=9), min_size=1, max_size=3),
+    text=st.text("abc ", max_size=60),
+    cuts=st.lists(st.integers(0, 60), max_size=6),
+)
+@settings(max_examples=300, deadline=None)
+def test_text_shown_in_pieces_is_masked_as_the_whole_would_be(secrets: list[str], text: str, cuts: list[int]) -> None:
+    masker = Masker(tuple(sorted(set(secrets), key=len, reverse=True)))
+    shown, held, start = "", "", 0
+    for end in [*sorted(cuts), len(text)]:  # the pieces the live view reads, each shown as soon as it is safe
+        piece = held + text[start:end]
+        start = max(start, end)
+        cut = masker.clear_cut(piece, masker.partial_secret_start(piece))
+        shown, held = shown + masker.mask(piece[:cut]), piece[cut:]
+    assert shown + masker.mask(held) == masker.mask(text)
