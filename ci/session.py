@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from ci.cli import ExitCode, fail, print_error
 from ci.core.files import write_atomically
@@ -69,9 +69,8 @@ def run(args: argparse.Namespace, plans: list[Plan], left_out: list[dict[int, st
             " another --output-dir"
         )
     # A console that has gone away (a closed terminal or ssh session: the SIGHUP case, a runner that
-    # died) must not stop the run from ending its processes and writing its reports.
-    console_streams = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = _ConsoleStream(sys.stdout), _ConsoleStream(sys.stderr)
+    # died) cannot stop the run from ending its processes and writing its reports: ci.run's main()
+    # guards both streams (ci.cli.guarded_console).
     try:
         masker = _masker(args, plans, settings.github)
         console = _console(args, masker, settings.github)
@@ -85,7 +84,6 @@ def run(args: argparse.Namespace, plans: list[Plan], left_out: list[dict[int, st
     finally:
         _remove_pid_file(pid_file)
         os.close(lock)
-        sys.stdout, sys.stderr = console_streams
 
 
 def _lock_output_dir(output_dir: Path) -> int | str:
@@ -276,45 +274,6 @@ def _remove_pid_file(path: Path) -> None:
             path.unlink()
     except OSError:
         pass
-
-
-class _ConsoleStream:
-    """A console stream that, once writing to it fails (its terminal or pipe is gone), discards what follows.
-
-    The descriptor is pointed at /dev/null then, so that nothing buffered
-    fails again later (at exit, Python would turn that into exit status 120).
-    """
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-        self.gone = False
-
-    def write(self, text: str) -> int:
-        if not self.gone:
-            try:
-                self.stream.write(text)
-            except OSError:
-                self._lost()
-        return len(text)
-
-    def flush(self) -> None:
-        if not self.gone:
-            try:
-                self.stream.flush()
-            except OSError:
-                self._lost()
-
-    def _lost(self) -> None:
-        self.gone = True
-        try:
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, self.stream.fileno())
-            os.close(null)
-        except (OSError, ValueError):  # no descriptor (a test's StringIO): nothing to keep from failing
-            pass
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.stream, name)
 
 
 def _write_report(what: str, path: Path, write: Callable[[Path], None]) -> None:

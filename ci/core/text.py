@@ -14,6 +14,8 @@ __all__ = [
     "Masker",
     "OutputView",
     "clean_text",
+    "escape_undecodable",
+    "escape_undecodable_json",
     "file_contains",
     "human_size",
     "is_maskable",
@@ -38,6 +40,32 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # there (a reversed command line, a hidden part), so they are shown as what they are: <U+202E>
 _DECEPTIVE = re.compile("[\x80-\x9f\u202a-\u202e\u2066-\u2069]")
 _XML_INVALID = re.compile("[\ud800-\udfff\ufffe\uffff]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _undecodable(found: re.Match[str], backslash: str) -> str:
+    """A byte that was not UTF-8 (os.fsdecode's U+DC80-U+DCFF) as BACKSLASH + `xNN`; any other character U+FFFD."""
+    code = ord(found.group())
+    return f"{backslash}x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else "\ufffd"
+
+
+def escape_undecodable(text: str) -> str:
+    """TEXT with each byte that was not UTF-8 written as `\\xNN`: text that any UTF-8 file or console can hold.
+
+    Names from the OS (a file name, a path, an argument) reach Python with
+    such bytes as lone surrogates (os.fsdecode); `guide-\\xff.md` then shows
+    the name as it is on disk. Any other lone surrogate becomes U+FFFD.
+    """
+    return _LONE_SURROGATE.sub(lambda found: _undecodable(found, "\\"), text)
+
+
+def escape_undecodable_json(json_text: str) -> str:
+    """escape_undecodable for the text of a JSON document (dumped with ensure_ascii=False).
+
+    A lone surrogate there can only be inside a string, where the backslash
+    of `\\xNN` is written `\\\\`: the string then reads back as `\\xNN`.
+    """
+    return _LONE_SURROGATE.sub(lambda found: _undecodable(found, "\\\\"), json_text)
 
 
 MASK = "***"

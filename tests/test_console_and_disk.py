@@ -1,0 +1,184 @@
+"""The harness's own troubles: a console that cannot be written, a file name that is not UTF-8, a full disk.
+
+Each still ends with the verdict as its exit status and every report written that can be.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ci.core.disk import NEARLY_FULL_BYTES, DiskSpace, is_full
+
+FENCE = "```"
+
+# The second block waits for GO, which the test makes once it has closed the harness's stdout: whatever
+# the harness writes from then on (the third block, the verdicts, the last lines) meets a closed pipe.
+THREE_BLOCKS = f"""
+# Console
+
+{FENCE}shell #test-setup store="first"
+echo first
+{FENCE}
+
+{FENCE}shell #test-setup
+for _ in $(seq 300); do [ -e "$GO" ] && break; sleep 0.1; done
+[ -e "$GO" ]
+seq 1 5000
+{FENCE}
+
+{FENCE}shell #test id="third"
+echo third
+{FENCE}
+
+{FENCE}shell #test-result id="third"
+third
+{FENCE}
+"""
+
+
+def _write_guide(directory: Path, text: str, name: str = "guide.md") -> Path:
+    guide = directory / name
+    guide.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return guide
+
+
+def _record(output_dir: Path) -> dict[str, Any]:
+    """results.json, read as a strict UTF-8 reader would."""
+    return json.loads((output_dir / "results.json").read_bytes().decode("utf-8"))
+
+
+def _junit_cases(path: Path) -> list[ET.Element]:
+    root = ET.fromstring(path.read_bytes().decode("utf-8"))
+    return root.findall("testsuite/testcase")
+
+
+def _junit_verdicts(path: Path) -> list[str]:
+    """Each testcase's verdict element (failure, error, skipped), or passed."""
+    verdicts = ("failure", "error", "skipped")
+    return [next((child.tag for child in case if child.tag in verdicts), "passed") for case in _junit_cases(path)]
+
+
+def _harness(tmp_path: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "ci.run", *args]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["log", "stream"])
+def test_a_reader_that_closes_stdout_early_costs_only_the_console(
+    tmp_path: Path, harness_env: dict[str, str], stream: bool
+) -> None:
+    guide = _write_guide(tmp_path, THREE_BLOCKS)
+    go, out, junit = tmp_path / "go", tmp_path / "out", tmp_path / "junit.xml"
+    command = _harness(tmp_path, str(guide), "--output-dir", str(out), "--junit", str(junit))
+    harness = subprocess.Popen(
+        [*command, *(["--stream"] if stream else [])],
+        env={**harness_env, "GO": str(go)},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert harness.stdout is not None and harness.stderr is not None
+    assert harness.stdout.readline().startswith("=== ")  # as `| head -1` reads it
+    harness.stdout.close()
+    go.touch()
+    stderr = harness.stderr.read()
+    assert harness.wait(timeout=60) == 0, stderr  # the verdict: every block passed
+    assert "Traceback" not in stderr
+    assert "[ERROR] stdout cannot be written any more: its reader closed it (Broken pipe)" in stderr
+    assert [block["status"] for block in _record(out)["blocks"]] == ["passed", "passed", "passed"]
+    assert _junit_verdicts(junit) == ["passed", "passed", "passed"]
+
+
+def test_a_console_log_on_a_full_disk_costs_only_the_console(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    guide = _write_guide(tmp_path, THREE_BLOCKS)
+    (tmp_path / "go").touch()
+    out, junit = tmp_path / "out", tmp_path / "junit.xml"
+    with open("/dev/full", "w") as full:  # every write to it fails with ENOSPC
+        done = subprocess.run(
+            _harness(tmp_path, str(guide), "--output-dir", str(out), "--junit", str(junit)),
+            env={**harness_env, "GO": str(tmp_path / "go")},
+            stdin=subprocess.DEVNULL,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 0, done.stderr
+    assert "[ERROR] stdout cannot be written any more: No space left on device (writing /dev/full)" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert [block["status"] for block in _record(out)["blocks"]] == ["passed", "passed", "passed"]
+    assert _junit_verdicts(junit) == ["passed", "passed", "passed"]
+
+
+def _closed_pipe() -> int:
+    """The writing end of a pipe whose reader is already gone: every write to it fails with EPIPE."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    return writer
+
+
+@pytest.mark.parametrize("console", ["closed pipe", "full disk"])
+@pytest.mark.parametrize(
+    ("args", "status"),
+    [(["--list"], 0), (["--list", "--format", "json"], 0), (["--only", "nowhere"], 2)],
+    ids=["list", "list-json", "document-error"],
+)
+def test_a_console_that_cannot_be_written_never_costs_the_exit_status(
+    tmp_path: Path, harness_env: dict[str, str], console: str, args: list[str], status: int
+) -> None:
+    guide = _write_guide(tmp_path, THREE_BLOCKS)
+    broken = _closed_pipe() if console == "closed pipe" else os.open("/dev/full", os.O_WRONLY)
+    try:
+        # both streams: --list writes to stdout, a document error to stderr
+        done = subprocess.run(
+            _harness(tmp_path, str(guide), *args),
+            env=harness_env,
+            stdin=subprocess.DEVNULL,
+            stdout=broken,
+            stderr=broken,
+            timeout=60,
+        )
+    finally:
+        os.close(broken)
+    assert done.returncode == status  # not 1 (a traceback) nor 120 (a failed flush at exit)
+
+
+def test_a_console_that_is_not_utf8_shows_what_it_cannot_hold_as_escapes(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    guide = _write_guide(tmp_path, THREE_BLOCKS.replace("# Console", "# Café ✅"))
+    (tmp_path / "go").touch()
+    out = tmp_path / "out"
+    done = subprocess.run(
+        _harness(tmp_path, str(guide), "--output-dir", str(out)),
+        env={**harness_env, "GO": str(tmp_path / "go"), "PYTHONIOENCODING": "ascii"},  # an old LANG=C, say
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert 'in "Caf\\xe9 \\u2705" at' in done.stdout.decode("ascii")
+    assert [block["heading"] for block in _record(out)["blocks"]] == ["Café ✅"] * 3
+
+
+@pytest.mark.parametrize(
+    ("free_bytes", "free_inodes", "full"),
+    [
+        (0, 1000, True),  # a write found no room
+        (NEARLY_FULL_BYTES - 1, 1000, True),  # a few blocks left: what a failed write leaves
+        (NEARLY_FULL_BYTES, 1000, False),
+        (10 * 1024**3, 0, True),  # no file can be made
+        (10 * 1024**3, None, False),  # a file system that counts no inodes (btrfs)
+    ],
+)
+def test_the_full_disk_rule(free_bytes: int, free_inodes: int | None, full: bool) -> None:
+    assert is_full(DiskSpace(free_bytes, free_inodes, "/")) is full
