@@ -224,7 +224,9 @@ def _main(argv: Sequence[str] | None, started: float) -> int:
         return ExitCode.USAGE
     if args.list:
         if args.format == "json":
-            print(json.dumps(_plan_entries(plans), indent=2, ensure_ascii=False))
+            from ci.core.text import escape_undecodable_json
+
+            print(escape_undecodable_json(json.dumps(_plan_entries(plans), indent=2, ensure_ascii=False)))
         else:
             _print_plan_text(plans)
         return ExitCode.OK

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ci.cli import ExitCode, fail, print_error
 from ci.core.files import write_atomically
+from ci.core.text import escape_undecodable
 
 if TYPE_CHECKING:
     from ci.core.model import GuideOutcome, Plan
@@ -165,7 +166,8 @@ def _run_guides(
                 preset=settings.preset,
                 error_markers=(*DEFAULT_ERROR_MARKERS, *args.error_marker),
                 keep_going=args.keep_going,
-                guide_dir=f"{index + 1}-{Path(plan.guide).stem}" if len(plans) > 1 else "",  # keeps guides apart
+                # keeps guides apart; named as results.json names its files (a byte not UTF-8 as \xNN)
+                guide_dir=f"{index + 1}-{escape_undecodable(Path(plan.guide).stem)}" if len(plans) > 1 else "",
                 deadline=deadline,
                 masker=console.masker,  # no output the run keeps is cut inside a secret
             )

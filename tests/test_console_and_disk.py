@@ -170,6 +170,48 @@ def test_a_console_that_is_not_utf8_shows_what_it_cannot_hold_as_escapes(
     assert [block["heading"] for block in _record(out)["blocks"]] == ["Café ✅"] * 3
 
 
+def test_a_guide_whose_file_name_is_not_utf8_runs_and_is_shown_with_its_bytes_escaped(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    odd = Path(os.fsdecode(os.fsencode(tmp_path) + b"/guide-\xff.md"))
+    odd.write_text(textwrap.dedent(THREE_BLOCKS).lstrip("\n"), encoding="utf-8")
+    (tmp_path / "go").touch()
+    other = _write_guide(tmp_path, THREE_BLOCKS, "other.md")
+    out, junit = tmp_path / "out", tmp_path / "junit.xml"
+    shown = f"{tmp_path}/guide-\\xff.md"
+    # a strict UTF-8 console: a lone surrogate written to it as it is would be a UnicodeEncodeError
+    env = {**harness_env, "GO": str(tmp_path / "go"), "PYTHONIOENCODING": "utf-8"}
+    done = subprocess.run(
+        _harness(tmp_path, str(odd), str(other), "--output-dir", str(out), "--junit", str(junit)),
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+    )
+    stdout, stderr = done.stdout.decode("utf-8"), done.stderr.decode("utf-8")
+    assert done.returncode == 0, stdout + stderr
+    assert f"=== {shown}: 3 blocks" in stdout and f"=== {shown}: PASSED" in stdout
+    record = _record(out)
+    assert [guide["guide"] for guide in record["guides"]] == [shown, str(other)]
+    blocks = [block for block in record["blocks"] if block["guide"] == shown]
+    assert [block["status"] for block in blocks] == ["passed", "passed", "passed"]
+    # the files of a guide among several are named after it: as results.json names them, found where it says
+    assert (out / blocks[0]["stdout_path"]).read_text() == "first\n"
+    suites = ET.fromstring(junit.read_bytes().decode("utf-8")).findall("testsuite")
+    assert [suite.get("name") for suite in suites] == [shown, str(other)]
+    assert {case.get("file") for case in suites[0]} == {shown}
+
+    listed = subprocess.run(
+        _harness(tmp_path, str(odd), "--list"), env=env, capture_output=True, timeout=60, check=True
+    )
+    assert listed.stdout.decode("utf-8").startswith(f"{shown}: 3 blocks\n")
+    assert f"{shown}:3 " in listed.stdout.decode("utf-8")
+    as_json = subprocess.run(
+        _harness(tmp_path, str(odd), "--list", "--format", "json"), env=env, capture_output=True, timeout=60, check=True
+    )
+    assert {entry["guide"] for entry in json.loads(as_json.stdout.decode("utf-8"))} == {shown}
+
+
 @pytest.mark.parametrize(
     ("free_bytes", "free_inodes", "full"),
     [

@@ -153,13 +153,14 @@ NO_SECRETS = Masker()  # for text that holds no run's output (guides, drift repo
 def clean_text(text: str, masker: Masker = NO_SECRETS) -> str:
     """Text safe for a log, XML or JSON: the masker's secrets masked; no ANSI escapes, control characters or lone surrogates.
 
-    C1 controls and bidirectional overrides are written as `<U+XXXX>`.
+    C1 controls and bidirectional overrides are written as `<U+XXXX>`; a byte
+    that was not UTF-8 (in a name from the OS) as `\\xNN` (escape_undecodable).
     """
     text = _ANSI.sub("", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = _CONTROL.sub("", text)
     text = _DECEPTIVE.sub(lambda found: f"<U+{ord(found.group()):04X}>", text)
-    return masker.mask(_XML_INVALID.sub("\ufffd", text))
+    return masker.mask(_XML_INVALID.sub(lambda found: _undecodable(found, "\\"), text))
 
 
 def human_size(size_bytes: int) -> str:
