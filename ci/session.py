@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ci.cli import ExitCode, fail, print_error
+from ci.core.disk import os_error_text
 from ci.core.files import write_atomically
 from ci.core.text import escape_undecodable
 
@@ -65,9 +66,9 @@ def run(args: argparse.Namespace, plans: list[Plan], left_out: list[dict[int, st
         _restore_stop_handlers(handlers)
         os.close(lock)
         return fail(
-            f"cannot write the pid file {output_dir / PID_FILE} ({exc.strerror or exc}); nothing was run. A cancelled"
-            " CI job finds the run by this file: clear its path (remove what is there, free the disk) or name"
-            " another --output-dir"
+            f"cannot write the pid file {output_dir / PID_FILE}"
+            f" ({os_error_text(exc, output_dir)}); nothing was run. A cancelled CI job finds the run by this file:"
+            " clear its path (remove what is there, free the disk) or name another --output-dir"
         )
     # A console that has gone away (a closed terminal or ssh session: the SIGHUP case, a runner that
     # died) cannot stop the run from ending its processes and writing its reports: ci.run's main()
@@ -282,4 +283,4 @@ def _write_report(what: str, path: Path, write: Callable[[Path], None]) -> None:
     try:
         write(path)
     except OSError as exc:
-        print_error(f"could not write {what} to {path}: {exc.strerror or exc}")
+        print_error(f"could not write {what} to {path}: {os_error_text(exc, path)}")

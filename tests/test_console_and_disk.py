@@ -224,3 +224,177 @@ def test_a_guide_whose_file_name_is_not_utf8_runs_and_is_shown_with_its_bytes_es
 )
 def test_the_full_disk_rule(free_bytes: int, free_inodes: int | None, full: bool) -> None:
     assert is_full(DiskSpace(free_bytes, free_inodes, "/")) is full
+
+
+def _in_a_small_disk(directory: Path, command: list[str], *, files: int = 1000) -> list[str]:
+    """COMMAND run with a 64 KiB tmpfs of FILES inodes mounted on DIRECTORY, in a mount namespace of its own.
+
+    The mount is gone with the namespace, however the test ends. A user namespace makes the mount
+    possible without root, where the kernel allows them.
+    """
+    as_root = [] if os.geteuid() == 0 else ["--map-root-user"]
+    mount = f'mount -t tmpfs -o size=64k,nr_inodes={files} tmpfs "$1" && shift && exec "$@"'
+    return ["unshare", "--mount", *as_root, "--", "sh", "-c", mount, "sh", str(directory), *command]
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Path:
+    """An empty directory that a 64 KiB tmpfs is mounted on for commands run through _in_a_small_disk."""
+    directory = tmp_path / "small"
+    directory.mkdir()
+    try:
+        probe = subprocess.run(_in_a_small_disk(directory, ["true"]), capture_output=True, text=True, timeout=30)
+    except OSError as exc:
+        pytest.skip(f"no unshare to mount a small tmpfs with: {exc}")
+    if probe.returncode != 0:
+        pytest.skip(f"this machine refuses a tmpfs mount in a namespace of our own: {probe.stderr.strip()}")
+    return directory
+
+
+@pytest.mark.parametrize("junit_on_the_full_disk", [False, True], ids=["junit-elsewhere", "junit-there-too"])
+def test_a_block_whose_output_fills_the_disk_says_the_disk_is_full(
+    tmp_path: Path, harness_env: dict[str, str], small_disk: Path, junit_on_the_full_disk: bool
+) -> None:
+    guide = _write_guide(
+        tmp_path,
+        f"""
+        # Full
+
+        {FENCE}shell #test-setup
+        echo small
+        {FENCE}
+
+        {FENCE}shell #test-setup
+        seq 1 100000
+        {FENCE}
+        """,
+    )
+    out = small_disk / "out"
+    junit = out / "junit.xml" if junit_on_the_full_disk else tmp_path / "junit.xml"
+    listing = tmp_path / "listing"  # what the output directory holds once the harness is done, seen in its namespace
+    harness = _harness(tmp_path, str(guide), "--output-dir", str(out), "--junit", str(junit))
+    then_list = ["sh", "-c", '"$@"; status=$?; ls -a "$OUT" > "$LISTING"; exit $status', "sh", *harness]
+    done = subprocess.run(
+        _in_a_small_disk(small_disk, then_list),
+        env={**harness_env, "OUT": str(out), "LISTING": str(listing)},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    full = f"the disk is full: the file system holding {out}/blocks (mounted at {small_disk}) has 0 B free"
+    assert f"exit 1; {full}, so its output may not have been written whole" in done.stdout
+    assert "free space there or name another --output-dir" in done.stdout
+    # a report that cannot be written there says why, and leaves no file rather than an empty or a cut one
+    unwritten = [("the run record", out / "results.json")]
+    if junit_on_the_full_disk:
+        unwritten.append(("the JUnit report", junit))
+    for what, path in unwritten:
+        assert f"[ERROR] could not write {what} to {path}: No space left on device: the disk is full" in done.stderr
+    assert listing.read_text().split() == [".", "..", "blocks"]
+    if not junit_on_the_full_disk:  # elsewhere, it is whole
+        assert _junit_verdicts(junit) == ["passed", "failure"]
+        failure = _junit_cases(junit)[1].find("failure")
+        assert failure is not None and full in (failure.get("message") or "")
+
+
+def test_a_stack_dump_that_finds_the_disk_full_is_a_note_and_the_reports_are_written(
+    tmp_path: Path, harness_env: dict[str, str], small_disk: Path
+) -> None:
+    guide = _write_guide(
+        tmp_path,
+        f"""
+        {FENCE}python #test-setup timeout='2'
+        import sys, time
+        try:
+            while True:  # fill the disk with stdout, then wait to be timed out
+                sys.stdout.write("x" * 4096)
+                sys.stdout.flush()
+        except OSError:
+            pass
+        while True:
+            time.sleep(0.1)
+        {FENCE}
+        """,
+    )
+    out, junit = small_disk / "out", tmp_path / "junit.xml"
+    done = subprocess.run(
+        _in_a_small_disk(
+            small_disk,
+            _harness(tmp_path, str(guide), "--output-dir", str(out), "--junit", str(junit), "--grace", "1"),
+        ),
+        env=harness_env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    if "stack dump of pid" not in done.stdout:
+        pytest.skip(f"no stack dump was tried here (py-spy or ptrace missing): {done.stdout[-2000:]}")
+    assert "not kept: cannot write" in done.stdout and "No space left on device" in done.stdout
+    (case,) = _junit_cases(junit)
+    failure = case.find("failure")
+    assert failure is not None and failure.get("type") == "timed_out"
+
+
+def test_a_block_whose_output_files_cannot_be_made_says_the_disk_is_full(
+    tmp_path: Path, harness_env: dict[str, str], small_disk: Path
+) -> None:
+    out, junit = small_disk / "out", tmp_path / "junit.xml"
+    guide = _write_guide(
+        tmp_path,
+        f"""
+        {FENCE}shell #test-setup
+        i=0
+        while [ "$i" -lt 100 ] && touch "{out}/file-$i" 2>/dev/null; do i=$((i + 1)); done
+        echo "made $i files"; echo "until no more could be made" >&2
+        {FENCE}
+
+        {FENCE}shell #test-setup
+        echo second
+        {FENCE}
+
+        {FENCE}shell #test-setup
+        echo third
+        {FENCE}
+        """,
+    )
+    harness = _harness(tmp_path, str(guide), "--output-dir", str(out), "--junit", str(junit), "--keep-going")
+    done = subprocess.run(
+        _in_a_small_disk(small_disk, harness, files=64),
+        env=harness_env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    # the second block's files may have been made while the first ran; the third's never can be
+    verdicts = _junit_verdicts(junit)
+    assert verdicts[0] == "passed" and verdicts[2] == "error", done.stdout
+    full = f"No space left on device: the disk is full: the file system holding {out}/blocks/003-3.stdout.txt"
+    assert f"could not be run: {full} (mounted at {small_disk}) has no room for another file" in done.stdout
+
+
+def test_a_pid_file_that_finds_the_disk_full_says_so(
+    tmp_path: Path, harness_env: dict[str, str], small_disk: Path
+) -> None:
+    guide = _write_guide(tmp_path, THREE_BLOCKS)
+    out = small_disk / "out"
+    # two files: the file system's top directory and the output directory; none for the pid file
+    done = subprocess.run(
+        _in_a_small_disk(small_disk, _harness(tmp_path, str(guide), "--output-dir", str(out)), files=2),
+        env=harness_env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert (
+        f"[ERROR] cannot write the pid file {out}/harness.pid (No space left on device: the disk is full:"
+        f" the file system holding {out} (mounted at {small_disk}) has no room for another file); nothing was run"
+    ) in done.stderr
