@@ -3,14 +3,28 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import enum
+import errno
 import os
 import sys
+import threading
+from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
 from ci import __version__
+from ci.core.disk import os_error_text
+from ci.core.text import escape_undecodable
 
-__all__ = ["CONSOLE_SCRIPT_PREFIX", "ExitCode", "command_parser", "fail", "print_error", "program_name"]
+__all__ = [
+    "CONSOLE_SCRIPT_PREFIX",
+    "ExitCode",
+    "command_parser",
+    "fail",
+    "guarded_console",
+    "print_error",
+    "program_name",
+]
 
 # The installed console scripts: guide-guard, guide-guard-rehearse, guide-guard-monitor, guide-guard-drift.
 CONSOLE_SCRIPT_PREFIX = "guide-guard"
@@ -64,3 +78,103 @@ def fail(message: str, parser: argparse.ArgumentParser | None = None) -> ExitCod
         parser.print_usage(sys.stderr)
     print_error(message)
     return ExitCode.USAGE
+
+
+@contextlib.contextmanager
+def guarded_console() -> Iterator[None]:
+    """While it lasts, no write to stdout or stderr can stop the command or change its exit status.
+
+    A stream that cannot be written any more (its reader closed the pipe:
+    `| head -1`, a closed terminal; the disk of a log it was redirected to
+    is full) is said once, as an `[ERROR]` on the other stream, and what
+    follows for it is dropped; the command carries on and ends as it would
+    have. A name holding bytes that are not UTF-8 is written with them as
+    `\\xNN` (escape_undecodable), whatever the console's encoding.
+    """
+    streams = sys.stdout, sys.stderr
+    out, err = _ConsoleStream(sys.stdout, "stdout"), _ConsoleStream(sys.stderr, "stderr")
+    out.other, err.other = err, out
+    sys.stdout, sys.stderr = out, err
+    try:
+        yield
+    finally:
+        out.flush()
+        err.flush()
+        sys.stdout, sys.stderr = streams
+
+
+class _ConsoleStream:
+    """A console stream that, once writing to it fails, says so on the other one and discards what follows.
+
+    The descriptor is pointed at /dev/null then, so that nothing buffered
+    fails again later (at exit, Python would turn that into exit status 120).
+    """
+
+    def __init__(self, stream: TextIO | None, name: str) -> None:
+        self.stream = stream
+        self.name = name  # stdout or stderr, as the [ERROR] names it
+        self.other: _ConsoleStream | None = None  # where its loss is said
+        self.gone = stream is None  # Python leaves sys.stdout None when descriptor 1 was closed at start
+        self.lock = threading.Lock()  # --stream writes from a second thread
+
+    def write(self, text: str) -> int:
+        if self.gone or self.stream is None:
+            return len(text)
+        try:
+            try:
+                self.stream.write(escape_undecodable(text))
+            except UnicodeEncodeError:  # a console that is not UTF-8 (LANG=C on an old Python, a latin-1 locale)
+                encoding = self.stream.encoding or "ascii"
+                self.stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
+        except OSError as exc:
+            self._lost(exc)
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if self.gone or self.stream is None:
+            return
+        try:
+            self.stream.flush()
+        except OSError as exc:
+            self._lost(exc)
+
+    def _lost(self, exc: OSError) -> None:
+        with self.lock:
+            if self.gone:
+                return
+            self.gone = True
+            target = self._target()
+            try:
+                descriptor = self.stream.fileno() if self.stream is not None else -1
+            except (OSError, ValueError):  # no descriptor (a test's StringIO): nothing to keep from failing
+                descriptor = -1
+            if descriptor >= 0:
+                null = os.open(os.devnull, os.O_WRONLY)
+                with contextlib.suppress(OSError):
+                    os.dup2(null, descriptor)
+                os.close(null)
+        if self.other is not None:
+            if exc.errno == errno.EPIPE:
+                why = "its reader closed it (Broken pipe)"
+            else:
+                why = os_error_text(exc, target) if target else exc.strerror or str(exc)
+            self.other.write(
+                f"[ERROR] {self.name} cannot be written any more: {why}; what follows for it is dropped,"
+                " and the command carries on to its end\n"
+            )
+            self.other.flush()
+
+    def _target(self) -> str | None:
+        """The file the stream writes to (`/var/log/run.log`), or None for a pipe, a socket or none at all."""
+        try:
+            target = os.readlink(f"/proc/self/fd/{self.stream.fileno() if self.stream is not None else -1}")
+        except (OSError, ValueError):
+            return None
+        return target if target.startswith("/") else None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)

@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from ci.cli import ExitCode, command_parser, fail, print_error
+from ci.cli import ExitCode, command_parser, fail, guarded_console, print_error
 
 __all__ = ["build_parser", "main"]
 
@@ -41,6 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command: its exit status, whatever became of its console (a closed pipe, a full disk)."""
+    with guarded_console():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     # imported only now, so that --help and usage errors start quickly

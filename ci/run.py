@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ci.cli import ExitCode, command_parser, fail, print_error
+from ci.cli import ExitCode, command_parser, fail, guarded_console, print_error
 
 if TYPE_CHECKING:
     from ci.core.model import Plan, Problem
@@ -187,7 +187,13 @@ def _duration(option: str, text: str) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command: its exit status, whatever became of its console (a closed pipe, a full disk)."""
     started = time.monotonic()  # --deadline counts from here: reading a guide from a URL is part of the run
+    with guarded_console():
+        return _main(argv, started)
+
+
+def _main(argv: Sequence[str] | None, started: float) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.update or args.from_run:
@@ -218,7 +224,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.USAGE
     if args.list:
         if args.format == "json":
-            print(json.dumps(_plan_entries(plans), indent=2, ensure_ascii=False))
+            from ci.core.text import escape_undecodable_json
+
+            print(escape_undecodable_json(json.dumps(_plan_entries(plans), indent=2, ensure_ascii=False)))
         else:
             _print_plan_text(plans)
         return ExitCode.OK

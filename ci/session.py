@@ -11,10 +11,12 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from ci.cli import ExitCode, fail, print_error
+from ci.core.disk import os_error_text
 from ci.core.files import write_atomically
+from ci.core.text import escape_undecodable
 
 if TYPE_CHECKING:
     from ci.core.model import GuideOutcome, Plan
@@ -64,14 +66,13 @@ def run(args: argparse.Namespace, plans: list[Plan], left_out: list[dict[int, st
         _restore_stop_handlers(handlers)
         os.close(lock)
         return fail(
-            f"cannot write the pid file {output_dir / PID_FILE} ({exc.strerror or exc}); nothing was run. A cancelled"
-            " CI job finds the run by this file: clear its path (remove what is there, free the disk) or name"
-            " another --output-dir"
+            f"cannot write the pid file {output_dir / PID_FILE}"
+            f" ({os_error_text(exc, output_dir)}); nothing was run. A cancelled CI job finds the run by this file:"
+            " clear its path (remove what is there, free the disk) or name another --output-dir"
         )
     # A console that has gone away (a closed terminal or ssh session: the SIGHUP case, a runner that
-    # died) must not stop the run from ending its processes and writing its reports.
-    console_streams = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = _ConsoleStream(sys.stdout), _ConsoleStream(sys.stderr)
+    # died) cannot stop the run from ending its processes and writing its reports: ci.run's main()
+    # guards both streams (ci.cli.guarded_console).
     try:
         masker = _masker(args, plans, settings.github)
         console = _console(args, masker, settings.github)
@@ -85,7 +86,6 @@ def run(args: argparse.Namespace, plans: list[Plan], left_out: list[dict[int, st
     finally:
         _remove_pid_file(pid_file)
         os.close(lock)
-        sys.stdout, sys.stderr = console_streams
 
 
 def _lock_output_dir(output_dir: Path) -> int | str:
@@ -167,7 +167,8 @@ def _run_guides(
                 preset=settings.preset,
                 error_markers=(*DEFAULT_ERROR_MARKERS, *args.error_marker),
                 keep_going=args.keep_going,
-                guide_dir=f"{index + 1}-{Path(plan.guide).stem}" if len(plans) > 1 else "",  # keeps guides apart
+                # keeps guides apart; named as results.json names its files (a byte not UTF-8 as \xNN)
+                guide_dir=f"{index + 1}-{escape_undecodable(Path(plan.guide).stem)}" if len(plans) > 1 else "",
                 deadline=deadline,
                 masker=console.masker,  # no output the run keeps is cut inside a secret
             )
@@ -278,47 +279,8 @@ def _remove_pid_file(path: Path) -> None:
         pass
 
 
-class _ConsoleStream:
-    """A console stream that, once writing to it fails (its terminal or pipe is gone), discards what follows.
-
-    The descriptor is pointed at /dev/null then, so that nothing buffered
-    fails again later (at exit, Python would turn that into exit status 120).
-    """
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-        self.gone = False
-
-    def write(self, text: str) -> int:
-        if not self.gone:
-            try:
-                self.stream.write(text)
-            except OSError:
-                self._lost()
-        return len(text)
-
-    def flush(self) -> None:
-        if not self.gone:
-            try:
-                self.stream.flush()
-            except OSError:
-                self._lost()
-
-    def _lost(self) -> None:
-        self.gone = True
-        try:
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, self.stream.fileno())
-            os.close(null)
-        except (OSError, ValueError):  # no descriptor (a test's StringIO): nothing to keep from failing
-            pass
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.stream, name)
-
-
 def _write_report(what: str, path: Path, write: Callable[[Path], None]) -> None:
     try:
         write(path)
     except OSError as exc:
-        print_error(f"could not write {what} to {path}: {exc.strerror or exc}")
+        print_error(f"could not write {what} to {path}: {os_error_text(exc, path)}")

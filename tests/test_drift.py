@@ -436,6 +436,44 @@ def test_default_guides_are_changed_markdown_with_labels(repo: Repo) -> None:
     assert "0 blocks need re-verification" in done.stdout
 
 
+def test_a_guide_whose_file_name_is_not_utf8_is_found_checked_and_shown_with_its_bytes_escaped(
+    repo: Repo, tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    name = os.fsdecode(b"g-\xff.md")  # as git and the OS hand it over: the byte as a lone surrogate
+    repo.start()
+    repo.write(name, BASE_GUIDE)
+    base = repo.commit("add a guide")
+    artifact = tmp_path / "artifact"
+    run = subprocess.run(
+        [sys.executable, "-m", "ci.run", name, "--output-dir", str(artifact)],
+        cwd=repo.path,
+        env={**harness_env, "PYTHONPATH": str(ROOT)},  # this checkout's harness, run from the repository
+        capture_output=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    repo.write(name, BASE_GUIDE.replace("hello from <DIR>\npid NNN\n", "hello from <DIR>\npid NNN\nextra line\n"))
+    repo.commit("edit expected output")
+    summary = tmp_path / "summary.md"
+    # no guide named: found among the changed files; a strict UTF-8 console, as in most locales
+    done = repo.drift(
+        "--base",
+        base,
+        "--no-pins",
+        "--last-run",
+        str(artifact),
+        GITHUB_ACTIONS="true",
+        GITHUB_STEP_SUMMARY=str(summary),
+        PYTHONIOENCODING="utf-8",
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "=== g-\\xff.md" in done.stdout
+    # the last run recorded it under the same escaped name, and is found by it
+    errors = [message for kind, _, message in annotations(done.stdout) if kind == "error"]
+    assert len(errors) == 1 and "no longer matches what the runner printed" in errors[0], done.stdout
+    assert "g-\\xff.md" in summary.read_bytes().decode("utf-8")
+
+
 def test_bad_base_and_missing_guide(repo: Repo) -> None:
     repo.write("guide.md", BASE_GUIDE)
     repo.commit("base")

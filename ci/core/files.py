@@ -9,19 +9,23 @@ from pathlib import Path
 __all__ = ["write_atomically"]
 
 
-def write_atomically(path: Path, text: str, *, encoding: str = "utf-8") -> None:
-    """Replace PATH's content with TEXT so that a reader sees the old file or the new one, never a part.
+def write_atomically(path: Path, text: str | bytes, *, encoding: str = "utf-8") -> None:
+    """Replace PATH's content with TEXT (or bytes) so that a reader sees the old file or the new one, never a part.
 
     The text goes to a temporary file beside PATH, then takes PATH's name in
     one rename; a file that existed keeps its permission bits. Line endings
-    are written as they are in TEXT. OSError when it cannot be written; the
-    temporary file is removed then.
+    are written as they are in TEXT. OSError when it cannot be written (a
+    full disk among the causes); the temporary file is removed then.
     """
     # beside the target: a rename is atomic only within one file system; the pid keeps two writers apart
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(temporary, "w", encoding=encoding, newline="") as handle:
-            handle.write(text)
+        if isinstance(text, bytes):
+            with open(temporary, "wb") as binary:
+                binary.write(text)
+        else:
+            with open(temporary, "w", encoding=encoding, newline="") as handle:
+                handle.write(text)
         with contextlib.suppress(FileNotFoundError):
             os.chmod(temporary, path.stat().st_mode & 0o7777)
         os.replace(temporary, path)

@@ -14,6 +14,8 @@ __all__ = [
     "Masker",
     "OutputView",
     "clean_text",
+    "escape_undecodable",
+    "escape_undecodable_json",
     "file_contains",
     "human_size",
     "is_maskable",
@@ -44,6 +46,32 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # there (a reversed command line, a hidden part), so they are shown as what they are: <U+202E>
 _DECEPTIVE = re.compile("[\x80-\x9f\u202a-\u202e\u2066-\u2069]")
 _XML_INVALID = re.compile("[\ud800-\udfff\ufffe\uffff]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _undecodable(found: re.Match[str], backslash: str) -> str:
+    """A byte that was not UTF-8 (os.fsdecode's U+DC80-U+DCFF) as BACKSLASH + `xNN`; any other character U+FFFD."""
+    code = ord(found.group())
+    return f"{backslash}x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else "\ufffd"
+
+
+def escape_undecodable(text: str) -> str:
+    """TEXT with each byte that was not UTF-8 written as `\\xNN`: text that any UTF-8 file or console can hold.
+
+    Names from the OS (a file name, a path, an argument) reach Python with
+    such bytes as lone surrogates (os.fsdecode); `guide-\\xff.md` then shows
+    the name as it is on disk. Any other lone surrogate becomes U+FFFD.
+    """
+    return _LONE_SURROGATE.sub(lambda found: _undecodable(found, "\\"), text)
+
+
+def escape_undecodable_json(json_text: str) -> str:
+    """escape_undecodable for the text of a JSON document (dumped with ensure_ascii=False).
+
+    A lone surrogate there can only be inside a string, where the backslash
+    of `\\xNN` is written `\\\\`: the string then reads back as `\\xNN`.
+    """
+    return _LONE_SURROGATE.sub(lambda found: _undecodable(found, "\\\\"), json_text)
 
 
 MASK = "***"
@@ -138,13 +166,14 @@ NO_SECRETS = Masker()  # for text that holds no run's output (guides, drift repo
 def clean_text(text: str, masker: Masker = NO_SECRETS) -> str:
     """Text safe for a log, XML or JSON: the masker's secrets masked; no ANSI escapes, control characters or lone surrogates.
 
-    C1 controls and bidirectional overrides are written as `<U+XXXX>`.
+    C1 controls and bidirectional overrides are written as `<U+XXXX>`; a byte
+    that was not UTF-8 (in a name from the OS) as `\\xNN` (escape_undecodable).
     """
     text = _ANSI.sub("", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = _CONTROL.sub("", text)
     text = _DECEPTIVE.sub(lambda found: f"<U+{ord(found.group()):04X}>", text)
-    return masker.mask(_XML_INVALID.sub("\ufffd", text))
+    return masker.mask(_XML_INVALID.sub(lambda found: _undecodable(found, "\\"), text))
 
 
 def partial_escape_start(text: str) -> int:

@@ -12,6 +12,7 @@ from ci.core.model import (
     Label,
     Status,
 )
+from ci.core.text import escape_undecodable
 from ci.record.format import RECORD_FILE, RECORD_VERSION, BlockRecord, RunRecord
 
 __all__ = ["LastRun", "RecordError", "RecordedBlock", "RecordedGuide", "read_run"]
@@ -72,14 +73,15 @@ class LastRun:
         (`docs/specforge.md` finds `/home/runner/work/x/x/docs/specforge.md`);
         a tie is no match.
         """
+        shown = escape_undecodable(name)  # as the run recorded a name that is not UTF-8
         for recorded in self.guides:
-            if recorded.guide == name:
+            if recorded.guide in (name, shown):
                 return recorded
         wanted = _resolved(name)
         for recorded in self.guides:
             if wanted is not None and _resolved(recorded.guide) == wanted:
                 return recorded
-        scored = [(_common_tail(PurePath(name).parts, PurePath(g.guide).parts), g) for g in self.guides]
+        scored = [(_common_tail(PurePath(shown).parts, PurePath(g.guide).parts), g) for g in self.guides]
         best = max((score for score, _ in scored), default=0)
         found = [g for score, g in scored if score == best]
         return found[0] if best > 0 and len(found) == 1 else None

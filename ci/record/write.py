@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import overload
 
+from ci.core.files import write_atomically
 from ci.core.model import (
     BlockResult,
     Collection,
@@ -16,7 +17,7 @@ from ci.core.model import (
     GuideOutcome,
     TrackedProcess,
 )
-from ci.core.text import Masker, clean_text
+from ci.core.text import Masker, clean_text, escape_undecodable_json
 from ci.record.format import RECORD_VERSION, BlockRecord, CollectionRecord, DiagnosticRecord, ProcessRecord, RunRecord
 
 __all__ = ["run_record", "write_record"]
@@ -146,7 +147,11 @@ def run_record(outcomes: Sequence[GuideOutcome], exit_status: int, base: Path, *
 
 
 def write_record(path: Path, outcomes: Sequence[GuideOutcome], exit_status: int, *, masker: Masker) -> None:
-    """Write the run record to `path`; paths in it are relative to `path`'s directory."""
+    """Write the run record to `path`, whole or not at all; paths in it are relative to `path`'s directory.
+
+    A name from the OS that is not UTF-8 (a guide's file name, a collected
+    file's) is recorded with those bytes as `\\xNN`: the file stays UTF-8.
+    """
     record = run_record(outcomes, exit_status, path.parent, masker=masker)
     path.parent.mkdir(parents=True, exist_ok=True)
     # One line per block: readable, and json's fast C encoder works only without indent.
@@ -154,7 +159,7 @@ def write_record(path: Path, outcomes: Sequence[GuideOutcome], exit_status: int,
     blocks = record["blocks"]
     lines = ",\n".join("    " + json.dumps(block, ensure_ascii=False) for block in blocks)
     text = head[:-2] + (',\n  "blocks": [\n' + lines + "\n  ]\n}\n" if blocks else ',\n  "blocks": []\n}\n')
-    path.write_text(text, encoding="utf-8")
+    write_atomically(path, escape_undecodable_json(text))
 
 
 # ---- reading

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from ci.core.files import write_atomically
 from ci.core.model import BlockResult, GuideOutcome, Label, Status, Step
 from ci.core.text import Masker, clean_text
 from ci.report.details import block_details
@@ -109,5 +110,6 @@ def junit_xml(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> bytes:
 
 
 def write_junit(path: Path, outcomes: Sequence[GuideOutcome], *, masker: Masker) -> None:
+    """Write the JUnit report to `path`, whole or not at all."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(junit_xml(outcomes, masker=masker))
+    write_atomically(path, junit_xml(outcomes, masker=masker))

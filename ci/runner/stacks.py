@@ -15,6 +15,9 @@ from pathlib import Path
 
 import psutil
 
+from ci.core.disk import os_error_text
+from ci.core.files import write_atomically
+
 __all__ = ["PY_SPY_ENV", "dump_python_stacks", "ptrace_refusal", "stack_dump_problem"]
 
 PY_SPY_ENV = "GUIDE_GUARD_PY_SPY"  # path of the py-spy to use, when not the one installed with the harness
@@ -55,7 +58,11 @@ def dump_python_stacks(
     if py_spy is None:
         notes.append("stack dump skipped: py-spy is not installed (pip install py-spy)")
         return paths, notes
-    dump_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        dump_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a full disk, say: the run goes on without them
+        notes.append(f"stack dumps not taken: cannot make {dump_dir} ({os_error_text(exc, dump_dir)})")
+        return paths, notes
     budget_end = time.monotonic() + _DUMP_BUDGET_S
     for proc in pythons:
         signum = stop_requested()
@@ -71,7 +78,11 @@ def dump_python_stacks(
             notes.append(f"stack dump of pid {proc.pid} failed: {note}")
             continue
         path = dump_dir / f"pid-{proc.pid}.txt"
-        path.write_text(text, encoding="utf-8")
+        try:
+            write_atomically(path, text)  # on a full disk: no file rather than a part of one
+        except OSError as exc:
+            notes.append(f"stack dump of pid {proc.pid} not kept: cannot write {path} ({os_error_text(exc, path)})")
+            continue
         paths.append(str(path))
     return paths, notes
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ci.core.disk import full_disk, os_error_text
 from ci.core.match import explain_mismatch, match_file
 from ci.core.model import BlockResult, Language, MatchReport, Status, Step, TrackedProcess
 from ci.core.plan import substitute
@@ -165,7 +168,28 @@ def run_step(step: Step, stored: Mapping[str, str], context: StepContext) -> tup
     block = _spawn(step, command, context)
     if isinstance(block, str):
         return unstarted_result(step, Status.ERROR, block, substituted=substituted), None
-    return _supervise(step, block, substituted, context)
+    result, signum = _supervise(step, block, substituted, context)
+    return _said_if_disk_full(result, context), signum
+
+
+def _said_if_disk_full(result: BlockResult, context: StepContext) -> BlockResult:
+    """A failed block whose output files are on a full disk says so: what it printed, its error too, may be lost.
+
+    Asked of the file system itself (statvfs), once the block has failed:
+    a write that found no room leaves none, and nothing else tells, since
+    the block's own complaint (`No space left on device`) went to a file on
+    that same disk.
+    """
+    if not result.status.is_failure:
+        return result
+    note = full_disk(context.output_dir / "blocks")
+    if note is None:
+        return result
+    message = (
+        f"{result.message}; {note}, so its output may not have been written whole:"
+        " free space there or name another --output-dir"
+    )
+    return dataclasses.replace(result, message=message)
 
 
 def _spawn(step: Step, command: str, context: StepContext) -> BlockProcess | str:
@@ -186,8 +210,8 @@ def _spawn(step: Step, command: str, context: StepContext) -> BlockProcess | str
             )
         except FileNotFoundError:
             continue
-        except OSError as exc:
-            return f"could not be run: {exc}"
+        except OSError as exc:  # no room for its output files, say
+            return f"could not be run: {os_error_text(exc, stdout_path) if exc.errno == errno.ENOSPC else exc}"
     wanted = " or ".join(argv[0] for argv in _argv_choices(step.language, command))
     return f"could not be run: no {wanted} on PATH"
 

@@ -28,13 +28,17 @@ def _git(args: Sequence[str], cwd: str | None, timeout_s: float) -> subprocess.C
         raise GitError(f"git could not be started: {exc}") from None
 
 
-def run_git(*args: str, cwd: str | None = None, timeout_s: float = GIT_TIMEOUT_S) -> str:
-    """git's output; GitError when it fails."""
+def run_git(*args: str, cwd: str | None = None, timeout_s: float = GIT_TIMEOUT_S, paths: bool = False) -> str:
+    """git's output; GitError when it fails.
+
+    `paths`: the output is file names (`-z`), decoded as the OS decodes them, so that a name that is not
+    UTF-8 still names its file; other output has such bytes replaced.
+    """
     done = _git(args, cwd, timeout_s)
     if done.returncode != 0:
         stderr = done.stderr.decode("utf-8", errors="replace").strip()
         raise GitError(f"git {' '.join(args)}: {stderr or f'exit {done.returncode}'}")
-    return done.stdout.decode("utf-8", errors="replace")
+    return os.fsdecode(done.stdout) if paths else done.stdout.decode("utf-8", errors="replace")
 
 
 def old_text(base: str, top: str, path: str) -> str | None:
@@ -48,7 +52,7 @@ def old_text(base: str, top: str, path: str) -> str | None:
 
 def changed_guides(base: str, top: str) -> list[str]:
     """Markdown files changed since the merge base with REV that hold labelled blocks (now or at REV)."""
-    names = run_git("diff", "--name-only", "-z", "--diff-filter=d", f"{base}...HEAD", cwd=top).split("\0")
+    names = run_git("diff", "--name-only", "-z", "--diff-filter=d", f"{base}...HEAD", cwd=top, paths=True).split("\0")
     guides = []
     for name in names:
         if not name.lower().endswith(".md"):
