@@ -48,7 +48,8 @@ def block_details(result: BlockResult, *, masker: Masker) -> list[tuple[str, str
         sections.append((f"stored {name} ({len(value.encode())} bytes)", value))
     if result.status is Status.TIMED_OUT:
         for path in result.dumps:
-            sections.append((f"stack dump {Path(path).name}", Path(path).read_text(encoding="utf-8", errors="replace")))
+            dump = read_view(path, full_limit_bytes=FULL_LIMIT_BYTES, masker=masker)
+            sections.append((f"stack dump {Path(path).name}", dump.render()))
         if result.dump_notes:
             sections.append(("stack dumps", "\n".join(result.dump_notes)))
     if result.ended:
