@@ -2,11 +2,99 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+from ci.record import read_run
 
 REPO = Path(__file__).resolve().parents[1]
 FENCE = "```"
+BIG_BYTES = 3_000_000  # a stored value and an expected body far over what the reports show of them
 REPORT_LIMIT_BYTES = 200_000  # every report stays under this, whatever the value's size
+
+
+def test_a_long_stored_value_and_expected_body_are_shown_cut_and_kept_whole_on_disk(
+    guide_runner, tmp_path: Path
+) -> None:
+    """Before, each report held every stored value and expected body in full: three reports of megabytes per value."""
+    junit = tmp_path / "junit.xml"
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup store="big"
+        head -c {BIG_BYTES} /dev/zero | tr '\\0' a; echo
+        {FENCE}
+
+        {FENCE}shell #test-setup store="odd"
+        printf 'x\\377'; head -c {BIG_BYTES} /dev/zero | tr '\\0' b
+        {FENCE}
+
+        {FENCE}shell #test id="same"
+        head -c {BIG_BYTES} /dev/zero | tr '\\0' a
+        {FENCE}
+
+        {FENCE}text #test-result id="same" load="big>>BIG"
+        <BIG>
+        {FENCE}
+        """,
+        "--junit",
+        str(junit),
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr
+    record_path = run.output_dir / "results.json"
+    for report in (run.stdout, junit.read_text(encoding="utf-8"), record_path.read_text(encoding="utf-8")):
+        assert len(report.encode()) < REPORT_LIMIT_BYTES
+    big, odd, same = run.block("big"), run.block("odd"), run.block("same")
+
+    # the stdout file is the value with its trailing newline: it is named, not copied
+    assert big["captured_whole"] == {"path": big["stdout_path"], "bytes": BIG_BYTES}
+    assert set(big["captured"]["big"]) == {"a"} and len(big["captured"]["big"]) <= 16 * 1024
+    assert (run.output_dir / big["stdout_path"]).read_text().rstrip() == "a" * BIG_BYTES
+    # an invalid byte is stored replaced: the stdout file is not the value, a file beside it is
+    odd_file = odd["captured_whole"]["path"]
+    assert odd_file.endswith(".stored.txt") and odd["captured_whole"]["bytes"] == BIG_BYTES + 4
+    assert (run.output_dir / odd_file).read_text(encoding="utf-8") == "x\ufffd" + "b" * BIG_BYTES
+    # the expected body after substitution is kept whole too
+    assert same["status"] == "passed" and same["expected_whole"]["bytes"] == BIG_BYTES
+    assert (run.output_dir / same["expected_whole"]["path"]).read_text() == "a" * BIG_BYTES
+    assert len(same["expected"]) <= 16 * 1024
+
+    # the log and JUnit say how much is shown and where the rest is
+    stored_file = run.output_dir / big["stdout_path"]
+    expected_file = run.output_dir / same["expected_whole"]["path"]
+    assert f"--- stored big ({BIG_BYTES} bytes)" in run.stdout
+    assert f"[... value cut: first 16.0 KiB of 2.9 MiB shown; the whole value is in {stored_file} ...]" in run.stdout
+    assert f"the whole expected body is in {expected_file} ...]" in run.stdout
+    assert str(expected_file) in junit.read_text(encoding="utf-8")
+
+    # a value recorded cut is no value for --update to re-check with
+    recorded = {block.store or block.id: block for block in read_run(run.output_dir).guides[0].blocks}
+    assert recorded["big"].captured == {} and recorded["same"].expected is None
+
+
+def test_a_mismatch_on_a_long_expected_line_quotes_a_bounded_part_of_it(guide_runner, tmp_path: Path) -> None:
+    """The message (and its annotation) quoted the whole first unmatched line: megabytes when a loaded value is on it."""
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup store="big"
+        head -c {BIG_BYTES} /dev/zero | tr '\\0' a
+        {FENCE}
+
+        {FENCE}shell #test id="differs"
+        echo other
+        {FENCE}
+
+        {FENCE}text #test-result id="differs" load="big>>BIG"
+        <BIG>
+        {FENCE}
+        """,
+        env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")},
+    )
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr
+    message = run.block("differs")["message"]
+    assert message == f"stdout does not match the expected output from its line 1: '{'a' * 200}...'"
+    annotations = [line for line in run.stdout.splitlines() if line.startswith("::error ")]
+    assert len(annotations) == 1 and len(annotations[0]) < 1000
+    assert len(json.dumps(run.record).encode()) < REPORT_LIMIT_BYTES
 
 
 def _sparse_stderr_block(name: str, marker: str, offset: str) -> str:

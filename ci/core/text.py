@@ -12,6 +12,7 @@ __all__ = [
     "MARKER_SCAN_BYTES",
     "MASK",
     "NO_SECRETS",
+    "SHOWN_TEXT_BYTES",
     "Masker",
     "OutputView",
     "clean_text",
@@ -21,6 +22,8 @@ __all__ = [
     "is_secret_name",
     "read_view",
     "secret_values",
+    "text_head",
+    "utf8_size",
 ]
 
 FULL_LIMIT_BYTES = 256 * 1024  # up to this size a stream may be shown in full
@@ -28,6 +31,7 @@ HEAD_BYTES = 8 * 1024
 TAIL_BYTES = 16 * 1024
 HEAD_LINES = 40
 TAIL_LINES = 80
+SHOWN_TEXT_BYTES = 16 * 1024  # a stored value or an expected body up to this size is shown whole, else its head
 MARKER_SCAN_BYTES = 8 * 1024 * 1024  # error markers are looked for in a stream's first and last this much
 
 # 7-bit escape sequences, and their 8-bit forms (U+009B CSI, U+009D OSC) that terminals obey too
@@ -144,6 +148,32 @@ def human_size(size_bytes: int) -> str:
             return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
+
+
+def utf8_size(text: str) -> int:
+    """TEXT's size in UTF-8 (a lone surrogate, which a `--set` value may hold, counted as 3 bytes)."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def text_head(text: str, masker: Masker, limit_bytes: int = SHOWN_TEXT_BYTES) -> str | None:
+    """The head a report shows of a TEXT longer than LIMIT_BYTES in UTF-8; None when it is not longer.
+
+    At most LIMIT_BYTES, ending at a line end when one falls in its second
+    half, and never inside one of the masker's secrets (the cut moves back to
+    its start), so that masking the head hides each secret whole.
+    """
+    if len(text) * 4 <= limit_bytes or utf8_size(text) <= limit_bytes:
+        return None
+    raw = text[:limit_bytes].encode("utf-8", "surrogatepass")[:limit_bytes]
+    try:
+        head = text[: len(raw.decode("utf-8", "surrogatepass"))]
+    except UnicodeDecodeError as exc:  # the bytes cut a character in two: end before it
+        head = text[: len(raw[: exc.start].decode("utf-8", "surrogatepass"))]
+    line_end = head.rfind("\n")
+    if line_end >= len(head) // 2:
+        head = head[:line_end]
+    # only the part a secret starting before the cut can reach: no search runs through the whole text
+    return text[: masker.clear_cut(text[: len(head) + masker.longest_chars], len(head))]
 
 
 @dataclass(frozen=True)

@@ -188,7 +188,7 @@ class _GuideRun:
         self.left_out = left_out
         self.context = context
         self.keep_going = keep_going
-        self.stored: dict[str, str] = dict(preset)
+        self.stored: dict[str, str] = dict(preset)  # the values stored so far, whole; run_step adds to it
         self.results: list[BlockResult] = []
         self.stop_reason: str | None = None  # set: every step from here on is not run, for this reason
         self.interrupted_by: int | None = None  # the stop signal's number, once one came
@@ -222,8 +222,6 @@ class _GuideRun:
         self._interrupted(signum)
         self.context.events.started(step, *self.context.paths[step.ordinal])  # unless its spawn did
         self.context.events.finished(result)
-        if result.stored is not None:
-            self.stored[result.stored[0]] = result.stored[1]
         self.results.append(result)
         self._check_deadline()  # the reason for what follows, before any failure
         if result.status.is_failure and not self.keep_going and self.stop_reason is None:
