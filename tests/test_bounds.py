@@ -97,6 +97,43 @@ def test_a_mismatch_on_a_long_expected_line_quotes_a_bounded_part_of_it(guide_ru
     assert len(json.dumps(run.record).encode()) < REPORT_LIMIT_BYTES
 
 
+def test_a_value_is_loaded_by_every_block_that_names_it_though_values_are_let_go_after_their_last_load(
+    guide_runner,
+) -> None:
+    """The run lets a value go after the last block loading it (its command or its result): none before."""
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup store="word"
+        echo hello
+        {FENCE}
+
+        {FENCE}shell #test id="first" load="word>>W" load="given>>G"
+        echo <W> <G>
+        {FENCE}
+
+        {FENCE}text #test-result id="first"
+        hello preset
+        {FENCE}
+
+        {FENCE}shell #test-setup store="other"
+        echo unrelated
+        {FENCE}
+
+        {FENCE}shell #test id="last"
+        echo hello preset
+        {FENCE}
+
+        {FENCE}text #test-result id="last" load="word>>W" load="given>>G"
+        <W> <G>
+        {FENCE}
+        """,
+        "--set",
+        "given=preset",
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.statuses() == {"word": "passed", "first": "passed", "other": "passed", "last": "passed"}
+
+
 def _sparse_stderr_block(name: str, marker: str, offset: str) -> str:
     """A setup whose stderr file it makes 20 GiB long (sparse: no disk) with MARKER written at OFFSET bytes."""
     return f"""

@@ -189,6 +189,12 @@ class _GuideRun:
         self.context = context
         self.keep_going = keep_going
         self.stored: dict[str, str] = dict(preset)  # the values stored so far, whole; run_step adds to it
+        # the last step that loads each name: after it, the value is let go (a run may store many large ones)
+        self.last_load = {
+            load.name: step.ordinal
+            for step in plan.steps
+            for load in (*step.loads, *(step.expected.loads if step.expected else ()))
+        }
         self.results: list[BlockResult] = []
         self.stop_reason: str | None = None  # set: every step from here on is not run, for this reason
         self.interrupted_by: int | None = None  # the stop signal's number, once one came
@@ -209,6 +215,8 @@ class _GuideRun:
             self.context.events.finished(self.results[-1])
             return
         result, signum = run_step(step, self.stored, self.context)
+        for name in [name for name in self.stored if self.last_load.get(name, 0) <= step.ordinal]:
+            del self.stored[name]
         self._interrupted(signum)
         result, signum = run_diagnostics(
             result,
