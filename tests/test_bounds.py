@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
+
+from ci.core.model import DocumentError
+from ci.core.source import URL_LIMIT_BYTES, fetch_url
 from ci.record import read_run
 
 REPO = Path(__file__).resolve().parents[1]
 FENCE = "```"
+MIB = 1024 * 1024
+SECRET = "s3cret-in-the-url"
 BIG_BYTES = 3_000_000  # a stored value and an expected body far over what the reports show of them
 REPORT_LIMIT_BYTES = 200_000  # every report stays under this, whatever the value's size
 
@@ -132,6 +145,83 @@ def test_a_value_is_loaded_by_every_block_that_names_it_though_values_are_let_go
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.statuses() == {"word": "passed", "first": "passed", "other": "passed", "last": "passed"}
+
+
+class _Trickle(BaseHTTPRequestHandler):
+    """Answers at once, then sends its body a byte at a time, never ending: each read is quick, the whole never comes."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+        with contextlib.suppress(OSError):  # the client gave up
+            while not self.server.stopping.is_set():  # type: ignore[attr-defined]
+                self.wfile.write(b"#")
+                self.wfile.flush()
+                time.sleep(0.1)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class _Huge(BaseHTTPRequestHandler):
+    """A body one MiB over the limit, without a Content-Length: only reading it tells its size."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+        chunk = b"# a heading\n" * 8192
+        with contextlib.suppress(OSError):  # the client stopped reading
+            for _ in range((URL_LIMIT_BYTES + MIB) // len(chunk) + 1):
+                self.wfile.write(chunk)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A local HTTP server on a free port, in a thread, for the time of the block: its base URL with credentials in it."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.stopping = threading.Event()  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://reader:{SECRET}@127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.stopping.set()  # type: ignore[attr-defined]
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_url_that_never_finishes_is_given_up_at_the_time_limit() -> None:
+    """requests' timeout is per read: a byte every 0.1 s kept the fetch going for ever."""
+    with _serving(_Trickle) as base, pytest.raises(DocumentError) as raised:
+        fetch_url(f"{base}/slow.md?token={SECRET}", time_limit_s=1)
+    (problem,) = raised.value.problems
+    assert (
+        problem.message == "cannot fetch the guide: no whole answer within 1 s, the limit for a guide read from a URL"
+    )
+    assert SECRET not in str(problem) and problem.file.endswith("/slow.md?token=***")
+
+
+def test_a_url_guide_over_the_size_limit_is_refused_with_exit_2(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    """Before, the whole body was read into memory, however large (a 3000 MiB one took 6.2 GB)."""
+    with _serving(_Huge) as base:
+        done = subprocess.run(
+            [sys.executable, "-m", "ci.run", f"{base}/huge.md?token={SECRET}", "--output-dir", str(tmp_path / "out")],
+            capture_output=True,
+            text=True,
+            env=harness_env,
+            cwd=tmp_path,
+            timeout=60,
+        )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert (
+        "/huge.md?token=***: cannot fetch the guide: it is larger than 16.0 MiB, the limit for a guide read from a URL; download it and pass its path"
+        in done.stderr
+    )
+    assert SECRET not in done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def _sparse_stderr_block(name: str, marker: str, offset: str) -> str:
