@@ -28,6 +28,7 @@ from ci.record import (
     ProcessRecord,
     RecordError,
     RunRecord,
+    WholeTextRecord,
     read_run,
 )
 
@@ -140,8 +141,9 @@ def test_the_schema_is_a_valid_versioned_draft_2020_12_schema() -> None:
         (("$defs", "collection"), CollectionRecord),
         (("$defs", "collected_file"), CollectedFileRecord),
         (("$defs", "diagnostic"), DiagnosticRecord),
+        (("$defs", "whole_text"), WholeTextRecord),
     ],
-    ids=["run", "guide", "block", "process", "collection", "collected_file", "diagnostic"],
+    ids=["run", "guide", "block", "process", "collection", "collected_file", "diagnostic", "whole_text"],
 )
 def test_the_schema_names_the_keys_writer_and_reader_share(where: tuple[str, ...], typed: Any) -> None:
     described = SCHEMA

@@ -11,6 +11,7 @@ from typing import TypedDict
 __all__ = [
     "Block",
     "BlockResult",
+    "BoundedText",
     "CollectedFile",
     "Collection",
     "DiagnosticResult",
@@ -268,6 +269,16 @@ class DiagnosticResult:
 
 
 @dataclass(frozen=True)
+class BoundedText:
+    """A text reports show bounded (a stored value, an expected body): whole when short, else its head."""
+
+    shown: str  # the whole text, or its head (at most SHOWN_TEXT_BYTES, cut at no secret)
+    size_bytes: int  # the whole text's size in UTF-8
+    complete: bool  # `shown` is the whole text
+    path: str | None = None  # for a text shown cut: a file holding it whole; None when there is none
+
+
+@dataclass(frozen=True)
 class BlockResult:
     """What happened to one step: the status and everything a reporter may show."""
 
@@ -280,10 +291,10 @@ class BlockResult:
     stderr_path: str | None
     stdout_bytes: int
     stderr_bytes: int
-    command: str  # body after substitution (what actually ran)
-    expected: str | None  # expected body after substitution (#test)
+    expected: BoundedText | None  # expected body after substitution (#test), as reports show it
     match: MatchReport | None  # set on a mismatch
-    stored: tuple[str, str] | None  # (name, value) for a setup with store
+    # (name, value as reports show it) for a setup with store; the whole value is held by the run alone
+    stored: tuple[str, BoundedText] | None
     marker_found: str | None  # the first error marker seen in stderr
     dumps: tuple[str, ...] = ()  # paths of stack dumps taken on timeout
     dump_notes: tuple[str, ...] = ()  # one line per dump that could not be taken

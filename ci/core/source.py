@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ci.core.model import DocumentError, Problem
+from ci.core.text import human_size
 
-__all__ = ["GuideSource", "read_guide", "redact_url", "redact_urls"]
+__all__ = ["URL_LIMIT_BYTES", "URL_TIME_LIMIT_S", "GuideSource", "fetch_url", "read_guide", "redact_url", "redact_urls"]
 
-_URL_TIMEOUT_S = 30
+URL_LIMIT_BYTES = 16 * 1024 * 1024  # a guide read from a URL is refused past this size
+URL_TIME_LIMIT_S = 60.0  # and when its whole answer takes longer than this
+_URL_READ_TIMEOUT_S = 30  # each connect and each read, within the whole limit
+_URL_CHUNK_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,74 @@ def _decode(raw: bytes, name: str) -> str:
     return text.removeprefix("\ufeff")
 
 
+class _Fetch(threading.Thread):
+    """One URL read in a thread of its own, so that the whole fetch can be given up at its time limit.
+
+    requests' timeout applies to each connect and each read: a server that
+    sends a byte now and then (or a slow name lookup) is never timed out by it.
+    """
+
+    def __init__(self, url: str, limit_bytes: int) -> None:
+        super().__init__(name="guide-fetch", daemon=True)  # given up at the time limit, it must not hold the exit
+        self.url = url
+        self.limit_bytes = limit_bytes
+        self.body: bytes | None = None  # once read whole
+        self.error = ""  # why there is no body, once the fetch ended
+        self.response: Any = None  # requests' response while its body is read: what giving up closes
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        import requests  # see read_guide
+
+        try:
+            with requests.get(self.url, timeout=_URL_READ_TIMEOUT_S, stream=True) as response:
+                self.response = response
+                response.raise_for_status()
+                chunks, size = [], 0
+                for chunk in response.iter_content(_URL_CHUNK_BYTES):
+                    size += len(chunk)
+                    if size > self.limit_bytes:
+                        self.error = (
+                            f"it is larger than {human_size(self.limit_bytes)}, the limit for a guide read from"
+                            " a URL; download it and pass its path"
+                        )
+                        return
+                    chunks.append(chunk)
+                self.body = b"".join(chunks)
+        except requests.RequestException as exc:
+            self.error = str(exc)
+        except Exception as exc:  # anything else that breaks the fetch (a bad URL, a decoding error) is its error
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self.done.set()
+
+    def give_up(self) -> None:
+        """Stop reading: close the connection (urllib3's shutdown wakes a read blocked on it)."""
+        response = self.response
+        if response is not None:
+            # an older urllib3 has no shutdown, and the fetch may have ended meanwhile: either way, it is a daemon
+            with contextlib.suppress(Exception):
+                response.raw.shutdown()
+
+
+def fetch_url(url: str, *, limit_bytes: int = URL_LIMIT_BYTES, time_limit_s: float = URL_TIME_LIMIT_S) -> bytes:
+    """The body at URL, read whole within TIME_LIMIT_S and at most LIMIT_BYTES; DocumentError saying why not.
+
+    The error names the URL and quotes nothing of it with its credentials (`redact_url`).
+    """
+    shown = redact_url(url)
+    fetch = _Fetch(url, limit_bytes)
+    fetch.start()
+    if not fetch.done.wait(time_limit_s):
+        fetch.give_up()
+        message = f"no whole answer within {time_limit_s:g} s, the limit for a guide read from a URL"
+    elif fetch.body is None:
+        message = _redact_message(fetch.error, url)
+    else:
+        return fetch.body
+    raise DocumentError([Problem(shown, 0, f"cannot fetch the guide: {message}")])
+
+
 def read_guide(name: str) -> GuideSource:
     """Read a guide from a path or an http(s) URL; DocumentError when it cannot be read.
 
@@ -76,19 +151,10 @@ def read_guide(name: str) -> GuideSource:
     message this returns or raises: the reports show `GuideSource.name`.
     """
     if name.startswith(("http://", "https://")):
-        # The one import left inside a function below the command line, on purpose: requests takes
-        # longer to import (160 ms and more, measured on 2 cores) than a whole `--list` of a local
-        # guide, and only a guide named by URL needs it.
-        import requests
-
+        # requests is imported inside the fetch, on purpose: it takes longer to import (160 ms and
+        # more, measured on 2 cores) than a whole `--list` of a local guide, and only a URL needs it.
         shown = redact_url(name)  # a token in the URL must not reach the log or results.json
-        try:
-            response = requests.get(name, timeout=_URL_TIMEOUT_S)
-            response.raise_for_status()
-        except requests.RequestException as exc:
-            message = _redact_message(str(exc), name)
-            raise DocumentError([Problem(shown, 0, f"cannot fetch the guide: {message}")]) from None
-        return GuideSource(shown, _decode(response.content, shown), None)
+        return GuideSource(shown, _decode(fetch_url(name), shown), None)
     path = Path(name)
     try:
         raw = path.read_bytes()

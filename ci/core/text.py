@@ -9,8 +9,10 @@ from dataclasses import dataclass
 
 __all__ = [
     "FULL_LIMIT_BYTES",
+    "MARKER_SCAN_BYTES",
     "MASK",
     "NO_SECRETS",
+    "SHOWN_TEXT_BYTES",
     "Masker",
     "OutputView",
     "clean_text",
@@ -23,6 +25,8 @@ __all__ = [
     "partial_escape_start",
     "read_view",
     "secret_values",
+    "text_head",
+    "utf8_size",
 ]
 
 FULL_LIMIT_BYTES = 256 * 1024  # up to this size a stream may be shown in full
@@ -30,6 +34,8 @@ HEAD_BYTES = 8 * 1024
 TAIL_BYTES = 16 * 1024
 HEAD_LINES = 40
 TAIL_LINES = 80
+SHOWN_TEXT_BYTES = 16 * 1024  # a stored value or an expected body up to this size is shown whole, else its head
+MARKER_SCAN_BYTES = 8 * 1024 * 1024  # error markers are looked for in a stream's first and last this much
 
 # 7-bit escape sequences, and their 8-bit forms (U+009B CSI, U+009D OSC) that terminals obey too
 _ANSI = re.compile(
@@ -197,6 +203,32 @@ def human_size(size_bytes: int) -> str:
     raise AssertionError("unreachable")
 
 
+def utf8_size(text: str) -> int:
+    """TEXT's size in UTF-8 (a lone surrogate, which a `--set` value may hold, counted as 3 bytes)."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def text_head(text: str, masker: Masker, limit_bytes: int = SHOWN_TEXT_BYTES) -> str | None:
+    """The head a report shows of a TEXT longer than LIMIT_BYTES in UTF-8; None when it is not longer.
+
+    At most LIMIT_BYTES, ending at a line end when one falls in its second
+    half, and never inside one of the masker's secrets (the cut moves back to
+    its start), so that masking the head hides each secret whole.
+    """
+    if len(text) * 4 <= limit_bytes or utf8_size(text) <= limit_bytes:
+        return None
+    raw = text[:limit_bytes].encode("utf-8", "surrogatepass")[:limit_bytes]
+    try:
+        head = text[: len(raw.decode("utf-8", "surrogatepass"))]
+    except UnicodeDecodeError as exc:  # the bytes cut a character in two: end before it
+        head = text[: len(raw[: exc.start].decode("utf-8", "surrogatepass"))]
+    line_end = head.rfind("\n")
+    if line_end >= len(head) // 2:
+        head = head[:line_end]
+    # only the part a secret starting before the cut can reach: no search runs through the whole text
+    return text[: masker.clear_cut(text[: len(head) + masker.longest_chars], len(head))]
+
+
 @dataclass(frozen=True)
 class OutputView:
     """What a reporter shows of one stream: all of it, or its head and tail."""
@@ -235,13 +267,14 @@ def read_view(
     # a secret straddling a cut is read whole on both sides, so that the cut can avoid it
     around = masker.longest_bytes
     with open(path, "rb") as handle:
+        # never past the size seen: a process the block left may still be writing (or growing the file sparse)
         if size <= full_limit_bytes:
-            text = clean_text(handle.read().decode("utf-8", "replace"), masker_shown)
+            text = clean_text(handle.read(size).decode("utf-8", "replace"), masker_shown)
             return OutputView(text.rstrip("\n"), "", size, True)
         head_raw = handle.read(HEAD_BYTES + around)
         tail_start = max(size - TAIL_BYTES, HEAD_BYTES)
         handle.seek(max(tail_start - around, HEAD_BYTES))
-        tail_raw = handle.read()
+        tail_raw = handle.read(size - handle.tell())
     head_text = clean_text(head_raw.decode("utf-8", "replace"))
     head_cut = masker.clear_cut(head_text, len(clean_text(head_raw[:HEAD_BYTES].decode("utf-8", "replace"))))
     head_lines = masker_shown.mask(head_text[:head_cut]).split("\n")[:HEAD_LINES]
@@ -255,23 +288,38 @@ def read_view(
     return OutputView("\n".join(head_lines), "\n".join(tail_lines[-TAIL_LINES:]), size, False)
 
 
-def file_contains(path: str | None, needles: tuple[str, ...], chunk_bytes: int = 1 << 20) -> str | None:
-    """The first needle found in a file (read in chunks), else None."""
+def file_contains(
+    path: str | None, needles: tuple[str, ...], chunk_bytes: int = 1 << 20, scan_bytes: int = MARKER_SCAN_BYTES
+) -> str | None:
+    """The first needle found in a file's first and last SCAN_BYTES (read in chunks), else None.
+
+    The middle of a larger file is not read: a block can make its stderr
+    gigabytes long (sparse) at no cost to itself, and scanning it all would
+    hold the run up for minutes. Markers sit where a reader looks, at the
+    start (what went wrong first) and at the end (the traceback).
+    """
     try:
-        if not path or not needles or os.stat(path).st_size == 0:
-            return None
+        size = os.stat(path).st_size if path else 0
     except FileNotFoundError:
+        return None
+    if not path or not needles or size == 0:
         return None
     encoded = [(n, n.encode("utf-8")) for n in needles if n]
     overlap = max((len(b) for _, b in encoded), default=1) - 1
-    carry = b""
+    spans = [(0, size)] if size <= 2 * scan_bytes else [(0, scan_bytes), (size - scan_bytes, size)]
     with open(path, "rb") as handle:
-        while True:
-            chunk = handle.read(chunk_bytes)
-            if not chunk:
-                return None
-            window = carry + chunk
-            for needle, raw in encoded:
-                if raw in window:
-                    return needle
-            carry = window[-overlap:] if overlap else b""
+        for start, end in spans:
+            handle.seek(start)
+            carry = b""
+            position = start
+            while position < end:
+                chunk = handle.read(min(chunk_bytes, end - position))
+                if not chunk:
+                    break
+                position += len(chunk)
+                window = carry + chunk
+                for needle, raw in encoded:
+                    if raw in window:
+                        return needle
+                carry = window[-overlap:] if overlap else b""
+    return None

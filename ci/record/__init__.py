@@ -12,6 +12,7 @@ from ci.record.format import (
     GuideRecord,
     ProcessRecord,
     RunRecord,
+    WholeTextRecord,
 )
 from ci.record.read import LastRun, RecordedBlock, RecordedGuide, RecordError, read_run
 from ci.record.write import run_record, write_record
@@ -30,6 +31,7 @@ __all__ = [
     "RecordedBlock",
     "RecordedGuide",
     "RunRecord",
+    "WholeTextRecord",
     "read_run",
     "run_record",
     "write_record",

@@ -18,6 +18,7 @@ __all__ = [
     "GuideRecord",
     "ProcessRecord",
     "RunRecord",
+    "WholeTextRecord",
 ]
 
 # The format's version, written into every record and checked on reading. Raise it with any change to
@@ -85,6 +86,13 @@ class GuideRecord(TypedDict):
     collected: CollectionRecord | None
 
 
+class WholeTextRecord(TypedDict):
+    """Where a stored value or an expected body that results.json shows cut is whole."""
+
+    path: str | None  # relative to the output directory; None when it could not be kept
+    bytes: int  # its whole size in UTF-8
+
+
 class BlockRecord(StepIdentity):
     """One runnable block of the run; its identity keys come from `Step.identity`."""
 
@@ -94,9 +102,11 @@ class BlockRecord(StepIdentity):
     message: str
     exit_code: int | None
     duration_s: float
-    captured: dict[str, str]  # {store name: value} for a setup that stored
+    captured: dict[str, str]  # {store name: value} for a setup that stored; its head when captured_whole is set
+    captured_whole: WholeTextRecord | None  # set when `captured` shows only the head of a long value
     code_sha256: str  # Step.code_sha256
-    expected: str | None
+    expected: str | None  # its head when expected_whole is set
+    expected_whole: WholeTextRecord | None  # set when `expected` shows only the head of a long body
     first_unmatched_line: int | None
     stdout_path: str | None  # relative to the output directory; None for a stream that stayed empty
     stderr_path: str | None

@@ -32,10 +32,10 @@ class RecordedBlock:
     store: str | None
     status: Status
     line: int  # line of the block's fence when the run took place
-    expected: str | None  # `#test`: the expected body after substitution, as the run used it
+    expected: str | None  # `#test`: the expected body after substitution, as the run used it; None when recorded cut
     code_sha256: str | None  # of the block's body as written when the run took place
     stdout_file: Path | None  # absolute; None when the stream was empty or the block never ran
-    captured: Mapping[str, str]  # {store name: value} for a setup that stored
+    captured: Mapping[str, str]  # {store name: value} for a setup that stored; {} when the value was recorded cut
 
     @property
     def printed(self) -> bool:
@@ -110,7 +110,9 @@ def _text(value: object) -> str | None:
 def _recorded_block(raw: BlockRecord, directory: Path) -> RecordedBlock:
     """The block as read back; KeyError, TypeError or ValueError when `raw` is not what the writer writes."""
     stdout = _text(raw.get("stdout_path"))
-    captured = raw.get("captured")
+    # a text recorded cut (its head) is no value to re-check with: the whole one may hold a secret the record masked
+    captured = raw.get("captured") if raw.get("captured_whole") is None else {}
+    expected = _text(raw.get("expected")) if raw.get("expected_whole") is None else None
     return RecordedBlock(
         ordinal=int(raw["ordinal"]),
         label=Label(raw["label"]),
@@ -118,7 +120,7 @@ def _recorded_block(raw: BlockRecord, directory: Path) -> RecordedBlock:
         store=_text(raw.get("store")),
         status=Status(raw["status"]),
         line=int(raw.get("line") or 0),
-        expected=_text(raw.get("expected")),
+        expected=expected,
         code_sha256=_text(raw.get("code_sha256")),
         stdout_file=(directory / stdout) if stdout else None,
         captured={str(k): str(v) for k, v in captured.items()} if isinstance(captured, dict) else {},

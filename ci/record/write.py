@@ -12,13 +12,22 @@ from typing import overload
 from ci.core.files import write_atomically
 from ci.core.model import (
     BlockResult,
+    BoundedText,
     Collection,
     DiagnosticResult,
     GuideOutcome,
     TrackedProcess,
 )
 from ci.core.text import Masker, clean_text, escape_undecodable_json
-from ci.record.format import RECORD_VERSION, BlockRecord, CollectionRecord, DiagnosticRecord, ProcessRecord, RunRecord
+from ci.record.format import (
+    RECORD_VERSION,
+    BlockRecord,
+    CollectionRecord,
+    DiagnosticRecord,
+    ProcessRecord,
+    RunRecord,
+    WholeTextRecord,
+)
 
 __all__ = ["run_record", "write_record"]
 
@@ -36,8 +45,16 @@ def _relative(path: str | None, base: Path) -> str | None:
         return path
 
 
+def _whole(text: BoundedText | None, base: Path) -> WholeTextRecord | None:
+    """Where a text shown cut is whole, and its size; None for a text shown whole."""
+    if text is None or text.complete:
+        return None
+    return {"path": _relative(text.path, base), "bytes": text.size_bytes}
+
+
 def _block(result: BlockResult, guide: str, base: Path, masker: Masker) -> BlockRecord:
     step = result.step
+    stored = result.stored[1] if result.stored else None
     return {
         "guide": guide,
         **step.identity(),
@@ -46,9 +63,11 @@ def _block(result: BlockResult, guide: str, base: Path, masker: Masker) -> Block
         "message": clean_text(result.message, masker),
         "exit_code": result.exit_code,
         "duration_s": round(result.duration_s, 3),
-        "captured": {result.stored[0]: clean_text(result.stored[1], masker)} if result.stored else {},
+        "captured": {result.stored[0]: clean_text(result.stored[1].shown, masker)} if result.stored else {},
+        "captured_whole": _whole(stored, base),
         "code_sha256": step.code_sha256,
-        "expected": clean_text(result.expected, masker) if result.expected is not None else None,
+        "expected": clean_text(result.expected.shown, masker) if result.expected is not None else None,
+        "expected_whole": _whole(result.expected, base),
         "first_unmatched_line": result.match.first_unmatched_line if result.match else None,
         "stdout_path": _relative(result.stdout_path, base),
         "stderr_path": _relative(result.stderr_path, base),

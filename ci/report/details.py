@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ci.core.model import BlockResult, DiagnosticResult, Label, Status
-from ci.core.text import FULL_LIMIT_BYTES, Masker, human_size, read_view
+from ci.core.model import BlockResult, BoundedText, DiagnosticResult, Label, Status
+from ci.core.text import FULL_LIMIT_BYTES, Masker, human_size, read_view, utf8_size
 
 __all__ = ["block_details"]
 
@@ -35,20 +35,21 @@ def block_details(result: BlockResult, *, masker: Masker) -> list[tuple[str, str
             sections.append((f"stdout ({human_size(result.stdout_bytes)})", stdout_view.render()))
     if step.label is Label.TEST and result.expected is not None:
         if result.match is not None:
-            sections.append(("expected", result.match.expected))
+            sections.append(("expected", _shown(result.expected, "expected body")))
             sections.append(("actual", result.match.actual_head.rstrip("\n")))
             sections.append(
                 (f"diff (first unmatched expected line {result.match.first_unmatched_line})", result.match.diff)
             )
         else:
-            sections.append(("expected", result.expected))
+            sections.append(("expected", _shown(result.expected, "expected body")))
             sections.append(("actual", stdout_view.render()))
     if result.stored is not None:
         name, value = result.stored
-        sections.append((f"stored {name} ({len(value.encode())} bytes)", value))
+        sections.append((f"stored {name} ({value.size_bytes} bytes)", _shown(value, "value")))
     if result.status is Status.TIMED_OUT:
         for path in result.dumps:
-            sections.append((f"stack dump {Path(path).name}", Path(path).read_text(encoding="utf-8", errors="replace")))
+            dump = read_view(path, full_limit_bytes=FULL_LIMIT_BYTES, masker=masker)
+            sections.append((f"stack dump {Path(path).name}", dump.render()))
         if result.dump_notes:
             sections.append(("stack dumps", "\n".join(result.dump_notes)))
     if result.ended:
@@ -58,6 +59,15 @@ def block_details(result: BlockResult, *, masker: Masker) -> list[tuple[str, str
         sections.append((f"processes ended ({len(result.ended)})", listed))
     sections += _diagnostic_sections(result.diagnostics, masker)
     return sections
+
+
+def _shown(text: BoundedText, what: str) -> str:
+    """A stored value or an expected body as shown: whole, or its head and where the whole is."""
+    if text.complete:
+        return text.shown
+    where = f"; the whole {what} is in {text.path}" if text.path else ""
+    shown = f"first {human_size(utf8_size(text.shown))} of {human_size(text.size_bytes)}"
+    return f"{text.shown}\n[... {what} cut: {shown} shown{where} ...]"
 
 
 def _diagnostic_sections(diagnostics: Sequence[DiagnosticResult], masker: Masker) -> list[tuple[str, str]]:

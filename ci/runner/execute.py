@@ -188,7 +188,13 @@ class _GuideRun:
         self.left_out = left_out
         self.context = context
         self.keep_going = keep_going
-        self.stored: dict[str, str] = dict(preset)
+        self.stored: dict[str, str] = dict(preset)  # the values stored so far, whole; run_step adds to it
+        # the last step that loads each name: after it, the value is let go (a run may store many large ones)
+        self.last_load = {
+            load.name: step.ordinal
+            for step in plan.steps
+            for load in (*step.loads, *(step.expected.loads if step.expected else ()))
+        }
         self.results: list[BlockResult] = []
         self.stop_reason: str | None = None  # set: every step from here on is not run, for this reason
         self.interrupted_by: int | None = None  # the stop signal's number, once one came
@@ -209,6 +215,8 @@ class _GuideRun:
             self.context.events.finished(self.results[-1])
             return
         result, signum = run_step(step, self.stored, self.context)
+        for name in [name for name in self.stored if self.last_load.get(name, 0) <= step.ordinal]:
+            del self.stored[name]
         self._interrupted(signum)
         result, signum = run_diagnostics(
             result,
@@ -222,8 +230,6 @@ class _GuideRun:
         self._interrupted(signum)
         self.context.events.started(step, *self.context.paths[step.ordinal])  # unless its spawn did
         self.context.events.finished(result)
-        if result.stored is not None:
-            self.stored[result.stored[0]] = result.stored[1]
         self.results.append(result)
         self._check_deadline()  # the reason for what follows, before any failure
         if result.status.is_failure and not self.keep_going and self.stop_reason is None:

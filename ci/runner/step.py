@@ -4,24 +4,24 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from ci.core.disk import full_disk, os_error_text
 from ci.core.match import explain_mismatch, match_file
-from ci.core.model import BlockResult, Language, MatchReport, Status, Step, TrackedProcess
+from ci.core.model import BlockResult, BoundedText, Language, MatchReport, Status, Step, TrackedProcess
 from ci.core.plan import substitute
-from ci.core.text import FULL_LIMIT_BYTES, Masker, file_contains, read_view
+from ci.core.text import FULL_LIMIT_BYTES, NO_SECRETS, Masker, file_contains, read_view
 from ci.runner.events import Events
 from ci.runner.outputs import OutputFiles, file_sizes, output_stem
 from ci.runner.process import BlockProcess, ProcessSupervisor, RunInterrupted
+from ci.runner.stored import bounded, read_stored
 
 __all__ = ["StepContext", "run_step", "unstarted_result"]
 
-_STORE_LIMIT_BYTES = 16 * 1024 * 1024  # of a setup's stdout, at most this much is stored
+_QUOTED_LINE_CHARS = 200  # of the first unmatched expected line, the message (and its annotation) quotes this much
 
 
 @dataclass(frozen=True)
@@ -61,8 +61,8 @@ class _Substituted:
 class _Observed:
     """What was measured of a block that was started, whatever its verdict."""
 
-    command: str  # the body after substitution
-    expected: str | None  # the expected body after substitution (#test)
+    expected: str | None  # the expected body after substitution (#test), to match against
+    expected_shown: BoundedText | None  # the same as reports show it
     exited: bool  # its main process ended within its limit
     exit_code: int | None  # None while it had not exited (and after a time-out)
     duration_s: float
@@ -84,7 +84,7 @@ class _Observed:
         message: str,
         *,
         match: MatchReport | None = None,
-        stored: tuple[str, str] | None = None,
+        stored: tuple[str, BoundedText] | None = None,
     ) -> BlockResult:
         """The block's result with this verdict: what was measured, and the mismatch or stored value if any."""
         return BlockResult(
@@ -97,8 +97,7 @@ class _Observed:
             stderr_path=self.stderr_path,
             stdout_bytes=self.stdout_bytes,
             stderr_bytes=self.stderr_bytes,
-            command=self.command,
-            expected=self.expected,
+            expected=self.expected_shown,
             match=match,
             stored=stored,
             marker_found=self.marker_found,
@@ -111,11 +110,18 @@ class _Observed:
 
 
 def unstarted_result(
-    step: Step, status: Status, message: str, *, substituted: _Substituted | None = None
+    step: Step,
+    status: Status,
+    message: str,
+    *,
+    substituted: _Substituted | None = None,
+    masker: Masker = NO_SECRETS,
 ) -> BlockResult:
-    """The result of a step that was never started: not run, skipped, or it could not be (`substituted` once made)."""
-    if substituted is None:
-        substituted = _Substituted(step.body, step.expected.body if step.expected else None)
+    """The result of a step that was never started: not run, skipped, or it could not be (`substituted` once made).
+
+    It keeps no file: a long expected body is shown cut, the rest is in the guide (and the stored values).
+    """
+    expected = substituted.expected if substituted else step.expected.body if step.expected else None
     return BlockResult(
         step=step,
         status=status,
@@ -126,8 +132,7 @@ def unstarted_result(
         stderr_path=None,
         stdout_bytes=0,
         stderr_bytes=0,
-        command=substituted.command,
-        expected=substituted.expected,
+        expected=bounded(expected, masker, None) if expected is not None else None,
         match=None,
         stored=None,
         marker_found=None,
@@ -142,22 +147,25 @@ def _argv_choices(language: Language, command: str) -> list[list[str]]:
     return [["python", "-c", command], ["python3", "-c", command]]
 
 
-def run_step(step: Step, stored: Mapping[str, str], context: StepContext) -> tuple[BlockResult, int | None]:
-    """Run one step: its result, and the signal number when a stop signal ended it."""
+def run_step(step: Step, stored: MutableMapping[str, str], context: StepContext) -> tuple[BlockResult, int | None]:
+    """Run one step: its result, and the signal number when a stop signal ended it; a value it stores goes into STORED.
+
+    The whole value is held there alone: the result holds what reports show of it.
+    """
     missing = [load.name for load in step.loads if load.name not in stored]
     if step.expected:
         missing += [load.name for load in step.expected.loads if load.name not in stored]
     if missing:
         names = ", ".join(sorted(set(missing)))
         message = f"could not be run: {names} was never stored (its setup did not run); pass --set NAME=VALUE"
-        return unstarted_result(step, Status.ERROR, message), None
+        return unstarted_result(step, Status.ERROR, message, masker=context.masker), None
     with_nul = sorted({load.name for load in step.loads if "\0" in stored[load.name]})
     if with_nul:
         message = (
             f"could not be run: the stored value of {', '.join(with_nul)} holds a NUL byte, which no command line"
             " can carry; remove it where it is stored (e.g. `| tr -d '\\0'`)"
         )
-        return unstarted_result(step, Status.ERROR, message), None
+        return unstarted_result(step, Status.ERROR, message, masker=context.masker), None
     command = substitute(step.body, tuple((load.placeholder, stored[load.name]) for load in step.loads))
     expected = None
     if step.expected:
@@ -165,10 +173,10 @@ def run_step(step: Step, stored: Mapping[str, str], context: StepContext) -> tup
         # trailing newlines go after substitution: a value stored empty must not leave one behind
         expected = substitute(step.expected.body, expected_pairs).rstrip("\n")
     substituted = _Substituted(command, expected)
-    block = _spawn(step, command, context)
+    block = _spawn(step, substituted.command, context)
     if isinstance(block, str):
-        return unstarted_result(step, Status.ERROR, block, substituted=substituted), None
-    result, signum = _supervise(step, block, substituted, context)
+        return unstarted_result(step, Status.ERROR, block, substituted=substituted, masker=context.masker), None
+    result, signum = _supervise(step, block, substituted, context, stored)
     return _said_if_disk_full(result, context), signum
 
 
@@ -217,7 +225,7 @@ def _spawn(step: Step, command: str, context: StepContext) -> BlockProcess | str
 
 
 def _supervise(
-    step: Step, block: BlockProcess, substituted: _Substituted, context: StepContext
+    step: Step, block: BlockProcess, substituted: _Substituted, context: StepContext, stored: MutableMapping[str, str]
 ) -> tuple[BlockResult, int | None]:
     """Wait for a started block within its limit, end what it leaves, and judge it (a stop signal's number too)."""
     paths = context.paths[step.ordinal]
@@ -241,7 +249,7 @@ def _supervise(
             " its process tree was ended"
         )
         return observed.result(step, Status.TIMED_OUT, message), None
-    return _verdict(step, observed, paths[0], context.masker), None
+    return _verdict(step, observed, paths[0], context, stored), None
 
 
 def _cut_short(
@@ -255,7 +263,15 @@ def _cut_short(
     )
     paths = context.paths[step.ordinal]
     observed = _observe(
-        block, substituted, paths, file_sizes(*paths), context, exited=False, exit_code=block.exit_code, ended=ended
+        block,
+        substituted,
+        paths,
+        file_sizes(*paths),
+        context,
+        context.stem(step),
+        exited=False,
+        exit_code=block.exit_code,
+        ended=ended,
     )
     return observed.result(step, Status.ERROR, message)
 
@@ -288,6 +304,7 @@ def _waited(
         kept,
         sizes,
         context,
+        context.stem(step),
         exited=exited,
         exit_code=exit_code,
         dumps=dumps,
@@ -302,6 +319,7 @@ def _observe(
     paths: tuple[Path | None, ...],
     sizes: tuple[int, ...],
     context: StepContext,
+    stem: str,
     *,
     exited: bool,
     exit_code: int | None,
@@ -309,11 +327,15 @@ def _observe(
     dump_notes: tuple[str, ...] = (),
     ended: tuple[TrackedProcess, ...] = (),
 ) -> _Observed:
-    """What was measured of a started block once its wait ended (a path is None for a stream that kept no file)."""
+    """What was measured of a started block once its wait ended (a path is None for a stream that kept no file).
+
+    A long expected body is kept whole in STEM.expected.txt, since reports show only its head.
+    """
     stdout_path, stderr_path = (str(path) if path else None for path in paths)
+    expected = substituted.expected
     return _Observed(
-        command=substituted.command,
-        expected=substituted.expected,
+        expected=expected,
+        expected_shown=None if expected is None else bounded(expected, context.masker, Path(f"{stem}.expected.txt")),
         exited=exited,
         exit_code=exit_code,
         duration_s=time.monotonic() - block.started,
@@ -330,8 +352,10 @@ def _observe(
     )
 
 
-def _verdict(step: Step, observed: _Observed, stdout_path: Path, masker: Masker) -> BlockResult:
-    """The verdict on a block that was waited for to the end of its limit (none was cut short)."""
+def _verdict(
+    step: Step, observed: _Observed, stdout_path: Path, context: StepContext, stored: MutableMapping[str, str]
+) -> BlockResult:
+    """The verdict on a block that was waited for to the end of its limit (none was cut short); a value it stores goes into STORED."""
     if not observed.exited:
         message = f"timed out after {step.timeout_s:g}s; its process tree was ended"
         return observed.result(step, Status.TIMED_OUT, message)
@@ -344,18 +368,15 @@ def _verdict(step: Step, observed: _Observed, stdout_path: Path, masker: Masker)
         failed_piece = match_file(str(stdout_path), observed.expected, step.expected.fuzzy)
         if failed_piece is None:
             return observed.result(step, Status.PASSED, "output matched")
-        view = read_view(str(stdout_path), full_limit_bytes=FULL_LIMIT_BYTES, masker=masker, mask=False)
+        view = read_view(str(stdout_path), full_limit_bytes=FULL_LIMIT_BYTES, masker=context.masker, mask=False)
         report = explain_mismatch(view.render(), observed.expected, step.expected.fuzzy, failed_piece)
-        message = f"stdout does not match the expected output from its line {report.first_unmatched_line}: {report.first_unmatched_text!r}"
+        line = report.first_unmatched_text
+        if len(line) > _QUOTED_LINE_CHARS:  # a loaded value may make it megabytes long
+            line = line[: context.masker.clear_cut(line, _QUOTED_LINE_CHARS)] + "..."
+        message = f"stdout does not match the expected output from its line {report.first_unmatched_line}: {line!r}"
         return observed.result(step, Status.MISMATCH, message, match=report)
     if step.store:
-        size = os.path.getsize(stdout_path)
-        with open(stdout_path, "rb") as handle:
-            raw = handle.read(_STORE_LIMIT_BYTES + masker.longest_bytes)
-        value = raw.decode("utf-8", "replace")
-        if size > _STORE_LIMIT_BYTES:  # cut where no secret is cut in two, or the report would show a part of it
-            value = value[: masker.clear_cut(value, len(raw[:_STORE_LIMIT_BYTES].decode("utf-8", "replace")))]
-        value = value.rstrip()
-        note = "" if size <= _STORE_LIMIT_BYTES else f" (first {_STORE_LIMIT_BYTES} bytes of {size})"
-        return observed.result(step, Status.PASSED, f"stored {step.store}{note}", stored=(step.store, value))
+        value, shown, note = read_stored(stdout_path, context.stem(step), context.masker)
+        stored[step.store] = value
+        return observed.result(step, Status.PASSED, f"stored {step.store}{note}", stored=(step.store, shown))
     return observed.result(step, Status.PASSED, "exit 0")

@@ -1,0 +1,61 @@
+"""Long texts of a step bounded for its reports: a setup's stored value, an expected body, each kept whole on disk."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ci.core.files import write_atomically
+from ci.core.model import BoundedText
+from ci.core.text import Masker, human_size, text_head, utf8_size
+
+__all__ = ["STORE_LIMIT_BYTES", "bounded", "read_stored"]
+
+STORE_LIMIT_BYTES = 16 * 1024 * 1024  # of a setup's stdout, at most this much is stored
+
+
+def bounded(text: str, masker: Masker, whole_file: Path | None, *, written: bool = False) -> BoundedText:
+    """TEXT as reports show it: whole when short, else its head and a file that holds it whole.
+
+    WHOLE_FILE is that file: written here with TEXT unless WRITTEN says it
+    holds it already; None where there is none to write (a block that never
+    started keeps no file). A file that cannot be written is named nowhere.
+    """
+    head = text_head(text, masker)
+    if head is None:
+        return BoundedText(text, utf8_size(text), complete=True)
+    path = None
+    if whole_file is not None:
+        try:
+            if not written:
+                write_atomically(whole_file, text, encoding="utf-8")
+            path = str(whole_file)
+        except (OSError, UnicodeError):  # its directory was removed by a block; a lone surrogate from --set
+            path = None
+    return BoundedText(head, utf8_size(text), complete=False, path=path)
+
+
+def read_stored(stdout_path: Path, stem: str, masker: Masker) -> tuple[str, BoundedText, str]:
+    """A setup's stored value, how reports show it, and a note for its message ("" unless it was cut).
+
+    The value is its stdout as UTF-8 (invalid bytes replaced), at most
+    STORE_LIMIT_BYTES of it, trailing whitespace removed. A long value is kept
+    whole on disk: in the stdout file itself when that is the value with its
+    trailing whitespace, else in STEM.stored.txt beside it.
+    """
+    size = os.path.getsize(stdout_path)
+    with open(stdout_path, "rb") as handle:
+        raw = handle.read(STORE_LIMIT_BYTES + masker.longest_bytes)
+    cut = size > STORE_LIMIT_BYTES
+    try:
+        value, exact = raw.decode("utf-8"), not cut
+    except UnicodeDecodeError:
+        value, exact = raw.decode("utf-8", "replace"), False
+    if cut:  # where no secret is cut in two, or the report would show a part of it
+        value = value[: masker.clear_cut(value, len(raw[:STORE_LIMIT_BYTES].decode("utf-8", "replace")))]
+    del raw  # the value alone is kept: a run may store several
+    value = value.rstrip()
+    whole = stdout_path if exact else Path(f"{stem}.stored.txt")
+    shown = bounded(value, masker, whole, written=exact)
+    note = f" (first {human_size(STORE_LIMIT_BYTES)} of {human_size(size)})" if cut else ""
+    return value, shown, note
