@@ -90,12 +90,12 @@ class Rehearsed:
         return "\n".join(p["command"] for p in self.record["guides"][0]["processes_ended"])
 
 
-def rehearse(tmp_path: Path, env: dict[str, str], *args: str, **variables: str) -> Rehearsed:
-    """Run the rehearsal with --output-dir in tmp_path; variables go into its environment."""
+def rehearse(tmp_path: Path, env: dict[str, str], *args: str, guide: str = GUIDE, **variables: str) -> Rehearsed:
+    """Run the rehearsal of the guide with --output-dir in tmp_path; variables go into its environment."""
     output_dir = tmp_path / "rehearsal"
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "ci.rehearse", GUIDE, "--output-dir", str(output_dir), *args],
+        [sys.executable, "-m", "ci.rehearse", guide, "--output-dir", str(output_dir), *args],
         cwd=REPO,
         env={**env, **variables},
         capture_output=True,
@@ -179,6 +179,10 @@ def test_the_whole_guide_passes_against_the_simulations(tmp_path: Path, harness_
         "fake Hugging Face Hub: http://127.0.0.1:",
     ):
         assert f"\n  {simulation}" in report, simulation
+    # What was written from the guide rather than read from the real package is said in the report.
+    invented = report.split("\ninvented for the guide, not read from the real packages", 1)[1].split("\noverrides:")[0]
+    assert "\n  sglang 0.5.18: what the spec-capture patch adds and checks" in invented
+    assert "\n  mooncake-transfer-engine-npu 0.3.13.post1: it listens on 127.0.0.1 only" in invented
     sandbox = str(run.sandbox)
     for override in (
         f"PATH={sandbox}/bin:",
@@ -214,8 +218,15 @@ def test_the_whole_guide_passes_against_the_simulations(tmp_path: Path, harness_
     assert "GET /api/models/Qwen/Qwen3.5-4B/revision/main -> 200" in hub_log
     assert re.search(r"GET /Qwen/Qwen3.5-4B/resolve/[0-9a-f]{40}/model.safetensors -> 200", hub_log)
     assert run.block("smoke-download-model")["captured"]["model_path"].startswith(f"{sandbox}/hf-home/hub/")
-    # The servers lived until the end of the guide, where the harness ended them.
-    assert "mooncake_master --enable_http_metadata_server=true --rpc_port=35551" in run.ended_at_teardown()
+    # The servers lived until the end of the guide, where the harness ended them. The master's command
+    # line is the binary's, as with the real wheel, whose console script execs it.
+    assert re.search(
+        r"^/\S+/site-packages/mooncake/mooncake_master --enable_http_metadata_server=true --rpc_port=35551 ",
+        run.ended_at_teardown(),
+        re.M,
+    ), run.ended_at_teardown()
+    mooncake_log = run.output_dir / "collected" / "tmp" / "smoke-mooncake.log"
+    assert "HTTP metrics server started on 127.0.0.1:35903\n" in mooncake_log.read_text(encoding="utf-8")
     assert "-m sglang.launch_server" in run.ended_at_teardown()
     # ci.collect kept the guide's /tmp logs; no ci.diagnostics ran (the fake npu-smi was never called).
     collected = {f["source"]: f for f in run.record["guides"][0]["collected"]["files"]}
