@@ -397,3 +397,58 @@ def test_a_trainer_hanging_after_its_step_gets_the_monitors_teardown(
     assert "omitted; the whole stream is on disk" not in section.split("[18/18] smoke-train-monitor: PASSED")[0]
     assert ["pip", "install", "--quiet", "py-spy"] in [c["argv"] for c in run.calls() if c["tool"] == "uv"]
     assert_nothing_left(run)
+
+
+def test_a_stale_master_of_a_previous_run_is_stopped_by_the_guide(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    run = rehearse(tmp_path, harness_env, "--until", "smoke-start-mooncake", REHEARSAL_BREAK="mooncake-stale-master")
+
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr
+    assert set(run.statuses().values()) == {"passed", "not_run"}
+    assert run.statuses()["smoke-start-mooncake"] == "passed"
+    assert re.search(
+        r"^previous run \(REHEARSAL_BREAK=mooncake-stale-master\): mooncake_master pid \d+ started on ports "
+        r"35551, 35880, 35903 before the guide ran",
+        run.stdout,
+        re.M,
+    )
+    assert "\n  the guide stopped it during the run (SIGKILL)\n" in run.stdout
+    assert ["-9", "-f", "(^|/)mooncake_master( |$)"] in [c["argv"] for c in run.calls() if c["tool"] == "pkill"]
+    assert_nothing_left(run)
+
+
+def test_the_old_stop_pattern_leaves_the_stale_master_and_fails(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    # The guide as it was: `pkill -f '^mooncake_master'` never matches the running binary's command line.
+    text = (REPO / GUIDE).read_text(encoding="utf-8")
+    fixed = "pkill -9 -f '(^|/)mooncake_master( |$)'"
+    assert text.count(fixed) == 1
+    guide = tmp_path / "specforge-old-pattern.md"
+    guide.write_text(text.replace(fixed, "pkill -9 -f '^mooncake_master'"), encoding="utf-8")
+
+    run = rehearse(tmp_path, harness_env, guide=str(guide), REHEARSAL_BREAK="mooncake-stale-master")
+
+    assert_stops_at(run, "smoke-start-mooncake")
+    assert_in_log_and_file(
+        run,
+        "smoke-start-mooncake",
+        "stderr",
+        "smoke: FAILED - port(s) 35551 35880 35903 on 127.0.0.1 still in use after stopping old mooncake_master",
+    )
+    assert re.search(
+        r"^\[ERROR\] rehearsal: the previous run's mooncake_master \(pid \d+\) outlived the guide; killed$",
+        run.stdout,
+        re.M,
+    )
+    assert_nothing_left(run)
+
+
+def test_a_trainer_dependency_missing_fails_the_install_block(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    run = rehearse(tmp_path, harness_env, REHEARSAL_BREAK="specforge-missing-dep")
+
+    assert_stops_at(run, "specforge-install-source")
+    assert_in_log_and_file(
+        run,
+        "specforge-install-source",
+        "stderr",
+        "specforge-install-source: FAILED - `specforge train` imports specforge.application, which needs yunchang "
+        "(No module named 'yunchang')",
+    )
