@@ -22,9 +22,14 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from ci.cli import ExitCode, command_parser, fail, print_error
 from ci.rehearsal.model import ASSETS, BREAK_ENV, KNOBS
+
+if TYPE_CHECKING:
+    from ci.rehearsal.fake_hub import FakeHub
+    from ci.rehearsal.model import Rehearsal
 
 __all__ = ["ASSETS", "KNOBS", "build_parser", "main"]
 
@@ -107,7 +112,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ci.rehearsal.namespaces import scratch_files
     from ci.rehearsal.report import render
     from ci.rehearsal.sandbox import set_up
-    from ci.rehearsal.sweep import sweep
 
     scratch = scratch_files(Path(args.guide).read_text(encoding="utf-8"))
     try:
@@ -121,26 +125,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = [sys.executable, "-m", "ci.run", args.guide, "--output-dir", str(plan.sandbox.root)]
     command += ["--workdir", str(plan.sandbox.workdir), *passed_on]
     print(f"rehearsal: {args.guide} against simulations; sandbox {plan.sandbox.base}", flush=True)
-    exit_status: int = ExitCode.USAGE
-    leftovers: dict[int, str] = {}
-    try:
-        with _forwarding_signals() as forwarder:
-            # started before the Hub's thread: preexec_fn is safe while this process has one thread
-            forwarder.child = subprocess.Popen(
-                command, env=plan.env, stdin=subprocess.DEVNULL, preexec_fn=_end_with_parent
-            )
-            hub.start()  # long before the guide's download block
-            exit_status = forwarder.child.wait()
-    finally:
-        hub.stop()
-        leftovers = sweep(plan.sandbox)
-    if leftovers and exit_status == ExitCode.OK:
-        exit_status = ExitCode.FAILED  # the run passed, but left a simulated process behind
+    exit_status, leftovers = _run(plan, command, hub)
     text = render(plan, args.guide, hub, int(exit_status), leftovers)
     (plan.sandbox.base / "rehearsal-report.txt").write_text(text + "\n", encoding="utf-8")
     print(text, flush=True)
     _remove_or_keep(plan.sandbox.root, temporary=args.output_dir is None, keep=args.keep or exit_status != ExitCode.OK)
     return exit_status
+
+
+def _run(plan: Rehearsal, command: list[str], hub: FakeHub) -> tuple[int, dict[int, str]]:
+    """ci.run's exit status (FAILED if a simulated process outlived a passing run), and what outlived it."""
+    from ci.rehearsal.model import SetupError
+    from ci.rehearsal.previous_run import start_stale_master, stop_stale_master
+    from ci.rehearsal.sweep import sweep
+
+    exit_status: int = ExitCode.USAGE
+    stale = None
+    outlived = False
+    try:
+        with _forwarding_signals() as forwarder:
+            # both started before the Hub's thread: preexec_fn is safe while this process has one thread
+            stale = start_stale_master(plan)
+            forwarder.child = subprocess.Popen(
+                command, env=plan.env, stdin=subprocess.DEVNULL, preexec_fn=_end_with_parent
+            )
+            hub.start()  # long before the guide's download block
+            exit_status = forwarder.child.wait()
+    except SetupError as exc:
+        print_error(f"rehearsal: {exc}")
+    finally:
+        hub.stop()
+        if stale is not None:
+            note, outlived = stop_stale_master(stale)
+            plan.notes.append(note)
+        leftovers = sweep(plan.sandbox)
+    if (leftovers or outlived) and exit_status == ExitCode.OK:
+        exit_status = ExitCode.FAILED  # the run passed, but left a simulated process behind
+    return exit_status, leftovers
 
 
 def _remove_or_keep(root: Path, *, temporary: bool, keep: bool) -> None:

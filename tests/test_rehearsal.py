@@ -90,12 +90,12 @@ class Rehearsed:
         return "\n".join(p["command"] for p in self.record["guides"][0]["processes_ended"])
 
 
-def rehearse(tmp_path: Path, env: dict[str, str], *args: str, **variables: str) -> Rehearsed:
-    """Run the rehearsal with --output-dir in tmp_path; variables go into its environment."""
+def rehearse(tmp_path: Path, env: dict[str, str], *args: str, guide: str = GUIDE, **variables: str) -> Rehearsed:
+    """Run the rehearsal of the guide with --output-dir in tmp_path; variables go into its environment."""
     output_dir = tmp_path / "rehearsal"
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "ci.rehearse", GUIDE, "--output-dir", str(output_dir), *args],
+        [sys.executable, "-m", "ci.rehearse", guide, "--output-dir", str(output_dir), *args],
         cwd=REPO,
         env={**env, **variables},
         capture_output=True,
@@ -179,6 +179,10 @@ def test_the_whole_guide_passes_against_the_simulations(tmp_path: Path, harness_
         "fake Hugging Face Hub: http://127.0.0.1:",
     ):
         assert f"\n  {simulation}" in report, simulation
+    # What was written from the guide rather than read from the real package is said in the report.
+    invented = report.split("\ninvented for the guide, not read from the real packages", 1)[1].split("\noverrides:")[0]
+    assert "\n  sglang 0.5.18: what the spec-capture patch adds and checks" in invented
+    assert "\n  mooncake-transfer-engine-npu 0.3.13.post1: it listens on 127.0.0.1 only" in invented
     sandbox = str(run.sandbox)
     for override in (
         f"PATH={sandbox}/bin:",
@@ -214,8 +218,15 @@ def test_the_whole_guide_passes_against_the_simulations(tmp_path: Path, harness_
     assert "GET /api/models/Qwen/Qwen3.5-4B/revision/main -> 200" in hub_log
     assert re.search(r"GET /Qwen/Qwen3.5-4B/resolve/[0-9a-f]{40}/model.safetensors -> 200", hub_log)
     assert run.block("smoke-download-model")["captured"]["model_path"].startswith(f"{sandbox}/hf-home/hub/")
-    # The servers lived until the end of the guide, where the harness ended them.
-    assert "mooncake_master --enable_http_metadata_server=true --rpc_port=35551" in run.ended_at_teardown()
+    # The servers lived until the end of the guide, where the harness ended them. The master's command
+    # line is the binary's, as with the real wheel, whose console script execs it.
+    assert re.search(
+        r"^/\S+/site-packages/mooncake/mooncake_master --enable_http_metadata_server=true --rpc_port=35551 ",
+        run.ended_at_teardown(),
+        re.M,
+    ), run.ended_at_teardown()
+    mooncake_log = run.output_dir / "collected" / "tmp" / "smoke-mooncake.log"
+    assert "HTTP metrics server started on 127.0.0.1:35903\n" in mooncake_log.read_text(encoding="utf-8")
     assert "-m sglang.launch_server" in run.ended_at_teardown()
     # ci.collect kept the guide's /tmp logs; no ci.diagnostics ran (the fake npu-smi was never called).
     collected = {f["source"]: f for f in run.record["guides"][0]["collected"]["files"]}
@@ -386,3 +397,58 @@ def test_a_trainer_hanging_after_its_step_gets_the_monitors_teardown(
     assert "omitted; the whole stream is on disk" not in section.split("[18/18] smoke-train-monitor: PASSED")[0]
     assert ["pip", "install", "--quiet", "py-spy"] in [c["argv"] for c in run.calls() if c["tool"] == "uv"]
     assert_nothing_left(run)
+
+
+def test_a_stale_master_of_a_previous_run_is_stopped_by_the_guide(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    run = rehearse(tmp_path, harness_env, "--until", "smoke-start-mooncake", REHEARSAL_BREAK="mooncake-stale-master")
+
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr
+    assert set(run.statuses().values()) == {"passed", "not_run"}
+    assert run.statuses()["smoke-start-mooncake"] == "passed"
+    assert re.search(
+        r"^previous run \(REHEARSAL_BREAK=mooncake-stale-master\): mooncake_master pid \d+ started on ports "
+        r"35551, 35880, 35903 before the guide ran",
+        run.stdout,
+        re.M,
+    )
+    assert "\n  the guide stopped it during the run (SIGKILL)\n" in run.stdout
+    assert ["-9", "-f", "(^|/)mooncake_master( |$)"] in [c["argv"] for c in run.calls() if c["tool"] == "pkill"]
+    assert_nothing_left(run)
+
+
+def test_the_old_stop_pattern_leaves_the_stale_master_and_fails(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    # The guide as it was: `pkill -f '^mooncake_master'` never matches the running binary's command line.
+    text = (REPO / GUIDE).read_text(encoding="utf-8")
+    fixed = "pkill -9 -f '(^|/)mooncake_master( |$)'"
+    assert text.count(fixed) == 1
+    guide = tmp_path / "specforge-old-pattern.md"
+    guide.write_text(text.replace(fixed, "pkill -9 -f '^mooncake_master'"), encoding="utf-8")
+
+    run = rehearse(tmp_path, harness_env, guide=str(guide), REHEARSAL_BREAK="mooncake-stale-master")
+
+    assert_stops_at(run, "smoke-start-mooncake")
+    assert_in_log_and_file(
+        run,
+        "smoke-start-mooncake",
+        "stderr",
+        "smoke: FAILED - port(s) 35551 35880 35903 on 127.0.0.1 still in use after stopping old mooncake_master",
+    )
+    assert re.search(
+        r"^\[ERROR\] rehearsal: the previous run's mooncake_master \(pid \d+\) outlived the guide; killed$",
+        run.stdout,
+        re.M,
+    )
+    assert_nothing_left(run)
+
+
+def test_a_trainer_dependency_missing_fails_the_install_block(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    run = rehearse(tmp_path, harness_env, REHEARSAL_BREAK="specforge-missing-dep")
+
+    assert_stops_at(run, "specforge-install-source")
+    assert_in_log_and_file(
+        run,
+        "specforge-install-source",
+        "stderr",
+        "specforge-install-source: FAILED - `specforge train` imports specforge.application, which needs yunchang "
+        "(No module named 'yunchang')",
+    )

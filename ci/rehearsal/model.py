@@ -10,6 +10,7 @@ __all__ = [
     "BREAK_ENV",
     "GUIDE_PORTS",
     "KNOBS",
+    "MOONCAKE_PORTS",
     "SANDBOX_ENV",
     "SHARED_ENV",
     "UPSTREAM_TAG",
@@ -30,6 +31,8 @@ SHARED_ENV = "REHEARSAL_SHARED"  # set to 1: no private namespaces, the machine'
 # REHEARSAL_BREAK values: which simulation misbehaves, and which block should then report it.
 KNOBS = {
     "mooncake-no-bind": "mooncake_master never binds its RPC port: smoke-start-mooncake fails after its 30 s wait",
+    "mooncake-stale-master": "a mooncake_master of a previous run holds the guide's ports: smoke-start-mooncake stops it",
+    "specforge-missing-dep": "specforge train needs a module --no-deps did not install: specforge-install-source names it",
     "sglang-never-healthy": "SGLang answers /health with 503 for ever: smoke-start-sglang fails at its deadline",
     "trainer-dies": "specforge train fails at start: smoke-train-launch reports it died within the liveness wait",
     "trainer-zombie": "the trainer's process stays in state Z: smoke-train-monitor takes it as exited and passes",
@@ -41,7 +44,13 @@ UPSTREAM_URL = "https://github.com/sgl-project/SpecForge.git"  # what the guide 
 UPSTREAM_TAG = "v0.0.0-rehearsal"  # the release tag of the local stand-in repository
 # The guide's default ports, all on 127.0.0.1: its expected output names 35551, and the recipe the
 # trainer reads names 30000, so the rehearsal keeps the defaults rather than moving them.
-GUIDE_PORTS = {30000: "SGLang capture server", 35551: "mooncake_master RPC", 35880: "mooncake HTTP metadata"}
+MOONCAKE_PORTS = {"rpc_port": 35551, "http_metadata_server_port": 35880, "metrics_port": 35903}
+GUIDE_PORTS = {
+    30000: "SGLang capture server",
+    MOONCAKE_PORTS["rpc_port"]: "mooncake_master RPC",
+    MOONCAKE_PORTS["http_metadata_server_port"]: "mooncake HTTP metadata",
+    MOONCAKE_PORTS["metrics_port"]: "mooncake_master metrics (bound even with metric reporting off)",
+}
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,7 @@ class Simulation:
     name: str
     stands_in_for: str
     how: str
+    invented: str = ""  # behaviour written from the guide, not read from the real package: failures it cannot catch
 
 
 @dataclass(frozen=True)
@@ -108,6 +118,7 @@ class Rehearsal:
     scratch: list[str]  # the guide's own /tmp files (redirected into the sandbox unless shared)
     simulations: list[Simulation] = field(default_factory=list)
     overrides: list[Override] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the rehearsal itself set up and what became of it
 
     def override(self, name: str, value: str, why: str) -> None:
         self.env[name] = value

@@ -24,6 +24,8 @@ def render(plan: Rehearsal, guide: str, hub: FakeHub, exit_status: int, leftover
     lines.append("simulations:")
     lines += [f"  {s.name}: {s.how} (for {s.stands_in_for})" for s in plan.simulations]
     lines.append(f"  fake Hugging Face Hub: {hub.url} ({hub.requests} requests, log {sandbox.base / 'hub.log'})")
+    lines.append("invented for the guide, not read from the real packages (a real run can fail here and this cannot):")
+    lines += [f"  {s.name}: {s.invented}" for s in plan.simulations if s.invented]
     lines.append("overrides:")
     lines += [f"  {o.name}={o.value}  ({o.why})" for o in plan.overrides]
     lines.append(f"  --workdir {sandbox.workdir}  (the SpecForge clone and every block's cwd)")
@@ -37,6 +39,7 @@ def render(plan: Rehearsal, guide: str, hub: FakeHub, exit_status: int, leftover
     counts = _call_counts(sandbox)
     calls = ", ".join(f"{tool} x{n}" for tool, n in sorted(counts.items())) or "none"
     lines.append(f"calls recorded by the simulations: {calls} ({sandbox.calls})")
+    lines += plan.notes
     for pid, name in leftovers.items():
         lines.append(f"[ERROR] rehearsal: simulated process {pid} ({name}) outlived the run; killed")
     verdict = "PASSED" if exit_status == 0 else "FAILED"

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ci.core.tools import find_tool
+from ci.rehearsal.catalogue import simulations
 from ci.rehearsal.model import (
     ASSETS,
     BREAK_ENV,
@@ -229,7 +230,7 @@ def prepare(root: Path, *, ref_kind: str, shared: str | None, scratch: list[str]
     why = "the stand-in's release tag" if ref_kind == "tag" else f"the commit of the stand-in's {UPSTREAM_TAG}"
     plan.override("UPSTREAM_REF", upstream_ref, why)
     _override_guide(plan)
-    plan.simulations += _simulations(sandbox)
+    plan.simulations += simulations(sandbox)
     if "curl" in tools:
         plan.simulations.append(Simulation("curl", "curl", "fake: this machine has no curl"))
     return plan
@@ -281,31 +282,3 @@ def _override_guide(plan: Rehearsal) -> None:
     knob = os.environ.get(BREAK_ENV, "")
     if knob:
         plan.override(BREAK_ENV, knob, KNOBS[knob])
-
-
-def _simulations(sandbox: Sandbox) -> list[Simulation]:
-    return [
-        Simulation("npu-smi, apt-get", "the driver's CLI, the system package manager", "fake tools that record calls"),
-        Simulation(
-            "uv", "uv pip install", "fake: builds each wheel with its own PEP 517 backend, offline, into the venv"
-        ),
-        Simulation("pkill", "pkill", "fake: signals only processes carrying this rehearsal's sandbox marker"),
-        Simulation("python", "the image's Python 3.11", f"sandbox venv on Python {platform.python_version()}"),
-        Simulation("torch 2.10.0+cpu, torch_npu 2.10.0", "the image's PyTorch", "packages: 4 simulated 910B4 NPUs"),
-        Simulation("sglang 0.5.18", "the image's editable sglang", "package; launch_server serves /health on loopback"),
-        Simulation(
-            "mooncake-transfer-engine-npu 0.3.13.post1",
-            "Mooncake's NPU wheel",
-            "stand-in installed by uv; mooncake_master listens on its RPC port",
-        ),
-        Simulation("accelerate", "accelerate from PyPI", "stand-in installed by uv (set_seed only)"),
-        Simulation(
-            "SpecForge", UPSTREAM_URL, f"local repository {sandbox.bare_repo} via git's url.insteadOf, no fake git"
-        ),
-        Simulation(
-            "Qwen/Qwen3.5-4B",
-            "the Hugging Face Hub",
-            "fake Hub on 127.0.0.1 for the real huggingface_hub client; a few-byte model",
-        ),
-        Simulation("CANN 9.0.0, ATB", "/usr/local/Ascend", f"files under {sandbox.ascend_root}"),
-    ]

@@ -42,9 +42,9 @@ def train(config_path: str, role: str, node_rank: int | None, plan: bool, overri
     OVERRIDES are dotted ``section.field=value`` assignments applied on top of
     the config file, e.g. ``training.learning_rate=1e-4``.
     """
-    from specforge import launcher
+    from specforge import application, launch_plan  # noqa: F401  # imported here, as the real train does
 
-    sys.exit(launcher.run(config_path, role, overrides, plan=plan))
+    sys.exit(launch_plan.run(config_path, role, overrides, plan=plan))
 
 
 @cli.command(short_help="materialize a runtime checkpoint as a model directory")

@@ -1,4 +1,4 @@
-"""[simulation] `specforge train`: checks the config the guide builds, runs one producer/consumer step, exits."""
+"""[simulation] `specforge train`'s launch plan: checks the config, runs one producer/consumer step, exits."""
 
 from __future__ import annotations
 
@@ -11,14 +11,13 @@ import signal
 import subprocess
 import sys
 import threading
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import rehearsal_simulation
 from rehearsal_simulation import broken, say
 
-from specforge import checks, config
+from specforge import application, checks, config, distributed
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _SYS_EXIT = {"x86_64": 60, "aarch64": 93, "riscv64": 93}  # exit(2): ends the calling thread only
@@ -43,13 +42,17 @@ def run(config_path: str, role: str, overrides: tuple[str, ...], *, plan: bool) 
         return 0
     rehearsal_simulation.register_process("specforge train")
     output_dir = _claim_output_dir(cfg)
-    _check_inputs(cfg)
+    application.check_inputs(cfg)
+    distributed.init_distributed(int(config.get(cfg, "deployment.trainer.nproc_per_node")))
+    from accelerate.utils import set_seed  # the real _train() imports it lazily, as here
+
+    set_seed(0)
     master = config.get(cfg, "deployment.disaggregated.mooncake_master_server_addr")
     if broken("trainer-dies"):
         say("REHEARSAL_BREAK=trainer-dies: the trainer fails at start, as with no mooncake_master", out)
         raise RuntimeError(f"mooncake: Client not available: master {master} refused the connection")
     checks.connect_mooncake(master).close()
-    _produce(cfg)
+    application.produce(cfg)
     consumer = _start_consumer(cfg, output_dir)
     code = consumer.wait()
     if code != 0:
@@ -118,40 +121,6 @@ def _claim_output_dir(cfg: dict[str, Any]) -> Path:
     output_dir.mkdir(parents=True, exist_ok=True)
     claim.write_text(f"{os.getpid()}\n", encoding="utf-8")
     return output_dir
-
-
-def _check_inputs(cfg: dict[str, Any]) -> None:
-    import torch
-    import torch_npu  # noqa: F401  # registers torch.npu, as the real trainer needs it to
-
-    names = checks.model_tensor_names(config.get(cfg, "model.target_model_path"))
-    key = config.get(cfg, "model.embedding_key")
-    if key not in names:
-        raise KeyError(f"model.embedding_key {key!r} is not a tensor of the target model: {sorted(names)}")
-    rows = checks.conversations(config.get(cfg, "data.train_data_path"))
-    nproc = int(config.get(cfg, "deployment.trainer.nproc_per_node"))
-    cards = torch.npu.device_count()
-    if cards < nproc:
-        raise RuntimeError(f"deployment.trainer.nproc_per_node={nproc} but {cards} NPU(s) are visible")
-    from accelerate.utils import set_seed  # the real _train() imports it lazily, as here
-
-    set_seed(0)
-    print(f"train: {len(rows)} conversation(s), {nproc} trainer process(es) on {cards} visible NPU(s)", flush=True)
-
-
-def _produce(cfg: dict[str, Any]) -> None:
-    """Producer: send the first prompt to the capture server, which captures its hidden states."""
-    url = config.get(cfg, "deployment.disaggregated.capture_server_url").rstrip("/") + "/generate"
-    row = checks.conversations(config.get(cfg, "data.train_data_path"))[0]
-    prompt = next(turn["content"] for turn in row["conversations"] if turn["role"] == "user")
-    body = json.dumps({"text": prompt, "sampling_params": {"max_new_tokens": 0}, "spec_capture": True}).encode()
-    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        answer = json.loads(response.read())
-    captured = answer.get("meta_info", {}).get("spec_capture")
-    if not captured:
-        raise RuntimeError(f"producer: {url} captured nothing; is the spec-capture patch applied? ({answer})")
-    print(f"producer: sample {row.get('id')} captured by {url} ({captured})", flush=True)
 
 
 def _start_consumer(cfg: dict[str, Any], output_dir: Path) -> subprocess.Popen[bytes]:

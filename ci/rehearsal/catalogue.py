@@ -1,0 +1,98 @@
+"""What the rehearsal stands in for: every simulation, how, and which of its behaviour was invented for the guide."""
+
+# docs/rehearsal.md says, for each behaviour listed here, whether it was read from the real package (and
+# from which version or commit) or written from the guide. The `invented` text is what the report prints
+# under "invented for the guide": a real run can fail there while the rehearsal passes.
+
+from __future__ import annotations
+
+import platform
+
+from ci.rehearsal.model import UPSTREAM_URL, Sandbox, Simulation
+
+__all__ = ["simulations"]
+
+
+_TOOLS = Simulation(
+    "npu-smi, apt-get",
+    "the driver's CLI, the system package manager",
+    "fake tools that record calls",
+    "npu-smi prints the guide's sample table; apt-get installs nothing and never fails",
+)
+_UV = Simulation(
+    "uv",
+    "uv pip install",
+    "fake: builds each wheel with its own PEP 517 backend, offline, into the venv",
+    "only the stand-ins of the simulated index can be installed, and no dependency is ever resolved",
+)
+_PKILL = Simulation(
+    "pkill",
+    "pkill",
+    "fake: signals only processes carrying this rehearsal's sandbox marker",
+    "only the rehearsal's own processes are candidates (a real pkill may reach others)",
+)
+_TORCH = Simulation(
+    "torch 2.10.0+cpu, torch_npu 2.10.0",
+    "the image's PyTorch",
+    "packages: 4 simulated 910B4 NPUs",
+    "no kernel, HCCL or NPU memory exists: only is_available and device_count",
+)
+_SGLANG = Simulation(
+    "sglang 0.5.18",
+    "the image's editable sglang",
+    "package; launch_server serves /health on loopback",
+    "what the spec-capture patch adds and checks (the --chunked-prefill-size -1 assert, the MOONCAKE_* "
+    "variables, libatb.so for a hybrid model), and healthy one second after start",
+)
+_MOONCAKE = Simulation(
+    "mooncake-transfer-engine-npu 0.3.13.post1",
+    "Mooncake's NPU wheel",
+    "stand-in installed by uv; mooncake_master execs the program in site-packages/mooncake and binds "
+    "its HTTP metadata, metrics and RPC ports",
+    "it listens on 127.0.0.1 only, a port it cannot bind ends it with one line, and mooncake.store moves no data",
+)
+_ACCELERATE = Simulation(
+    "accelerate",
+    "accelerate from PyPI",
+    "stand-in installed by uv (set_seed only)",
+    "nothing of accelerate but accelerate.utils.set_seed exists",
+)
+_SPECFORGE_INVENTED = (
+    "the top-level help text, the apply script's --target and what the patch changes, the NPU recipe and "
+    "the fields it accepts, the receive_buffers and producer_claim failures, one step in a second"
+)
+_MODEL = Simulation(
+    "Qwen/Qwen3.5-4B",
+    "the Hugging Face Hub",
+    "fake Hub on 127.0.0.1 for the real huggingface_hub client; a few-byte model",
+    "the model's files: a config with a few fields and one 232-byte tensor",
+)
+
+
+def simulations(sandbox: Sandbox) -> list[Simulation]:
+    """The simulations a rehearsal in this sandbox runs with, in the order the report lists them."""
+    python = platform.python_version()
+    version_answer = "" if python.startswith("3.11.") else f"`python --version` says 3.11 while Python {python} runs"
+    return [
+        _TOOLS,
+        _UV,
+        _PKILL,
+        Simulation("python", "the image's Python 3.11", f"sandbox venv on Python {python}", version_answer),
+        _TORCH,
+        _SGLANG,
+        _MOONCAKE,
+        _ACCELERATE,
+        Simulation(
+            "SpecForge",
+            UPSTREAM_URL,
+            f"local repository {sandbox.bare_repo} via git's url.insteadOf, no fake git",
+            _SPECFORGE_INVENTED,
+        ),
+        _MODEL,
+        Simulation(
+            "CANN 9.0.0, ATB",
+            "/usr/local/Ascend",
+            f"files under {sandbox.ascend_root}",
+            "libatb.so is a placeholder file, not a library",
+        ),
+    ]

@@ -1,0 +1,228 @@
+"""Single blocks of docs/specforge.md run by bash against stubs of the programs they call: what a failure says."""
+
+# The rehearsal (tests/test_rehearsal.py) runs the whole guide against its simulations; these run one
+# block at a time with a PATH that holds only stub programs and the few real tools the block needs, to
+# reach the paths a simulation does not take: apt-get failing, no uv, another CANN version or no ATB,
+# a master that exits at once. Paths under /tmp in a block are moved into the test's directory.
+
+from __future__ import annotations
+
+import functools
+import json
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+GUIDE = ROOT / "docs" / "specforge.md"
+UV_HELP = "install it with 'pip install uv' (see https://docs.astral.sh/uv/getting-started/installation/)"
+
+
+@functools.cache
+def block_lines() -> dict[str, int]:
+    """The line of each runnable block's opening fence, by id, from the harness's own listing."""
+    listing = subprocess.run(
+        [sys.executable, "-m", "ci.run", str(GUIDE), "--list", "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return {block["id"]: block["line"] for block in json.loads(listing.stdout) if block["id"]}
+
+
+def block_body(block_id: str) -> str:
+    """The body of the guide's runnable block with this id."""
+    line = block_lines()[block_id]
+    lines = GUIDE.read_text(encoding="utf-8").split("\n")[line:]
+    return "\n".join(lines[: lines.index("```")])
+
+
+def run_block(
+    block_id: str, tmp_path: Path, env: dict[str, str], stubs: dict[str, str], tools: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    """Run the block with bash; PATH holds the stubs (shell scripts) and links to the real `tools` only."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, script in stubs.items():
+        (bin_dir / name).write_text("#!/bin/sh\n" + script, encoding="utf-8")
+        (bin_dir / name).chmod(0o755)
+    for tool in tools:
+        found = sys.executable if tool == "python" else shutil.which(tool)
+        assert found, f"the test needs {tool}"
+        (bin_dir / tool).symlink_to(found)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    body = block_body(block_id).replace("/tmp/", f"{scratch}/")
+    return subprocess.run(
+        [shutil.which("bash") or "/bin/bash", "-c", body],
+        env={**env, "PATH": str(bin_dir)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_without_uv_the_first_install_block_says_how_to_get_it(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    done = run_block("install-hf-hub", tmp_path, harness_env, {})
+
+    assert done.returncode == 1
+    assert done.stderr == f"install-hf-hub: FAILED - uv not found on PATH; {UV_HELP}\n"
+
+
+def test_a_failing_apt_get_update_is_named_with_its_output(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    uv_called = tmp_path / "uv-called"
+    stubs = {
+        "apt-get": 'if [ "$1" = update ]; then echo "E: Failed to fetch http://archive.invalid/InRelease" >&2; '
+        "exit 100; fi\nexit 0\n",
+        "uv": f"touch {uv_called}\n",
+    }
+    done = run_block("build-mooncake", tmp_path, harness_env, stubs, tools=("tail",))
+
+    assert done.returncode == 1
+    assert (
+        done.stderr == "build-mooncake: FAILED - apt-get update:\nE: Failed to fetch http://archive.invalid/InRelease\n"
+    )
+    assert not uv_called.exists()
+
+
+def test_a_failing_apt_get_install_is_named_too(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    stubs = {"apt-get": 'if [ "$1" = install ]; then echo "E: Unable to locate package libnuma1" >&2; exit 100; fi\n'}
+    done = run_block("build-mooncake", tmp_path, {**harness_env}, {**stubs, "uv": "exit 0\n"}, tools=("tail",))
+
+    assert done.returncode == 1
+    assert done.stderr.startswith("build-mooncake: FAILED - apt-get install libibverbs1 libcurl4 libnuma1:\n")
+    assert done.stderr.endswith("E: Unable to locate package libnuma1\n")
+
+
+def _ascend_root(tmp_path: Path, info_dir: str, version: str, atb_dir: str | None) -> Path:
+    """A CANN install: its install info (with `version=`) under info_dir, an ATB lib dir under nnal/atb/atb_dir."""
+    root = tmp_path / "Ascend"
+    info = root / info_dir / f"{platform.machine()}-linux" / "ascend_toolkit_install.info"
+    info.parent.mkdir(parents=True)
+    info.write_text(f"package_name=Ascend-cann-toolkit\nversion={version}\n", encoding="utf-8")
+    if atb_dir is not None:
+        (root / "nnal" / "atb" / atb_dir / "atb" / "cxx_abi_1" / "lib").mkdir(parents=True)
+    return root
+
+
+def _start_sglang(
+    tmp_path: Path, env: dict[str, str], ascend_root: Path
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """smoke-start-sglang with a server stub that records its LD_LIBRARY_PATH: the block's result, and that value."""
+    seen = tmp_path / "server-env"
+    stubs = {
+        "pkill": "exit 1\n",
+        # the server: what it was started with, then a mark that it has started
+        "python": f'[ "$2" = sglang.launch_server ] && printf "%s" "$LD_LIBRARY_PATH" > {seen} && : > {seen}.started\n'
+        "exit 0\n",
+        # healthy once the server has started (a bounded wait)
+        "curl": f"for i in $(seq 1 200); do [ -e {seen}.started ] && exit 0; sleep 0.05; done\nexit 7\n",
+    }
+    block_env = {
+        **env,
+        "SPECFORGE_ASCEND_ROOT": str(ascend_root),
+        "LD_LIBRARY_PATH": "/already/there",
+        "SPECFORGE_SGLANG_HEALTH_TIMEOUT": "10",
+    }
+    tools = ("uname", "sed", "seq", "sleep", "nohup", "tail")
+    done = run_block("smoke-start-sglang", tmp_path, block_env, stubs, tools)
+    return done, seen.read_text(encoding="utf-8") if seen.exists() else "(server never started)"
+
+
+def test_the_atb_dir_follows_the_installed_cann_version(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    root = _ascend_root(tmp_path, "ascend-toolkit/latest", "8.5.0", atb_dir="8.5.0")
+    done, library_path = _start_sglang(tmp_path, harness_env, root)
+
+    assert done.returncode == 0, done.stderr
+    assert library_path == f"{root}/nnal/atb/8.5.0/atb/cxx_abi_1/lib:/already/there"
+    assert "WARNING" not in done.stderr
+
+
+def test_the_new_cann_layout_and_the_latest_atb_link_are_found(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    root = _ascend_root(tmp_path, "cann", "9.1.0", atb_dir="latest")
+    done, library_path = _start_sglang(tmp_path, harness_env, root)
+
+    assert done.returncode == 0, done.stderr
+    assert library_path == f"{root}/nnal/atb/latest/atb/cxx_abi_1/lib:/already/there"
+
+
+def test_a_missing_atb_dir_is_a_warning_naming_the_version(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    root = _ascend_root(tmp_path, "ascend-toolkit/latest", "9.0.0", atb_dir=None)
+    done, library_path = _start_sglang(tmp_path, harness_env, root)
+
+    assert done.returncode == 0, done.stderr
+    assert library_path == "/already/there"
+    assert done.stderr.startswith(f"smoke: WARNING - no ATB lib dir for CANN 9.0.0 under {root}/nnal/atb ")
+    assert "libatb.so: cannot open shared object file" in done.stderr
+    # the expected output is untouched: the warning is on stderr
+    assert re.fullmatch(
+        r"smoke: waiting for SGLang /health \(up to \d+s\)\nsmoke: sglang ready \(pid=\d+\)\n", done.stdout
+    )
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+def test_a_master_that_exits_at_once_fails_the_readiness_loop_at_once(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    rpc, http, metrics = _free_ports(3)
+    stubs = {
+        "pkill": "exit 1\n",
+        "mooncake_master": 'echo "E mooncake_master: Failed to start HTTP metadata server" >&2\nexit 1\n',
+    }
+    env = {
+        **harness_env,
+        "SPECFORGE_MOONCAKE_RPC_PORT": str(rpc),
+        "SPECFORGE_MOONCAKE_HTTP_PORT": str(http),
+        "SPECFORGE_MOONCAKE_METRICS_PORT": str(metrics),
+        "SPECFORGE_MOONCAKE_READY_TIMEOUT": "20",
+    }
+    done = run_block("smoke-start-mooncake", tmp_path, env, stubs, tools=("python", "seq", "sleep", "nohup", "tail"))
+
+    assert done.returncode == 1
+    assert re.match(
+        rf"smoke: FAILED - the mooncake_master started here \(pid=\d+\) exited before binding {rpc}; its log:\n",
+        done.stderr,
+    ), done.stderr
+    assert done.stderr.endswith("E mooncake_master: Failed to start HTTP metadata server\n")
+    assert done.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("command_line", "matches"),
+    [
+        # the NPU wheel's console script execs the binary it ships: its path starts the command line
+        ("/usr/local/lib/python3.11/site-packages/mooncake/mooncake_master --rpc_port=35551", True),
+        # a wheel whose script runs the binary as a child: the script's interpreter line
+        ("/usr/bin/python3 /usr/local/bin/mooncake_master --rpc_port=35551", True),
+        ("mooncake_master --rpc_port=35551", True),
+        ("/opt/mooncake/mooncake_master", True),
+        ("/opt/mooncake/mooncake_master_backup --rpc_port=1", False),
+        ("tail -f /tmp/smoke-mooncake.log", False),
+    ],
+)
+def test_the_stop_pattern_matches_the_real_command_lines(command_line: str, matches: bool) -> None:
+    body = block_body("smoke-start-mooncake")
+    (pattern,) = re.findall(r"pkill -9 -f '([^']+)'", body)
+    grep = subprocess.run(["grep", "-qE", pattern], input=command_line, text=True, timeout=10)
+    assert (grep.returncode == 0) is matches
+    # the block's own bash (`bash -c BODY`) is never a match: pkill would end the block itself
+    own = subprocess.run(["grep", "-qE", pattern], input=body.replace("\n", " "), text=True, timeout=10)
+    assert own.returncode == 1
