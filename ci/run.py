@@ -199,7 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(settings, parser)
 
     from ci.core.model import DocumentError
-    from ci.core.plan import guides_without_blocks, only_idents, select_steps
+    from ci.core.plan import guides_without_blocks
+    from ci.core.selection import only_idents, select_steps
 
     plans, problems, warnings = _load_plans(args, settings.preset, settings.timeout_s)
     problems.extend(guides_without_blocks(plans))

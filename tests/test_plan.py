@@ -13,11 +13,10 @@ from ci.core.plan import (
     block_loads,
     build_plan,
     guides_without_blocks,
-    only_idents,
     parse_duration,
     parse_load,
-    select_steps,
 )
+from ci.core.selection import only_idents, select_steps
 
 FILE = "docs/guide.md"
 F = "```"  # a fence, so that guides below read as they would in a file
