@@ -705,3 +705,113 @@ def test_guides_without_blocks_are_named() -> None:
 def test_only_values_name_a_whole_id_else_split_at_commas(values: tuple[str, ...], idents: list[str]) -> None:
     plan = plan_of(SELECT_GUIDE + pair("a,b"))
     assert only_idents(values, [plan]) == idents
+
+
+# ---------------------------------------------------------------------------
+# One mistake, one error, with the fix ("did you mean").
+
+ONE_MISTAKE_CASES: list[tuple[str, str, str]] = [
+    # (case id, guide, the one problem, as printed)
+    (
+        "unquoted-id",
+        block("shell #test id=four") + block('shell #test-result id="four"', "4"),
+        "1: unquoted value in 'id=four': write id=\"four\"",
+    ),
+    (
+        "empty-unquoted-id",
+        block("shell #test id=") + block("shell #test-setup"),
+        '1: id= has no value: write id="..."',
+    ),
+    (
+        "misspelt-id-on-test",
+        block('shell #test ids="four"') + block('shell #test-result id="four"', "4"),
+        "1: unknown parameter 'ids' on #test; did you mean id=\"four\"? allowed: id, load, skip, timeout",
+    ),
+    (
+        "misspelt-id-on-result",
+        block('shell #test id="four"') + block('shell #test-result ids="four"', "4"),
+        "5: unknown parameter 'ids' on #test-result; did you mean id=\"four\"? allowed: disable_fuzzy, fuzzy, id, load",
+    ),
+    (
+        "misspelt-timeout",
+        block("shell #test id=\"a\" timout='5'") + block('shell #test-result id="a"'),
+        "1: unknown parameter 'timout' on #test; did you mean timeout=\"5\"? allowed: id, load, skip, timeout",
+    ),
+    (
+        "misspelt-flag",
+        block('shell #test id="a"') + block('shell #test-result id="a" disable_fuzy'),
+        "5: unknown parameter 'disable_fuzy' on #test-result; did you mean disable_fuzzy? allowed: disable_fuzzy, fuzzy, id, load",
+    ),
+    (
+        "unquoted-store",
+        block("shell #test-setup store=port") + block('shell #test-setup load="port>>P"'),
+        "1: unquoted value in 'store=port': write store=\"port\"",
+    ),
+    (
+        "misspelt-store",
+        block('shell #test-setup stor="port"') + block('shell #test-setup load="port>>P"'),
+        "1: unknown parameter 'stor' on #test-setup; did you mean store=\"port\"? allowed: id, load, skip, store, timeout",
+    ),
+    (
+        "unterminated-quote",
+        block('shell #test skip=\'not here id="q"') + block('shell #test-result id="q"'),
+        "1: unterminated quote in \"skip='not here\": close it with '",
+    ),
+    (
+        "misspelt-result-label",
+        block('shell #test id="a"') + block('shell #test-results id="a"'),
+        "1: #test id='a' has no #test-result: the block at line 5 has id='a' but is labelled '#test-results', "
+        "so it is ignored; did you mean #test-result?",
+    ),
+    (
+        "misspelt-result-id",
+        block('shell #test id="check"') + block('shell #test-result id="chek"'),
+        "1: #test id='check' has no #test-result id='check'; did you mean the #test-result id='chek' at line 5? "
+        "Give both the same id",
+    ),
+    (
+        "misspelt-load-name",
+        block('shell #test-setup store="port"') + block('shell #test-setup load="prot>>P"'),
+        "5: load of 'prot', which no earlier block stores (stored so far: port); did you mean load=\"port>>P\"? "
+        'Else add a #test-setup store="prot" above, or pass --set prot=VALUE',
+    ),
+    (
+        "misspelt-language",
+        block('shel #test-setup id="a"'),
+        "1: unsupported language 'shel'; did you mean shell? use one of bash, python, python3, sh, shell",
+    ),
+    (
+        "misspelt-front-matter-key",
+        "---\nci:\n  timout: 1h\n---\n" + block("shell #test-setup"),
+        "3: front matter: unknown key ci.timout; did you mean ci.timeout? "
+        "allowed: collect, diagnostics, diagnostics_timeout, env, error_markers, timeout, upstream",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("guide", "problem"), [c[1:] for c in ONE_MISTAKE_CASES], ids=[c[0] for c in ONE_MISTAKE_CASES]
+)
+def test_one_mistake_is_one_error_naming_its_fix(guide: str, problem: str) -> None:
+    with pytest.raises(DocumentError) as caught:
+        plan_of(guide)
+    assert [str(p) for p in caught.value.problems] == [f"{FILE}:{problem}"]
+    assert caught.value.warnings == (), "what follows from the mistake is not a warning of its own either"
+
+
+def test_a_misspelt_label_alone_is_still_a_warning() -> None:
+    """A #test whose label is misspelt: its result is not also "without a #test"."""
+    plan = plan_of(block('shell #tset id="a"') + block('shell #test-result id="a"') + block("shell #test-setup"))
+    assert [str(w) for w in plan.warnings] == [
+        f"{FILE}:1: '#tset' is not a label, so this block is ignored; did you mean #test? "
+        "(the labels are #test, #test-result and #test-setup)"
+    ]
+
+
+def test_a_misspelt_selection_names_the_block_meant() -> None:
+    with pytest.raises(DocumentError) as caught:
+        select_steps([plan_of(pair("use"))], only=("uses",))
+    assert [str(p) for p in caught.value.problems] == [
+        "command line: --only 'uses' names no block; did you mean --only use? "
+        "use an id, a store name or an ordinal (see --list)"
+    ]

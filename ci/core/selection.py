@@ -5,8 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ci.core.model import DocumentError, Plan, Problem
+from ci.core.suggest import closest
 
 __all__ = ["only_idents", "select_steps"]
+
+
+def _hits(plan: Plan, ident: str) -> list[int]:
+    return [s.ordinal for s in plan.steps if ident in (s.id, s.store, str(s.ordinal))]
 
 
 def select_steps(
@@ -23,29 +28,13 @@ def select_steps(
     DocumentError.
     """
 
-    def hits(plan: Plan, ident: str) -> list[int]:
-        return [s.ordinal for s in plan.steps if ident in (s.id, s.store, str(s.ordinal))]
-
-    problems = [
-        Problem(
-            "command line", 0, f"{flag} {ident!r} names no block (use an id, a store name or an ordinal; see --list)"
-        )
-        for flag, idents in (
-            ("--only", only),
-            ("--from", [start] if start else []),
-            ("--until", [until] if until else []),
-        )
-        for ident in idents
-        if not any(hits(plan, ident) for plan in plans)
-    ]
-    if problems:
-        raise DocumentError(problems)
+    _check_idents(plans, only, start, until)
     left_out: list[dict[int, str]] = []
     for plan in plans:
         reasons: dict[int, str] = {}
-        wanted = {o for ident in only for o in hits(plan, ident)}
-        first = min(hits(plan, start), default=None) if start else None
-        last = max(hits(plan, until), default=None) if until else None
+        wanted = {o for ident in only for o in _hits(plan, ident)}
+        first = min(_hits(plan, start), default=None) if start else None
+        last = max(_hits(plan, until), default=None) if until else None
         for step in plan.steps:
             if only and step.ordinal not in wanted:
                 reasons[step.ordinal] = "not selected by --only"
@@ -63,6 +52,22 @@ def select_steps(
         message = f"{flags} selects no block to run; see --list for the blocks in their order"
         raise DocumentError([Problem("command line", 0, message)])
     return left_out
+
+
+def _check_idents(plans: Sequence[Plan], only: Sequence[str], start: str | None, until: str | None) -> None:
+    """A DocumentError for each ID that names no block of any plan, with the closest name when one is close."""
+    names = {name for plan in plans for step in plan.steps for name in (step.id, step.store) if name}
+    problems = []
+    for flag, idents in (("--only", only), ("--from", [start] if start else []), ("--until", [until] if until else [])):
+        for ident in idents:
+            if any(_hits(plan, ident) for plan in plans):
+                continue
+            meant = closest(ident, names)
+            guess = f"did you mean {flag} {meant}? " if meant else ""
+            message = f"{flag} {ident!r} names no block; {guess}use an id, a store name or an ordinal (see --list)"
+            problems.append(Problem("command line", 0, message))
+    if problems:
+        raise DocumentError(problems)
 
 
 def only_idents(values: Sequence[str], plans: Sequence[Plan]) -> list[str]:
