@@ -208,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     left_out: list[dict[int, str]] = []
     if not problems and not args.list:
         try:
-            left_out = select_steps(plans, only=only, start=args.start, until=args.until)
+            left_out = select_steps(plans, only=only, start=args.start, until=args.until, preset_names=settings.preset)
         except DocumentError as error:
             problems.extend(error.problems)
     _print_warnings(warnings, settings.github)

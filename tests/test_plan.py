@@ -808,9 +808,75 @@ def test_a_misspelt_label_alone_is_still_a_warning() -> None:
     ]
 
 
+# ---------------------------------------------------------------------------
+# A selection that leaves out the setup storing a value a selected block loads.
+
+NEEDS_GUIDE = (
+    block('shell #test-setup store="path"', "echo /data")  # 1
+    + block('shell #test-setup id="mk" store="model" load="path>>P"', "echo <P>/model")  # 5
+    + pair("use", test_params=' load="model>>M"')  # 9
+)
+
+
+@pytest.mark.parametrize(
+    ("only", "start", "message"),
+    [
+        (
+            ("use",),
+            None,
+            "#test id=use loads 'model', which #test-setup id=mk at docs/guide.md:5 stores, but --only leaves it out: "
+            "pass --set model=VALUE, or add --only path --only mk to run it and the setups it needs too",
+        ),
+        (
+            ("use", "path"),
+            None,
+            "#test id=use loads 'model', which #test-setup id=mk at docs/guide.md:5 stores, but --only leaves it out: "
+            "pass --set model=VALUE, or add --only mk to run it too",
+        ),
+        (
+            (),
+            "use",
+            "#test id=use loads 'model', which #test-setup id=mk at docs/guide.md:5 stores, but --from use starts "
+            "after it: pass --set model=VALUE, or start there: --from path",
+        ),
+        (
+            ("use",),
+            "mk",
+            "#test id=use loads 'model', which #test-setup id=mk at docs/guide.md:5 stores, but --only leaves it out: "
+            "pass --set model=VALUE, or add --only path --only mk and start there: --from path",
+        ),
+    ],
+)
+def test_a_selection_leaving_out_a_needed_setup_names_it_and_the_options_to_add(
+    only: tuple[str, ...], start: str | None, message: str
+) -> None:
+    with pytest.raises(DocumentError) as caught:
+        select_steps([plan_of(NEEDS_GUIDE)], only=only, start=start)
+    assert [str(p) for p in caught.value.problems] == [f"{FILE}:9: {message}"]
+
+
+def test_a_value_given_by_set_or_stored_by_a_selected_setup_is_no_problem() -> None:
+    plan = plan_of(
+        NEEDS_GUIDE
+        + block('shell #test-setup store="model"', "echo again")
+        + pair("late", test_params=' load="model>>M"')
+    )
+    assert select_steps([plan], only=("use",), preset_names={"model"}) == [
+        {
+            1: "not selected by --only",
+            2: "not selected by --only",
+            4: "not selected by --only",
+            5: "not selected by --only",
+        }
+    ]
+    assert 5 not in select_steps([plan], start="4")[0]  # the later setup runs and stores model for `late`
+    skipped = plan_of(block('shell #test-setup store="x" skip="later"') + pair("t", test_params=' load="x>>X"'))
+    assert select_steps([skipped]) == [{}]  # a skipped setup is not the selection's doing: found when it runs
+
+
 def test_a_misspelt_selection_names_the_block_meant() -> None:
     with pytest.raises(DocumentError) as caught:
-        select_steps([plan_of(pair("use"))], only=("uses",))
+        select_steps([plan_of(NEEDS_GUIDE)], only=("uses",))
     assert [str(p) for p in caught.value.problems] == [
         "command line: --only 'uses' names no block; did you mean --only use? "
         "use an id, a store name or an ordinal (see --list)"
