@@ -809,6 +809,67 @@ def test_a_misspelt_label_alone_is_still_a_warning() -> None:
 
 
 # ---------------------------------------------------------------------------
+# A forgotten load: a `<NAME>` for a stored value that the block does not load.
+
+FORGOTTEN_LOAD_GUIDE = (
+    block('shell #test-setup store="port"', "echo 8080")  # 1
+    + block('shell #test id="serve" load="port>>PORT"', 'echo "serving on <PORT>"')  # 5
+    + block('shell #test-result id="serve"', "serving on <PORT>")  # 9
+    + block('shell #test id="curl"', "curl -s localhost:<PORT>/\necho <port> <PORT>")  # 13
+    + block('shell #test-result id="curl" load="port>>PORT"', "<PORT>")  # 18
+)
+
+
+def test_a_forgotten_load_is_a_warning_naming_the_load_to_add() -> None:
+    plan = plan_of(FORGOTTEN_LOAD_GUIDE)
+    assert [str(w) for w in plan.warnings] == [
+        f"{FILE}:10: <PORT> is left as written: no load of this block replaces it, though the block at line 5 "
+        'loads port into <PORT>; add load="port>>PORT" to its fence at line 9',
+        f"{FILE}:14: <PORT> is left as written: no load of this block replaces it, though the block at line 5 "
+        'loads port into <PORT>; add load="port>>PORT" to its fence at line 13',
+        f"{FILE}:15: <port> is left as written: no load of this block replaces it, though #test-setup store=port "
+        'at line 1 stores port; add load="port>>port" to its fence at line 13',
+    ]
+
+
+def test_a_forgotten_load_of_a_value_given_by_set_is_a_warning() -> None:
+    guide = pair("a", test_params=' load="tok>>TOKEN"') + block('shell #test-setup id="use"', "echo <tok>")
+    assert [str(w) for w in plan_of(guide, preset_names={"tok"}).warnings] == [
+        f"{FILE}:10: <tok> is left as written: no load of this block replaces it, though --set gives tok; "
+        'add load="tok>>tok" to its fence at line 9'
+    ]
+
+
+def test_angle_brackets_of_shell_and_html_are_not_forgotten_loads() -> None:
+    body = (
+        "sort < input.txt > sorted.txt\n"
+        "cat <<EOF\n<html><body>port</body></html>\nEOF\n"
+        "diff <(echo a) <(echo b)\n"
+        "grep x <<< 'port'\n"
+        "cat <file>out.txt\n"
+        "echo <MODEL> loaded\n"
+    )
+    guide = (
+        block('shell #test-setup store="port"', "echo 8080")
+        + block('shell #test-setup store="model"', "echo m")
+        + block('shell #test id="t" load="model>>MODEL"', body)
+        + block('shell #test-result id="t" fuzzy="<any>"', "<html><any>")
+        + block('shell #test-setup id="later"', "echo <ckpt>")  # ckpt: stored only after this block
+        + block('shell #test-setup store="ckpt"', "echo c")
+    )
+    assert plan_of(guide).warnings == ()
+
+
+def test_a_guide_with_errors_has_no_forgotten_load_warnings() -> None:
+    """A misspelt `lod=` is one error; the `<PORT>` it leaves unloaded is not a warning as well."""
+    guide = block('shell #test-setup store="port"') + block('shell #test-setup lod="port>>PORT"', "echo <PORT>")
+    with pytest.raises(DocumentError) as caught:
+        plan_of(guide)
+    assert len(caught.value.problems) == 1
+    assert caught.value.warnings == ()
+
+
+# ---------------------------------------------------------------------------
 # A selection that leaves out the setup storing a value a selected block loads.
 
 NEEDS_GUIDE = (

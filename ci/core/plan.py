@@ -18,6 +18,7 @@ from ci.core.model import (
     Step,
 )
 from ci.core.parse import NearLabel, ParsedGuide
+from ci.core.placeholders import unloaded_placeholders
 from ci.core.settings import guide_settings, parse_duration
 from ci.core.suggest import closest
 
@@ -199,6 +200,8 @@ def build_plan(
     steps = _steps(checked, set(preset_names), block_default_s, checker)
     _warn_of_unpaired_results(checker)
     problems = sorted([*parsed.problems, *checker.problems], key=lambda p: p.line)
+    if not problems:  # on a guide that plans: what is left of an error would be a consequence of it
+        checker.warnings.extend(unloaded_placeholders(steps, preset_names))
     parser_warnings = [w for w in parsed.warnings if w not in checker.claimed_warnings]
     warnings = tuple(sorted([*parser_warnings, *checker.warnings], key=lambda p: p.line))
     if problems:
