@@ -20,15 +20,6 @@ class _Chosen:
     first: int | None  # the first ordinal --from lets run (0 without --from; None: --from names none here)
     last: int | None  # the last ordinal --until lets run (the plan's last without --until; None: none here)
 
-    def runs(self, step: Step) -> bool:
-        return (
-            (self.wanted is None or step.ordinal in self.wanted)
-            and self.first is not None
-            and step.ordinal >= self.first
-            and self.last is not None
-            and step.ordinal <= self.last
-        )
-
 
 def _hits(plan: Plan, ident: str) -> list[int]:
     return [s.ordinal for s in plan.steps if ident in (s.id, s.store, str(s.ordinal))]
@@ -53,15 +44,14 @@ def select_steps(
     left_out: list[dict[int, str]] = []
     chosen: list[_Chosen] = []
     for plan in plans:
-        chosen.append(
-            _Chosen(
-                wanted={o for ident in only for o in _hits(plan, ident)} if only else None,
-                first=min(_hits(plan, start), default=None) if start else 0,
-                last=max(_hits(plan, until), default=None) if until else len(plan.steps),
-            )
+        picked = _Chosen(
+            wanted={o for ident in only for o in _hits(plan, ident)} if only else None,
+            first=min(_hits(plan, start), default=None) if start else 0,
+            last=max(_hits(plan, until), default=None) if until else len(plan.steps),
         )
-        left_out.append({step.ordinal: _reason(chosen[-1], step, start, until) for step in plan.steps})
-        left_out[-1] = {ordinal: reason for ordinal, reason in left_out[-1].items() if reason}
+        reasons = {step.ordinal: _reason(picked, step, start, until) for step in plan.steps}
+        chosen.append(picked)
+        left_out.append({ordinal: reason for ordinal, reason in reasons.items() if reason})
     if all(len(reasons) == len(plan.steps) for plan, reasons in zip(plans, left_out, strict=True)):
         flags = " ".join(
             f"{flag} {value}"
@@ -73,8 +63,8 @@ def select_steps(
     preset = set(preset_names)
     problems = [
         problem
-        for plan, picked in zip(plans, chosen, strict=True)
-        for problem in _values_left_unstored(plans, plan, picked, preset, start)
+        for plan, picked, reasons in zip(plans, chosen, left_out, strict=True)
+        for problem in _values_left_unstored(plans, plan, picked, reasons, preset, start)
     ]
     if problems:
         raise DocumentError(problems)
@@ -117,10 +107,10 @@ def _storing_setup(plan: Plan, before: Step, name: str, runs: set[int]) -> Step 
 
 
 def _values_left_unstored(
-    plans: Sequence[Plan], plan: Plan, chosen: _Chosen, preset: set[str], start: str | None
+    plans: Sequence[Plan], plan: Plan, chosen: _Chosen, left_out: dict[int, str], preset: set[str], start: str | None
 ) -> list[Problem]:
     """A problem for each value a selected block loads whose setup the selection leaves out."""
-    runs = {step.ordinal for step in plan.steps if chosen.runs(step)}
+    runs = {step.ordinal for step in plan.steps if step.ordinal not in left_out}
     problems = []
     for step in plan.steps:
         if step.ordinal not in runs or step.skip_reason is not None:
