@@ -205,7 +205,8 @@ def _main(argv: Sequence[str] | None, started: float) -> int:
         return fail(settings, parser)
 
     from ci.core.model import DocumentError
-    from ci.core.plan import guides_without_blocks, only_idents, select_steps
+    from ci.core.plan import guides_without_blocks
+    from ci.core.selection import only_idents, select_steps
 
     plans, problems, warnings = _load_plans(args, settings.preset, settings.timeout_s)
     problems.extend(guides_without_blocks(plans))
@@ -213,7 +214,7 @@ def _main(argv: Sequence[str] | None, started: float) -> int:
     left_out: list[dict[int, str]] = []
     if not problems and not args.list:
         try:
-            left_out = select_steps(plans, only=only, start=args.start, until=args.until)
+            left_out = select_steps(plans, only=only, start=args.start, until=args.until, preset_names=settings.preset)
         except DocumentError as error:
             problems.extend(error.problems)
     _print_warnings(warnings, settings.github)

@@ -183,6 +183,34 @@ echo y
     assert [line for kind, line, _ in annotations(done.stdout) if kind == "warning"] == [15]
 
 
+def test_a_forgotten_load_is_a_contract_warning_with_the_load_to_add(repo: Repo) -> None:
+    base = repo.start()
+    guide = f"""\
+# Forgotten
+
+{FENCE}shell #test-setup store="ref"
+echo v1
+{FENCE}
+
+{FENCE}shell #test-setup
+sort < /etc/hostname > /dev/null
+git checkout <ref>
+{FENCE}
+"""
+    repo.write("docs/guide.md", guide)
+    repo.commit("add a guide that forgets a load")
+    done = repo.drift("--base", base, "--no-pins", "docs/guide.md", GITHUB_ACTIONS="true")
+    message = (
+        "<ref> is left as written: no load of this block replaces it, though #test-setup store=ref at line 3 "
+        'stores ref; add load="ref>>ref" to its fence at line 7'
+    )
+    assert f"warning: docs/guide.md:9: [contract] {message}" in done.stdout
+    assert ("warning", 9, message) in annotations(done.stdout)
+    assert [
+        line for kind, line, text in annotations(done.stdout) if kind == "warning" and "left as written" in text
+    ] == [9]
+
+
 def test_static_checks_map_lines_back_to_the_guide(repo: Repo) -> None:
     base = repo.start()
     guide = f"""\

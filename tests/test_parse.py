@@ -109,6 +109,30 @@ def test_label_word_must_be_exact() -> None:
     assert parsed.problems == ()
 
 
+def test_a_misspelt_label_is_warned_of_with_the_label_meant() -> None:
+    text = "".join(f"```shell {word}\nx\n```\n\n" for word in ("#test-results", "#tests", "#tset", "#test_setup"))
+    labels = "(the labels are #test, #test-result and #test-setup)"
+    assert [str(w) for w in parse_guide(text, "g.md").warnings] == [
+        f"g.md:1: '#test-results' is not a label, so this block is ignored; did you mean #test-result? {labels}",
+        f"g.md:5: '#tests' is not a label, so this block is ignored; did you mean #test? {labels}",
+        f"g.md:9: '#tset' is not a label, so this block is ignored; did you mean #test? {labels}",
+        f"g.md:13: '#test_setup' is not a label, so this block is ignored; did you mean #test-setup? {labels}",
+    ]
+
+
+def test_an_unterminated_quote_is_one_problem_and_the_parameters_after_it_are_still_read() -> None:
+    """The quote is read as closed before the next `key=`: the id after it still pairs the block, no error follows."""
+    parsed = parse_guide('# H\n\n```shell #test skip=\'not here id="q"\nx\n```\n', "g.md")
+    assert [str(p) for p in parsed.problems] == ["g.md:3: unterminated quote in \"skip='not here\": close it with '"]
+    assert [(p.key, p.value) for p in parsed.blocks[0].params] == [("skip", "not here"), ("id", "q")]
+
+
+def test_an_unquoted_value_is_still_read_and_planning_reports_it() -> None:
+    parsed = parse_guide("```shell #test id=four\nx\n```\n", "g.md")
+    assert parsed.problems == ()
+    assert [(p.key, p.value, p.quoted) for p in parsed.blocks[0].params] == [("id", "four", False)]
+
+
 def test_language_is_the_word_before_the_label_and_params_are_after() -> None:
     parsed = parse_guide('```python3 #test-setup store="v" id="x"\nprint(1)\n```\n', "g.md")
     (block,) = parsed.blocks

@@ -13,11 +13,10 @@ from ci.core.plan import (
     block_loads,
     build_plan,
     guides_without_blocks,
-    only_idents,
     parse_duration,
     parse_load,
-    select_steps,
 )
+from ci.core.selection import only_idents, select_steps
 
 FILE = "docs/guide.md"
 F = "```"  # a fence, so that guides below read as they would in a file
@@ -706,3 +705,240 @@ def test_guides_without_blocks_are_named() -> None:
 def test_only_values_name_a_whole_id_else_split_at_commas(values: tuple[str, ...], idents: list[str]) -> None:
     plan = plan_of(SELECT_GUIDE + pair("a,b"))
     assert only_idents(values, [plan]) == idents
+
+
+# ---------------------------------------------------------------------------
+# One mistake, one error, with the fix ("did you mean").
+
+ONE_MISTAKE_CASES: list[tuple[str, str, str]] = [
+    # (case id, guide, the one problem, as printed)
+    (
+        "unquoted-id",
+        block("shell #test id=four") + block('shell #test-result id="four"', "4"),
+        "1: unquoted value in 'id=four': write id=\"four\"",
+    ),
+    (
+        "empty-unquoted-id",
+        block("shell #test id=") + block("shell #test-setup"),
+        '1: id= has no value: write id="..."',
+    ),
+    (
+        "misspelt-id-on-test",
+        block('shell #test ids="four"') + block('shell #test-result id="four"', "4"),
+        "1: unknown parameter 'ids' on #test; did you mean id=\"four\"? allowed: id, load, skip, timeout",
+    ),
+    (
+        "misspelt-id-on-result",
+        block('shell #test id="four"') + block('shell #test-result ids="four"', "4"),
+        "5: unknown parameter 'ids' on #test-result; did you mean id=\"four\"? allowed: disable_fuzzy, fuzzy, id, load",
+    ),
+    (
+        "misspelt-timeout",
+        block("shell #test id=\"a\" timout='5'") + block('shell #test-result id="a"'),
+        "1: unknown parameter 'timout' on #test; did you mean timeout=\"5\"? allowed: id, load, skip, timeout",
+    ),
+    (
+        "misspelt-flag",
+        block('shell #test id="a"') + block('shell #test-result id="a" disable_fuzy'),
+        "5: unknown parameter 'disable_fuzy' on #test-result; did you mean disable_fuzzy? allowed: disable_fuzzy, fuzzy, id, load",
+    ),
+    (
+        "unquoted-store",
+        block("shell #test-setup store=port") + block('shell #test-setup load="port>>P"'),
+        "1: unquoted value in 'store=port': write store=\"port\"",
+    ),
+    (
+        "misspelt-store",
+        block('shell #test-setup stor="port"') + block('shell #test-setup load="port>>P"'),
+        "1: unknown parameter 'stor' on #test-setup; did you mean store=\"port\"? allowed: id, load, skip, store, timeout",
+    ),
+    (
+        "unterminated-quote",
+        block('shell #test skip=\'not here id="q"') + block('shell #test-result id="q"'),
+        "1: unterminated quote in \"skip='not here\": close it with '",
+    ),
+    (
+        "misspelt-result-label",
+        block('shell #test id="a"') + block('shell #test-results id="a"'),
+        "1: #test id='a' has no #test-result: the block at line 5 has id='a' but is labelled '#test-results', "
+        "so it is ignored; did you mean #test-result?",
+    ),
+    (
+        "misspelt-result-id",
+        block('shell #test id="check"') + block('shell #test-result id="chek"'),
+        "1: #test id='check' has no #test-result id='check'; did you mean the #test-result id='chek' at line 5? "
+        "Give both the same id",
+    ),
+    (
+        "misspelt-load-name",
+        block('shell #test-setup store="port"') + block('shell #test-setup load="prot>>P"'),
+        "5: load of 'prot', which no earlier block stores (stored so far: port); did you mean load=\"port>>P\"? "
+        'Else add a #test-setup store="prot" above, or pass --set prot=VALUE',
+    ),
+    (
+        "misspelt-language",
+        block('shel #test-setup id="a"'),
+        "1: unsupported language 'shel'; did you mean shell? use one of bash, python, python3, sh, shell",
+    ),
+    (
+        "misspelt-front-matter-key",
+        "---\nci:\n  timout: 1h\n---\n" + block("shell #test-setup"),
+        "3: front matter: unknown key ci.timout; did you mean ci.timeout? "
+        "allowed: collect, diagnostics, diagnostics_timeout, env, error_markers, timeout, upstream",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("guide", "problem"), [c[1:] for c in ONE_MISTAKE_CASES], ids=[c[0] for c in ONE_MISTAKE_CASES]
+)
+def test_one_mistake_is_one_error_naming_its_fix(guide: str, problem: str) -> None:
+    with pytest.raises(DocumentError) as caught:
+        plan_of(guide)
+    assert [str(p) for p in caught.value.problems] == [f"{FILE}:{problem}"]
+    assert caught.value.warnings == (), "what follows from the mistake is not a warning of its own either"
+
+
+def test_a_misspelt_label_alone_is_still_a_warning() -> None:
+    """A #test whose label is misspelt: its result is not also "without a #test"."""
+    plan = plan_of(block('shell #tset id="a"') + block('shell #test-result id="a"') + block("shell #test-setup"))
+    assert [str(w) for w in plan.warnings] == [
+        f"{FILE}:1: '#tset' is not a label, so this block is ignored; did you mean #test? "
+        "(the labels are #test, #test-result and #test-setup)"
+    ]
+
+
+# ---------------------------------------------------------------------------
+# A forgotten load: a `<NAME>` for a stored value that the block does not load.
+
+FORGOTTEN_LOAD_GUIDE = (
+    block('shell #test-setup store="port"', "echo 8080")  # 1
+    + block('shell #test id="serve" load="port>>PORT"', 'echo "serving on <PORT>"')  # 5
+    + block('shell #test-result id="serve"', "serving on <PORT>")  # 9
+    + block('shell #test id="curl"', "curl -s localhost:<PORT>/\necho <port> <PORT>")  # 13
+    + block('shell #test-result id="curl" load="port>>PORT"', "<PORT>")  # 18
+)
+
+
+def test_a_forgotten_load_is_a_warning_naming_the_load_to_add() -> None:
+    plan = plan_of(FORGOTTEN_LOAD_GUIDE)
+    assert [str(w) for w in plan.warnings] == [
+        f"{FILE}:10: <PORT> is left as written: no load of this block replaces it, though the block at line 5 "
+        'loads port into <PORT>; add load="port>>PORT" to its fence at line 9',
+        f"{FILE}:14: <PORT> is left as written: no load of this block replaces it, though the block at line 5 "
+        'loads port into <PORT>; add load="port>>PORT" to its fence at line 13',
+        f"{FILE}:15: <port> is left as written: no load of this block replaces it, though #test-setup store=port "
+        'at line 1 stores port; add load="port>>port" to its fence at line 13',
+    ]
+
+
+def test_a_forgotten_load_of_a_value_given_by_set_is_a_warning() -> None:
+    guide = pair("a", test_params=' load="tok>>TOKEN"') + block('shell #test-setup id="use"', "echo <tok>")
+    assert [str(w) for w in plan_of(guide, preset_names={"tok"}).warnings] == [
+        f"{FILE}:10: <tok> is left as written: no load of this block replaces it, though --set gives tok; "
+        'add load="tok>>tok" to its fence at line 9'
+    ]
+
+
+def test_angle_brackets_of_shell_and_html_are_not_forgotten_loads() -> None:
+    body = (
+        "sort < input.txt > sorted.txt\n"
+        "cat <<EOF\n<html><body>port</body></html>\nEOF\n"
+        "diff <(echo a) <(echo b)\n"
+        "grep x <<< 'port'\n"
+        "cat <file>out.txt\n"
+        "echo <MODEL> loaded\n"
+    )
+    guide = (
+        block('shell #test-setup store="port"', "echo 8080")
+        + block('shell #test-setup store="model"', "echo m")
+        + block('shell #test id="t" load="model>>MODEL"', body)
+        + block('shell #test-result id="t" fuzzy="<any>"', "<html><any>")
+        + block('shell #test-setup id="later"', "echo <ckpt>")  # ckpt: stored only after this block
+        + block('shell #test-setup store="ckpt"', "echo c")
+    )
+    assert plan_of(guide).warnings == ()
+
+
+def test_a_guide_with_errors_has_no_forgotten_load_warnings() -> None:
+    """A misspelt `lod=` is one error; the `<PORT>` it leaves unloaded is not a warning as well."""
+    guide = block('shell #test-setup store="port"') + block('shell #test-setup lod="port>>PORT"', "echo <PORT>")
+    with pytest.raises(DocumentError) as caught:
+        plan_of(guide)
+    assert len(caught.value.problems) == 1
+    assert caught.value.warnings == ()
+
+
+# ---------------------------------------------------------------------------
+# A selection that leaves out the setup storing a value a selected block loads.
+
+NEEDS_GUIDE = (
+    block('shell #test-setup store="path"', "echo /data")  # 1
+    + block('shell #test-setup id="mk" store="model" load="path>>P"', "echo <P>/model")  # 5
+    + pair("use", test_params=' load="model>>M"')  # 9
+)
+
+
+@pytest.mark.parametrize(
+    ("only", "start", "message"),
+    [
+        (
+            ("use",),
+            None,
+            "#test id=use loads 'model', which #test-setup id=mk at docs/guide.md:5 stores, but --only leaves it out: "
+            "pass --set model=VALUE, or add --only path --only mk to run it and the setups it needs too",
+        ),
+        (
+            ("use", "path"),
+            None,
+            "#test id=use loads 'model', which #test-setup id=mk at docs/guide.md:5 stores, but --only leaves it out: "
+            "pass --set model=VALUE, or add --only mk to run it too",
+        ),
+        (
+            (),
+            "use",
+            "#test id=use loads 'model', which #test-setup id=mk at docs/guide.md:5 stores, but --from use starts "
+            "after it: pass --set model=VALUE, or start there: --from path",
+        ),
+        (
+            ("use",),
+            "mk",
+            "#test id=use loads 'model', which #test-setup id=mk at docs/guide.md:5 stores, but --only leaves it out: "
+            "pass --set model=VALUE, or add --only path --only mk and start there: --from path",
+        ),
+    ],
+)
+def test_a_selection_leaving_out_a_needed_setup_names_it_and_the_options_to_add(
+    only: tuple[str, ...], start: str | None, message: str
+) -> None:
+    with pytest.raises(DocumentError) as caught:
+        select_steps([plan_of(NEEDS_GUIDE)], only=only, start=start)
+    assert [str(p) for p in caught.value.problems] == [f"{FILE}:9: {message}"]
+
+
+def test_a_value_given_by_set_or_stored_by_a_selected_setup_is_no_problem() -> None:
+    plan = plan_of(
+        NEEDS_GUIDE
+        + block('shell #test-setup store="model"', "echo again")
+        + pair("late", test_params=' load="model>>M"')
+    )
+    assert select_steps([plan], only=("use",), preset_names={"model"}) == [
+        {
+            1: "not selected by --only",
+            2: "not selected by --only",
+            4: "not selected by --only",
+            5: "not selected by --only",
+        }
+    ]
+    assert 5 not in select_steps([plan], start="4")[0]  # the later setup runs and stores model for `late`
+    skipped = plan_of(block('shell #test-setup store="x" skip="later"') + pair("t", test_params=' load="x>>X"'))
+    assert select_steps([skipped]) == [{}]  # a skipped setup is not the selection's doing: found when it runs
+
+
+def test_a_misspelt_selection_names_the_block_meant() -> None:
+    with pytest.raises(DocumentError) as caught:
+        select_steps([plan_of(NEEDS_GUIDE)], only=("uses",))
+    assert [str(p) for p in caught.value.problems] == [
+        "command line: --only 'uses' names no block; did you mean --only use? "
+        "use an id, a store name or an ordinal (see --list)"
+    ]

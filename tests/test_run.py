@@ -539,7 +539,7 @@ def test_selection_by_only_from_until(guide_runner) -> None:
 def test_load_of_a_value_never_stored_at_run_time_is_an_error(guide_runner) -> None:
     run = guide_runner(
         f"""
-        {FENCE}shell #test-setup store="path"
+        {FENCE}shell #test-setup store="path" skip="no data here"
         echo /data
         {FENCE}
 
@@ -551,12 +551,46 @@ def test_load_of_a_value_never_stored_at_run_time_is_an_error(guide_runner) -> N
         /data
         {FENCE}
         """,
-        "--only",
-        "use",
     )
     assert run.returncode == 1
     assert run.block("use")["status"] == "error"
     assert "path was never stored" in run.stdout
+
+
+NEEDS_A_SETUP = f"""
+    {FENCE}shell #test-setup store="path"
+    echo /data
+    {FENCE}
+
+    {FENCE}shell #test id="use" load="path>>P"
+    echo <P>
+    {FENCE}
+
+    {FENCE}shell #test-result id="use"
+    /data
+    {FENCE}
+    """
+
+
+def test_a_selection_that_leaves_out_a_needed_setup_is_refused_before_anything_runs(guide_runner) -> None:
+    run = guide_runner(NEEDS_A_SETUP, "--only", "use")
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert run.stderr == (
+        f"[ERROR] {run.guide}:5: #test id=use loads 'path', which #test-setup store=path at {run.guide}:1 stores, "
+        "but --only leaves it out: pass --set path=VALUE, or add --only path to run it too\n"
+        "[ERROR] 1 document error; nothing was run\n"
+    )
+    run = guide_runner(NEEDS_A_SETUP, "--from", "use")
+    assert run.returncode == 2
+    assert "but --from use starts after it: pass --set path=VALUE, or start there: --from path" in run.stderr
+
+
+def test_a_selection_runs_when_set_gives_the_value_or_the_setup_is_added(guide_runner) -> None:
+    run = guide_runner(NEEDS_A_SETUP, "--only", "use", "--set", "path=/data")
+    assert (run.returncode, run.block("use")["status"]) == (0, "passed")
+    run = guide_runner(NEEDS_A_SETUP, "--only", "use", "--only", "path")
+    assert (run.returncode, run.block("use")["status"]) == (0, "passed")
 
 
 def test_set_pre_stores_a_value(guide_runner) -> None:

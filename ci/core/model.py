@@ -96,6 +96,7 @@ class Param:
     key: str
     value: str | None  # None for a flag such as disable_fuzzy
     column: int  # 0-based offset in the info string, for messages
+    quoted: bool = True  # False for `key=value` written bare: a document error, but the value is still read
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,9 @@ from markdown_it import MarkdownIt
 from mdit_py_plugins.front_matter import front_matter_plugin
 
 from ci.core.model import Block, Label, Param, Problem
+from ci.core.suggest import closest
 
-__all__ = ["ParsedGuide", "parse_guide", "split_info"]
+__all__ = ["NearLabel", "ParsedGuide", "parse_guide", "split_info"]
 
 LABELS = {label.value: label for label in Label}
 
@@ -24,6 +25,17 @@ _MAX_NESTING = 20  # markdown-it's CommonMark limit on nested quotes and lists (
 
 
 @dataclass(frozen=True)
+class NearLabel:
+    """A fence ignored for a word that looks like a misspelt label (`#test-results`); it is warned of."""
+
+    line: int  # 1-based line of the fence
+    word: str  # as written
+    meant: str | None  # the label it is most like, if one is close
+    block_id: str | None  # its id="..." as written, so that a #test missing its result can name it
+    warning: Problem  # the warning given for it, left out when an error says the same
+
+
+@dataclass(frozen=True)
 class ParsedGuide:
     """The raw material of a plan: labelled blocks, front matter, and what was wrong."""
 
@@ -31,17 +43,21 @@ class ParsedGuide:
     blocks: tuple[Block, ...]  # labelled fences in document order, hidden ones included
     front_matter: str | None  # YAML text between the `---` lines, if any
     front_matter_line: int  # 1-based line of the opening `---`
-    problems: tuple[Problem, ...]  # syntax errors: unterminated quotes, unquoted values, ...
+    problems: tuple[Problem, ...]  # syntax errors: unterminated quotes, words before the label, ...
     warnings: tuple[Problem, ...]  # legal but suspicious: words like `#tset` on a fence
+    near_labels: tuple[NearLabel, ...] = ()  # the fences ignored for a misspelt label, each also a warning
 
 
 def split_info(info: str) -> tuple[list[tuple[str, int]], str | None]:
     """Split a fence info string into words, keeping quoted values whole.
 
     Returns the words with their 0-based columns, and an error message when a
-    quote is left open.
+    quote is left open. Such a quote is read as closed where the next `key=`
+    starts (else at the end), so the words after it are still parameters and
+    the one mistake is reported once.
     """
     words: list[tuple[str, int]] = []
+    error: str | None = None
     position = 0
     length = len(info)
     while position < length:
@@ -50,23 +66,35 @@ def split_info(info: str) -> tuple[list[tuple[str, int]], str | None]:
         if position >= length:
             break
         start = position
+        closed_by = ""  # the quote added to a value whose quote is never closed
         while position < length and not info[position].isspace():
             if info[position] in "\"'":
-                closing = info.find(info[position], position + 1)
+                quote = info[position]
+                closing = info.find(quote, position + 1)
                 if closing < 0:
-                    words.append((info[start:], start))
-                    return words, f"unterminated quote in {info[start:]!r}: close it with {info[position]}"
+                    end = _unclosed_value_end(info, position + 1)
+                    error = error or f"unterminated quote in {info[start:end].rstrip()!r}: close it with {quote}"
+                    position, closed_by = end, quote
+                    break
                 position = closing + 1
             else:
                 position += 1
-        words.append((info[start:position], start))
-    return words, None
+        words.append((info[start:position].rstrip() + closed_by, start))
+    return words, error
 
 
-def _parse_params(words: list[tuple[str, int]]) -> tuple[list[Param], list[str]]:
-    """Turn the words after a label into parameters; syntax errors come back as messages."""
+_NEXT_KEY = re.compile(r"\s+(?=[A-Za-z_][\w-]*=)")
+
+
+def _unclosed_value_end(info: str, value_start: int) -> int:
+    """Where a value whose quote is never closed most likely ends: before the next `key=`, else at the end."""
+    found = _NEXT_KEY.search(info, value_start)
+    return found.start() if found else len(info)
+
+
+def _parse_params(words: list[tuple[str, int]]) -> list[Param]:
+    """Turn the words after a label into parameters; planning checks them (an unquoted value among others)."""
     params: list[Param] = []
-    errors: list[str] = []
     for word, column in words:
         pair = _KEY_VALUE.match(word)
         if pair:
@@ -74,10 +102,10 @@ def _parse_params(words: list[tuple[str, int]]) -> tuple[list[Param], list[str]]
             params.append(Param(pair.group(1), value, column))
         elif "=" in word:
             key, _, value = word.partition("=")
-            errors.append(f'unquoted value in {word!r}: write {key}="{value.strip(chr(34) + chr(39))}"')
+            params.append(Param(key, value.strip("\"'"), column, quoted=False))
         else:
             params.append(Param(word, None, column))
-    return params, errors
+    return params
 
 
 class _Collector:
@@ -88,6 +116,7 @@ class _Collector:
         self.blocks: list[Block] = []
         self.problems: list[Problem] = []
         self.warnings: list[Problem] = []
+        self.near_labels: list[NearLabel] = []
         self.heading: str | None = None
 
     def walk(self, tokens: list[Any], text: str, line_offset: int, hidden: bool) -> None:
@@ -150,20 +179,24 @@ class _Collector:
             self.walk(_comment_markdown().parse(comment.group(1)), comment.group(1), line_index, hidden=True)
             self.heading = visible_heading
 
+    def near_label(self, words: list[tuple[str, int]], line: int) -> None:
+        """Warn of a fence ignored for a word like a misspelt label (`#tset`, `#test-results`), saying which was meant."""
+        for index, (word, _) in enumerate(words):
+            if word.startswith("#test") or word.startswith("#tset"):
+                meant = closest(word, LABELS)
+                labels = "the labels are #test, #test-result and #test-setup"
+                fix = f"did you mean {meant}? ({labels})" if meant else labels
+                warning = Problem(self.file, line, f"{word!r} is not a label, so this block is ignored; {fix}")
+                self.warnings.append(warning)
+                block_id = next((p.value for p in _parse_params(words[index + 1 :]) if p.key == "id"), None)
+                self.near_labels.append(NearLabel(line, word, meant, block_id, warning))
+                return
+
     def fence(self, token: Any, line: int, hidden: bool) -> None:
         words, quote_error = split_info(token.info)
         label_at = next((i for i, (word, _) in enumerate(words) if word in LABELS), None)
         if label_at is None:
-            for word, _ in words:
-                if word.startswith("#test") or word.startswith("#tset"):
-                    self.warnings.append(
-                        Problem(
-                            self.file,
-                            line,
-                            f"{word!r} is not a label, so this block is ignored; "
-                            "the labels are #test, #test-result and #test-setup",
-                        )
-                    )
+            self.near_label(words, line)
             return
         label = LABELS[words[label_at][0]]
         if quote_error:
@@ -177,9 +210,7 @@ class _Collector:
                     f"only the language may stand before {label.value}, found {before!r}",
                 )
             )
-        params, errors = _parse_params(words[label_at + 1 :])
-        for message in errors:
-            self.problems.append(Problem(self.file, line, message))
+        params = _parse_params(words[label_at + 1 :])
         if hidden and label is not Label.SETUP:
             self.problems.append(
                 Problem(
@@ -236,4 +267,5 @@ def parse_guide(text: str, file: str) -> ParsedGuide:
         front_matter_line=front_matter_line,
         problems=tuple(collector.problems),
         warnings=tuple(collector.warnings),
+        near_labels=tuple(collector.near_labels),
     )

@@ -17,8 +17,10 @@ from ci.core.model import (
     Problem,
     Step,
 )
-from ci.core.parse import ParsedGuide
+from ci.core.parse import NearLabel, ParsedGuide
+from ci.core.placeholders import unloaded_placeholders
 from ci.core.settings import guide_settings, parse_duration
+from ci.core.suggest import closest
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -27,10 +29,8 @@ __all__ = [
     "block_loads",
     "build_plan",
     "guides_without_blocks",
-    "only_idents",
     "parse_duration",
     "parse_load",
-    "select_steps",
     "substitute",
 ]
 
@@ -57,52 +57,49 @@ _REPEATABLE = {"load", "fuzzy"}
 
 
 class _Checker:
-    """Collects every problem of one guide instead of stopping at the first."""
+    """Collects every problem of one guide instead of stopping at the first, each mistake once."""
 
     def __init__(self, file: str) -> None:
         self.file = file
         self.problems: list[Problem] = []
         self.warnings: list[Problem] = []
+        # Parameters refused, kept so that what follows from one mistake is not reported as another:
+        # a `#test` whose id was misspelt does not also "need an id".
+        self.refused: list[tuple[Block, Param]] = []
+        self.test_ids: set[str] = set()
+        self.results: dict[str, list[_Checked]] = {}  # the #test-result blocks by id
+        self.claimed: set[str] = set()  # ids of results without a #test that an error already names
+        self.near_labels: tuple[NearLabel, ...] = ()  # fences ignored for a misspelt label
+        self.claimed_warnings: list[Problem] = []  # parser warnings an error already says
 
     def error(self, line: int, message: str) -> None:
         self.problems.append(Problem(self.file, line, message))
 
+    def refused_on(self, block: Block) -> bool:
+        """True when a parameter of the block was refused: what it lacks may be what was refused."""
+        return any(refused is block for refused, _ in self.refused)
+
+    def may_have_been(self, label: Label, value: str) -> bool:
+        """True when a refused parameter of a LABEL block held VALUE (`stor="port"`: port may be stored)."""
+        return any(block.label is label and param.value == value for block, param in self.refused)
+
     def params(self, block: Block) -> dict[str, list[str]]:
-        """Check a block's parameters; return the valid ones by key (flags map to [""])."""
+        """Check a block's parameters; return the usable ones by key (flags map to [""])."""
         allowed = _KEYS[block.label]
         seen: dict[str, list[str]] = {}
         for param in block.params:
-            if param.key not in _ALL_KEYS:
-                self.error(
-                    block.line, f"unknown parameter {param.key!r} on {block.label.value}; allowed: {_list(allowed)}"
-                )
+            problem = _param_problem(block.label, param, allowed)
+            if problem is None and param.key in seen and param.key not in _REPEATABLE:
+                problem = f"{param.key!r} given twice on {block.label.value}; keep one"
+            if problem is not None:
+                self.error(block.line, problem)
+                self.refused.append((block, param))
                 continue
-            if param.key not in allowed:
-                self.error(
-                    block.line, f"{param.key!r} is not allowed on {block.label.value}; allowed: {_list(allowed)}"
-                )
-                continue
-            if not self.param_shape(block, param):
-                continue
-            if param.key in seen and param.key not in _REPEATABLE:
-                self.error(block.line, f"{param.key!r} given twice on {block.label.value}; keep one")
-                continue
+            if not param.quoted:  # an error, but its value is what was meant: pairing and loads go on with it
+                written = f"{param.key}={param.value}"
+                self.error(block.line, f"unquoted value in {written!r}: write {_written(param.key, param)}")
             seen.setdefault(param.key, []).append(param.value or "")
         return seen
-
-    def param_shape(self, block: Block, param: Param) -> bool:
-        if param.key in _FLAGS:
-            if param.value is not None:
-                self.error(block.line, f"{param.key} is a flag and takes no value: write {param.key} alone")
-                return False
-            return True
-        if param.value is None:
-            self.error(block.line, f'{param.key!r} needs a quoted value: {param.key}="..."')
-            return False
-        if param.value == "" and param.key != "skip":
-            self.error(block.line, f"{param.key!r} has an empty value")
-            return False
-        return True
 
     def loads(self, block: Block, values: list[str], stored: set[str]) -> tuple[Load, ...]:
         loads = []
@@ -114,12 +111,8 @@ class _Checker:
                 )
                 continue
             if load.name not in stored:
-                known = _list(stored) if stored else "none yet"
-                self.error(
-                    block.line,
-                    f"load of {load.name!r}, which no earlier block stores (stored so far: {known}); "
-                    f'add a #test-setup store="{load.name}" above, or pass --set {load.name}=VALUE',
-                )
+                if not self.may_have_been(Label.SETUP, load.name):  # else its refused store says it all
+                    self.error(block.line, _not_stored(load, stored))
                 continue
             loads.append(load)
         return tuple(loads)
@@ -142,8 +135,47 @@ class _Checker:
             return None
         language = LANGUAGES.get(block.language.lower())
         if language is None:
-            self.error(block.line, f"unsupported language {block.language!r}; use one of {_list(LANGUAGES)}")
+            meant = closest(block.language, LANGUAGES)
+            guess = f"did you mean {meant}? " if meant else ""
+            self.error(block.line, f"unsupported language {block.language!r}; {guess}use one of {_list(LANGUAGES)}")
         return language
+
+
+def _param_problem(label: Label, param: Param, allowed: set[str]) -> str | None:
+    """What is wrong with one parameter as written, with the fix; None when it can be used."""
+    key = param.key
+    if key not in allowed:
+        if key in _ALL_KEYS:
+            return f"{key!r} is not allowed on {label.value}; allowed: {_list(allowed)}"
+        meant = closest(key, allowed)
+        guess = f"did you mean {_written(meant, param)}? " if meant else ""
+        return f"unknown parameter {key!r} on {label.value}; {guess}allowed: {_list(allowed)}"
+    if key in _FLAGS:
+        return None if param.value is None else f"{key} is a flag and takes no value: write {key} alone"
+    if param.value is None:
+        return f'{key!r} needs a quoted value: {key}="..."'
+    if param.value == "" and key != "skip":
+        return f"{key!r} has an empty value" if param.quoted else f'{key}= has no value: write {key}="..."'
+    return None
+
+
+def _written(key: str, param: Param) -> str:
+    """PARAM as it should be written under KEY: `key="value"` (single quotes when the value holds `"`), or a flag."""
+    if param.value is None or key in _FLAGS:
+        return key
+    quote = "'" if '"' in param.value else '"'
+    return f"{key}={quote}{param.value or '...'}{quote}"
+
+
+def _not_stored(load: Load, stored: set[str]) -> str:
+    """Why a load cannot be planned (no earlier block stores its name), with the fix."""
+    known = _list(stored) if stored else "none yet"
+    meant = closest(load.name, stored)
+    fix = f'did you mean load="{meant}{LOAD_SEPARATOR}{load.placeholder}"? Else add' if meant else "add"
+    return (
+        f"load of {load.name!r}, which no earlier block stores (stored so far: {known}); "
+        f'{fix} a #test-setup store="{load.name}" above, or pass --set {load.name}=VALUE'
+    )
 
 
 def _list(names: Iterable[str]) -> str:
@@ -159,14 +191,19 @@ def build_plan(
 ) -> Plan:
     """Validate a parsed guide and build its plan; raise DocumentError listing every problem."""
     checker = _Checker(parsed.file)
+    checker.near_labels = parsed.near_labels
     settings, settings_problems = guide_settings(parsed)
     checker.problems.extend(settings_problems)
     checked = [(block, checker.params(block)) for block in parsed.blocks]
-    results = _results_by_id(parsed.file, checked, checker)
+    _pair_by_id(checked, checker)
     block_default_s = settings.timeout_s or default_timeout_s or DEFAULT_TIMEOUT_S
-    steps = _steps(checked, results, set(preset_names), block_default_s, checker)
+    steps = _steps(checked, set(preset_names), block_default_s, checker)
+    _warn_of_unpaired_results(checker)
     problems = sorted([*parsed.problems, *checker.problems], key=lambda p: p.line)
-    warnings = tuple(sorted([*parsed.warnings, *checker.warnings], key=lambda p: p.line))
+    if not problems:  # on a guide that plans: what is left of an error would be a consequence of it
+        checker.warnings.extend(unloaded_placeholders(steps, preset_names))
+    parser_warnings = [w for w in parsed.warnings if w not in checker.claimed_warnings]
+    warnings = tuple(sorted([*parser_warnings, *checker.warnings], key=lambda p: p.line))
     if problems:
         raise DocumentError(problems, warnings)
     return Plan(guide=parsed.file, source_path=source_path, steps=tuple(steps), settings=settings, warnings=warnings)
@@ -175,15 +212,13 @@ def build_plan(
 _Checked = tuple[Block, dict[str, list[str]]]  # a block and its valid parameters by key
 
 
-def _results_by_id(file: str, checked: list[_Checked], checker: _Checker) -> dict[str, list[_Checked]]:
-    """The #test-result blocks by id; each missing or duplicate id is a problem, each result without its #test a warning."""
-    tests: dict[str, Block] = {}
-    results: dict[str, list[_Checked]] = {}
+def _pair_by_id(checked: list[_Checked], checker: _Checker) -> None:
+    """Note the #test ids and the #test-result blocks by id; each missing or duplicate id is a problem."""
     seen_ids: dict[tuple[Label, str], int] = {}
     for block, params in checked:
         block_id = params.get("id", [None])[0]
         if block_id is None:
-            if block.label is not Label.SETUP:
+            if block.label is not Label.SETUP and not checker.refused_on(block):  # a refused id= says it all
                 checker.error(block.line, f'{block.label.value} needs an id: id="..."')
             continue
         key = (block.label, block_id)
@@ -195,23 +230,25 @@ def _results_by_id(file: str, checked: list[_Checked], checker: _Checker) -> dic
             continue
         seen_ids[key] = block.line
         if block.label is Label.TEST:
-            tests[block_id] = block
+            checker.test_ids.add(block_id)
         elif block.label is Label.RESULT:
-            results.setdefault(block_id, []).append((block, params))
-    for result_id, found in results.items():
-        if result_id not in tests:
-            message = f"#test-result id={result_id!r} has no #test with that id; it is ignored"
-            checker.warnings.append(Problem(file, found[0][0].line, message))
-    return results
+            checker.results.setdefault(block_id, []).append((block, params))
 
 
-def _steps(
-    checked: list[_Checked],
-    results: dict[str, list[_Checked]],
-    stored: set[str],
-    block_default_s: float,
-    checker: _Checker,
-) -> list[Step]:
+def _warn_of_unpaired_results(checker: _Checker) -> None:
+    """A warning for each #test-result whose id no #test has, unless an error already names it."""
+    for result_id, found in checker.results.items():
+        if result_id in checker.test_ids or result_id in checker.claimed:
+            continue
+        if checker.may_have_been(Label.TEST, result_id):  # the #test's id was refused: that error says it all
+            continue
+        if any(near.block_id == result_id for near in checker.near_labels):  # its #test's label is misspelt
+            continue
+        message = f"#test-result id={result_id!r} has no #test with that id; it is ignored"
+        checker.warnings.append(Problem(checker.file, found[0][0].line, message))
+
+
+def _steps(checked: list[_Checked], stored: set[str], block_default_s: float, checker: _Checker) -> list[Step]:
     """The runnable blocks as steps, in order; `stored` (the names preset) grows with each setup's store."""
     steps: list[Step] = []
     for block, params in checked:
@@ -223,7 +260,7 @@ def _steps(
         block_id = params.get("id", [None])[0]
         expected = None
         if block.label is Label.TEST and block_id is not None:
-            expected = _expected(block, block_id, results, stored, checker)
+            expected = _expected(block, block_id, stored, checker)
         if block.label is Label.SETUP and "store" in params:
             stored.add(params["store"][0])
         if language is None:
@@ -250,18 +287,10 @@ def _steps(
     return steps
 
 
-def _expected(
-    test: Block,
-    test_id: str,
-    results: dict[str, list[_Checked]],
-    stored: set[str],
-    checker: _Checker,
-) -> Expected | None:
-    found = results.get(test_id)
+def _expected(test: Block, test_id: str, stored: set[str], checker: _Checker) -> Expected | None:
+    found = checker.results.get(test_id)
     if not found:
-        checker.error(
-            test.line, f"#test id={test_id!r} has no #test-result id={test_id!r}; add one with the expected stdout"
-        )
+        _no_result(test, test_id, checker)
         return None
     block, params = found[0]
     fuzzy = params.get("fuzzy", [])
@@ -275,73 +304,25 @@ def _expected(
     return Expected(body=block.body, fuzzy=tokens, loads=loads, line=block.line)
 
 
-def select_steps(
-    plans: Sequence[Plan],
-    *,
-    only: Sequence[str] = (),
-    start: str | None = None,
-    until: str | None = None,
-) -> list[dict[int, str]]:
-    """Decide which steps of each plan run.
-
-    Returns, per plan, the ordinals left out with the reason. An ID is an id, a
-    store name or an ordinal; one that names no block of any plan is a
-    DocumentError.
-    """
-
-    def hits(plan: Plan, ident: str) -> list[int]:
-        return [s.ordinal for s in plan.steps if ident in (s.id, s.store, str(s.ordinal))]
-
-    problems = [
-        Problem(
-            "command line", 0, f"{flag} {ident!r} names no block (use an id, a store name or an ordinal; see --list)"
-        )
-        for flag, idents in (
-            ("--only", only),
-            ("--from", [start] if start else []),
-            ("--until", [until] if until else []),
-        )
-        for ident in idents
-        if not any(hits(plan, ident) for plan in plans)
-    ]
-    if problems:
-        raise DocumentError(problems)
-    left_out: list[dict[int, str]] = []
-    for plan in plans:
-        reasons: dict[int, str] = {}
-        wanted = {o for ident in only for o in hits(plan, ident)}
-        first = min(hits(plan, start), default=None) if start else None
-        last = max(hits(plan, until), default=None) if until else None
-        for step in plan.steps:
-            if only and step.ordinal not in wanted:
-                reasons[step.ordinal] = "not selected by --only"
-            elif start and (first is None or step.ordinal < first):
-                reasons[step.ordinal] = f"before --from {start}"
-            elif until and (last is None or step.ordinal > last):
-                reasons[step.ordinal] = f"after --until {until}"
-        left_out.append(reasons)
-    if all(len(reasons) == len(plan.steps) for plan, reasons in zip(plans, left_out, strict=True)):
-        flags = " ".join(
-            f"{flag} {value}"
-            for flag, value in (("--only", ",".join(only)), ("--from", start), ("--until", until))
-            if value
-        )
-        message = f"{flags} selects no block to run; see --list for the blocks in their order"
-        raise DocumentError([Problem("command line", 0, message)])
-    return left_out
-
-
-def only_idents(values: Sequence[str], plans: Sequence[Plan]) -> list[str]:
-    """The names the `--only` values give: a value that names a block whole is that name, any other is split at commas.
-
-    So `--only a,b` still selects a and b, and an id that holds a comma is selected by giving it alone.
-    """
-    names = {name for plan in plans for step in plan.steps for name in (step.id, step.store, str(step.ordinal))}
-    idents: list[str] = []
-    for value in values:
-        parts = [value] if value in names else [part.strip() for part in value.split(",")]
-        idents.extend(part for part in parts if part)
-    return idents
+def _no_result(test: Block, test_id: str, checker: _Checker) -> None:
+    """The error of a #test without its #test-result, naming the unpaired result whose id is most like its own."""
+    if checker.may_have_been(Label.RESULT, test_id):  # the result's id was refused: that error says it all
+        return
+    near = next((near for near in checker.near_labels if near.block_id == test_id), None)
+    if near is not None:  # its result's label is misspelt: this error says it, in place of the label's warning
+        checker.claimed_warnings.append(near.warning)
+        guess = f"; did you mean {near.meant}?" if near.meant else ""
+        message = f"the block at line {near.line} has id={test_id!r} but is labelled {near.word!r}, so it is ignored"
+        checker.error(test.line, f"#test id={test_id!r} has no #test-result: {message}{guess}")
+        return
+    unpaired = [result_id for result_id in checker.results if result_id not in checker.test_ids]
+    meant = closest(test_id, [result_id for result_id in unpaired if result_id not in checker.claimed])
+    fix = "add one with the expected stdout"
+    if meant is not None:
+        checker.claimed.add(meant)
+        line = checker.results[meant][0][0].line
+        fix = f"did you mean the #test-result id={meant!r} at line {line}? Give both the same id"
+    checker.error(test.line, f"#test id={test_id!r} has no #test-result id={test_id!r}; {fix}")
 
 
 def guides_without_blocks(plans: Sequence[Plan]) -> list[Problem]:

@@ -10,6 +10,7 @@ import yaml
 
 from ci.core.model import GuideSettings, Problem
 from ci.core.parse import ParsedGuide
+from ci.core.suggest import closest
 
 __all__ = ["MAX_DURATION_S", "guide_settings", "parse_duration"]
 
@@ -57,9 +58,10 @@ def guide_settings(parsed: ParsedGuide) -> tuple[GuideSettings, list[Problem]]:
         return GuideSettings(), reader.problems
     for key in section:
         if key not in _FRONT_MATTER_KEYS:
-            reader.error(
-                reader.line_of(str(key)), f"front matter: unknown key ci.{key}; allowed: {_list(_FRONT_MATTER_KEYS)}"
-            )
+            meant = closest(str(key), _FRONT_MATTER_KEYS)
+            guess = f"did you mean ci.{meant}? " if meant else ""
+            message = f"front matter: unknown key ci.{key}; {guess}allowed: {_list(_FRONT_MATTER_KEYS)}"
+            reader.error(reader.line_of(str(key)), message)
     # read in this order, so that problems on one line keep the order they have always had
     timeout_s = reader.duration(section, "timeout")
     error_markers = reader.markers(section)
