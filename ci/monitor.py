@@ -14,7 +14,7 @@ from typing import Any
 
 from ci.cli import ExitCode, command_parser, fail, print_error
 from ci.core.files import write_atomically
-from ci.maintain.monitor import DEFAULT_MAX_RETRIES, SIGNALS, UNKNOWN, decide, record_result
+from ci.maintain.monitor import DEFAULT_MAX_RETRIES, SIGNALS, UNKNOWN, WATCHABLE, decide, record_result
 
 __all__ = ["build_parser", "main"]
 
@@ -48,6 +48,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="record the outcome of the run that tested --ref, instead of deciding",
     )
     parser.add_argument("--ref", metavar="REF", help="with --record-result: the upstream ref that run tested")
+    watch = parser.add_argument_group("what to watch (each overrides the guide's ci.upstream; guides.yaml passes them)")
+    watch.add_argument(
+        "--repo", metavar="OWNER/NAME", help="the GitHub repository whose releases or branch are watched"
+    )
+    watch.add_argument("--branch", metavar="NAME", help="watch the head commit of this branch of the repository")
+    watch.add_argument("--model", metavar="ORG/NAME", help="the Hugging Face Hub model whose revision is watched")
+    watch.add_argument("--model-revision", metavar="REV", help="a branch, tag or commit of the model")
+    watch.add_argument(
+        "--signals",
+        metavar="LIST",
+        help=f"the signals to use, comma-separated, from {','.join(WATCHABLE)} (default: all that have what they"
+        " watch); retry always applies",
+    )
     return parser
 
 
@@ -114,7 +127,25 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
         return "--record-result needs --ref REF: the upstream ref the run tested"
     if args.ref and not args.record_result:
         return "--ref goes with --record-result"
+    unknown = sorted(set(_signal_names(args.signals)) - set(WATCHABLE))
+    if unknown:
+        return f"--signals: unknown {', '.join(unknown)}; choose from {', '.join(WATCHABLE)}"
+    if {"release", "branch"} <= set(_signal_names(args.signals)):
+        return "--signals: watch either the latest release (release) or a branch head (branch), not both"
+    if "branch" in _signal_names(args.signals) and not args.branch:
+        return "--signals branch needs --branch NAME"
     return None
+
+
+def _signal_names(text: str | None) -> list[str]:
+    return [name.strip() for name in (text or "").split(",") if name.strip()]
+
+
+def _watched(args: argparse.Namespace) -> frozenset[str]:
+    """The signals asked for: --signals, else all; with --branch and no --signals, the branch instead of releases."""
+    if args.signals:
+        return frozenset(_signal_names(args.signals))
+    return frozenset(WATCHABLE) - ({"release"} if args.branch else set())
 
 
 def _decide(args: argparse.Namespace, state_path: Path, state: Mapping[str, Any]) -> ExitCode:
@@ -129,7 +160,9 @@ def _decide(args: argparse.Namespace, state_path: Path, state: Mapping[str, Any]
             print_error(str(problem))
         return ExitCode.USAGE
     shown = redact_url(args.guide)  # a token in the guide's URL stays out of the state and the log
-    seen = observe(shown, guide_sha256, upstream)
+    given = {"repo": args.repo, "model": args.model, "model_revision": args.model_revision}
+    upstream = {**upstream, **{key: value for key, value in given.items() if value}}
+    seen = observe(shown, guide_sha256, upstream, branch=args.branch, watched=_watched(args))
     decision, new_state = decide(state, seen, max_retries=args.max_retries, now=_now())
     for name in SIGNALS:
         signal = decision["signals"][name]

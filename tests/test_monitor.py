@@ -128,7 +128,13 @@ def test_first_check_tests_the_latest_release_and_writes_outputs(
     assert decision["ref"] == "v0.4.0"
     assert decision["commit_sha"] == SHA_A
     assert "example/project" in decision["reason"] and "v0.4.0" in decision["reason"]
-    assert statuses(decision) == {"release": "fired", "guide": "fired", "model": "fired", "retry": "quiet"}
+    assert statuses(decision) == {
+        "release": "fired",
+        "branch": "skipped",
+        "guide": "fired",
+        "model": "fired",
+        "retry": "quiet",
+    }
     assert outputs(env) == {
         "need_to_test": "true",
         "ref": "v0.4.0",
@@ -153,7 +159,13 @@ def test_nothing_changed_means_no_run(
     decision, _ = check(guide, state, capsys)
     assert decision["need_to_test"] is False
     assert decision["reason"] == "nothing changed since the last check"
-    assert statuses(decision) == {"release": "quiet", "guide": "quiet", "model": "quiet", "retry": "quiet"}
+    assert statuses(decision) == {
+        "release": "quiet",
+        "branch": "skipped",
+        "guide": "quiet",
+        "model": "quiet",
+        "retry": "quiet",
+    }
     assert decision["ref"] == "v0.4.0"
     assert outputs(env)["need_to_test"] == "false"
 
@@ -433,9 +445,64 @@ def test_guide_without_upstream_only_watches_its_content(
     guide = tmp_path / "plain.md"
     guide.write_text("# Plain\n\n```shell #test-setup\ntrue\n```\n", encoding="utf-8")
     decision, _ = check(guide, tmp_path / "state.json", capsys)
-    assert statuses(decision) == {"release": "skipped", "guide": "fired", "model": "skipped", "retry": "quiet"}
+    assert statuses(decision) == {
+        "release": "skipped",
+        "branch": "skipped",
+        "guide": "fired",
+        "model": "skipped",
+        "retry": "quiet",
+    }
     assert decision["ref"] is None
     assert outputs(env)["ref"] == ""
+
+
+def test_the_branch_signal_follows_the_head_commit_of_a_branch(
+    stub: WebStub, env: dict[str, str], guide: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--branch watches the head commit instead of the releases; the decided ref is that commit."""
+    publish(stub)
+    stub.set(f"/repos/{REPO}/commits/main", {"sha": SHA_A})
+    state = tmp_path / "state.json"
+    decision, _ = check(guide, state, capsys, "--branch", "main")
+    assert statuses(decision)["release"] == "skipped" and statuses(decision)["branch"] == "fired"
+    assert (decision["ref"], decision["commit_sha"]) == (SHA_A, SHA_A)
+    assert f"/repos/{REPO}/releases/latest" not in stub.paths(), "releases are not watched with --branch"
+    decision, _ = check(guide, state, capsys, "--branch", "main")
+    assert statuses(decision)["branch"] == "quiet" and decision["need_to_test"] is False
+    stub.set(f"/repos/{REPO}/commits/main", {"sha": SHA_B})
+    decision, _ = check(guide, state, capsys, "--branch", "main")
+    assert decision["need_to_test"] is True and decision["ref"] == SHA_B
+    assert decision["reason"] == f"new commit {SHA_B[:12]} on main of {REPO} (was {SHA_A[:12]})"
+    # a branch the repository does not have: unknown, with why, and the last commit recorded is the ref
+    decision, err = check(guide, state, capsys, "--branch", "gone")
+    assert statuses(decision)["branch"] == "unknown" and "no branch gone of example/project" in err
+
+
+def test_the_command_line_says_what_to_watch(
+    stub: WebStub, env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The registry's upstream settings: --repo and --model override the front matter, --signals chooses."""
+    plain = tmp_path / "plain.md"
+    plain.write_text("# Plain\n\n```shell #test-setup\ntrue\n```\n", encoding="utf-8")
+    publish(stub)
+    state = tmp_path / "state.json"
+    decision, _ = check(plain, state, capsys, "--repo", REPO, "--model", MODEL, "--signals", "release,guide")
+    assert statuses(decision) == {
+        "release": "fired",
+        "branch": "skipped",
+        "guide": "fired",
+        "model": "skipped",
+        "retry": "quiet",
+    }
+    assert decision["ref"] == "v0.4.0" and "not among the signals" in decision["signals"]["model"]["detail"]
+    assert f"/api/models/{MODEL}" not in stub.paths(), "a signal not asked for is not looked up"
+    for bad, said in (
+        (["--signals", "release,nightly"], "--signals: unknown nightly"),
+        (["--signals", "release,branch", "--branch", "main"], "either the latest release (release) or a branch"),
+        (["--signals", "branch"], "--signals branch needs --branch NAME"),
+    ):
+        assert main([str(plain), "--state", str(state), *bad]) == 2
+        assert said in capsys.readouterr().err
 
 
 def test_bad_state_and_bad_usage(

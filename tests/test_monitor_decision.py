@@ -55,7 +55,7 @@ DECISIONS: list[tuple[str, dict[str, Any], Observations, int, bool, dict[str, st
         SEEN,
         2,
         True,
-        {"release": "fired", "guide": "fired", "model": "fired", "retry": "quiet"},
+        {"release": "fired", "branch": "skipped", "guide": "fired", "model": "fired", "retry": "quiet"},
         f"no earlier record of {REPO}: its latest release is v1.0 (also: guide, model)",
     ),
     (
@@ -64,7 +64,7 @@ DECISIONS: list[tuple[str, dict[str, Any], Observations, int, bool, dict[str, st
         SEEN,
         2,
         False,
-        {"release": "quiet", "guide": "quiet", "model": "quiet", "retry": "quiet"},
+        {"release": "quiet", "branch": "skipped", "guide": "quiet", "model": "quiet", "retry": "quiet"},
         "nothing changed since the last check",
     ),
     (
@@ -73,7 +73,7 @@ DECISIONS: list[tuple[str, dict[str, Any], Observations, int, bool, dict[str, st
         seen(release=Release(ref="v1.1", commit_sha=SHA_B, source="release")),
         2,
         True,
-        {"release": "fired", "guide": "quiet", "model": "quiet", "retry": "quiet"},
+        {"release": "fired", "branch": "skipped", "guide": "quiet", "model": "quiet", "retry": "quiet"},
         f"new upstream release v1.1 of {REPO} (was v1.0)",
     ),
     (
@@ -82,7 +82,7 @@ DECISIONS: list[tuple[str, dict[str, Any], Observations, int, bool, dict[str, st
         seen(release=Release(ref="v1.0", commit_sha=SHA_B, source="tag")),
         2,
         True,
-        {"release": "fired", "guide": "quiet", "model": "quiet", "retry": "quiet"},
+        {"release": "fired", "branch": "skipped", "guide": "quiet", "model": "quiet", "retry": "quiet"},
         f"v1.0 of {REPO} now points at {SHA_B[:12]} (was {SHA_A[:12]})",
     ),
     (
@@ -91,7 +91,7 @@ DECISIONS: list[tuple[str, dict[str, Any], Observations, int, bool, dict[str, st
         seen(guide_sha256=GUIDE_Y),
         2,
         True,
-        {"release": "quiet", "guide": "fired", "model": "quiet", "retry": "quiet"},
+        {"release": "quiet", "branch": "skipped", "guide": "fired", "model": "quiet", "retry": "quiet"},
         f"the guide changed (sha256 {GUIDE_X[:12]} -> {GUIDE_Y[:12]})",
     ),
     (
@@ -100,7 +100,7 @@ DECISIONS: list[tuple[str, dict[str, Any], Observations, int, bool, dict[str, st
         seen(model_sha=MODEL_2),
         2,
         True,
-        {"release": "quiet", "guide": "quiet", "model": "fired", "retry": "quiet"},
+        {"release": "quiet", "branch": "skipped", "guide": "quiet", "model": "fired", "retry": "quiet"},
         f"{MODEL} has a new revision {MODEL_2[:12]} (was {MODEL_1[:12]})",
     ),
     (
@@ -109,7 +109,7 @@ DECISIONS: list[tuple[str, dict[str, Any], Observations, int, bool, dict[str, st
         seen(release=None, release_error="rate limited"),
         2,
         False,
-        {"release": "unknown", "guide": "quiet", "model": "quiet", "retry": "quiet"},
+        {"release": "unknown", "branch": "skipped", "guide": "quiet", "model": "quiet", "retry": "quiet"},
         "nothing changed since the last check (unknown: release)",
     ),
     (
@@ -118,7 +118,7 @@ DECISIONS: list[tuple[str, dict[str, Any], Observations, int, bool, dict[str, st
         SEEN,
         2,
         True,
-        {"release": "quiet", "guide": "quiet", "model": "quiet", "retry": "fired"},
+        {"release": "quiet", "branch": "skipped", "guide": "quiet", "model": "quiet", "retry": "fired"},
         "the previous run failed (on v1.0): retry 1 of 2",
     ),
     (
@@ -127,7 +127,7 @@ DECISIONS: list[tuple[str, dict[str, Any], Observations, int, bool, dict[str, st
         SEEN,
         2,
         False,
-        {"release": "quiet", "guide": "quiet", "model": "quiet", "retry": "quiet"},
+        {"release": "quiet", "branch": "skipped", "guide": "quiet", "model": "quiet", "retry": "quiet"},
         "nothing changed since the last check",
     ),
     (
@@ -136,7 +136,7 @@ DECISIONS: list[tuple[str, dict[str, Any], Observations, int, bool, dict[str, st
         SEEN,
         0,
         False,
-        {"release": "quiet", "guide": "quiet", "model": "quiet", "retry": "quiet"},
+        {"release": "quiet", "branch": "skipped", "guide": "quiet", "model": "quiet", "retry": "quiet"},
         "nothing changed since the last check",
     ),
     (
@@ -145,7 +145,7 @@ DECISIONS: list[tuple[str, dict[str, Any], Observations, int, bool, dict[str, st
         seen(repo=None, release=None, model=None, model_sha=None),
         2,
         True,
-        {"release": "skipped", "guide": "fired", "model": "skipped", "retry": "quiet"},
+        {"release": "skipped", "branch": "skipped", "guide": "fired", "model": "skipped", "retry": "quiet"},
         "no earlier record of the guide's content",
     ),
 ]
@@ -184,6 +184,19 @@ def test_the_ref_is_the_latest_release_else_the_one_remembered() -> None:
     assert new_state["upstream"] == {"repo": REPO, "ref": "v2.0", "commit_sha": None, "source": "tag"}
     decision, _ = decide({}, seen(repo=None, release=None), max_retries=2, now=NOW)
     assert decision["ref"] is None
+
+
+def test_a_watched_branch_gives_its_head_commit_as_the_ref() -> None:
+    on_branch = seen(release=None, branch="main", branch_sha=SHA_B, watched=frozenset({"branch", "guide", "model"}))
+    decision, new_state = decide(remembered(), on_branch, max_retries=2, now=NOW)
+    assert (decision["ref"], decision["commit_sha"]) == (SHA_B, SHA_B)
+    assert decision["signals"]["branch"]["status"] == "fired" and decision["signals"]["release"]["status"] == "skipped"
+    assert new_state["branch"] == {"repo": REPO, "branch": "main", "sha": SHA_B}
+    assert new_state["retries_in_a_row"] == 0  # a new commit gives a failure streak its own retries
+    # the branch lookup failed: the commit recorded last time is still the one to test
+    failed = dataclasses.replace(on_branch, branch_sha=None, branch_error="down")
+    decision, _ = decide(new_state, failed, max_retries=2, now=NOW)
+    assert decision["ref"] == SHA_B and decision["signals"]["branch"]["status"] == "unknown"
 
 
 def test_deciding_twice_on_the_same_upstream_needs_no_second_run() -> None:

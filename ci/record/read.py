@@ -50,6 +50,9 @@ class RecordedGuide:
     guide: str  # as the run named it (path or URL)
     started_at: str  # ISO 8601, UTC
     blocks: tuple[RecordedBlock, ...]  # in run order
+    duration_s: float | None = None  # None when the record does not say
+    failed: bool | None = None
+    interrupted_by: int | None = None  # the signal that stopped the run, if one did
 
     def test(self, test_id: str) -> RecordedBlock | None:
         """The recorded `#test` with this id."""
@@ -162,18 +165,28 @@ def read_run(directory: str | Path) -> LastRun:
         blocks_by_guide: dict[str, list[RecordedBlock]] = {}
         for raw in data["blocks"]:
             blocks_by_guide.setdefault(str(raw["guide"]), []).append(_recorded_block(raw, base))
-        started = {
-            str(g["guide"]): str(g.get("started_at") or "") for g in data.get("guides") or [] if isinstance(g, dict)
-        }
+        guides = {str(g["guide"]): g for g in data.get("guides") or [] if isinstance(g, dict)}
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise RecordError(f"{path} is not a guide-guard run record: {type(exc).__name__} {exc}") from None
-    names = list(dict.fromkeys([*started, *blocks_by_guide]))
+    names = list(dict.fromkeys([*guides, *blocks_by_guide]))
     exit_status = data.get("exit_status")
     return LastRun(
         directory=base,
         exit_status=exit_status if isinstance(exit_status, int) else None,
-        guides=tuple(
-            RecordedGuide(guide=name, started_at=started.get(name, ""), blocks=tuple(blocks_by_guide.get(name, [])))
-            for name in names
-        ),
+        guides=tuple(_recorded_guide(name, guides.get(name, {}), blocks_by_guide.get(name, [])) for name in names),
+    )
+
+
+def _recorded_guide(name: str, raw: Mapping[str, object], blocks: Sequence[RecordedBlock]) -> RecordedGuide:
+    """The guide's entry of the record's `guides` list ({} when it has none) with its blocks."""
+    duration = raw.get("duration_s")
+    failed = raw.get("failed")
+    signal = raw.get("interrupted_by_signal")
+    return RecordedGuide(
+        guide=name,
+        started_at=str(raw.get("started_at") or ""),
+        blocks=tuple(blocks),
+        duration_s=float(duration) if isinstance(duration, (int, float)) and not isinstance(duration, bool) else None,
+        failed=failed if isinstance(failed, bool) else None,
+        interrupted_by=signal if isinstance(signal, int) and not isinstance(signal, bool) else None,
     )

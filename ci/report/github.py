@@ -211,7 +211,8 @@ def step_outputs(outcomes: Sequence[GuideOutcome], exit_status: int, *, masker: 
     `verdict`: passed, failed or interrupted (from the exit status); `exit_status`; `counts`: a JSON
     object of block status to number of blocks, in the order of Status; `failing`: the names of the
     blocks that failed, mismatched, timed out or could not run, one per line (`GUIDE: NAME` when the
-    run had several guides), at most MAX_FAILING_LISTED and then a line saying how many more.
+    run had several guides), at most MAX_FAILING_LISTED and then a line saying how many more; `duration_s`:
+    the seconds the guides took, for the status board.
     """
     verdict = "passed" if exit_status == 0 else ("interrupted" if exit_status >= 128 else "failed")
     tally = Counter(result.status for outcome in outcomes for result in outcome.results)
@@ -230,5 +231,6 @@ def step_outputs(outcomes: Sequence[GuideOutcome], exit_status: int, *, masker: 
             output_entry("exit_status", str(exit_status)),
             output_entry("counts", json.dumps(counts, separators=(",", ":"))),
             output_entry("failing", "\n".join(failing)),
+            output_entry("duration_s", f"{sum(outcome.duration_s for outcome in outcomes):.1f}"),
         ]
     )

@@ -1,0 +1,276 @@
+"""The registry's workflows: guides.yml's matrix, guide-run.yml's status job, the board job, and the composite
+action (action.yml) as the demo workflow and another repository use it. The rules every workflow follows
+(security, pinning, actionlint, the runner rules) are in test_workflows.py and cover these files too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from test_workflows import (
+    ACTION,
+    EXPRESSION,
+    GUIDE_RUN,
+    WORKFLOWS,
+    Workflow,
+    WorkflowLoader,
+    action_step,
+    documented_workflow,
+    evaluate,
+    harness_calls,
+    parse_workflow,
+    permission_violations,
+    pinning_violations,
+    possible_values,
+    read_github_output,
+    render,
+    run_step_script,
+    stand_in_python,
+    steps_using,
+)
+
+from ci.maintain.registry import BLOCK_HEADROOM_MINUTES, DEADLINE_MARGIN_MINUTES, GROUPS, MATRIX_KEYS, load_registry
+from ci.maintain.registry.status import read_statuses
+
+ROOT = Path(__file__).resolve().parents[1]
+GUIDES = WORKFLOWS["guides.yml"]
+
+
+def step_named(workflow: Workflow, job_id: str, prefix: str) -> dict[str, Any]:
+    [step] = [s for j, name, s in workflow.steps() if j == job_id and name.startswith(prefix)]
+    return step
+
+
+def python_on_path(directory: Path) -> dict[str, str]:
+    """An environment whose `python` is this test's interpreter (as setup-python's is the job's)."""
+    bin_dir = directory / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (bin_dir / "python").chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# guides.yml: the registry's matrix drives the runs
+
+
+def test_the_matrix_job_consumes_exactly_the_registrys_keys() -> None:
+    job = GUIDES.jobs["run"]
+    read = set(re.findall(r"(?<![\w.])matrix\.([\w-]+)", json.dumps({k: v for k, v in job.items() if k != "strategy"})))
+    assert read == set(MATRIX_KEYS), (
+        f"read but not written: {read - set(MATRIX_KEYS)}; unread: {set(MATRIX_KEYS) - read}"
+    )
+    assert job["strategy"] == {"fail-fast": False, "matrix": "${{ fromJSON(needs.matrix.outputs.matrix) }}"}
+    assert job["uses"] == f"./.github/workflows/{GUIDE_RUN}"
+    # one concurrency group per guide, never cancelling a run that started
+    assert job["concurrency"] == {"group": "guide-${{ matrix.name }}", "cancel-in-progress": False}
+    # an empty group would be an empty matrix, which GitHub refuses: the job is skipped instead
+    assert evaluate(job["if"], {"needs.matrix.outputs.count": "0"}) == "false"
+    assert evaluate(job["if"], {"needs.matrix.outputs.count": "2"}) == "true"
+
+
+def test_each_cron_runs_its_group_and_a_dispatch_its_choice() -> None:
+    step = step_named(GUIDES, "matrix", "The matrix of the group")
+    crons = [entry["cron"] for entry in GUIDES.doc["on"]["schedule"]]
+    groups = {cron: evaluate(step["env"]["GROUP"], {"github.event.schedule": cron}) for cron in crons}
+    assert sorted(groups.values()) == sorted(GROUPS), groups
+    assert evaluate(step["env"]["GROUP"], {"inputs.group": "weekly"}) == "weekly"
+    assert set(possible_values(step["env"]["GROUP"])) == set(GROUPS)
+    dispatch = GUIDES.doc["on"]["workflow_dispatch"]["inputs"]
+    assert dispatch["group"]["options"] == list(GROUPS)
+    calls = [call for call in harness_calls(GUIDES) if call.module == "ci.registry" and call.job == "matrix"]
+    assert sorted(call.argv for call in calls) == [
+        ("guides.yaml", "--matrix", "--entry", "$ENTRY"),
+        ("guides.yaml", "--matrix", "--group", "$GROUP"),
+    ]
+
+
+@pytest.mark.parametrize("entry,group", [("", "nightly"), ("", "weekly"), ("demo", "nightly")])
+def test_the_matrix_step_emits_the_registrys_matrix(entry: str, group: str, tmp_path: Path) -> None:
+    """The step's real script, run in the checkout: the output the run job's strategy reads is the matrix."""
+    step = step_named(GUIDES, "matrix", "The matrix of the group")
+    outputs = tmp_path / "github_output"
+    env = python_on_path(tmp_path) | {"ENTRY": entry, "GROUP": group, "GITHUB_OUTPUT": str(outputs)}
+    done = run_step_script(step, tmp_path, env, shell_job="matrix", workflow=GUIDES, cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    written = read_github_output(outputs.read_text(encoding="utf-8"))
+    registry = load_registry(ROOT / "guides.yaml")
+    expected = registry.matrix(names=[entry]) if entry else registry.matrix(group)
+    assert json.loads(written["matrix"]) == expected
+    assert written["count"] == str(len(expected["include"]))
+    assert GUIDES.jobs["matrix"]["outputs"] == {
+        "matrix": "${{ steps.registry.outputs.matrix }}",
+        "count": "${{ steps.registry.outputs.count }}",
+    }
+
+
+def test_the_registry_knows_guide_runs_margin_and_the_job_limit_rule() -> None:
+    assert WORKFLOWS[GUIDE_RUN].doc["env"]["DEADLINE_MARGIN_MINUTES"] == DEADLINE_MARGIN_MINUTES
+    # test_workflows.py's rule: the deadline leaves the longest block 30 minutes of the rest of the guide
+    assert BLOCK_HEADROOM_MINUTES == 30
+
+
+# ---------------------------------------------------------------------------------------------------------
+# guide-run.yml's status job and guides.yml's board job
+
+STATUS_CASES = {
+    # case: (context of the status step's expressions, the verdict written)
+    "a passing run": ({"needs.run.result": "success", "needs.run.outputs.verdict": "passed"}, "passed"),
+    "a failing run": ({"needs.run.result": "failure", "needs.run.outputs.verdict": "failed"}, "failed"),
+    "no reason tonight": (
+        {"needs.run.result": "skipped", "needs.decide.result": "success", "needs.decide.outputs.need-to-test": "false"},
+        "not_run",
+    ),
+    "a failed decision": ({"needs.run.result": "skipped", "needs.decide.result": "failure"}, "no_verdict"),
+    "a cancelled run": ({"needs.run.result": "cancelled"}, "no_verdict"),
+    "a re-run showing its previous attempt's verdict": (
+        {"needs.run.result": "failure", "needs.run.outputs.verdict": "passed", "needs.run.outputs.attempt": "2"},
+        "no_verdict",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", STATUS_CASES)
+def test_the_status_job_writes_the_file_the_board_reads(case: str, tmp_path: Path) -> None:
+    """The status step's real script (jq), its env: evaluated as GitHub would; the board reads what it wrote."""
+    if shutil.which("jq") is None:
+        pytest.skip("jq is not installed (GitHub's runners have it)")
+    workflow = WORKFLOWS[GUIDE_RUN]
+    step = step_named(workflow, "status", "Write the guide's status")
+    context, verdict = STATUS_CASES[case]
+    context = {
+        "inputs.report-name": "demo",
+        "inputs.guide": "docs/examples/demo.md",
+        "inputs.upstream-ref": "main",
+        "needs.run.outputs.attempt": "1",
+        "needs.run.outputs.verdict-attempt": "1" if "needs.run.outputs.verdict" in context else "",
+        "needs.run.outputs.counts": '{"passed":5}',
+        "needs.run.outputs.duration": "12.5",
+        "github.server_url": "https://github.com",
+        "github.repository": "o/r",
+        "github.run_id": "42",
+    } | context
+    env = {"PATH": os.environ["PATH"], **{name: render(value, context) for name, value in step["env"].items()}}
+    done = run_step_script(step, tmp_path, env, shell_job="status")
+    assert done.returncode == 0, done.stdout + done.stderr
+    [status] = read_statuses([tmp_path / "guide-status"], {})
+    assert (status.name, status.guide, status.verdict) == ("demo", "docs/examples/demo.md", verdict)
+    assert (status.ref, status.duration_s, dict(status.counts)) == ("main", 12.5, {"passed": 5})
+    assert status.run_url == "https://github.com/o/r/actions/runs/42" and status.date is not None
+    assert (tmp_path / "guide-status" / "demo.json").is_file()
+    [upload] = steps_using(workflow, "status", "actions/upload-artifact")
+    assert upload["with"]["path"] == "guide-status" and upload["with"]["overwrite"] is True
+    assert upload["with"]["name"] == "guide-status-${{ inputs.report-name }}"
+
+
+def test_the_status_job_runs_whatever_happened_on_a_github_hosted_runner() -> None:
+    job = WORKFLOWS[GUIDE_RUN].jobs["status"]
+    assert job["needs"] == ["decide", "run"] and job["if"] == "${{ always() }}"
+    assert job["runs-on"] == "ubuntu-latest"
+
+
+def test_the_board_job_renders_this_runs_statuses_over_the_previous_board() -> None:
+    job = GUIDES.jobs["board"]
+    assert job["needs"] == ["matrix", "run"] and job["runs-on"] == "ubuntu-latest"
+    assert evaluate(job["if"], {"always()": "true", "needs.matrix.result": "success"}) == "true"
+    [download] = steps_using(GUIDES, "board", "actions/download-artifact")
+    status_upload = steps_using(WORKFLOWS[GUIDE_RUN], "status", "actions/upload-artifact")[0]["with"]["name"]
+    assert download["with"]["pattern"] == status_upload.split("${{")[0] + "*"
+    assert download["with"]["merge-multiple"] is True
+    [board] = [call for call in harness_calls(GUIDES) if call.job == "board"]
+    args = __import__("ci.registry", fromlist=["build_parser"]).build_parser().parse_args(list(board.argv))
+    assert [str(path) for path in args.board] == [download["with"]["path"]]
+    assert str(args.previous) == str(args.output) == "$BOARD_DIR"
+    board_dir = "${{ env.BOARD_DIR }}"
+    [restore] = steps_using(GUIDES, "board", "actions/cache/restore")
+    [save] = steps_using(GUIDES, "board", "actions/cache/save")
+    [publish] = steps_using(GUIDES, "board", "actions/upload-artifact")
+    assert restore["with"]["path"] == save["with"]["path"] == publish["with"]["path"] == board_dir
+    assert save["with"]["key"].startswith(restore["with"]["restore-keys"])
+    [write] = [s for j, _, s in GUIDES.steps() if j == "board" and "ci.registry" in str(s.get("run", ""))]
+    assert write["shell"] == "bash" and 'tee -a "$GITHUB_STEP_SUMMARY"' in write["run"], "pipefail, and the summary"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The composite action: the demo workflow, and another repository's
+
+
+def action_inputs(given: dict[str, Any]) -> dict[str, str]:
+    declared = ACTION.doc["action"]["inputs"]
+    return {name: str(given.get(name, spec.get("default", ""))) for name, spec in declared.items()}
+
+
+def run_action_step(name: str, inputs: dict[str, str], venv: str, workspace: Path, env: dict[str, str]) -> Any:
+    [step] = [s for _, step_name, s in ACTION.steps() if step_name == name]
+    context = {f"inputs.{key}": value for key, value in inputs.items()} | {"steps.install.outputs.venv": venv}
+    step_env = {key: render(value, context) for key, value in step["env"].items()}
+    return run_step_script(step, workspace, {**env, **step_env}, shell_job="action", workflow=ACTION)
+
+
+def test_the_action_runs_the_demo_guide_as_the_demo_workflow_asks(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    """action-demo.yml's inputs through the action's check and run steps (the harness is this environment,
+    as the install step would make it): the guide passes, the outputs say so, the reports are where the
+    workflow's last step looks, and that step, run for real, agrees."""
+    demo = WORKFLOWS["action-demo.yml"]
+    inputs = action_inputs(action_step(demo.jobs["demo"])["with"])
+    assert inputs["guide"] == "docs/examples/demo.md"
+    workspace = tmp_path / "workspace"
+    (workspace / "docs" / "examples").mkdir(parents=True)
+    shutil.copy(ROOT / "docs" / "examples" / "demo.md", workspace / "docs" / "examples" / "demo.md")
+    outputs = tmp_path / "github_output"
+    # the job's python (setup-python's, in the workflow) first on PATH, also after a login shell's /etc/profile
+    bin_dir = Path(python_on_path(tmp_path)["PATH"].split(os.pathsep)[0])
+    (tmp_path / ".bash_profile").write_text(f'export PATH="{bin_dir}:$PATH"\n', encoding="utf-8")
+    env = {**harness_env, "GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(outputs), "HOME": str(tmp_path)}
+    env["GITHUB_STEP_SUMMARY"] = str(tmp_path / "summary.md")
+    checked = run_action_step("Check the guide", inputs, sys.prefix, workspace, env)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    ran = run_action_step("Run the guide", inputs, sys.prefix, workspace, env)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    written = read_github_output(outputs.read_text(encoding="utf-8"))
+    assert written["verdict"] == "passed" and json.loads(written["counts"]) == {"passed": 8}
+    last = demo.jobs["demo"]["steps"][-1]
+    context = {f"steps.demo.outputs.{name}": value for name, value in written.items()}
+    last_env = {name: render(value, context) for name, value in last["env"].items()}
+    checked_last = run_step_script(last, workspace, {**env, **last_env}, shell_job="demo", workflow=demo)
+    assert checked_last.returncode == 0, checked_last.stdout + checked_last.stderr
+
+
+def test_the_action_passes_each_line_of_set_and_args_as_one_word(tmp_path: Path) -> None:
+    python = stand_in_python(tmp_path)
+    inputs = action_inputs(
+        {"guide": "g.md", "set": "model_dir=/data/my models\n\nfast=1", "args": "--timeout\n30m", "keep-going": "true"}
+    )
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    done = run_action_step("Run the guide", inputs, str(python.parent.parent), tmp_path, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    argv = Path(f"{python}.args").read_text().splitlines()
+    assert argv[:2] == ["-m", "ci.run"]
+    assert argv[-7:] == ["--keep-going", "--set", "model_dir=/data/my models", "--set", "fast=1", "--timeout", "30m"]
+    assert "--workdir" not in argv and "--deadline" not in argv  # given only when set
+
+
+def test_the_documented_workflow_of_another_repository_uses_the_action_whole() -> None:
+    text = documented_workflow()
+    doc = yaml.load(text, Loader=WorkflowLoader)
+    assert len(text.splitlines()) <= 13, "docs/ci.md promises a workflow of about ten lines"
+    [job] = doc["jobs"].values()
+    [step] = [s for s in job["steps"] if str(s.get("uses", "")) == "OWNER/guide-guard@COMMIT_SHA"]
+    declared = ACTION.doc["action"]["inputs"]
+    assert set(step["with"]) <= set(declared) and {"guide"} <= set(step["with"])
+    # the reports it uploads are where the action leaves them by default
+    [upload] = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
+    assert upload["with"]["path"] == str(Path(declared["output-dir"]["default"]).parent)
+    assert upload["if"] == "always()"
+    assert not [e for e in EXPRESSION.findall(text) if "secrets" in e]
+    # with a real commit in place of COMMIT_SHA it follows the pinning rule (actionlint: test_workflows.py)
+    pinned = parse_workflow(text.replace("COMMIT_SHA", "0" * 40), "docs-example.yml")
+    assert pinning_violations(pinned) == [] and permission_violations(pinned) == []

@@ -1,0 +1,547 @@
+"""The guide registry (guides.yaml) and `python -m ci.registry`: its checks, the matrix, the board and the badges."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ci.maintain.registry import MATRIX_KEYS, load_registry
+from ci.registry import main
+
+ROOT = Path(__file__).resolve().parents[1]
+SHA = "0123456789abcdef0123456789abcdef01234567"
+
+PASSING = """
+```shell #test id="hello"
+echo hello
+```
+
+```shell #test-result id="hello"
+hello
+```
+"""
+FAILING = """
+```shell #test id="hello"
+echo hello
+```
+
+```shell #test-result id="hello"
+goodbye
+```
+
+```shell #test id="after"
+echo after
+```
+
+```shell #test-result id="after"
+after
+```
+"""
+
+
+# blocks of at most 2 minutes: a job of 60 minutes leaves them room
+OK_GUIDE = "---\nci:\n  timeout: 2m\n---\n" + PASSING
+
+
+def write_registry(directory: Path, text: str, guides: dict[str, str] | None = None) -> Path:
+    """guides.yaml (dedented) in DIRECTORY, with the guides it names written beside it."""
+    for name, body in (guides or {"docs/ok.md": OK_GUIDE}).items():
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
+        (directory / name).write_text(textwrap.dedent(body).lstrip(), encoding="utf-8")
+    path = directory / "guides.yaml"
+    path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
+    return path
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def errors(err: str) -> list[str]:
+    return [line.removeprefix("[ERROR] ") for line in err.splitlines() if line.startswith("[ERROR] ")]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# --check
+
+
+def test_the_repositorys_registry_is_valid() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ci.registry", "--check"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("guides.yaml: 2 entries, every guide parses (nightly: 1, weekly: 1)")
+    # docs/specforge.md and the demo are its first two entries; the demo needs no container
+    entries = load_registry(ROOT / "guides.yaml").entries
+    assert [(e.name, e.guide) for e in entries[:2]] == [
+        ("specforge-npu", "docs/specforge.md"),
+        ("demo", "docs/examples/demo.md"),
+    ]
+    assert entries[1].image == "" and entries[1].runner == ("ubuntu-latest",)
+
+
+def test_unknown_keys_are_named_with_the_key_they_may_mean(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    registry = write_registry(
+        tmp_path,
+        """
+        defaults:
+          runner: [ubuntu-latest]
+          timout_minutes: 60
+        guides:
+          - name: ok
+            guide: docs/ok.md
+            shedule: weekly
+            upstream: {repo: o/r, signal: [release]}
+        gudes: []
+        """,
+    )
+    status, out, err = run(capsys, str(registry), "--check")
+    assert (status, out) == (2, "")
+    found = errors(err)
+    assert found[:4] == [
+        f"{registry}:3: unknown key 'timout_minutes' in defaults; did you mean timeout_minutes? (allowed: runner,"
+        " image, container_options, timeout_minutes, schedule, monitor, upstream, set, only, variables)",
+        f"{registry}:7: unknown key 'shedule' in entry 'ok'; did you mean schedule? (allowed: name, guide, runner,"
+        " image, container_options, timeout_minutes, schedule, monitor, upstream, set, only, variables)",
+        f"{registry}:8: unknown key 'signal' in entry 'ok''s upstream; did you mean signals? (allowed: repo,"
+        " branch, ref, model, model_revision, signals)",
+        f"{registry}:9: unknown key 'gudes' in the registry; did you mean guides? (allowed: defaults, guides)",
+    ]
+    assert found[-1] == "4 problems in the registry: fix them and run --check again"
+
+
+def test_missing_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    registry = write_registry(
+        tmp_path,
+        """
+        guides:
+          - name: first
+            guide: docs/ok.md
+          - guide: docs/ok.md
+            runner: [ubuntu-latest]
+          - just a word
+        """,
+    )
+    status, _, err = run(capsys, str(registry), "--check")
+    assert status == 2
+    assert errors(err)[:-1] == [
+        f"{registry}:2: entry 'first': runner is missing; give it in the entry or in defaults,"
+        " e.g. runner: [ubuntu-latest]",
+        f"{registry}:4: the entry at line 4: name is missing; every entry names its own, e.g. name: my-guide",
+        f"{registry}:6: each item of guides must be a mapping with a name and a guide, not str 'just a word'",
+    ]
+
+
+def test_a_name_taken_twice_names_both_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    registry = write_registry(
+        tmp_path,
+        """
+        defaults: {runner: [ubuntu-latest]}
+        guides:
+          - {name: first, guide: docs/ok.md}
+          - {name: second, guide: docs/ok.md}
+          - {name: first, guide: docs/ok.md}
+        """,
+    )
+    status, _, err = run(capsys, str(registry), "--check")
+    assert status == 2
+    assert errors(err)[0] == (
+        f"{registry}:5: entry 'first': the name is taken by the entry at line 3; give each entry its own name"
+    )
+
+
+def test_a_guide_that_does_not_parse_is_shown_at_both_files_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    registry = write_registry(
+        tmp_path,
+        """
+        defaults: {runner: [ubuntu-latest]}
+        guides:
+          - name: broken
+            guide: docs/broken.md
+          - name: missing
+            guide: docs/nowhere.md
+        """,
+        {"docs/broken.md": '# Broken\n\n```shell #test id="a"\necho a\n```\n'},
+    )
+    status, _, err = run(capsys, str(registry), "--check")
+    assert status == 2
+    found = errors(err)
+    assert found[0].startswith(f"{registry}:4: entry 'broken': the guide does not parse: docs/broken.md:3: ")
+    assert "#test-result" in found[0]
+    assert found[1].startswith(f"{registry}:6: entry 'missing': cannot read the guide docs/nowhere.md (in {tmp_path})")
+
+
+@pytest.mark.parametrize(
+    "text,line,said",
+    [
+        (
+            "guides:\n  - &e {name: a, guide: docs/ok.md, runner: [x]}\n  - *e\n",
+            3,
+            "YAML aliases (*name) are not allowed",
+        ),
+        ("guides:\n  - name: a\n    name: b\n", 3, "the key 'name' is given twice in one mapping (first at line 2)"),
+        ("guides:\n  - name: [a\n", 3, "not valid YAML"),
+        ("- just a list\n", 1, "the registry needs a list `guides:` of entries"),
+    ],
+)
+def test_yaml_that_cannot_be_read_is_refused_at_its_line(
+    text: str, line: int, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    registry = tmp_path / "guides.yaml"
+    registry.write_text(text, encoding="utf-8")
+    status, _, err = run(capsys, str(registry), "--check")
+    assert status == 2
+    assert errors(err)[0].startswith(f"{registry}:{line}: {said}"), err
+
+
+def test_values_are_checked_with_the_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    registry = write_registry(
+        tmp_path,
+        """
+        defaults: {runner: [ubuntu-latest]}
+        guides:
+          - name: bad name
+            guide: docs/ok.md
+          - name: values
+            guide: docs/ok.md
+            timeout_minutes: 15
+            schedule: hourly
+            monitor: maybe
+            variables: lower
+            set: {a: [1, 2]}
+            runner: []
+        """,
+    )
+    status, _, err = run(capsys, str(registry), "--check")
+    assert status == 2
+    found = errors(err)
+    assert f"{registry}:3: entry 'bad name': name 'bad name' must be letters, digits and dashes (at most 80)" in found
+    assert any(
+        f"{registry}:7: entry 'values': timeout_minutes must be a whole number of minutes, at least 16" in p
+        for p in found
+    )
+    assert f"{registry}:8: entry 'values': schedule must be one of nightly, weekly, not str 'hourly'" in found
+    assert f"{registry}:9: entry 'values': monitor must be true or false, not str 'maybe'" in found
+    assert any(p.startswith(f"{registry}:10: entry 'values': variables 'lower' must be a prefix") for p in found)
+    assert any(p.startswith(f"{registry}:11: entry 'values': set 'a' must be a NAME") for p in found)
+    assert f"{registry}:12: entry 'values': runner needs at least one label, e.g. [ubuntu-latest]" in found
+
+
+def test_the_job_must_leave_the_guide_its_longest_block(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    registry = write_registry(
+        tmp_path,
+        """
+        defaults: {runner: [ubuntu-latest]}
+        guides:
+          - name: tight
+            guide: docs/ok.md
+            timeout_minutes: 60
+            only: [hello, nothing]
+        """,
+        {"docs/ok.md": "---\nci:\n  timeout: 1h\n---\n" + PASSING},
+    )
+    status, _, err = run(capsys, str(registry), "--check")
+    assert status == 2
+    assert errors(err)[:2] == [
+        f"{registry}:5: entry 'tight': timeout_minutes 60 gives the run a deadline of 45 min, and block hello"
+        " (docs/ok.md:6) may take 60 min: give timeout_minutes at least 105 (30 min for the rest of the guide,"
+        " 15 for the job around the harness)",
+        f"{registry}:6: entry 'tight': only: 'nothing' names no block (use an id, a store name or an ordinal;"
+        " see --list)",
+    ]
+
+
+def test_guides_named_by_url_are_https_and_pinned_and_not_fetched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    registry = write_registry(
+        tmp_path,
+        f"""
+        defaults: {{runner: [ubuntu-latest]}}
+        guides:
+          - {{name: plain-http, guide: "http://guides.invalid/o/r/{SHA}/g.md"}}
+          - {{name: a-branch, guide: "https://guides.invalid/o/r/main/g.md"}}
+        """,
+    )
+    status, _, err = run(capsys, str(registry), "--check")
+    assert status == 2
+    assert errors(err)[:2] == [
+        f"{registry}:3: entry 'plain-http': the guide http://guides.invalid/o/r/{SHA}/g.md must be an https URL:"
+        " plain http can be altered on the way",
+        f"{registry}:4: entry 'a-branch': the guide https://guides.invalid/o/r/main/g.md is not pinned to a commit:"
+        " name the full commit sha in the URL, e.g. https://raw.githubusercontent.com/OWNER/REPO/<40-hex sha>/"
+        "docs/guide.md (a branch or tag can move)",
+    ]
+    # a pinned https URL passes, and the check says it was not fetched (the host does not even exist)
+    registry.write_text(
+        f'defaults: {{runner: [x]}}\nguides:\n  - {{name: pinned, guide: "https://guides.invalid/o/r/{SHA}/g.md"}}\n'
+    )
+    status, out, err = run(capsys, str(registry), "--check")
+    assert status == 0, err
+    assert "not fetched: pinned (named by URL; checked for https and a pinned commit only" in out
+
+
+def test_the_signals_asked_for_must_have_what_they_watch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    registry = write_registry(
+        tmp_path,
+        """
+        defaults: {runner: [ubuntu-latest]}
+        guides:
+          - name: watching
+            guide: docs/ok.md
+            upstream:
+              signals: [release, guide, model, relase]
+          - name: both
+            guide: docs/ok.md
+            upstream: {repo: o/r, branch: main, signals: [release, branch]}
+        """,
+    )
+    status, _, err = run(capsys, str(registry), "--check")
+    assert status == 2
+    found = errors(err)
+    assert any("unknown key 'relase' in entry 'watching''s upstream signals; did you mean release?" in p for p in found)
+    assert (
+        f"{registry}:9: entry 'both': watch either the latest release (release) or a branch head (branch), not both"
+        in found
+    )
+    # a signal whose source neither the entry nor the guide's front matter names
+    registry.write_text(
+        "defaults: {runner: [x]}\nguides:\n  - name: w\n    guide: docs/ok.md\n    upstream:\n"
+        "      signals: [release, model]\n"
+    )
+    status, _, err = run(capsys, str(registry), "--check")
+    assert errors(err)[:2] == [
+        f"{registry}:5: entry 'w': the signal release needs a repo (upstream.repo, or ci.upstream.repo in the guide)",
+        f"{registry}:5: entry 'w': the signal model needs a model (upstream.model, or ci.upstream.model in the guide)",
+    ]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# --matrix
+
+MATRIX_REGISTRY = """
+defaults:
+  runner: [ubuntu-latest]
+  timeout_minutes: 60
+guides:
+  - name: night
+    guide: docs/ok.md
+    runner: [self-hosted, npu]
+    image: registry.example/image:1
+    container_options: --shm-size 16g
+    variables: NIGHT
+    set: {model_dir: /data/m, fast: true}
+    only: [hello]
+    upstream: {repo: o/r, ref: main, model: org/m, signals: [release, guide, model]}
+  - name: week
+    guide: docs/ok.md
+    schedule: weekly
+    monitor: false
+"""
+
+
+def test_the_matrix_of_each_group(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    registry = write_registry(tmp_path, MATRIX_REGISTRY)
+    status, out, _ = run(capsys, str(registry), "--matrix", "--group", "nightly")
+    assert status == 0
+    matrix = json.loads(out)
+    assert list(matrix) == ["include"]
+    [night] = matrix["include"]
+    assert tuple(night) == MATRIX_KEYS
+    assert night == {
+        "name": "night",
+        "guide": "docs/ok.md",
+        "runner-labels": '["self-hosted", "npu"]',
+        "image": "registry.example/image:1",
+        "container-options": "--shm-size 16g",
+        "timeout-minutes": 60,
+        "monitor": True,
+        "upstream-ref": "main",
+        "upstream-repo": "o/r",
+        "upstream-branch": "",
+        "upstream-model": "org/m",
+        "upstream-model-revision": "",
+        "monitor-signals": "release,guide,model",
+        "set": "model_dir=/data/m\nfast=true",
+        "only": "hello",
+        "variables": "NIGHT",
+    }
+    _, out, _ = run(capsys, str(registry), "--matrix", "--group", "weekly")
+    [week] = json.loads(out)["include"]
+    assert (week["name"], week["runner-labels"], week["image"], week["monitor"]) == (
+        "week",
+        '["ubuntu-latest"]',
+        "",
+        False,
+    )
+    # every entry, or the one named, whatever its group
+    _, out, _ = run(capsys, str(registry), "--matrix")
+    assert [row["name"] for row in json.loads(out)["include"]] == ["night", "week"]
+    _, out, _ = run(capsys, str(registry), "--matrix", "--entry", "week")
+    assert [row["name"] for row in json.loads(out)["include"]] == ["week"]
+
+
+def test_the_matrix_refuses_an_unknown_entry_and_an_invalid_registry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    registry = write_registry(tmp_path, MATRIX_REGISTRY)
+    status, out, err = run(capsys, str(registry), "--matrix", "--entry", "nigth")
+    assert (status, out) == (2, "")
+    assert errors(err) == [f"{registry} has no entry nigth (entries: night, week)"]
+    registry.write_text(registry.read_text().replace("schedule: weekly", "schedule: monthly"))
+    status, out, err = run(capsys, str(registry), "--matrix")
+    assert (status, out) == (2, "") and "schedule must be one of nightly, weekly" in err
+
+
+def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    registry = write_registry(tmp_path, MATRIX_REGISTRY)
+    assert run(capsys, str(registry), "--check", "--group", "weekly")[0] == 2
+    with pytest.raises(SystemExit):
+        main([str(registry), "--matrix", "--group", "monthly"])
+    capsys.readouterr()
+    status, _, err = run(capsys, str(tmp_path / "nowhere.yaml"), "--check")
+    assert status == 2 and f"{tmp_path / 'nowhere.yaml'}: cannot read the registry" in err
+
+
+# ---------------------------------------------------------------------------------------------------------
+# --board
+
+
+def two_runs(guide_runner: Any, tmp_path: Path) -> tuple[Path, Path]:
+    """The output directories of a real passing and a real failing run of the harness."""
+    passed = guide_runner(PASSING, name="quick-start.md")
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    shutil.move(passed.output_dir, tmp_path / "passed")
+    failed = guide_runner(FAILING, name="install.md")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    shutil.move(failed.output_dir, tmp_path / "failed")
+    return tmp_path / "passed", tmp_path / "failed"
+
+
+def test_the_board_renders_real_runs_failing_first(
+    guide_runner: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no guides.yaml here: the board has the runs' guides only
+    passed, failed = two_runs(guide_runner, tmp_path)
+    board = tmp_path / "board"
+    status, out, err = run(capsys, "--board", str(passed), str(failed), "--output", str(board))
+    assert status == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "## Guides: 1 failing, 1 passing"
+    assert lines[2:4] == [
+        "| guide | verdict | upstream ref | last passed | took | run |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    install, quick_start = lines[4], lines[5]
+    assert install.startswith("| install | ❌ failed (1 mismatch, 1 not run) | — | — | ")
+    assert quick_start.startswith("| quick-start | ✅ passed (1 passed) | — | 20")
+    assert (board / "board.md").read_text(encoding="utf-8") == out
+    record = json.loads((failed / "results.json").read_text(encoding="utf-8"))["guides"][0]
+    status_file = json.loads((board / "install.json").read_text(encoding="utf-8"))
+    assert status_file == {
+        "name": "install",
+        "guide": record["guide"],
+        "verdict": "failed",
+        "ref": None,
+        "date": record["started_at"],
+        "duration_s": record["duration_s"],
+        "last_passed": None,
+        "run_url": None,
+        "counts": {"mismatch": 1, "not_run": 1},
+    }
+
+
+def test_each_guide_gets_a_badge_in_shields_endpoint_format(
+    guide_runner: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no guides.yaml here: the board has the runs' guides only
+    passed, failed = two_runs(guide_runner, tmp_path)
+    board = tmp_path / "board"
+    assert run(capsys, "--board", str(passed), str(failed), "--output", str(board))[0] == 0
+    badges = {path.name: json.loads(path.read_text(encoding="utf-8")) for path in board.glob("*.badge.json")}
+    assert badges == {
+        "install.badge.json": {"schemaVersion": 1, "label": "install", "message": "failed", "color": "red"},
+        "quick-start.badge.json": {
+            "schemaVersion": 1,
+            "label": "quick-start",
+            "message": "passed",
+            "color": "brightgreen",
+        },
+    }
+
+
+def test_the_previous_board_keeps_last_passed_and_the_guides_not_run(
+    guide_runner: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workflow's way: status files of this run on top of the previous board's files."""
+    monkeypatch.chdir(tmp_path)  # no guides.yaml here: the board has the runs' guides only
+    passed, _ = two_runs(guide_runner, tmp_path)
+    board = tmp_path / "board"
+    assert run(capsys, "--board", str(passed), "--output", str(board))[0] == 0
+    first = json.loads((board / "quick-start.json").read_text(encoding="utf-8"))
+    assert first["last_passed"] == first["date"]
+    tonight = tmp_path / "tonight"
+    tonight.mkdir()
+    failing = {
+        "name": "quick-start",
+        "guide": first["guide"],
+        "verdict": "failed",
+        "ref": "v2",
+        "date": "2099-01-01T02:00:00Z",
+    }
+    (tonight / "quick-start.json").write_text(json.dumps(failing))
+    skipped = {"name": "other", "guide": "docs/other.md", "verdict": "not_run", "date": "2099-01-01T02:00:00Z"}
+    (tonight / "other.json").write_text(json.dumps(skipped))
+    status, out, _ = run(capsys, "--board", str(tonight), "--previous", str(board), "--output", str(board))
+    assert status == 0
+    now = json.loads((board / "quick-start.json").read_text(encoding="utf-8"))
+    assert (now["verdict"], now["ref"], now["last_passed"]) == ("failed", "v2", first["date"])
+    assert f"| quick-start | ❌ failed | v2 | {first['date'][:10]} | — | 2099-01-01 |" in out
+    # a guide the monitor skipped keeps its last run's row; with none, it shows as not run
+    assert "| other | ⏸️ not run | — | — | — | 2099-01-01 |" in out
+    skipped_again = dict(failing, verdict="not_run", date="2099-01-02T02:00:00Z")
+    (tonight / "quick-start.json").write_text(json.dumps(skipped_again))
+    _, out, _ = run(capsys, "--board", str(tonight), "--previous", str(board))
+    assert f"| quick-start | ❌ failed | v2 | {first['date'][:10]} | — | 2099-01-01 |" in out
+
+
+def test_with_a_registry_the_board_has_a_row_per_entry(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    registry = write_registry(tmp_path, MATRIX_REGISTRY)
+    statuses = tmp_path / "statuses"
+    statuses.mkdir()
+    row = {"name": "week", "guide": "docs/ok.md", "verdict": "passed", "duration_s": 3725, "run_url": "https://x/1"}
+    (statuses / "week.json").write_text(json.dumps(row | {"date": "2099-01-01T02:00:00Z"}))
+    previous = tmp_path / "previous"
+    previous.mkdir()
+    (previous / "gone.json").write_text(json.dumps(row | {"name": "gone"}))  # no longer registered
+    status, out, _ = run(capsys, str(registry), "--board", str(statuses), "--previous", str(previous))
+    assert status == 0
+    assert out.splitlines()[4:] == [
+        "| night | ⏸️ not run | — | — | — | — |",
+        "| week | ✅ passed | — | 2099-01-01 | 1h 02m | [2099-01-01](https://x/1) |",
+    ]
+
+
+def test_board_inputs_that_cannot_be_read_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no guides.yaml here: the board has the runs' guides only
+    status, _, err = run(capsys, "--board", str(tmp_path / "nowhere"))
+    assert status == 2 and "nowhere does not exist: give a run's --output-dir, or a directory of status files" in err
+    (tmp_path / "bad.json").write_text("{", encoding="utf-8")
+    status, _, err = run(capsys, "--board", str(tmp_path / "bad.json"))
+    assert status == 2 and f"{tmp_path / 'bad.json'} is not valid JSON (line 1)" in err
+    (tmp_path / "bad.json").write_text('{"name": "x", "verdict": "great"}', encoding="utf-8")
+    status, _, err = run(capsys, "--board", str(tmp_path / "bad.json"))
+    assert status == 2 and "verdict 'great' is not one of passed, failed, interrupted, no_verdict, not_run" in err
