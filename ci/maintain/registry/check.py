@@ -13,7 +13,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ci.core.model import DocumentError, Plan, Problem
-from ci.core.plan import guides_without_blocks, only_idents, select_steps
+from ci.core.plan import guides_without_blocks
+from ci.core.selection import only_idents, select_steps
 from ci.maintain.guide import plan_without_running
 from ci.maintain.registry.model import BLOCK_HEADROOM_MINUTES, DEADLINE_MARGIN_MINUTES, Entry
 
@@ -53,7 +54,7 @@ def _only_problems(entry: Entry, plan: Plan) -> list[tuple[str, str]]:
     if not entry.only:
         return []
     try:
-        select_steps([plan], only=only_idents(entry.only, [plan]))
+        select_steps([plan], only=only_idents(entry.only, [plan]), preset_names=(name for name, _ in entry.set))
     except DocumentError as error:
         return [("only", f"only: {p.message.replace('--only ', '')}") for p in error.problems]
     return []
