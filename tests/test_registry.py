@@ -257,8 +257,8 @@ def test_the_job_must_leave_the_guide_its_longest_block(tmp_path: Path, capsys: 
         f"{registry}:5: entry 'tight': timeout_minutes 60 gives the run a deadline of 45 min, and block hello"
         " (docs/ok.md:6) may take 60 min: give timeout_minutes at least 105 (30 min for the rest of the guide,"
         " 15 for the job around the harness)",
-        f"{registry}:6: entry 'tight': only: 'nothing' names no block (use an id, a store name or an ordinal;"
-        " see --list)",
+        f"{registry}:6: entry 'tight': only: 'nothing' names no block; use an id, a store name or an ordinal"
+        " (see --list)",
     ]
 
 
