@@ -303,7 +303,9 @@ def test_match_file_agrees_with_regex(case: tuple[str, str, tuple[str, ...]]) ->
 
 # Output bytes including invalid UTF-8: a lone continuation byte, bytes never valid,
 # a lead byte without its continuations, and a whole multi-byte character.
+# A U+FFFD printed, a surrogate's encoding (three replaced bytes) and a 4-byte character cut short, too.
 RAW_CHUNKS = [b"a", b"b", b".", b"\n", b"x", b"\xff", b"\xb8", "中".encode(), "中".encode()[:2], b"\xe4"]
+RAW_CHUNKS += ["\ufffd".encode(), b"\xed\xa0\x80", "😀".encode()[:3]]
 BODY_WORDS = ["a", "b", ".", "\n", "x", "中", "...", "\ufffd"]
 
 
@@ -328,6 +330,39 @@ def test_match_file_decodes_with_replacement(case: tuple[bytes, str, tuple[str, 
         failed_piece = match_file(path, body, tokens)
     decoded = raw.decode("utf-8", errors="replace")
     assert (failed_piece is None) == reference_matches(decoded, body, tokens), f"decoded output {decoded!r}"
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw_cases(), st.integers(1, 12))
+def test_a_file_read_in_small_windows_matches_as_decoded_in_memory(
+    case: tuple[bytes, str, tuple[str, ...]], window_bytes: int
+) -> None:
+    """Windows far smaller than the output: pieces, invalid bytes and U+FFFD straddle their edges."""
+    raw, body, tokens = case
+    decoded = raw.decode("utf-8", errors="replace")
+    with tempfile.TemporaryDirectory() as directory:
+        path = write_output(Path(directory), raw)
+        failed_piece = match_file(path, body, tokens, window_bytes=window_bytes)
+    assert (failed_piece is None) == reference_matches(decoded, body, tokens), f"decoded output {decoded!r}"
+
+
+@pytest.mark.parametrize(
+    ("raw", "body", "verdict"),
+    [
+        (b"ok \xff done", "ok \ufffd done", True),  # one invalid byte
+        ("ok \ufffd done".encode(), "ok \ufffd done", True),  # a U+FFFD printed
+        (b"ok \xe4\xb8 done", "ok \ufffd done", True),  # a character cut short: one replacement
+        (b"ok \xe4\xb8 done", "ok \ufffd\ufffd done", False),
+        (b"ok \xed\xa0\x80 done", "ok \ufffd\ufffd\ufffd done", True),  # a surrogate: three
+        (b"ok \xff\n", "...\ufffd", True),
+        (b"\xff\xfe ok", "\ufffd...ok", True),
+        (b"ok", "ok\ufffd", False),
+    ],
+)
+def test_replacement_character_table(tmp_path: Path, raw: bytes, body: str, verdict: bool) -> None:
+    path = write_output(tmp_path, raw)
+    for window_bytes in (1, 2, 3, 1024):
+        assert (match_file(path, body, DEFAULT, window_bytes=window_bytes) is None) == verdict, window_bytes
 
 
 # -- the adversarial family -------------------------------------------------
@@ -549,6 +584,19 @@ def test_match_file_large_output_in_bounded_memory(large_output: tuple[str, int]
         assert match_file(path, body, DEFAULT) is None
         assert match_file(path, missing, DEFAULT) == 2
         assert match_file(path, "...tokens/s 99999...", DEFAULT) == 1
+        _, peak_bytes = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak_bytes < LARGE_BYTES // 4, f"peak {peak_bytes} bytes while matching a {LARGE_BYTES}-byte file"
+
+
+def test_replacement_character_in_the_body_keeps_memory_bounded(large_output: tuple[str, int]) -> None:
+    """A U+FFFD in the body (a replaced invalid byte) is matched a window at a time too, never decoding the output whole."""
+    path, lines = large_output
+    tracemalloc.start()
+    try:
+        assert match_file(path, f"{large_line(0)}...\ufffd...", DEFAULT) == 1
+        assert match_file(path, f"{large_line(0)}\n...\n{large_line(lines - 1)}\ufffd", DEFAULT) == 1
         _, peak_bytes = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

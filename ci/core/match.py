@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import difflib
-import os
 from collections.abc import Sequence
-from typing import BinaryIO
+from typing import Any
 
 from ci.core.model import MatchReport
+from ci.core.searchable import WINDOW_BYTES, MemoryText, Searchable, open_output
 
 __all__ = ["DEFAULT_WILDCARD", "explain_mismatch", "match_file", "matches", "split_pieces"]
 
 DEFAULT_WILDCARD = "..."
-
-# What can be searched in memory: a str or bytes.
-Haystack = str | bytes
 
 
 def split_pieces(body: str, tokens: Sequence[str]) -> list[str]:
@@ -42,128 +39,55 @@ def split_pieces(body: str, tokens: Sequence[str]) -> list[str]:
     return pieces
 
 
-class _MemoryText:
-    """An output held in memory (str or bytes), behind the same interface as a file."""
-
-    def __init__(self, text: Haystack) -> None:
-        self.text = text
-        self.size = len(text)
-        self.newline: str | bytes = "\n" if isinstance(text, str) else b"\n"
-
-    def read(self, start: int, length: int) -> Haystack:
-        return self.text[start : start + length]
-
-    def find(self, piece: str | bytes, start: int) -> int:
-        return self.text.find(piece, start)  # type: ignore[arg-type]  # piece and text are both str or both bytes
-
-    def content_end(self) -> int:
-        return len(self.text.rstrip(self.newline))  # type: ignore[arg-type]  # newline has the text's type
-
-
-def _match_text(text: _MemoryText | _FileText, pieces: Sequence[str | bytes]) -> int | None:
-    """Return None when the text matches, else the index of the first piece that failed.
+def _match_text(text: Searchable[Any], pieces: Sequence[str]) -> tuple[int, int] | None:
+    """None when the text matches, else the index of the first piece that failed and where its search began.
 
     The reference semantics is a regular expression: the pieces escaped and
-    joined by a lazy DOTALL `.*?`, anchored at both ends, followed by `\n*`.
+    joined by a lazy DOTALL `.*?`, anchored at both ends, followed by `\\n*`.
     Without backtracking: the first piece is a prefix, the last a suffix of the
     output (newlines it ends with may come from the trailing ones), and the
     middle pieces are found leftmost, in order, in between. Leftmost is
     optimal, so this gives the regular expression's verdict in one pass.
     """
-    newline = text.newline
     last = pieces[-1]
-    core = last.rstrip(newline)  # type: ignore[arg-type]  # pieces and newline share the output's type
+    core = last.rstrip("\n")
     newlines_needed = len(last) - len(core)
     end = text.content_end()
     trailing = text.size - end
     if len(pieces) == 1:
-        whole = end == len(core) and (not core or text.read(0, end) == core)
-        return None if whole and trailing >= newlines_needed else 0
+        whole = end == text.length(core) and (not core or text.has_at(core, 0))
+        return None if whole and trailing >= newlines_needed else (0, 0)
     first = pieces[0]
-    if text.read(0, len(first)) != first:
-        return 0
-    position = len(first)
+    if not text.has_at(first, 0):
+        return 0, 0
+    position = text.length(first)
     for index in range(1, len(pieces) - 1):
         piece = pieces[index]
         found = text.find(piece, position) if piece else position
         if found < 0:
-            return index
-        position = found + len(piece)
+            return index, position
+        position = found + text.length(piece)
     if not core:
         fits = text.size - position >= newlines_needed and trailing >= newlines_needed
     else:
-        start = end - len(core)
-        fits = trailing >= newlines_needed and start >= position and text.read(start, len(core)) == core
-    return None if fits else len(pieces) - 1
+        start = end - text.length(core)
+        fits = trailing >= newlines_needed and start >= position and text.has_at(core, start)
+    return None if fits else (len(pieces) - 1, position)
 
 
 def matches(actual: str, body: str, tokens: Sequence[str] = (DEFAULT_WILDCARD,)) -> bool:
     """True when `actual` matches the expected `body` with these wildcard tokens."""
-    return _match_text(_MemoryText(actual), split_pieces(body, tokens)) is None
+    return _match_text(MemoryText(actual), split_pieces(body, tokens)) is None
 
 
-class _FileText:
-    """The bytes of a stdout file, searched in bounded chunks so memory stays small."""
+def match_file(path: str, body: str, tokens: Sequence[str], *, window_bytes: int = WINDOW_BYTES) -> int | None:
+    """Match a stdout file without reading it into memory: None on a match, else the index of the first piece that failed.
 
-    newline = b"\n"
-
-    def __init__(self, handle: BinaryIO, size: int) -> None:
-        self.handle = handle
-        self.size = size
-
-    def read(self, start: int, length: int) -> bytes:
-        self.handle.seek(start)
-        return self.handle.read(length)
-
-    def content_end(self) -> int:
-        """Size without trailing newlines."""
-        end = self.size
-        while end > 0:
-            chunk = self.read(max(end - _CHUNK_BYTES, 0), min(_CHUNK_BYTES, end))
-            stripped = chunk.rstrip(b"\n")
-            end -= len(chunk) - len(stripped)
-            if stripped:
-                return end
-        return 0
-
-    def find(self, piece: str | bytes, start: int) -> int:
-        """Offset of the first `piece` (bytes) at or after `start`, else -1."""
-        assert isinstance(piece, bytes)
-        chunk_bytes = _FIRST_CHUNK_BYTES
-        offset = start
-        buffer = b""
-        while offset + len(buffer) < self.size:
-            buffer += self.read(offset + len(buffer), chunk_bytes)
-            found = buffer.find(piece)
-            if found >= 0:
-                return offset + found
-            keep = len(piece) - 1
-            if len(buffer) > keep:
-                offset += len(buffer) - keep
-                buffer = buffer[len(buffer) - keep :] if keep else b""
-            chunk_bytes = min(chunk_bytes * 2, _CHUNK_BYTES)
-        return -1
-
-
-_FIRST_CHUNK_BYTES = 64 * 1024  # pieces usually sit close together: start small
-_CHUNK_BYTES = 1024 * 1024  # larger chunks measured slower (bench/matching.py)
-
-
-def match_file(path: str, body: str, tokens: Sequence[str]) -> int | None:
-    """Match a stdout file without reading it into memory.
-
-    Returns None on a match, else the index of the first piece that failed.
-    Works on bytes: UTF-8 is self-synchronising, so a byte-level search finds
-    exactly the character-level matches. A body holding U+FFFD could match a
-    replaced invalid byte, so that rare case decodes the whole output first.
+    Reads at most `window_bytes` at a time (more only for a piece that long).
     """
-    pieces = split_pieces(body, tokens)
-    if "\ufffd" in body:
-        with open(path, "rb") as handle:
-            return _match_text(_MemoryText(handle.read().decode("utf-8", errors="replace")), pieces)
     with open(path, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        return _match_text(_FileText(handle, size), [p.encode("utf-8") for p in pieces])
+        failed = _match_text(open_output(handle, body, window_bytes), split_pieces(body, tokens))
+    return None if failed is None else failed[0]
 
 
 def _line_of_piece(body: str, pieces: Sequence[str], tokens: Sequence[str], index: int) -> int:
