@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ci.core.match import explain_mismatch, match_file, matches, split_pieces
+from ci.core.match import blame_file, blame_text, explain_mismatch, match_file, matches, split_pieces
 from ci.core.model import MatchReport
 
 DEFAULT = ("...",)
@@ -343,7 +343,9 @@ def test_a_file_read_in_small_windows_matches_as_decoded_in_memory(
     with tempfile.TemporaryDirectory() as directory:
         path = write_output(Path(directory), raw)
         failed_piece = match_file(path, body, tokens, window_bytes=window_bytes)
+        blame = blame_file(path, body, tokens, window_bytes=window_bytes)
     assert (failed_piece is None) == reference_matches(decoded, body, tokens), f"decoded output {decoded!r}"
+    assert blame == blame_text(decoded, body, tokens), f"decoded output {decoded!r}"
 
 
 @pytest.mark.parametrize(
@@ -473,10 +475,11 @@ def test_adversarial_long_needles_at_two_million(tmp_path: Path) -> None:
 
 
 def explain(tmp_path: Path, actual: str, body: str, tokens: tuple[str, ...] = DEFAULT) -> MatchReport:
-    """The report the executor would build: the failed piece from match_file, then explain_mismatch."""
-    failed_piece = match_file(write_output(tmp_path, actual.encode("utf-8")), body, tokens)
-    assert failed_piece is not None, "expected a mismatch"
-    return explain_mismatch(actual, body, tokens, failed_piece)
+    """The report the executor would build: the blame from the file, then explain_mismatch (the same blame in memory)."""
+    blame = blame_file(write_output(tmp_path, actual.encode("utf-8")), body, tokens)
+    assert blame is not None, "expected a mismatch"
+    assert blame == blame_text(actual, body, tokens)
+    return explain_mismatch(actual, body, tokens, blame)
 
 
 def test_explain_prefix_mismatch_on_line_three(tmp_path: Path) -> None:
@@ -541,7 +544,9 @@ def test_explain_diff_is_unified_expected_to_actual(tmp_path: Path) -> None:
 def test_explain_bounds_a_huge_output() -> None:
     body = "start\n...\nend"
     actual = "start\n" + "x\n" * 500_000 + "END"
-    report = explain_mismatch(actual, body, DEFAULT, 1, limit_chars=10_000)
+    blame = blame_text(actual, body)
+    assert blame is not None
+    report = explain_mismatch(actual, body, DEFAULT, blame, limit_chars=10_000)
     assert len(report.actual_head) == 10_000
     assert len(report.diff) < 30_000
 
@@ -596,11 +601,28 @@ def test_replacement_character_in_the_body_keeps_memory_bounded(large_output: tu
     tracemalloc.start()
     try:
         assert match_file(path, f"{large_line(0)}...\ufffd...", DEFAULT) == 1
-        assert match_file(path, f"{large_line(0)}\n...\n{large_line(lines - 1)}\ufffd", DEFAULT) == 1
+        blame = blame_file(path, f"{large_line(0)}\n...\n{large_line(lines - 1)}\ufffd", DEFAULT)
         _, peak_bytes = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
+    assert blame is not None and blame.line == 3
     assert peak_bytes < LARGE_BYTES // 4, f"peak {peak_bytes} bytes while matching a {LARGE_BYTES}-byte file"
+
+
+@pytest.mark.parametrize("newlines", [0, 3])
+def test_a_mismatch_in_a_large_file_is_blamed_on_its_line(large_output: tuple[str, int], newlines: int) -> None:
+    """The failing line is looked for in the whole output, not in a bounded view of it."""
+    path, lines = large_output
+    middle = "\n".join(large_line(index) for index in range(lines - 2000, lines - 1))
+    body = f"{large_line(0)}\n...\n{middle}\nthe last line" + "\n" * newlines
+    tracemalloc.start()
+    try:
+        blame = blame_file(path, body, DEFAULT)
+        _, peak_bytes = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert blame is not None and blame.line == body.count("\n", 0, body.index("the last line")) + 1
+    assert peak_bytes < LARGE_BYTES // 4
 
 
 # -- chunk boundaries: match_file reads the file piecewise, matches() sees it whole ---------

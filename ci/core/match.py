@@ -1,15 +1,25 @@
-"""Output checking: match a block's stdout against its expected body in linear time."""
+"""Output checking: match a block's stdout against its expected body in linear time, and say where a mismatch starts."""
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ci.core.model import MatchReport
 from ci.core.searchable import WINDOW_BYTES, MemoryText, Searchable, open_output
 
-__all__ = ["DEFAULT_WILDCARD", "explain_mismatch", "match_file", "matches", "split_pieces"]
+__all__ = [
+    "DEFAULT_WILDCARD",
+    "Blame",
+    "blame_file",
+    "blame_text",
+    "explain_mismatch",
+    "match_file",
+    "matches",
+    "split_pieces",
+]
 
 DEFAULT_WILDCARD = "..."
 
@@ -90,6 +100,13 @@ def match_file(path: str, body: str, tokens: Sequence[str], *, window_bytes: int
     return None if failed is None else failed[0]
 
 
+@dataclass(frozen=True)
+class Blame:
+    """Where a mismatch starts: the first expected line that could not be matched."""
+
+    line: int  # 1-based line of the expected body
+
+
 def _line_of_piece(body: str, pieces: Sequence[str], tokens: Sequence[str], index: int) -> int:
     """0-based line in `body` where piece `index` starts."""
     offset = 0
@@ -101,39 +118,65 @@ def _line_of_piece(body: str, pieces: Sequence[str], tokens: Sequence[str], inde
     return body.count("\n", 0, offset)
 
 
-def _failing_line_in_piece(actual: str, piece: str, position: int, anchored: bool) -> int:
-    """0-based line of `piece` at which it stops being found in `actual` from `position`.
+def _blame(text: Searchable[Any], body: str, tokens: Sequence[str], failed: tuple[int, int]) -> Blame:
+    """The blame for a mismatch at piece `failed[0]`, whose search began at `failed[1]`.
 
-    Grows the piece line by line; the first line whose addition makes it
-    unfindable is the one to blame (at the start for the anchored prefix,
-    anywhere further on for the other pieces).
+    The piece is grown line by line; the first line whose addition makes it
+    unfindable (at its place for the first piece, anywhere further on for the
+    others) is the one to blame, or its last line when all of it is found. A
+    shorter start of the piece is found wherever a longer one is, so a binary
+    search needs a few passes over the output, not one per line.
     """
-    lines = piece.split("\n")
-    for count in range(1, len(lines) + 1):
-        candidate = "\n".join(lines[:count]) + ("\n" if count < len(lines) else "")
-        found = actual.startswith(candidate, position) if anchored else actual.find(candidate, position) >= 0
-        if not found:
-            return count - 1
-    return len(lines) - 1
+    pieces = split_pieces(body, tokens)
+    index, position = failed
+    lines = pieces[index].split("\n")
+
+    def start(count: int) -> str:
+        """The piece's first `count` lines, with the newline after them when more follow."""
+        return "\n".join(lines[:count]) + ("\n" if 0 < count < len(lines) else "")
+
+    found, found_at, missing = 0, position, len(lines) + 1  # start(found) is at found_at; start(missing) is nowhere
+    while missing - found > 1:
+        middle = (found + missing) // 2
+        candidate = start(middle)
+        # the first piece must start the output; where a longer start of a piece is, a shorter one is too
+        at = (position if text.has_at(candidate, position) else -1) if index == 0 else text.find(candidate, found_at)
+        if at < 0:
+            missing = middle
+        else:
+            found, found_at = middle, at
+    within = min(found, len(lines) - 1)
+    body_lines = body.split("\n")
+    line = min(_line_of_piece(body, pieces, tokens, index) + within, len(body_lines) - 1)
+    return Blame(line + 1)
+
+
+def blame_text(actual: str, body: str, tokens: Sequence[str] = (DEFAULT_WILDCARD,)) -> Blame | None:
+    """None when `actual` matches `body`, else where the mismatch starts."""
+    text = MemoryText(actual)
+    failed = _match_text(text, split_pieces(body, tokens))
+    return None if failed is None else _blame(text, body, tokens, failed)
+
+
+def blame_file(path: str, body: str, tokens: Sequence[str], *, window_bytes: int = WINDOW_BYTES) -> Blame | None:
+    """None when the stdout file matches `body`, else where the mismatch starts: `match_file` and `blame_text` in one.
+
+    The whole output is searched, a window at a time, however large it is.
+    """
+    with open(path, "rb") as handle:
+        text = open_output(handle, body, window_bytes)
+        failed = _match_text(text, split_pieces(body, tokens))
+        return None if failed is None else _blame(text, body, tokens, failed)
 
 
 def explain_mismatch(
-    actual: str, body: str, tokens: Sequence[str], failed_piece: int, *, limit_chars: int = 200_000
+    actual: str, body: str, tokens: Sequence[str], blame: Blame, *, limit_chars: int = 200_000
 ) -> MatchReport:
     """Build the report shown on a mismatch: the diff and the first expected line not matched.
 
     `actual` may be a bounded view of the output; the diff is bounded too, so a
     huge output costs no more than `limit_chars`.
     """
-    pieces = split_pieces(body, tokens)
-    position = 0
-    for index in range(failed_piece):
-        found = actual.find(pieces[index], position) if index else 0
-        position = max(found, 0) + len(pieces[index])
-    piece = pieces[failed_piece]
-    within = _failing_line_in_piece(actual, piece, position, anchored=failed_piece == 0)
-    body_lines = body.split("\n")
-    start_line = min(_line_of_piece(body, pieces, tokens, failed_piece) + within, len(body_lines) - 1)
     shown = actual[:limit_chars]
     if len(actual) > limit_chars and "\n" in shown:  # whole lines: a part of a line may be a part of a secret
         shown = shown[: shown.rindex("\n") + 1]
@@ -150,6 +193,6 @@ def explain_mismatch(
         expected=body,
         actual_head=shown,
         diff=diff,
-        first_unmatched_line=start_line + 1,
-        first_unmatched_text=body_lines[start_line],
+        first_unmatched_line=blame.line,
+        first_unmatched_text=body.split("\n")[blame.line - 1],
     )

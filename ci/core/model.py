@@ -241,6 +241,7 @@ class MatchReport:
     diff: str  # unified diff, expected -> actual (bounded)
     first_unmatched_line: int  # 1-based line in the expected body
     first_unmatched_text: str  # that line's text
+    guide_line: int | None = None  # the guide's line of first_unmatched_line, in the result's body as written
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ci.core.match import explain_mismatch, match_file
+from ci.core.match import blame_file, explain_mismatch
 from ci.core.model import BlockResult, Language, MatchReport, Status, Step, TrackedProcess
-from ci.core.plan import substitute
+from ci.core.plan import substitute, written_line
 from ci.core.text import FULL_LIMIT_BYTES, Masker, file_contains, read_view
 from ci.runner.events import Events
 from ci.runner.outputs import OutputFiles, file_sizes, output_stem
@@ -52,6 +52,7 @@ class _Substituted:
 
     command: str  # the body, as it runs
     expected: str | None  # the #test-result body it is matched against (a #test)
+    expected_values: tuple[tuple[str, str], ...] = ()  # (placeholder, value) put into the expected body
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class _Observed:
 
     command: str  # the body after substitution
     expected: str | None  # the expected body after substitution (#test)
+    expected_values: tuple[tuple[str, str], ...]  # (placeholder, value) put into the expected body
     exited: bool  # its main process ended within its limit
     exit_code: int | None  # None while it had not exited (and after a time-out)
     duration_s: float
@@ -157,11 +159,12 @@ def run_step(step: Step, stored: Mapping[str, str], context: StepContext) -> tup
         return unstarted_result(step, Status.ERROR, message), None
     command = substitute(step.body, tuple((load.placeholder, stored[load.name]) for load in step.loads))
     expected = None
+    expected_pairs: tuple[tuple[str, str], ...] = ()
     if step.expected:
         expected_pairs = tuple((load.placeholder, stored[load.name]) for load in step.expected.loads)
         # trailing newlines go after substitution: a value stored empty must not leave one behind
         expected = substitute(step.expected.body, expected_pairs).rstrip("\n")
-    substituted = _Substituted(command, expected)
+    substituted = _Substituted(command, expected, expected_pairs)
     block = _spawn(step, command, context)
     if isinstance(block, str):
         return unstarted_result(step, Status.ERROR, block, substituted=substituted), None
@@ -290,6 +293,7 @@ def _observe(
     return _Observed(
         command=substituted.command,
         expected=substituted.expected,
+        expected_values=substituted.expected_values,
         exited=exited,
         exit_code=exit_code,
         duration_s=time.monotonic() - block.started,
@@ -317,11 +321,13 @@ def _verdict(step: Step, observed: _Observed, stdout_path: Path, masker: Masker)
             step, Status.FAILED, f"killed by signal {-code}" if code is not None and code < 0 else f"exit {code}"
         )
     if step.expected is not None and observed.expected is not None:
-        failed_piece = match_file(str(stdout_path), observed.expected, step.expected.fuzzy)
-        if failed_piece is None:
+        blame = blame_file(str(stdout_path), observed.expected, step.expected.fuzzy)  # the whole output, streamed
+        if blame is None:
             return observed.result(step, Status.PASSED, "output matched")
         view = read_view(str(stdout_path), full_limit_bytes=FULL_LIMIT_BYTES, masker=masker, mask=False)
-        report = explain_mismatch(view.render(), observed.expected, step.expected.fuzzy, failed_piece)
+        report = explain_mismatch(view.render(), observed.expected, step.expected.fuzzy, blame)
+        written = written_line(step.expected.body, observed.expected_values, report.first_unmatched_line)
+        report = replace(report, guide_line=step.expected.line + written)
         message = f"stdout does not match the expected output from its line {report.first_unmatched_line}: {report.first_unmatched_text!r}"
         return observed.result(step, Status.MISMATCH, message, match=report)
     if step.store:
