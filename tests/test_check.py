@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from ci.core.match import blame_file, blame_text, explain_mismatch, match_file, matches, split_pieces
 from ci.core.model import MatchReport
+from ci.core.text import clean_text
 
 DEFAULT = ("...",)
 NO_WILDCARD: tuple[str, ...] = ()
@@ -541,6 +542,29 @@ def test_explain_diff_is_unified_expected_to_actual(tmp_path: Path) -> None:
     assert report.actual_head == actual
 
 
+@pytest.mark.parametrize(
+    ("actual", "shown"),
+    [
+        ("hello\r\n", "hello\\r"),
+        ("\x1b[1;31mhello\x1b[0m\n", "\\x1b[1;31mhello\\x1b[0m"),
+        ("hel\x00lo\x07\n", "hel\\x00lo\\x07"),
+    ],
+)
+def test_explain_shows_what_a_log_hides(tmp_path: Path, actual: str, shown: str) -> None:
+    """Lines that differ only in bytes a log drops: the diff writes them out, and the log keeps what it writes."""
+    report = explain(tmp_path, actual, "hello")
+    assert report.diff.splitlines()[3:] == ["-hello", f"+{shown}"]
+    assert clean_text(report.diff) == report.diff
+    assert report.actual_line_hidden == actual.rstrip("\n")
+    assert report.actual_head == "hello\n"  # the actual output as the log shows it
+
+
+def test_explain_names_no_hidden_difference_where_the_line_differs_visibly(tmp_path: Path) -> None:
+    report = explain(tmp_path, "start\nhullo\r\nend\n", "start\nhello\nend")
+    assert (report.first_unmatched_line, report.actual_line_hidden) == (2, None)
+    assert "+hullo\\r" in report.diff.splitlines()
+
+
 def test_explain_bounds_a_huge_output() -> None:
     body = "start\n...\nend"
     actual = "start\n" + "x\n" * 500_000 + "END"
@@ -622,6 +646,7 @@ def test_a_mismatch_in_a_large_file_is_blamed_on_its_line(large_output: tuple[st
     finally:
         tracemalloc.stop()
     assert blame is not None and blame.line == body.count("\n", 0, body.index("the last line")) + 1
+    assert blame.actual_line == large_line(lines - 1)
     assert peak_bytes < LARGE_BYTES // 4
 
 

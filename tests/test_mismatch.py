@@ -1,12 +1,67 @@
-"""Mismatch reports through the command line: a mismatch in a large output is blamed on the right line of the
-guide, in the console, results.json, JUnit and annotations."""
+"""Mismatch reports through the command line: bytes a log hides are shown where they differ, and a mismatch in a
+large output is blamed on the right line of the guide, in the console, results.json, JUnit and annotations."""
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 FENCE = "```"
+
+
+@pytest.mark.parametrize(
+    ("printed", "diff_line", "named"),
+    [
+        ("hello\\r\\n", "+hello\\r", "\\r (carriage return)"),
+        (
+            "\\033[31mhello\\033[0m\\n",
+            "+\\x1b[31mhello\\x1b[0m",
+            "\\x1b[31m (escape sequence), \\x1b[0m (escape sequence)",
+        ),
+        ("hel\\0lo\\n", "+hel\\x00lo", "\\x00 (NUL)"),
+    ],
+    ids=["carriage return", "colour", "NUL"],
+)
+def test_a_mismatch_in_bytes_a_log_hides_is_shown(guide_runner, printed: str, diff_line: str, named: str) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test id="greet"
+        printf '{printed}'
+        {FENCE}
+
+        {FENCE}shell #test-result id="greet"
+        hello
+        {FENCE}
+        """
+    )
+    assert run.returncode == 1, run.stdout
+    block = run.block("greet")
+    assert (block["status"], block["first_unmatched_line"]) == ("mismatch", 1)
+    # the diff shows the difference, escaped, where the actual output shows the line as the log does: `hello`
+    assert f"\n-hello\n{diff_line}\n" in run.stdout, run.stdout
+    said = f"from its line 1: 'hello'; the output's line there, '{diff_line[1:]}',"  # quoted as Python does
+    assert said in block["message"], block["message"]
+    assert f"differs from it only in what a log does not show: {named}" in block["message"]
+    assert said in run.stdout  # the verdict's line
+
+
+def test_a_visible_difference_says_nothing_of_hidden_bytes(guide_runner) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test id="greet"
+        printf 'hullo\\r\\n'
+        {FENCE}
+
+        {FENCE}shell #test-result id="greet"
+        hello
+        {FENCE}
+        """
+    )
+    block = run.block("greet")
+    assert block["message"] == "stdout does not match the expected output from its line 1: 'hello'"
+    assert "\n-hello\n+hullo\\r\n" in run.stdout, run.stdout
 
 
 def test_a_large_output_is_blamed_on_the_line_that_differs(guide_runner, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from ci.core.model import MatchReport
 from ci.core.searchable import WINDOW_BYTES, MemoryText, Searchable, open_output
+from ci.core.text import clean_text, show_hidden, without_hidden
 
 __all__ = [
     "DEFAULT_WILDCARD",
@@ -102,9 +103,10 @@ def match_file(path: str, body: str, tokens: Sequence[str], *, window_bytes: int
 
 @dataclass(frozen=True)
 class Blame:
-    """Where a mismatch starts: the first expected line that could not be matched."""
+    """Where a mismatch starts: the first expected line that could not be matched, and the output there."""
 
     line: int  # 1-based line of the expected body
+    actual_line: str  # the output's line where that expected line was looked for (at most a few KiB of it)
 
 
 def _line_of_piece(body: str, pieces: Sequence[str], tokens: Sequence[str], index: int) -> int:
@@ -148,7 +150,7 @@ def _blame(text: Searchable[Any], body: str, tokens: Sequence[str], failed: tupl
     within = min(found, len(lines) - 1)
     body_lines = body.split("\n")
     line = min(_line_of_piece(body, pieces, tokens, index) + within, len(body_lines) - 1)
-    return Blame(line + 1)
+    return Blame(line + 1, text.line_around(found_at + text.length(start(within))))
 
 
 def blame_text(actual: str, body: str, tokens: Sequence[str] = (DEFAULT_WILDCARD,)) -> Blame | None:
@@ -169,30 +171,42 @@ def blame_file(path: str, body: str, tokens: Sequence[str], *, window_bytes: int
         return None if failed is None else _blame(text, body, tokens, failed)
 
 
+def _diff_lines(text: str) -> list[str]:
+    """TEXT's lines as the diff shows them: split at line feeds alone, what a log hides written out."""
+    return [show_hidden(line) for line in text.split("\n")] if text else []
+
+
 def explain_mismatch(
     actual: str, body: str, tokens: Sequence[str], blame: Blame, *, limit_chars: int = 200_000
 ) -> MatchReport:
     """Build the report shown on a mismatch: the diff and the first expected line not matched.
 
-    `actual` may be a bounded view of the output; the diff is bounded too, so a
-    huge output costs no more than `limit_chars`.
+    `actual` may be a bounded view of the output, as decoded (not cleaned for a
+    log); the diff is bounded too, so a huge output costs no more than
+    `limit_chars`. The diff shows what a log hides (carriage returns, escape
+    sequences, other control characters) as escapes, `\\r`, `\\x1b`.
     """
     shown = actual[:limit_chars]
     if len(actual) > limit_chars and "\n" in shown:  # whole lines: a part of a line may be a part of a secret
         shown = shown[: shown.rindex("\n") + 1]
     diff = "\n".join(
         difflib.unified_diff(
-            body[:limit_chars].splitlines(),
-            shown.splitlines(),
+            _diff_lines(body[:limit_chars]),
+            _diff_lines(shown.rstrip("\n")),
             fromfile="expected",
             tofile="actual",
             lineterm="",
         )
     )
+    expected_line = body.split("\n")[blame.line - 1]
+    hidden_only = matches(without_hidden(blame.actual_line), expected_line, tokens) and not matches(
+        blame.actual_line, expected_line, tokens
+    )
     return MatchReport(
         expected=body,
-        actual_head=shown,
+        actual_head=clean_text(shown),
         diff=diff,
         first_unmatched_line=blame.line,
-        first_unmatched_text=body.split("\n")[blame.line - 1],
+        first_unmatched_text=expected_line,
+        actual_line_hidden=blame.actual_line if hidden_only else None,
     )

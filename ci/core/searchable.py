@@ -13,6 +13,7 @@ __all__ = ["WINDOW_BYTES", "DecodedFile", "FileBytes", "MemoryText", "Searchable
 
 _FIRST_CHUNK_BYTES = 64 * 1024  # pieces usually sit close together: start small
 WINDOW_BYTES = 1024 * 1024  # read at a time, at most; larger windows measured slower (bench/matching.py)
+_LINE_REACH = 4096  # of the output's line around an offset, this much is read on each side
 
 
 class Searchable(ABC, Generic[AnyStr]):
@@ -55,6 +56,12 @@ class Searchable(ABC, Generic[AnyStr]):
         if not piece:
             return start if start <= self.size else -1
         return self.find_encoded(self.encode(piece), start)
+
+    def line_around(self, offset: int) -> str:
+        """The line holding `offset` (its newline left out), up to _LINE_REACH on each side."""
+        before = self.decode(self.read(max(offset - _LINE_REACH, 0), min(offset, _LINE_REACH)))
+        after = self.decode(self.read(offset, _LINE_REACH))
+        return before.rpartition("\n")[2] + after.partition("\n")[0]
 
 
 class MemoryText(Searchable[str]):

@@ -11,7 +11,7 @@ from pathlib import Path
 from ci.core.match import blame_file, explain_mismatch
 from ci.core.model import BlockResult, Language, MatchReport, Status, Step, TrackedProcess
 from ci.core.plan import substitute, written_line
-from ci.core.text import FULL_LIMIT_BYTES, Masker, file_contains, read_view
+from ci.core.text import FULL_LIMIT_BYTES, Masker, file_contains, hidden_characters, read_view
 from ci.runner.events import Events
 from ci.runner.outputs import OutputFiles, file_sizes, output_stem
 from ci.runner.process import BlockProcess, ProcessSupervisor, RunInterrupted
@@ -19,6 +19,7 @@ from ci.runner.process import BlockProcess, ProcessSupervisor, RunInterrupted
 __all__ = ["StepContext", "run_step", "unstarted_result"]
 
 _STORE_LIMIT_BYTES = 16 * 1024 * 1024  # of a setup's stdout, at most this much is stored
+_QUOTED_CHARS = 200  # of an output's line, at most this much is quoted in a verdict's message
 
 
 @dataclass(frozen=True)
@@ -324,12 +325,13 @@ def _verdict(step: Step, observed: _Observed, stdout_path: Path, masker: Masker)
         blame = blame_file(str(stdout_path), observed.expected, step.expected.fuzzy)  # the whole output, streamed
         if blame is None:
             return observed.result(step, Status.PASSED, "output matched")
-        view = read_view(str(stdout_path), full_limit_bytes=FULL_LIMIT_BYTES, masker=masker, mask=False)
+        view = read_view(
+            str(stdout_path), full_limit_bytes=FULL_LIMIT_BYTES, masker=masker, mask=False, keep_hidden=True
+        )
         report = explain_mismatch(view.render(), observed.expected, step.expected.fuzzy, blame)
         written = written_line(step.expected.body, observed.expected_values, report.first_unmatched_line)
         report = replace(report, guide_line=step.expected.line + written)
-        message = f"stdout does not match the expected output from its line {report.first_unmatched_line}: {report.first_unmatched_text!r}"
-        return observed.result(step, Status.MISMATCH, message, match=report)
+        return observed.result(step, Status.MISMATCH, _mismatch_message(report), match=report)
     if step.store:
         size = os.path.getsize(stdout_path)
         with open(stdout_path, "rb") as handle:
@@ -341,3 +343,17 @@ def _verdict(step: Step, observed: _Observed, stdout_path: Path, masker: Masker)
         note = "" if size <= _STORE_LIMIT_BYTES else f" (first {_STORE_LIMIT_BYTES} bytes of {size})"
         return observed.result(step, Status.PASSED, f"stored {step.store}{note}", stored=(step.store, value))
     return observed.result(step, Status.PASSED, "exit 0")
+
+
+def _mismatch_message(report: MatchReport) -> str:
+    """The verdict's line: the first expected line not matched and, where a log hides it, what the output has there."""
+    message = (
+        f"stdout does not match the expected output from its line {report.first_unmatched_line}:"
+        f" {report.first_unmatched_text!r}"
+    )
+    actual = report.actual_line_hidden
+    if actual is not None:
+        shown = repr(actual) if len(actual) <= _QUOTED_CHARS else f"{actual[:_QUOTED_CHARS]!r}..."
+        hidden = ", ".join(hidden_characters(actual))
+        message += f"; the output's line there, {shown}, differs from it only in what a log does not show: {hidden}"
+    return message
