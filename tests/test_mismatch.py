@@ -64,6 +64,27 @@ def test_a_visible_difference_says_nothing_of_hidden_bytes(guide_runner) -> None
     assert "\n-hello\n+hullo\\r\n" in run.stdout, run.stdout
 
 
+def test_a_quoted_line_keeps_its_secret_masked(guide_runner) -> None:
+    """Quoting a line escapes the backslash in a secret: it is masked before, or the log would show it."""
+    secret = "pa\\ss-word-42"
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test id="secret"
+        printf '%s\\r\\n' "$MY_TOKEN"
+        {FENCE}
+
+        {FENCE}shell #test-result id="secret"
+        {secret}
+        {FENCE}
+        """,
+        env={"MY_TOKEN": secret},
+    )
+    block = run.block("secret")
+    assert block["message"].startswith("stdout does not match the expected output from its line 1: '***';")
+    assert "the output's line there, '***\\r'," in block["message"]
+    assert "ss-word" not in run.stdout and "ss-word" not in (run.output_dir / "results.json").read_text()
+
+
 def test_a_large_output_is_blamed_on_the_line_that_differs(guide_runner, tmp_path: Path) -> None:
     """60,000 lines (more than the 256 KiB view) that differ only in the last: the result's last line is to blame."""
     middle = [str(number) for number in range(30_000, 60_000)]

@@ -331,7 +331,7 @@ def _verdict(step: Step, observed: _Observed, stdout_path: Path, masker: Masker)
         report = explain_mismatch(view.render(), observed.expected, step.expected.fuzzy, blame)
         written = written_line(step.expected.body, observed.expected_values, report.first_unmatched_line)
         report = replace(report, guide_line=step.expected.line + written)
-        return observed.result(step, Status.MISMATCH, _mismatch_message(report), match=report)
+        return observed.result(step, Status.MISMATCH, _mismatch_message(report, masker), match=report)
     if step.store:
         size = os.path.getsize(stdout_path)
         with open(stdout_path, "rb") as handle:
@@ -345,14 +345,16 @@ def _verdict(step: Step, observed: _Observed, stdout_path: Path, masker: Masker)
     return observed.result(step, Status.PASSED, "exit 0")
 
 
-def _mismatch_message(report: MatchReport) -> str:
-    """The verdict's line: the first expected line not matched and, where a log hides it, what the output has there."""
-    message = (
-        f"stdout does not match the expected output from its line {report.first_unmatched_line}:"
-        f" {report.first_unmatched_text!r}"
-    )
-    actual = report.actual_line_hidden
-    if actual is not None:
+def _mismatch_message(report: MatchReport, masker: Masker) -> str:
+    """The verdict's line: the first expected line not matched and, where a log hides it, what the output has there.
+
+    Lines are masked before they are quoted: quoting escapes a backslash in a
+    secret, which the reporters' masking would then no longer find.
+    """
+    expected = masker.mask(report.first_unmatched_text)
+    message = f"stdout does not match the expected output from its line {report.first_unmatched_line}: {expected!r}"
+    if report.actual_line_hidden is not None:
+        actual = masker.mask(report.actual_line_hidden)
         shown = repr(actual) if len(actual) <= _QUOTED_CHARS else f"{actual[:_QUOTED_CHARS]!r}..."
         hidden = ", ".join(hidden_characters(actual))
         message += f"; the output's line there, {shown}, differs from it only in what a log does not show: {hidden}"
