@@ -9,6 +9,12 @@ the output in memory, as bytes and again as text. Its size is capped at
 `--baseline-mib` (default 1024: about 3 GiB of peak memory, safe on this 24 GiB
 machine); when smaller than `--mib`, the table says so.
 
+The harness runs three more such guides: the last line is `DONE` and an
+invalid byte, expected as `...DONE \ufffd...` (a U+FFFD in the body matches a
+replaced byte, and must not make the harness decode the whole output in
+memory); and two mismatches, `...DONE\nMISSING` and the same with U+FFFD, whose
+first unmatched line is looked for in the whole output.
+
 Peak RSS is measured the same way for both: a small launcher forks and its
 child execs the command, and wait4() gives the largest RSS of any process of
 the tree (Linux carries the peak across exec, so launching from a big parent
@@ -35,48 +41,81 @@ LOG_LINE = "memory benchmark: one line of a large training log, loss 0.125 lr 0.
 EXPECTED = "...DONE..."
 
 
-def block_command(size_bytes: int) -> str:
-    return f"yes '{LOG_LINE}' | head -c {size_bytes}; echo; echo DONE"
+@dataclass(frozen=True)
+class Case:
+    """One guide the harness runs: what its block prints last, what is expected, and the verdict."""
+
+    name: str  # as the table shows it
+    last_line: str  # printf format of the block's last line
+    expected: str
+    status: str  # the block's status in results.json
 
 
-def write_guide(path: Path, size_bytes: int) -> None:
+CASES = (
+    Case("ci.run", "DONE\\n", EXPECTED, "passed"),
+    Case("U+FFFD", "DONE \\377\\n", "...DONE \ufffd...", "passed"),
+    Case("mismatch", "DONE\\n", "...DONE\nMISSING", "mismatch"),
+    Case("U+FFFD mismatch", "DONE \\377\\n", "...DONE \ufffd\nMISSING", "mismatch"),
+)
+
+
+def block_command(size_bytes: int, last_line: str = "DONE\\n") -> str:
+    return f"yes '{LOG_LINE}' | head -c {size_bytes}; echo; printf '{last_line}'"
+
+
+def write_guide(path: Path, size_bytes: int, case: Case) -> None:
     path.write_text(
         "# Memory benchmark\n\n"
-        f'```shell #test id="big"\n{block_command(size_bytes)}\n```\n\n'
-        f'```shell #test-result id="big"\n{EXPECTED}\n```\n',
+        f'```shell #test id="big"\n{block_command(size_bytes, case.last_line)}\n```\n\n'
+        f'```shell #test-result id="big"\n{case.expected}\n```\n',
         encoding="utf-8",
     )
 
 
 @dataclass(frozen=True)
-class MemoryResult:
-    """Peak RSS and wall time of the harness and of the baseline."""
+class HarnessResult:
+    """Peak RSS and wall time of the harness on one case."""
 
-    output_bytes: int  # what the block printed for the harness
-    harness_peak_bytes: int  # measured by the launcher
-    harness_record_bytes: int  # results.json harness_peak_rss_bytes
-    harness_wall_s: float
+    case: Case
+    output_bytes: int  # what the block printed
+    peak_bytes: int  # measured by the launcher
+    record_bytes: int  # results.json harness_peak_rss_bytes
+    wall_s: float
+
+
+@dataclass(frozen=True)
+class MemoryResult:
+    """Peak RSS and wall time of the harness on each case and of the baseline."""
+
+    harness: tuple[HarnessResult, ...]  # in the order of CASES
     baseline_output_bytes: int
     baseline_peak_bytes: int
     baseline_wall_s: float
 
 
-def measure(mib: int, baseline_mib: int, work: Path) -> MemoryResult:
-    size = mib * MIB
+def measure_harness(size: int, case: Case, work: Path) -> HarnessResult:
     guide = work / "guide.md"
-    write_guide(guide, size)
+    write_guide(guide, size, case)
     out = work / "ci-out"
     log = work / "ci.log"
     ours = run_peak_memory([sys.executable, "-m", "ci.run", str(guide), "--output-dir", str(out)], cwd=REPO, log=log)
-    if ours.exit_code != 0:
+    if ours.exit_code != (0 if case.status == "passed" else 1):
         raise CommandFailed(f"ci.run exited {ours.exit_code}:\n{log.read_text(errors='replace')[-2000:]}")
     record = json.loads((out / "results.json").read_text(encoding="utf-8"))
     block = record["blocks"][0]
-    if block["status"] != "passed":
-        raise CommandFailed(f"the block did not pass: {block['status']}: {block['message']}")
+    if block["status"] != case.status:
+        raise CommandFailed(f"{case.name}: the block is {block['status']}, not {case.status}: {block['message']}")
     for stream in ("stdout_path", "stderr_path"):
         if block[stream]:
             (out / block[stream]).unlink()  # a GiB on disk is not worth keeping
+    return HarnessResult(
+        case, int(block["stdout_bytes"]), ours.max_rss_bytes, int(record["harness_peak_rss_bytes"]), ours.wall_s
+    )
+
+
+def measure(mib: int, baseline_mib: int, work: Path) -> MemoryResult:
+    size = mib * MIB
+    harness = tuple(measure_harness(size, case, work) for case in CASES)
     baseline_size = min(size, baseline_mib * MIB)
     pairs = work / "blocks.json"
     pairs.write_text(json.dumps([[block_command(baseline_size), EXPECTED]]), encoding="utf-8")
@@ -84,10 +123,7 @@ def measure(mib: int, baseline_mib: int, work: Path) -> MemoryResult:
     if baseline.exit_code != 0:
         raise CommandFailed(f"the baseline exited {baseline.exit_code} (its block failed or did not match)")
     return MemoryResult(
-        output_bytes=int(block["stdout_bytes"]),
-        harness_peak_bytes=ours.max_rss_bytes,
-        harness_record_bytes=int(record["harness_peak_rss_bytes"]),
-        harness_wall_s=ours.wall_s,
+        harness=harness,
         baseline_output_bytes=baseline_size,
         baseline_peak_bytes=baseline.max_rss_bytes,
         baseline_wall_s=baseline.wall_s,
@@ -97,26 +133,41 @@ def measure(mib: int, baseline_mib: int, work: Path) -> MemoryResult:
 def run_memory(mib: int, baseline_mib: int, section: Section) -> MemoryResult:
     with tempfile.TemporaryDirectory(prefix="gg-memory-") as tmp:
         result = measure(mib, baseline_mib, Path(tmp))
-    section.line(f"one block printing {mib_text(result.output_bytes)}, matched against {EXPECTED!r} (a full scan)")
-    section.table(f"{'engine':>10} {'output':>10} {'peak RSS':>10} {'wall s':>8}  note")
+    plain = result.harness[0]
+    section.line(f"one block printing {mib_text(plain.output_bytes)}, matched against {EXPECTED!r} (a full scan)")
+    section.table(f"{'engine':>16} {'output':>10} {'peak RSS':>10} {'wall s':>8}  note")
+    for row in result.harness:
+        section.line(
+            f"{row.case.name:>16} {mib_text(row.output_bytes):>10} {mib_text(row.peak_bytes):>10}"
+            f" {row.wall_s:>8.2f}  expected {row.case.expected!a}, {row.case.status};"
+            f" results.json harness_peak_rss_bytes: {mib_text(row.record_bytes)}"
+        )
+    capped = " (capped by --baseline-mib)" if result.baseline_output_bytes < plain.output_bytes - MIB else ""
     section.line(
-        f"{'ci.run':>10} {mib_text(result.output_bytes):>10} {mib_text(result.harness_peak_bytes):>10}"
-        f" {result.harness_wall_s:>8.2f}  results.json harness_peak_rss_bytes: {mib_text(result.harness_record_bytes)}"
-    )
-    capped = " (capped by --baseline-mib)" if result.baseline_output_bytes < result.output_bytes - MIB else ""
-    section.line(
-        f"{'baseline':>10} {mib_text(result.baseline_output_bytes):>10} {mib_text(result.baseline_peak_bytes):>10}"
+        f"{'baseline':>16} {mib_text(result.baseline_output_bytes):>10} {mib_text(result.baseline_peak_bytes):>10}"
         f" {result.baseline_wall_s:>8.2f}  capture_output + decode + regex{capped}"
     )
     section.summary.append(
         SummaryRow(
             "memory",
-            f"peak RSS, one block printing {mib_text(result.output_bytes)}",
-            mib_text(result.harness_peak_bytes),
+            f"peak RSS, one block printing {mib_text(plain.output_bytes)}",
+            mib_text(plain.peak_bytes),
             f"baseline {mib_text(result.baseline_peak_bytes)} ({mib_text(result.baseline_output_bytes)} output)",
-            f"{result.harness_peak_bytes / result.baseline_peak_bytes:.3f}x",
+            f"{plain.peak_bytes / result.baseline_peak_bytes:.3f}x",
             "< 100 MiB",
-            verdict(result.harness_peak_bytes < TARGET_BYTES),
+            verdict(plain.peak_bytes < TARGET_BYTES),
+        )
+    )
+    worst = max(result.harness[1:], key=lambda row: row.peak_bytes)
+    section.summary.append(
+        SummaryRow(
+            "memory",
+            "peak RSS, U+FFFD in the body or a mismatch (worst)",
+            mib_text(worst.peak_bytes),
+            worst.case.name,
+            "",
+            "< 100 MiB",
+            verdict(worst.peak_bytes < TARGET_BYTES),
         )
     )
     return result

@@ -23,8 +23,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ci.core.match import explain_mismatch, match_file, matches, split_pieces
+from ci.core.match import blame_file, blame_text, explain_mismatch, match_file, matches, split_pieces
 from ci.core.model import MatchReport
+from ci.core.text import clean_text
 
 DEFAULT = ("...",)
 NO_WILDCARD: tuple[str, ...] = ()
@@ -303,7 +304,9 @@ def test_match_file_agrees_with_regex(case: tuple[str, str, tuple[str, ...]]) ->
 
 # Output bytes including invalid UTF-8: a lone continuation byte, bytes never valid,
 # a lead byte without its continuations, and a whole multi-byte character.
+# A U+FFFD printed, a surrogate's encoding (three replaced bytes) and a 4-byte character cut short, too.
 RAW_CHUNKS = [b"a", b"b", b".", b"\n", b"x", b"\xff", b"\xb8", "中".encode(), "中".encode()[:2], b"\xe4"]
+RAW_CHUNKS += ["\ufffd".encode(), b"\xed\xa0\x80", "😀".encode()[:3]]
 BODY_WORDS = ["a", "b", ".", "\n", "x", "中", "...", "\ufffd"]
 
 
@@ -328,6 +331,41 @@ def test_match_file_decodes_with_replacement(case: tuple[bytes, str, tuple[str, 
         failed_piece = match_file(path, body, tokens)
     decoded = raw.decode("utf-8", errors="replace")
     assert (failed_piece is None) == reference_matches(decoded, body, tokens), f"decoded output {decoded!r}"
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw_cases(), st.integers(1, 12))
+def test_a_file_read_in_small_windows_matches_as_decoded_in_memory(
+    case: tuple[bytes, str, tuple[str, ...]], window_bytes: int
+) -> None:
+    """Windows far smaller than the output: pieces, invalid bytes and U+FFFD straddle their edges."""
+    raw, body, tokens = case
+    decoded = raw.decode("utf-8", errors="replace")
+    with tempfile.TemporaryDirectory() as directory:
+        path = write_output(Path(directory), raw)
+        failed_piece = match_file(path, body, tokens, window_bytes=window_bytes)
+        blame = blame_file(path, body, tokens, window_bytes=window_bytes)
+    assert (failed_piece is None) == reference_matches(decoded, body, tokens), f"decoded output {decoded!r}"
+    assert blame == blame_text(decoded, body, tokens), f"decoded output {decoded!r}"
+
+
+@pytest.mark.parametrize(
+    ("raw", "body", "verdict"),
+    [
+        (b"ok \xff done", "ok \ufffd done", True),  # one invalid byte
+        ("ok \ufffd done".encode(), "ok \ufffd done", True),  # a U+FFFD printed
+        (b"ok \xe4\xb8 done", "ok \ufffd done", True),  # a character cut short: one replacement
+        (b"ok \xe4\xb8 done", "ok \ufffd\ufffd done", False),
+        (b"ok \xed\xa0\x80 done", "ok \ufffd\ufffd\ufffd done", True),  # a surrogate: three
+        (b"ok \xff\n", "...\ufffd", True),
+        (b"\xff\xfe ok", "\ufffd...ok", True),
+        (b"ok", "ok\ufffd", False),
+    ],
+)
+def test_replacement_character_table(tmp_path: Path, raw: bytes, body: str, verdict: bool) -> None:
+    path = write_output(tmp_path, raw)
+    for window_bytes in (1, 2, 3, 1024):
+        assert (match_file(path, body, DEFAULT, window_bytes=window_bytes) is None) == verdict, window_bytes
 
 
 # -- the adversarial family -------------------------------------------------
@@ -438,10 +476,11 @@ def test_adversarial_long_needles_at_two_million(tmp_path: Path) -> None:
 
 
 def explain(tmp_path: Path, actual: str, body: str, tokens: tuple[str, ...] = DEFAULT) -> MatchReport:
-    """The report the executor would build: the failed piece from match_file, then explain_mismatch."""
-    failed_piece = match_file(write_output(tmp_path, actual.encode("utf-8")), body, tokens)
-    assert failed_piece is not None, "expected a mismatch"
-    return explain_mismatch(actual, body, tokens, failed_piece)
+    """The report the executor would build: the blame from the file, then explain_mismatch (the same blame in memory)."""
+    blame = blame_file(write_output(tmp_path, actual.encode("utf-8")), body, tokens)
+    assert blame is not None, "expected a mismatch"
+    assert blame == blame_text(actual, body, tokens)
+    return explain_mismatch(actual, body, tokens, blame)
 
 
 def test_explain_prefix_mismatch_on_line_three(tmp_path: Path) -> None:
@@ -503,10 +542,35 @@ def test_explain_diff_is_unified_expected_to_actual(tmp_path: Path) -> None:
     assert report.actual_head == actual
 
 
+@pytest.mark.parametrize(
+    ("actual", "shown"),
+    [
+        ("hello\r\n", "hello\\r"),
+        ("\x1b[1;31mhello\x1b[0m\n", "\\x1b[1;31mhello\\x1b[0m"),
+        ("hel\x00lo\x07\n", "hel\\x00lo\\x07"),
+    ],
+)
+def test_explain_shows_what_a_log_hides(tmp_path: Path, actual: str, shown: str) -> None:
+    """Lines that differ only in bytes a log drops: the diff writes them out, and the log keeps what it writes."""
+    report = explain(tmp_path, actual, "hello")
+    assert report.diff.splitlines()[3:] == ["-hello", f"+{shown}"]
+    assert clean_text(report.diff) == report.diff
+    assert report.actual_line_hidden == actual.rstrip("\n")
+    assert report.actual_head == "hello\n"  # the actual output as the log shows it
+
+
+def test_explain_names_no_hidden_difference_where_the_line_differs_visibly(tmp_path: Path) -> None:
+    report = explain(tmp_path, "start\nhullo\r\nend\n", "start\nhello\nend")
+    assert (report.first_unmatched_line, report.actual_line_hidden) == (2, None)
+    assert "+hullo\\r" in report.diff.splitlines()
+
+
 def test_explain_bounds_a_huge_output() -> None:
     body = "start\n...\nend"
     actual = "start\n" + "x\n" * 500_000 + "END"
-    report = explain_mismatch(actual, body, DEFAULT, 1, limit_chars=10_000)
+    blame = blame_text(actual, body)
+    assert blame is not None
+    report = explain_mismatch(actual, body, DEFAULT, blame, limit_chars=10_000)
     assert len(report.actual_head) == 10_000
     assert len(report.diff) < 30_000
 
@@ -553,6 +617,37 @@ def test_match_file_large_output_in_bounded_memory(large_output: tuple[str, int]
     finally:
         tracemalloc.stop()
     assert peak_bytes < LARGE_BYTES // 4, f"peak {peak_bytes} bytes while matching a {LARGE_BYTES}-byte file"
+
+
+def test_replacement_character_in_the_body_keeps_memory_bounded(large_output: tuple[str, int]) -> None:
+    """A U+FFFD in the body (a replaced invalid byte) is matched a window at a time too, never decoding the output whole."""
+    path, lines = large_output
+    tracemalloc.start()
+    try:
+        assert match_file(path, f"{large_line(0)}...\ufffd...", DEFAULT) == 1
+        blame = blame_file(path, f"{large_line(0)}\n...\n{large_line(lines - 1)}\ufffd", DEFAULT)
+        _, peak_bytes = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert blame is not None and blame.line == 3
+    assert peak_bytes < LARGE_BYTES // 4, f"peak {peak_bytes} bytes while matching a {LARGE_BYTES}-byte file"
+
+
+@pytest.mark.parametrize("newlines", [0, 3])
+def test_a_mismatch_in_a_large_file_is_blamed_on_its_line(large_output: tuple[str, int], newlines: int) -> None:
+    """The failing line is looked for in the whole output, not in a bounded view of it."""
+    path, lines = large_output
+    middle = "\n".join(large_line(index) for index in range(lines - 2000, lines - 1))
+    body = f"{large_line(0)}\n...\n{middle}\nthe last line" + "\n" * newlines
+    tracemalloc.start()
+    try:
+        blame = blame_file(path, body, DEFAULT)
+        _, peak_bytes = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert blame is not None and blame.line == body.count("\n", 0, body.index("the last line")) + 1
+    assert blame.actual_line == large_line(lines - 1)
+    assert peak_bytes < LARGE_BYTES // 4
 
 
 # -- chunk boundaries: match_file reads the file piecewise, matches() sees it whole ---------

@@ -1,20 +1,28 @@
-"""Output checking: match a block's stdout against its expected body in linear time."""
+"""Output checking: match a block's stdout against its expected body in linear time, and say where a mismatch starts."""
 
 from __future__ import annotations
 
 import difflib
-import os
 from collections.abc import Sequence
-from typing import BinaryIO
+from dataclasses import dataclass
+from typing import Any
 
 from ci.core.model import MatchReport
+from ci.core.searchable import WINDOW_BYTES, MemoryText, Searchable, open_output
+from ci.core.text import clean_text, show_hidden, without_hidden
 
-__all__ = ["DEFAULT_WILDCARD", "explain_mismatch", "match_file", "matches", "split_pieces"]
+__all__ = [
+    "DEFAULT_WILDCARD",
+    "Blame",
+    "blame_file",
+    "blame_text",
+    "explain_mismatch",
+    "match_file",
+    "matches",
+    "split_pieces",
+]
 
 DEFAULT_WILDCARD = "..."
-
-# What can be searched in memory: a str or bytes.
-Haystack = str | bytes
 
 
 def split_pieces(body: str, tokens: Sequence[str]) -> list[str]:
@@ -42,128 +50,63 @@ def split_pieces(body: str, tokens: Sequence[str]) -> list[str]:
     return pieces
 
 
-class _MemoryText:
-    """An output held in memory (str or bytes), behind the same interface as a file."""
-
-    def __init__(self, text: Haystack) -> None:
-        self.text = text
-        self.size = len(text)
-        self.newline: str | bytes = "\n" if isinstance(text, str) else b"\n"
-
-    def read(self, start: int, length: int) -> Haystack:
-        return self.text[start : start + length]
-
-    def find(self, piece: str | bytes, start: int) -> int:
-        return self.text.find(piece, start)  # type: ignore[arg-type]  # piece and text are both str or both bytes
-
-    def content_end(self) -> int:
-        return len(self.text.rstrip(self.newline))  # type: ignore[arg-type]  # newline has the text's type
-
-
-def _match_text(text: _MemoryText | _FileText, pieces: Sequence[str | bytes]) -> int | None:
-    """Return None when the text matches, else the index of the first piece that failed.
+def _match_text(text: Searchable[Any], pieces: Sequence[str]) -> tuple[int, int] | None:
+    """None when the text matches, else the index of the first piece that failed and where its search began.
 
     The reference semantics is a regular expression: the pieces escaped and
-    joined by a lazy DOTALL `.*?`, anchored at both ends, followed by `\n*`.
+    joined by a lazy DOTALL `.*?`, anchored at both ends, followed by `\\n*`.
     Without backtracking: the first piece is a prefix, the last a suffix of the
     output (newlines it ends with may come from the trailing ones), and the
     middle pieces are found leftmost, in order, in between. Leftmost is
     optimal, so this gives the regular expression's verdict in one pass.
     """
-    newline = text.newline
     last = pieces[-1]
-    core = last.rstrip(newline)  # type: ignore[arg-type]  # pieces and newline share the output's type
+    core = last.rstrip("\n")
     newlines_needed = len(last) - len(core)
     end = text.content_end()
     trailing = text.size - end
     if len(pieces) == 1:
-        whole = end == len(core) and (not core or text.read(0, end) == core)
-        return None if whole and trailing >= newlines_needed else 0
+        whole = end == text.length(core) and (not core or text.has_at(core, 0))
+        return None if whole and trailing >= newlines_needed else (0, 0)
     first = pieces[0]
-    if text.read(0, len(first)) != first:
-        return 0
-    position = len(first)
+    if not text.has_at(first, 0):
+        return 0, 0
+    position = text.length(first)
     for index in range(1, len(pieces) - 1):
         piece = pieces[index]
         found = text.find(piece, position) if piece else position
         if found < 0:
-            return index
-        position = found + len(piece)
+            return index, position
+        position = found + text.length(piece)
     if not core:
         fits = text.size - position >= newlines_needed and trailing >= newlines_needed
     else:
-        start = end - len(core)
-        fits = trailing >= newlines_needed and start >= position and text.read(start, len(core)) == core
-    return None if fits else len(pieces) - 1
+        start = end - text.length(core)
+        fits = trailing >= newlines_needed and start >= position and text.has_at(core, start)
+    return None if fits else (len(pieces) - 1, position)
 
 
 def matches(actual: str, body: str, tokens: Sequence[str] = (DEFAULT_WILDCARD,)) -> bool:
     """True when `actual` matches the expected `body` with these wildcard tokens."""
-    return _match_text(_MemoryText(actual), split_pieces(body, tokens)) is None
+    return _match_text(MemoryText(actual), split_pieces(body, tokens)) is None
 
 
-class _FileText:
-    """The bytes of a stdout file, searched in bounded chunks so memory stays small."""
+def match_file(path: str, body: str, tokens: Sequence[str], *, window_bytes: int = WINDOW_BYTES) -> int | None:
+    """Match a stdout file without reading it into memory: None on a match, else the index of the first piece that failed.
 
-    newline = b"\n"
-
-    def __init__(self, handle: BinaryIO, size: int) -> None:
-        self.handle = handle
-        self.size = size
-
-    def read(self, start: int, length: int) -> bytes:
-        self.handle.seek(start)
-        return self.handle.read(length)
-
-    def content_end(self) -> int:
-        """Size without trailing newlines."""
-        end = self.size
-        while end > 0:
-            chunk = self.read(max(end - _CHUNK_BYTES, 0), min(_CHUNK_BYTES, end))
-            stripped = chunk.rstrip(b"\n")
-            end -= len(chunk) - len(stripped)
-            if stripped:
-                return end
-        return 0
-
-    def find(self, piece: str | bytes, start: int) -> int:
-        """Offset of the first `piece` (bytes) at or after `start`, else -1."""
-        assert isinstance(piece, bytes)
-        chunk_bytes = _FIRST_CHUNK_BYTES
-        offset = start
-        buffer = b""
-        while offset + len(buffer) < self.size:
-            buffer += self.read(offset + len(buffer), chunk_bytes)
-            found = buffer.find(piece)
-            if found >= 0:
-                return offset + found
-            keep = len(piece) - 1
-            if len(buffer) > keep:
-                offset += len(buffer) - keep
-                buffer = buffer[len(buffer) - keep :] if keep else b""
-            chunk_bytes = min(chunk_bytes * 2, _CHUNK_BYTES)
-        return -1
-
-
-_FIRST_CHUNK_BYTES = 64 * 1024  # pieces usually sit close together: start small
-_CHUNK_BYTES = 1024 * 1024  # larger chunks measured slower (bench/matching.py)
-
-
-def match_file(path: str, body: str, tokens: Sequence[str]) -> int | None:
-    """Match a stdout file without reading it into memory.
-
-    Returns None on a match, else the index of the first piece that failed.
-    Works on bytes: UTF-8 is self-synchronising, so a byte-level search finds
-    exactly the character-level matches. A body holding U+FFFD could match a
-    replaced invalid byte, so that rare case decodes the whole output first.
+    Reads at most `window_bytes` at a time (more only for a piece that long).
     """
-    pieces = split_pieces(body, tokens)
-    if "\ufffd" in body:
-        with open(path, "rb") as handle:
-            return _match_text(_MemoryText(handle.read().decode("utf-8", errors="replace")), pieces)
     with open(path, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        return _match_text(_FileText(handle, size), [p.encode("utf-8") for p in pieces])
+        failed = _match_text(open_output(handle, body, window_bytes), split_pieces(body, tokens))
+    return None if failed is None else failed[0]
+
+
+@dataclass(frozen=True)
+class Blame:
+    """Where a mismatch starts: the first expected line that could not be matched, and the output there."""
+
+    line: int  # 1-based line of the expected body
+    actual_line: str  # the output's line where that expected line was looked for (at most a few KiB of it)
 
 
 def _line_of_piece(body: str, pieces: Sequence[str], tokens: Sequence[str], index: int) -> int:
@@ -177,55 +120,93 @@ def _line_of_piece(body: str, pieces: Sequence[str], tokens: Sequence[str], inde
     return body.count("\n", 0, offset)
 
 
-def _failing_line_in_piece(actual: str, piece: str, position: int, anchored: bool) -> int:
-    """0-based line of `piece` at which it stops being found in `actual` from `position`.
+def _blame(text: Searchable[Any], body: str, tokens: Sequence[str], failed: tuple[int, int]) -> Blame:
+    """The blame for a mismatch at piece `failed[0]`, whose search began at `failed[1]`.
 
-    Grows the piece line by line; the first line whose addition makes it
-    unfindable is the one to blame (at the start for the anchored prefix,
-    anywhere further on for the other pieces).
+    The piece is grown line by line; the first line whose addition makes it
+    unfindable (at its place for the first piece, anywhere further on for the
+    others) is the one to blame, or its last line when all of it is found. A
+    shorter start of the piece is found wherever a longer one is, so a binary
+    search needs a few passes over the output, not one per line.
     """
-    lines = piece.split("\n")
-    for count in range(1, len(lines) + 1):
-        candidate = "\n".join(lines[:count]) + ("\n" if count < len(lines) else "")
-        found = actual.startswith(candidate, position) if anchored else actual.find(candidate, position) >= 0
-        if not found:
-            return count - 1
-    return len(lines) - 1
+    pieces = split_pieces(body, tokens)
+    index, position = failed
+    lines = pieces[index].split("\n")
+
+    def start(count: int) -> str:
+        """The piece's first `count` lines, with the newline after them when more follow."""
+        return "\n".join(lines[:count]) + ("\n" if 0 < count < len(lines) else "")
+
+    found, found_at, missing = 0, position, len(lines) + 1  # start(found) is at found_at; start(missing) is nowhere
+    while missing - found > 1:
+        middle = (found + missing) // 2
+        candidate = start(middle)
+        # the first piece must start the output; where a longer start of a piece is, a shorter one is too
+        at = (position if text.has_at(candidate, position) else -1) if index == 0 else text.find(candidate, found_at)
+        if at < 0:
+            missing = middle
+        else:
+            found, found_at = middle, at
+    within = min(found, len(lines) - 1)
+    body_lines = body.split("\n")
+    line = min(_line_of_piece(body, pieces, tokens, index) + within, len(body_lines) - 1)
+    return Blame(line + 1, text.line_around(found_at + text.length(start(within))))
+
+
+def blame_text(actual: str, body: str, tokens: Sequence[str] = (DEFAULT_WILDCARD,)) -> Blame | None:
+    """None when `actual` matches `body`, else where the mismatch starts."""
+    text = MemoryText(actual)
+    failed = _match_text(text, split_pieces(body, tokens))
+    return None if failed is None else _blame(text, body, tokens, failed)
+
+
+def blame_file(path: str, body: str, tokens: Sequence[str], *, window_bytes: int = WINDOW_BYTES) -> Blame | None:
+    """None when the stdout file matches `body`, else where the mismatch starts: `match_file` and `blame_text` in one.
+
+    The whole output is searched, a window at a time, however large it is.
+    """
+    with open(path, "rb") as handle:
+        text = open_output(handle, body, window_bytes)
+        failed = _match_text(text, split_pieces(body, tokens))
+        return None if failed is None else _blame(text, body, tokens, failed)
+
+
+def _diff_lines(text: str) -> list[str]:
+    """TEXT's lines as the diff shows them: split at line feeds alone, what a log hides written out."""
+    return [show_hidden(line) for line in text.split("\n")] if text else []
 
 
 def explain_mismatch(
-    actual: str, body: str, tokens: Sequence[str], failed_piece: int, *, limit_chars: int = 200_000
+    actual: str, body: str, tokens: Sequence[str], blame: Blame, *, limit_chars: int = 200_000
 ) -> MatchReport:
     """Build the report shown on a mismatch: the diff and the first expected line not matched.
 
-    `actual` may be a bounded view of the output; the diff is bounded too, so a
-    huge output costs no more than `limit_chars`.
+    `actual` may be a bounded view of the output, as decoded (not cleaned for a
+    log); the diff is bounded too, so a huge output costs no more than
+    `limit_chars`. The diff shows what a log hides (carriage returns, escape
+    sequences, other control characters) as escapes, `\\r`, `\\x1b`.
     """
-    pieces = split_pieces(body, tokens)
-    position = 0
-    for index in range(failed_piece):
-        found = actual.find(pieces[index], position) if index else 0
-        position = max(found, 0) + len(pieces[index])
-    piece = pieces[failed_piece]
-    within = _failing_line_in_piece(actual, piece, position, anchored=failed_piece == 0)
-    body_lines = body.split("\n")
-    start_line = min(_line_of_piece(body, pieces, tokens, failed_piece) + within, len(body_lines) - 1)
     shown = actual[:limit_chars]
     if len(actual) > limit_chars and "\n" in shown:  # whole lines: a part of a line may be a part of a secret
         shown = shown[: shown.rindex("\n") + 1]
     diff = "\n".join(
         difflib.unified_diff(
-            body[:limit_chars].splitlines(),
-            shown.splitlines(),
+            _diff_lines(body[:limit_chars]),
+            _diff_lines(shown.rstrip("\n")),
             fromfile="expected",
             tofile="actual",
             lineterm="",
         )
     )
+    expected_line = body.split("\n")[blame.line - 1]
+    hidden_only = matches(without_hidden(blame.actual_line), expected_line, tokens) and not matches(
+        blame.actual_line, expected_line, tokens
+    )
     return MatchReport(
         expected=body,
-        actual_head=shown,
+        actual_head=clean_text(shown),
         diff=diff,
-        first_unmatched_line=start_line + 1,
-        first_unmatched_text=body_lines[start_line],
+        first_unmatched_line=blame.line,
+        first_unmatched_text=expected_line,
+        actual_line_hidden=blame.actual_line if hidden_only else None,
     )

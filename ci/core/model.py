@@ -243,6 +243,10 @@ class MatchReport:
     diff: str  # unified diff, expected -> actual (bounded)
     first_unmatched_line: int  # 1-based line in the expected body
     first_unmatched_text: str  # that line's text
+    # the output's line where that line was looked for, when it differs from it only in what a log hides
+    # (carriage returns, escape sequences, other control characters); None otherwise
+    actual_line_hidden: str | None = None
+    guide_line: int | None = None  # the guide's line of first_unmatched_line, in the result's body as written
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ __all__ = [
     "parse_duration",
     "parse_load",
     "substitute",
+    "written_line",
 ]
 
 DEFAULT_TIMEOUT_S = 10800.0
@@ -356,3 +357,14 @@ def substitute(text: str, loads: tuple[tuple[str, str], ...]) -> str:
     for placeholder, value in loads:
         text = text.replace(f"<{placeholder}>", value)
     return text
+
+
+def written_line(text: str, loads: tuple[tuple[str, str], ...], line: int) -> int:
+    """The line of TEXT (1-based) that line LINE of its substitution comes from: a value may span lines."""
+    written = text.split("\n")
+    reached = 0
+    for number, each in enumerate(written, start=1):
+        reached += substitute(each, loads).count("\n") + 1
+        if line <= reached:
+            return number
+    return len(written)

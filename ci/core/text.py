@@ -19,14 +19,17 @@ __all__ = [
     "escape_undecodable",
     "escape_undecodable_json",
     "file_contains",
+    "hidden_characters",
     "human_size",
     "is_maskable",
     "is_secret_name",
     "partial_escape_start",
     "read_view",
     "secret_values",
+    "show_hidden",
     "text_head",
     "utf8_size",
+    "without_hidden",
 ]
 
 FULL_LIMIT_BYTES = 256 * 1024  # up to this size a stream may be shown in full
@@ -52,6 +55,9 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # there (a reversed command line, a hidden part), so they are shown as what they are: <U+202E>
 _DECEPTIVE = re.compile("[\x80-\x9f\u202a-\u202e\u2066-\u2069]")
 _XML_INVALID = re.compile("[\ud800-\udfff\ufffe\uffff]")
+# what clean_text takes out of a log (a carriage return it turns into a line break)
+_HIDDEN = re.compile(f"{_ANSI.pattern}|\\r|{_CONTROL.pattern}")
+_HIDDEN_NAMES = {"\r": "carriage return", "\x00": "NUL", "\x1b": "escape", "\x7f": "delete"}
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -193,6 +199,37 @@ def partial_escape_start(text: str) -> int:
     return len(text) if found is None else len(text) - len(tail) + found.start()
 
 
+def _escaped(hidden: str) -> str:
+    """A hidden sequence as visible text: `\\r`, `\\x1b[31m`, `\\x00`."""
+    return "".join(
+        "\\r" if char == "\r" else (f"\\x{ord(char):02x}" if char < " " or "\x7f" <= char <= "\x9f" else char)
+        for char in hidden
+    )
+
+
+def show_hidden(text: str) -> str:
+    """TEXT with what `clean_text` would take out of it written as visible escapes, which `clean_text` keeps.
+
+    Escape sequences, carriage returns and other control characters read
+    `\\x1b[31m`, `\\r`, `\\x00`.
+    """
+    return _HIDDEN.sub(lambda found: _escaped(found.group()), text)
+
+
+def without_hidden(text: str) -> str:
+    """TEXT without what `clean_text` would take out of it: how a log shows a line (a carriage return dropped)."""
+    return _HIDDEN.sub("", text)
+
+
+def hidden_characters(text: str) -> list[str]:
+    """What of TEXT a log hides, each once, in order, as `show_hidden` writes it and named: `\\r (carriage return)`."""
+    named = []
+    for hidden in dict.fromkeys(found.group() for found in _HIDDEN.finditer(text)):
+        name = _HIDDEN_NAMES.get(hidden, "escape sequence" if len(hidden) > 1 else "control character")
+        named.append(f"{_escaped(hidden)} ({name})")
+    return named
+
+
 def human_size(size_bytes: int) -> str:
     """1536 -> '1.5 KiB'."""
     value = float(size_bytes)
@@ -251,11 +288,14 @@ def read_view(
     full_limit_bytes: int = HEAD_BYTES + TAIL_BYTES,
     masker: Masker = NO_SECRETS,
     mask: bool = True,
+    keep_hidden: bool = False,
 ) -> OutputView:
     """Read a stream file into a bounded view (memory stays small whatever its size), cleaned and masked.
 
     With `mask=False` the masker's secrets are kept (a view to match against
-    what the guide expects), but no cut falls inside one all the same.
+    what the guide expects), but no cut falls inside one all the same. With
+    `keep_hidden=True` the view is not cleaned either: it is the text as
+    decoded, for a mismatch view to show what a log would hide.
     """
     masker_shown = masker if mask else NO_SECRETS
     try:
@@ -264,22 +304,26 @@ def read_view(
         size = 0
     if path is None or size == 0:
         return OutputView("", "", 0, True)
+
+    def tidy(raw: bytes) -> str:
+        text = raw.decode("utf-8", "replace")
+        return text if keep_hidden else clean_text(text)
+
     # a secret straddling a cut is read whole on both sides, so that the cut can avoid it
     around = masker.longest_bytes
     with open(path, "rb") as handle:
         # never past the size seen: a process the block left may still be writing (or growing the file sparse)
         if size <= full_limit_bytes:
-            text = clean_text(handle.read(size).decode("utf-8", "replace"), masker_shown)
-            return OutputView(text.rstrip("\n"), "", size, True)
+            return OutputView(masker_shown.mask(tidy(handle.read(size))).rstrip("\n"), "", size, True)
         head_raw = handle.read(HEAD_BYTES + around)
         tail_start = max(size - TAIL_BYTES, HEAD_BYTES)
         handle.seek(max(tail_start - around, HEAD_BYTES))
         tail_raw = handle.read(size - handle.tell())
-    head_text = clean_text(head_raw.decode("utf-8", "replace"))
-    head_cut = masker.clear_cut(head_text, len(clean_text(head_raw[:HEAD_BYTES].decode("utf-8", "replace"))))
+    head_text = tidy(head_raw)
+    head_cut = masker.clear_cut(head_text, len(tidy(head_raw[:HEAD_BYTES])))
     head_lines = masker_shown.mask(head_text[:head_cut]).split("\n")[:HEAD_LINES]
-    tail_text = clean_text(tail_raw.decode("utf-8", "replace"))
-    tail_cut = len(tail_text) - len(clean_text(tail_raw[-(size - tail_start) :].decode("utf-8", "replace")))
+    tail_text = tidy(tail_raw)
+    tail_cut = len(tail_text) - len(tidy(tail_raw[-(size - tail_start) :]))
     tail_lines = (
         masker_shown.mask(tail_text[masker.clear_cut(tail_text, tail_cut, forward=True) :]).rstrip("\n").split("\n")
     )

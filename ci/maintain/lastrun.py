@@ -6,16 +6,15 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ci.core.match import explain_mismatch, match_file, matches
+from ci.core.match import blame_file, blame_text
 from ci.core.model import Expected, Step
 from ci.core.plan import substitute
 from ci.core.text import MASK
 from ci.record import RecordedBlock, RecordedGuide, RecordError
 
-__all__ = ["EXPLAIN_LIMIT_BYTES", "STDOUT_LIMIT_BYTES", "Recheck", "read_stdout", "recheck", "resolve_loads"]
+__all__ = ["STDOUT_LIMIT_BYTES", "Recheck", "read_stdout", "recheck", "resolve_loads"]
 
 STDOUT_LIMIT_BYTES = 8 * 1024 * 1024  # a block output larger than this is not read into memory here
-EXPLAIN_LIMIT_BYTES = 1024 * 1024  # how much of an output is read to say where it stops matching
 
 
 def read_stdout(block: RecordedBlock, limit_bytes: int = STDOUT_LIMIT_BYTES) -> str:
@@ -118,21 +117,11 @@ class Recheck:
     def first_unmatched_line(self) -> int | None:
         """The first expected line (1-based in the body) the recorded stdout does not match; None when it matches.
 
-        The match streams the output file, whatever its size; only the
-        explanation of a mismatch reads it, up to EXPLAIN_LIMIT_BYTES.
+        The whole output is searched, a window at a time, whatever its size.
         """
         body, tokens, stdout_file = self.expected_body, self.expected.fuzzy, self.test.stdout_file
-        if stdout_file is None:
-            failed = None if matches("", body, tokens) else 0
-        else:
-            failed = match_file(str(stdout_file), body, tokens)
-        if failed is None:
-            return None
-        try:
-            actual = read_stdout(self.test, limit_bytes=EXPLAIN_LIMIT_BYTES)
-        except (OSError, RecordError):
-            actual = ""  # the failed piece still says where; the explanation only has less to show
-        return explain_mismatch(actual, body, tokens, failed).first_unmatched_line
+        blame = blame_text("", body, tokens) if stdout_file is None else blame_file(str(stdout_file), body, tokens)
+        return None if blame is None else blame.line
 
 
 def recheck(recorded: RecordedGuide, test: RecordedBlock, step: Step, bodies_as_run: Sequence[str] = ()) -> Recheck:

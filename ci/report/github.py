@@ -98,6 +98,8 @@ def _annotation_line(result: BlockResult) -> int:
     """A mismatch points at the first expected line that failed; anything else at the block."""
     step = result.step
     if result.status is Status.MISMATCH and step.expected and result.match:
+        if result.match.guide_line is not None:  # the body as written: a loaded value may span lines
+            return result.match.guide_line
         return step.expected.line + result.match.first_unmatched_line
     return step.line
 

@@ -10,18 +10,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ci.core.disk import full_disk, os_error_text
-from ci.core.match import explain_mismatch, match_file
+from ci.core.match import blame_file, explain_mismatch
 from ci.core.model import BlockResult, BoundedText, Language, MatchReport, Status, Step, TrackedProcess
-from ci.core.plan import substitute
+from ci.core.plan import substitute, written_line
 from ci.core.text import FULL_LIMIT_BYTES, NO_SECRETS, Masker, file_contains, read_view
 from ci.runner.events import Events
+from ci.runner.mismatch import mismatch_message
 from ci.runner.outputs import OutputFiles, file_sizes, output_stem
 from ci.runner.process import BlockProcess, ProcessSupervisor, RunInterrupted
 from ci.runner.stored import bounded, read_stored
 
 __all__ = ["StepContext", "run_step", "unstarted_result"]
-
-_QUOTED_LINE_CHARS = 200  # of the first unmatched expected line, the message (and its annotation) quotes this much
 
 
 @dataclass(frozen=True)
@@ -55,6 +54,7 @@ class _Substituted:
 
     command: str  # the body, as it runs
     expected: str | None  # the #test-result body it is matched against (a #test)
+    expected_values: tuple[tuple[str, str], ...] = ()  # (placeholder, value) put into the expected body
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,7 @@ class _Observed:
 
     expected: str | None  # the expected body after substitution (#test), to match against
     expected_shown: BoundedText | None  # the same as reports show it
+    expected_values: tuple[tuple[str, str], ...]  # (placeholder, value) put into the expected body
     exited: bool  # its main process ended within its limit
     exit_code: int | None  # None while it had not exited (and after a time-out)
     duration_s: float
@@ -168,11 +169,12 @@ def run_step(step: Step, stored: MutableMapping[str, str], context: StepContext)
         return unstarted_result(step, Status.ERROR, message, masker=context.masker), None
     command = substitute(step.body, tuple((load.placeholder, stored[load.name]) for load in step.loads))
     expected = None
+    expected_pairs: tuple[tuple[str, str], ...] = ()
     if step.expected:
         expected_pairs = tuple((load.placeholder, stored[load.name]) for load in step.expected.loads)
         # trailing newlines go after substitution: a value stored empty must not leave one behind
         expected = substitute(step.expected.body, expected_pairs).rstrip("\n")
-    substituted = _Substituted(command, expected)
+    substituted = _Substituted(command, expected, expected_pairs)
     block = _spawn(step, substituted.command, context)
     if isinstance(block, str):
         return unstarted_result(step, Status.ERROR, block, substituted=substituted, masker=context.masker), None
@@ -336,6 +338,7 @@ def _observe(
     return _Observed(
         expected=expected,
         expected_shown=None if expected is None else bounded(expected, context.masker, Path(f"{stem}.expected.txt")),
+        expected_values=substituted.expected_values,
         exited=exited,
         exit_code=exit_code,
         duration_s=time.monotonic() - block.started,
@@ -365,16 +368,16 @@ def _verdict(
             step, Status.FAILED, f"killed by signal {-code}" if code is not None and code < 0 else f"exit {code}"
         )
     if step.expected is not None and observed.expected is not None:
-        failed_piece = match_file(str(stdout_path), observed.expected, step.expected.fuzzy)
-        if failed_piece is None:
+        blame = blame_file(str(stdout_path), observed.expected, step.expected.fuzzy)  # the whole output, streamed
+        if blame is None:
             return observed.result(step, Status.PASSED, "output matched")
-        view = read_view(str(stdout_path), full_limit_bytes=FULL_LIMIT_BYTES, masker=context.masker, mask=False)
-        report = explain_mismatch(view.render(), observed.expected, step.expected.fuzzy, failed_piece)
-        line = report.first_unmatched_text
-        if len(line) > _QUOTED_LINE_CHARS:  # a loaded value may make it megabytes long
-            line = line[: context.masker.clear_cut(line, _QUOTED_LINE_CHARS)] + "..."
-        message = f"stdout does not match the expected output from its line {report.first_unmatched_line}: {line!r}"
-        return observed.result(step, Status.MISMATCH, message, match=report)
+        view = read_view(
+            str(stdout_path), full_limit_bytes=FULL_LIMIT_BYTES, masker=context.masker, mask=False, keep_hidden=True
+        )
+        report = explain_mismatch(view.render(), observed.expected, step.expected.fuzzy, blame)
+        written = written_line(step.expected.body, observed.expected_values, report.first_unmatched_line)
+        report = dataclasses.replace(report, guide_line=step.expected.line + written)
+        return observed.result(step, Status.MISMATCH, mismatch_message(report, context.masker), match=report)
     if step.store:
         value, shown, note = read_stored(stdout_path, context.stem(step), context.masker)
         stored[step.store] = value

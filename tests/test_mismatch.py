@@ -1,0 +1,146 @@
+"""Mismatch reports through the command line: bytes a log hides are shown where they differ, and a mismatch in a
+large output is blamed on the right line of the guide, in the console, results.json, JUnit and annotations."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+FENCE = "```"
+
+
+@pytest.mark.parametrize(
+    ("printed", "diff_line", "named"),
+    [
+        ("hello\\r\\n", "+hello\\r", "\\r (carriage return)"),
+        (
+            "\\033[31mhello\\033[0m\\n",
+            "+\\x1b[31mhello\\x1b[0m",
+            "\\x1b[31m (escape sequence), \\x1b[0m (escape sequence)",
+        ),
+        ("hel\\0lo\\n", "+hel\\x00lo", "\\x00 (NUL)"),
+    ],
+    ids=["carriage return", "colour", "NUL"],
+)
+def test_a_mismatch_in_bytes_a_log_hides_is_shown(guide_runner, printed: str, diff_line: str, named: str) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test id="greet"
+        printf '{printed}'
+        {FENCE}
+
+        {FENCE}shell #test-result id="greet"
+        hello
+        {FENCE}
+        """
+    )
+    assert run.returncode == 1, run.stdout
+    block = run.block("greet")
+    assert (block["status"], block["first_unmatched_line"]) == ("mismatch", 1)
+    # the diff shows the difference, escaped, where the actual output shows the line as the log does: `hello`
+    assert f"\n-hello\n{diff_line}\n" in run.stdout, run.stdout
+    said = f"from its line 1: 'hello'; the output's line there, '{diff_line[1:]}',"  # quoted as Python does
+    assert said in block["message"], block["message"]
+    assert f"differs from it only in what a log does not show: {named}" in block["message"]
+    assert said in run.stdout  # the verdict's line
+
+
+def test_a_visible_difference_says_nothing_of_hidden_bytes(guide_runner) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test id="greet"
+        printf 'hullo\\r\\n'
+        {FENCE}
+
+        {FENCE}shell #test-result id="greet"
+        hello
+        {FENCE}
+        """
+    )
+    block = run.block("greet")
+    assert block["message"] == "stdout does not match the expected output from its line 1: 'hello'"
+    assert "\n-hello\n+hullo\\r\n" in run.stdout, run.stdout
+
+
+def test_a_quoted_line_keeps_its_secret_masked(guide_runner) -> None:
+    """Quoting a line escapes the backslash in a secret: it is masked before, or the log would show it."""
+    secret = "pa\\ss-word-42"
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test id="secret"
+        printf '%s\\r\\n' "$MY_TOKEN"
+        {FENCE}
+
+        {FENCE}shell #test-result id="secret"
+        {secret}
+        {FENCE}
+        """,
+        env={"MY_TOKEN": secret},
+    )
+    block = run.block("secret")
+    assert block["message"].startswith("stdout does not match the expected output from its line 1: '***';")
+    assert "the output's line there, '***\\r'," in block["message"]
+    assert "ss-word" not in run.stdout and "ss-word" not in (run.output_dir / "results.json").read_text()
+
+
+def test_a_large_output_is_blamed_on_the_line_that_differs(guide_runner, tmp_path: Path) -> None:
+    """60,000 lines (more than the 256 KiB view) that differ only in the last: the result's last line is to blame."""
+    middle = [str(number) for number in range(30_000, 60_000)]
+    body = ["1", "2", "...", *middle, "60001"]
+    lines = [
+        "# Counting",
+        "",
+        f'{FENCE}shell #test id="count"',
+        "seq 60000",
+        FENCE,
+        "",
+        f'{FENCE}shell #test-result id="count"',
+        *body,
+        FENCE,
+        "",
+        "The end.",
+    ]
+    last_line = lines.index("60001") + 1
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_WORKSPACE": str(tmp_path)}
+    run = guide_runner("\n".join(lines) + "\n", "--junit", str(tmp_path / "junit.xml"), env=env)
+    assert run.returncode == 1, run.stdout[-3000:]
+    block = run.block("count")
+    said = f"from its line {len(body)}: '60001'"
+    assert block["status"] == "mismatch" and block["first_unmatched_line"] == len(body)
+    assert said in block["message"]
+    assert f"diff (first unmatched expected line {len(body)})" in run.stdout
+    assert said in next(line for line in run.stdout.splitlines() if line.startswith("[ERROR] [1/1]"))
+    failure = ET.parse(tmp_path / "junit.xml").find(".//failure")
+    assert failure is not None and said in failure.get("message", "")
+    annotation = next(line for line in run.stdout.splitlines() if line.startswith("::error "))
+    assert annotation.startswith(f"::error file=guide.md,line={last_line},"), annotation
+    assert last_line <= len(run.guide.read_text().splitlines())
+
+
+def test_a_mismatch_in_a_loaded_value_points_at_its_placeholder(guide_runner, tmp_path: Path) -> None:
+    """A value spanning lines: the annotation points at the `<L>` line of the result as written, not past it."""
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup store="LINES"
+        printf 'one\\ntwo\\nthree\\n'
+        {FENCE}
+
+        {FENCE}shell #test id="count"
+        printf 'one\\ntwo\\nTHREE\\nend\\n'
+        {FENCE}
+
+        {FENCE}shell #test-result id="count" load="LINES>>L"
+        <L>
+        end
+        {FENCE}
+        """,
+        env={"GITHUB_ACTIONS": "true", "GITHUB_WORKSPACE": str(tmp_path)},
+    )
+    block = run.block("count")
+    assert block["first_unmatched_line"] == 3  # of the body as matched: one, two, three, end
+    assert "from its line 3: 'three'" in block["message"]
+    placeholder_line = run.guide.read_text().splitlines().index("<L>") + 1
+    annotation = next(line for line in run.stdout.splitlines() if line.startswith("::error "))
+    assert annotation.startswith(f"::error file=guide.md,line={placeholder_line},"), annotation
