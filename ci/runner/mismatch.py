@@ -30,4 +30,4 @@ def _quoted(line: str, masker: Masker) -> str:
     """LINE quoted for a message, cut to _QUOTED_CHARS (a loaded value may make it megabytes long), never in a secret."""
     if len(line) <= _QUOTED_CHARS:
         return repr(line)
-    return f"{line[: masker.clear_cut(line, _QUOTED_CHARS)]!r}..."
+    return repr(line[: masker.clear_cut(line, _QUOTED_CHARS)] + "...")
