@@ -232,7 +232,10 @@ def _write_reports(
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary_path:
         _write_report(
-            "the step summary", Path(summary_path), lambda path: _append(path, step_summary(outcomes, masker=masker))
+            "the step summary",
+            Path(summary_path),
+            lambda path: _append(path, step_summary(outcomes, masker=masker)),
+            replaces=False,
         )
     # the outcome for later jobs, which must not depend on the artifact upload reaching GitHub (docs/ci.md)
     outputs_path = os.environ.get("GITHUB_OUTPUT")
@@ -279,8 +282,22 @@ def _remove_pid_file(path: Path) -> None:
         pass
 
 
-def _write_report(what: str, path: Path, write: Callable[[Path], None]) -> None:
+def _write_report(what: str, path: Path, write: Callable[[Path], None], *, replaces: bool = True) -> None:
+    """WRITE the report at PATH; one that cannot be written is said, and when it REPLACES a file (results.json,
+    JUnit: not the appended step summary) an earlier run's file there is removed, so that it cannot pass for this one."""
     try:
         write(path)
     except OSError as exc:
         print_error(f"could not write {what} to {path}: {os_error_text(exc, path)}")
+        if not replaces:
+            return
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return
+        except OSError as unlink_error:
+            print_error(
+                f"{what} left at {path} by an earlier run could not be removed ({unlink_error.strerror}): it is not this run's"
+            )
+            return
+        print_error(f"{what} left at {path} by an earlier run was removed: it is not this run's")

@@ -273,7 +273,10 @@ def test_a_block_whose_output_fills_the_disk_says_the_disk_is_full(
     junit = out / "junit.xml" if junit_on_the_full_disk else tmp_path / "junit.xml"
     listing = tmp_path / "listing"  # what the output directory holds once the harness is done, seen in its namespace
     harness = _harness(tmp_path, str(guide), "--output-dir", str(out), "--junit", str(junit))
-    then_list = ["sh", "-c", '"$@"; status=$?; ls -a "$OUT" > "$LISTING"; exit $status', "sh", *harness]
+    # a record an earlier run left there must not pass for this run's (with the JUnit report on the full disk
+    # too, none is left: its room would let that report be written)
+    earlier = "true" if junit_on_the_full_disk else 'mkdir -p "$OUT" && echo earlier > "$OUT/results.json"'
+    then_list = ["sh", "-c", earlier + '; "$@"; status=$?; ls -a "$OUT" > "$LISTING"; exit $status', "sh", *harness]
     done = subprocess.run(
         _in_a_small_disk(small_disk, then_list),
         env={**harness_env, "OUT": str(out), "LISTING": str(listing)},
@@ -292,6 +295,8 @@ def test_a_block_whose_output_fills_the_disk_says_the_disk_is_full(
         unwritten.append(("the JUnit report", junit))
     for what, path in unwritten:
         assert f"[ERROR] could not write {what} to {path}: No space left on device: the disk is full" in done.stderr
+    if not junit_on_the_full_disk:
+        assert f"[ERROR] the run record left at {out / 'results.json'} by an earlier run was removed" in done.stderr
     assert listing.read_text().split() == [".", "..", "blocks"]
     if not junit_on_the_full_disk:  # elsewhere, it is whole
         assert _junit_verdicts(junit) == ["passed", "failure"]
