@@ -11,6 +11,7 @@ look for it by pid themselves, and end it if the harness did not.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import sys
@@ -18,8 +19,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import jsonschema
 import psutil
 import pytest
+
+REPO = Path(__file__).resolve().parents[1]
 
 FENCE = "```"
 
@@ -202,6 +206,8 @@ def test_a_process_that_outlives_sigkill_is_reported_as_still_running(guide_runn
         frozen = int(pidfile.read_text())
         [listed] = [p for p in run.record["guides"][0]["processes_ended"] if p["pid"] == frozen]
         assert listed["ended_by"] == "still running"
+        schema = json.loads((REPO / "docs" / "results.schema.json").read_text(encoding="utf-8"))
+        jsonschema.validate(run.record, schema, cls=jsonschema.Draft202012Validator)  # a value of the format
         assert "now ended; 1 of them could not be ended and are still running:" in run.stdout
         assert f"pid {frozen} (from block freezes, still running)" in run.stdout
     finally:  # thawed, it acts on the SIGKILL waiting for it
