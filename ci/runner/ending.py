@@ -117,17 +117,21 @@ class _Rounds:
 
 
 def end_in_rounds(
-    look: Callable[[], Found], timing: Timing, first: Callable[[], None] = lambda: None
+    look: Callable[[], Found],
+    timing: Timing,
+    first: Callable[[], None] = lambda: None,
+    reap: Callable[[], None] = lambda: None,
 ) -> tuple[list[TrackedProcess], dict[int, int | None]]:
     """End what `look` finds, looking again until it finds nothing; the processes and our children's exit codes.
 
     `first` runs once, after the first look and before its signals (a signal to
-    a block's whole group). Each process is listed once, in the order found,
+    a block's whole group); `reap` reaps the caller's exited children (a zombie
+    would keep its group in being). Each process is listed once, in the order found,
     ended_by the last signal sent to it, or STILL_RUNNING when the last look
     still found it alive.
     """
     rounds = _Rounds()
-    found = _looked(look(), set())
+    found = _looked(look(), set(), reap)
     rounds.note(found)
     first()
     left: list[psutil.Process] = []
@@ -145,12 +149,12 @@ def end_in_rounds(
             rounds.kill_rounds += 1
             rounds.kill(found, min(rounds.kill_end - round_start, _KILL_LOOK_EVERY_S))
         time.sleep(max(0.0, round_start + _LEAST_BETWEEN_LOOKS_S - time.monotonic()))
-        found = _looked(look(), found.groups)
+        found = _looked(look(), found.groups, reap)
         rounds.note(found)
     return rounds.tracked(left), rounds.exit_codes
 
 
-def _looked(found: Found, groups_before: set[int]) -> Found:
+def _looked(found: Found, groups_before: set[int], reap: Callable[[], None]) -> Found:
     """What a look found; when it found no process, the groups still in being that it or the look before found.
 
     A look can miss a process that forks and exits over and over (a new pid each
@@ -159,6 +163,7 @@ def _looked(found: Found, groups_before: set[int]) -> Found:
     in the moment since the look).
     """
     if not found.processes:
+        reap()
         found.groups = {group for group in found.groups | groups_before if _has_members(group)}
     return found
 

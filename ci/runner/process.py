@@ -320,7 +320,7 @@ class ProcessSupervisor:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(block.pid, signal.SIGKILL if timing.hurried else signal.SIGTERM)
 
-        ended, exit_codes = end_in_rounds(lambda: self._look(block), timing, signal_group)
+        ended, exit_codes = end_in_rounds(lambda: self._look(block), timing, signal_group, self._reap_children)
         if block.exit_code is None:
             if block.pid in exit_codes:  # reaped while waiting for the tree
                 block.exit_code = exit_codes[block.pid]
@@ -338,8 +338,8 @@ class ProcessSupervisor:
         ended too; a process that outlives it all is listed as still running.
         """
         self.reap_orphans()
-        if not marked_pids({RUN_MARKER: self.run_token}) and not has_children():  # the usual case, seen cheaply
+        if not has_children() and not marked_pids({RUN_MARKER: self.run_token}):  # the usual case, seen cheaply
             return []
-        ended, _ = end_in_rounds(lambda: self._look(None), self._timing(grace_s))
+        ended, _ = end_in_rounds(lambda: self._look(None), self._timing(grace_s), reap=self._reap_children)
         self.reap_orphans()
         return ended

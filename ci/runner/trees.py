@@ -32,12 +32,11 @@ class ProcessTable:
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
                 continue
-            fields = _stat_fields(int(entry))
+            pid = int(entry)
+            fields = _stat_fields(pid)
             if fields is None:  # gone meanwhile
                 continue
-            pid = int(entry)
-            self.parent[pid], self.group[pid], self.session[pid] = fields[1], fields[2], fields[3]
-            self.started[pid] = fields[19]
+            self.parent[pid], self.group[pid], self.session[pid], self.started[pid] = fields
         self._children: dict[int, list[int]] = defaultdict(list)
         self._in_group: dict[int, list[int]] = defaultdict(list)
         for pid in self.parent:
@@ -52,8 +51,7 @@ class ProcessTable:
         for child in _children_of(pid):
             fields = None if child in self.parent else _stat_fields(child)
             if fields is not None:
-                self.parent[child], self.group[child], self.session[child] = fields[1], fields[2], fields[3]
-                self.started[child] = fields[19]
+                self.parent[child], self.group[child], self.session[child], self.started[child] = fields
                 self._index(child)
 
     def descendants(self, pid: int) -> list[int]:
@@ -95,17 +93,17 @@ class ProcessTable:
 def start_ticks(pid: int) -> int | None:
     """A process's start time in clock ticks since boot (None once it is reaped): with the pid, it names one process."""
     fields = _stat_fields(pid)
-    return None if fields is None else fields[19]
+    return None if fields is None else fields[3]
 
 
-def _stat_fields(pid: int) -> list[int] | None:
-    """The numbers of /proc/PID/stat after the command's name, from the state's (0) on; None when it cannot be read."""
+def _stat_fields(pid: int) -> tuple[int, int, int, int] | None:
+    """(parent, process group, session, start ticks) from /proc/PID/stat; None when it cannot be read."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
-            # the command's name is in parentheses, and may itself hold some: the last one closes it
+            # after the command's name (in parentheses, which it may itself contain): state ppid pgrp session ...
             fields = handle.read().rpartition(b")")[2].split()
-        return [0, *(int(field) for field in fields[1:20])] if len(fields) >= 20 else None
-    except (OSError, ValueError):
+        return int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19])
+    except (OSError, ValueError, IndexError):
         return None
 
 
