@@ -180,10 +180,14 @@ def _run_guides(
             outcomes.append(outcome)
     except Exception:
         # a bug in the harness: it may not leave what the run started running
+        from ci.core.model import STILL_RUNNING
+
         ended = supervisor.teardown(grace_s=min(settings.grace_s, 1.5))
+        left = sum(1 for proc in ended if proc.ended_by == STILL_RUNNING)
         print_error(
             "guide-guard stopped on an internal error (a bug: please report it with the traceback below);"
-            f" {len(ended)} process(es) the run had started were ended"
+            f" {len(ended) - left} process(es) the run had started were ended"
+            + (f", {left} could not be and are still running" if left else "")
         )
         raise
     return outcomes

@@ -277,16 +277,20 @@ def _rewrite_version(tmp_path: Path, version: object) -> Path:
     return path
 
 
-def test_the_reader_refuses_a_record_of_another_version(tmp_path: Path, harness_env: dict[str, str]) -> None:
+def test_the_reader_reads_the_versions_it_knows_and_refuses_another(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
     done = _run(tmp_path, harness_env, {"first.md": FIRST})
     assert done.returncode == 1, done.stdout + done.stderr
     read_run(tmp_path / "out")  # this version reads
+    _rewrite_version(tmp_path, 1)  # a run of an earlier guide-guard: version 2 only added an ended_by value
+    assert read_run(tmp_path / "out").guide_for("first.md") is not None
     path = _rewrite_version(tmp_path, RECORD_VERSION + 1)
     with pytest.raises(RecordError) as refused:
         read_run(tmp_path / "out")
     message = str(refused.value)
     assert str(path) in message
-    assert f"version {RECORD_VERSION + 1}" in message and f"reads version {RECORD_VERSION} only" in message
+    assert f"version {RECORD_VERSION + 1}" in message and f"reads versions 1 and {RECORD_VERSION} only" in message
     _rewrite_version(tmp_path, None)
     with pytest.raises(RecordError, match="no 'version' number"):
         read_run(tmp_path / "out")

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TypedDict
 
 __all__ = [
+    "STILL_RUNNING",
     "Block",
     "BlockResult",
     "BoundedText",
@@ -249,14 +250,17 @@ class MatchReport:
     guide_line: int | None = None  # the guide's line of first_unmatched_line, in the result's body as written
 
 
+STILL_RUNNING = "still running"  # TrackedProcess.ended_by of a process the harness could not end
+
+
 @dataclass(frozen=True)
 class TrackedProcess:
     """A process the run started that was still alive when a block or the run ended."""
 
     pid: int
     command: str
-    started_by: str  # name of the block whose process tree it came from, if known
-    ended_by: str  # "SIGTERM", "SIGKILL", or "gone" when it exited by itself meanwhile
+    started_by: str  # name of the block whose process tree it came from, "?" if not known
+    ended_by: str  # the last signal sent to it, "SIGTERM" or "SIGKILL"; STILL_RUNNING if it outlived them
 
 
 @dataclass(frozen=True)

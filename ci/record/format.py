@@ -9,6 +9,7 @@ from ci.core.model import (
 )
 
 __all__ = [
+    "READ_VERSIONS",
     "RECORD_FILE",
     "RECORD_VERSION",
     "BlockRecord",
@@ -23,19 +24,21 @@ __all__ = [
 
 # The format's version, written into every record and checked on reading. Raise it with any change to
 # the keys or their meaning, together with docs/results.schema.json (whose objects admit no other keys).
-RECORD_VERSION = 1
+RECORD_VERSION = 2
+# What this guide-guard's reader reads: version 2 only allowed ended_by "still running", which it does not read.
+READ_VERSIONS = (1, 2)
 RECORD_FILE = "results.json"  # in the run's output directory
 
 # ---- the format: one TypedDict per object of the file, so that writer and reader share the key names
 
 
 class ProcessRecord(TypedDict):
-    """A process the harness ended."""
+    """A process the harness ended, or tried to."""
 
     pid: int
     command: str
     started_by: str  # the block whose process tree it came from
-    ended_by: str  # "SIGTERM" or "SIGKILL"
+    ended_by: str  # "SIGTERM" or "SIGKILL"; "still running" if it outlived both (since version 2)
 
 
 class DiagnosticRecord(TypedDict):

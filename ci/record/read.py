@@ -13,7 +13,7 @@ from ci.core.model import (
     Status,
 )
 from ci.core.text import escape_undecodable
-from ci.record.format import RECORD_FILE, RECORD_VERSION, BlockRecord, RunRecord
+from ci.record.format import READ_VERSIONS, RECORD_FILE, BlockRecord, RunRecord
 
 __all__ = ["LastRun", "RecordError", "RecordedBlock", "RecordedGuide", "read_run"]
 
@@ -146,9 +146,10 @@ def _load(path: Path) -> RunRecord:
     version = data.get("version")
     if not isinstance(version, int) or isinstance(version, bool):
         raise RecordError(f"{path} is not a guide-guard run record: no 'version' number")
-    if version != RECORD_VERSION:
+    if version not in READ_VERSIONS:
+        versions = " and ".join(", ".join(map(str, READ_VERSIONS)).rsplit(", ", 1))
         raise RecordError(
-            f"{path} is a run record of version {version}, and this guide-guard reads version {RECORD_VERSION}"
+            f"{path} is a run record of version {version}, and this guide-guard reads versions {versions}"
             f" only: read it with a guide-guard that writes version {version}"
         )
     if not isinstance(data.get("blocks"), list):

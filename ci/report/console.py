@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from ci.core.model import BlockResult, Collection, GuideOutcome, Problem, Status, Step
+from ci.core.model import STILL_RUNNING, BlockResult, Collection, GuideOutcome, Problem, Status, Step
 from ci.core.text import Masker, clean_text, human_size, partial_escape_start
 from ci.report.details import block_details
 from ci.report.github import StopCommands, escape_data, failure_annotations
@@ -241,7 +241,14 @@ class ConsoleReporter:
     def guide_finished(self, outcome: GuideOutcome) -> None:
         tally = status_tally(outcome.results) or "no blocks"
         if outcome.leftovers:
-            self.line("processes still running at the end of the run, now ended:")
+            left = sum(1 for proc in outcome.leftovers if proc.ended_by == STILL_RUNNING)
+            if left:
+                self.line(
+                    f"processes still running at the end of the run, now ended; {left} of them could not be ended"
+                    " and are still running:"
+                )
+            else:
+                self.line("processes still running at the end of the run, now ended:")
             for proc in outcome.leftovers:
                 self.line(f"  pid {proc.pid} (from block {proc.started_by}, {proc.ended_by}): ")
                 self.untrusted(f"    {clean_text(proc.command, self.masker)[:300]}")  # masked, then cut

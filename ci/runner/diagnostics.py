@@ -99,7 +99,7 @@ def _run_diagnostic(
     except RunInterrupted as interrupt:
         supervisor.end_tree(process)  # a stop request cuts its grace period short
         exited, signum = False, interrupt.signum
-    if signum is None and (not exited or supervisor.group_alive(process)):
+    if signum is None and (not exited or supervisor.left_behind(process)):
         # past its limit, or it left something running in the background: neither may outlive it
         supervisor.end_tree(process, grace_s=_DIAGNOSTIC_GRACE_S)
     supervisor.reap_orphans()

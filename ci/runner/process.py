@@ -1,10 +1,12 @@
 """Process control: the supervisor that owns every process a run starts, from spawn to teardown.
 
-This module alone decides when a block's process is ended (spawn, trees,
-stacks and signals are its helpers; stacks ends only the py-spy it starts). Every block runs in its own
+This module alone decides when a block's process is ended (spawn, trees, owners,
+ending, stacks and signals are its helpers; stacks ends only the py-spy it starts). Every block runs in its own
 session (so its own process group) with output going straight to files, and
 carries the run's marker in its environment so that even a daemon that
-double-forks and calls setsid can be found again through /proc/PID/environ.
+double-forks and calls setsid can be found again through /proc/PID/environ;
+one that also clears its environment is the harness's, a subreaper's, by
+adoption, and its block's by when it started (see owners).
 """
 
 from __future__ import annotations
@@ -14,17 +16,19 @@ import os
 import select
 import signal
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
 from ci.core.model import TrackedProcess
+from ci.runner.ending import Found, Timing, end_in_rounds
+from ci.runner.owners import BlockStart, Owners, marked_pids, run_markers
 from ci.runner.signals import StopSignals
 from ci.runner.spawn import become_subreaper, keep_inherited_fds, spawn_in_session
 from ci.runner.stacks import dump_python_stacks, stack_dump_problem
-from ci.runner.trees import ProcessTable, alive, describe, has_children, wait_gone
+from ci.runner.trees import ProcessTable, alive, has_children, start_ticks
 
 __all__ = ["BLOCK_MARKER", "RUN_MARKER", "BlockProcess", "ProcessSupervisor", "RunInterrupted", "marked_pids"]
 
@@ -71,7 +75,9 @@ class ProcessSupervisor:
         self.signals = signals if signals is not None else StopSignals()  # installed by the caller, if at all
         self.subreaper = become_subreaper()
         keep_inherited_fds()
-        self.started_by: dict[int, str] = {}  # pid -> block name, for every process seen
+        self.blocks: list[BlockStart] = []  # every block started, in order
+        self.ended_sessions: set[BlockStart] = set()  # blocks whose session a look found gone
+        self.reaped: dict[int, int | None] = {}  # block pid -> exit code, when reaped while ending processes
         self.block_names: dict[str, str] = {}  # block tag -> block name
         self.active: BlockProcess | None = None
 
@@ -117,7 +123,9 @@ class ProcessSupervisor:
         full_env[RUN_MARKER] = self.run_token
         full_env[BLOCK_MARKER] = block_tag
         pid = spawn_in_session(argv, full_env, stdout_path, stderr_path)
-        self.started_by[pid] = block_name
+        # it is our child, not yet waited for: its start time can be read; what it orphans later started after it
+        ticks = start_ticks(pid)
+        self.blocks.append(BlockStart(pid, block_tag, ticks if ticks is not None else 0))
         self.block_names[block_tag] = block_name
         self.active = BlockProcess(pid, block_name, block_tag, time.monotonic())
         return self.active
@@ -178,11 +186,11 @@ class ProcessSupervisor:
         pid = block.pid
         try:
             waited, status, usage = os.wait4(pid, 0 if blocking else os.WNOHANG)
-        except ChildProcessError:
+        except ChildProcessError:  # reaped already
             waited, status, usage = pid, 0, None
         if waited == 0:
             return False
-        block.exit_code = os.waitstatus_to_exitcode(status) if usage is not None else None
+        block.exit_code = os.waitstatus_to_exitcode(status) if usage is not None else self.reaped.get(pid)
         if usage is not None:
             # ru_maxrss is left out on purpose: Linux carries it across exec, so it
             # would report the harness's own image copied at fork, not the block's.
@@ -227,68 +235,92 @@ class ProcessSupervisor:
 
     # -- finding and ending trees ----------------------------------------
 
-    def _members(
-        self, block_tag: str | None, roots: Iterable[int] = (), table: ProcessTable | None = None
-    ) -> list[psutil.Process]:
-        """Processes of this run (or of one block): by marker, process group, or descent.
+    def _look(self, block: BlockProcess | None) -> Found:
+        """The run's processes alive now (or one block's), from one look at /proc, each with its block.
 
-        Every root's tree and group come from one look at /proc (`table`, else
-        a new one), so the cost grows with the number of processes, not its square.
+        The run's: every descendant of the harness (orphans are re-parented to
+        it) with the rest of each one's process group, and every process
+        carrying the run's marker. One block's: those of them that came from it
+        (its tree, its session, its marker, its adopted daemons: see Owners).
+        The cost grows with the number of processes, not its square.
         """
-        table = ProcessTable() if table is None else table
-        found = dict.fromkeys(table.trees_and_groups(roots, os.getpgid(0)))
-        found.update(dict.fromkeys(self._marked_pids(block_tag)))
+        self._reap_children()  # a zombie would keep its group in being
+        table = ProcessTable()
+        tags = run_markers(self.run_token, RUN_MARKER, BLOCK_MARKER)
+        # the scans take a while: an orphan that forks and exits over and over has a new pid by their end,
+        # and is the harness's child again; the kernel lists those at once
+        table.take_in_children(os.getpid())
+        sessions = set(table.session.values())
+        self.ended_sessions.update(block for block in self.blocks if block.pid not in sessions)
+        owners = Owners(table, tags, self.blocks, self.ended_sessions)
+        own_group = os.getpgid(0)
+        below = table.trees_and_groups(table.descendants(os.getpid()), own_group)
+        found = dict.fromkeys([*below, *tags])
+        if block is not None:
+            found = {pid: None for pid in found if owners.of(pid) == block.block_tag}
         found.pop(os.getpid(), None)
-        members = []
+        processes = []
         for pid in found:
             with contextlib.suppress(psutil.Error):  # gone since the look
-                members.append(psutil.Process(pid))
-        return members
+                proc = psutil.Process(pid)
+                if alive(proc):
+                    processes.append(proc)
+        origins = {proc.pid: self.block_names.get(owners.of(proc.pid) or "", "?") for proc in processes}
+        # A group is signalled as a whole only when it is one of the harness's descendants' (a marked
+        # process elsewhere, in a container say, may share its group with others). Also the group of one
+        # gone since the look: it may have forked first, and the rounds go on while the group has members.
+        below_set = set(below)
+        groups = {table.group[pid] for pid in found if pid in below_set} - {own_group}
+        return Found(processes, origins, groups)
 
-    def _marked_pids(self, block_tag: str | None) -> list[int]:
-        """Pids whose environment carries this run's marker (and this block's, if given).
-
-        Found through /proc, so daemons that left their process group are found too.
-        """
-        markers = {RUN_MARKER: self.run_token}
-        if block_tag is not None:
-            markers[BLOCK_MARKER] = block_tag
-        return marked_pids(markers)
+    def _reap_children(self) -> None:
+        """Reap every child that has exited, keeping a block's exit code for _collect."""
+        block_pids = {block.pid for block in self.blocks}
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid in block_pids:
+                self.reaped[pid] = os.waitstatus_to_exitcode(status)
 
     def dump_stacks(self, block: BlockProcess, dump_dir: Path) -> tuple[list[str], list[str]]:
         """py-spy dumps of every Python process in the block's tree; (paths, one-line notes).
 
         Skipped, or cut short, when a stop signal comes: the run must end within 2 s of it.
         """
-        return dump_python_stacks(self._members(block.block_tag, [block.pid]), dump_dir, self.stop_requested)
+        return dump_python_stacks(self._look(block).processes, dump_dir, self.stop_requested)
 
     def stack_dump_problem(self) -> str | None:
         """Why stack dumps on timeout would be missing in this run (what is wrong, then the fix), or None."""
         return stack_dump_problem(self.stop_requested)
 
-    def end_tree(self, block: BlockProcess, *, grace_s: float | None = None) -> list[TrackedProcess]:
-        """End a block's whole tree: SIGTERM, a grace period, SIGKILL; then check nothing is left.
+    def left_behind(self, block: BlockProcess) -> bool:
+        """True while any process the block started is alive (its own, a background child, an adopted daemon)."""
+        return bool(self._look(block).processes)
 
-        Returns the processes ended, the block's own first. After a stop
-        signal the grace period ends a second after it; after a second
-        signal the tree gets SIGKILL at once.
+    def _timing(self, grace_s: float | None) -> Timing:
+        grace_end = time.monotonic() + (self.grace_s if grace_s is None else grace_s)
+        return Timing(grace_end, self._ends_by, self._kill_wait_ends_by, self.signals.hurried)
+
+    def end_tree(self, block: BlockProcess, *, grace_s: float | None = None) -> list[TrackedProcess]:
+        """End all a block started: SIGTERM, a grace period, SIGKILL, looking again until none is left.
+
+        Returns the processes ended, the block's own first (any that outlived
+        it all say so). After a stop signal the grace period ends a second
+        after it; after a second signal the tree gets SIGKILL at once.
         """
-        members = self._members(block.block_tag, [block.pid])
-        described = describe(members)  # before the signal, while they can still say what they are
-        hurried = self.signals.hurried
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(block.pid, signal.SIGKILL if hurried else signal.SIGTERM)
-        grace = self.grace_s if grace_s is None else grace_s
-        ended, exit_codes = self._terminate(
-            members, grace, origin=block.block_name, described=described, hurried=hurried
-        )
-        # a last look: whatever the tree forked during the grace period goes too
-        known = {proc.pid for proc in members}
-        stragglers = [p for p in self._members(block.block_tag, [block.pid]) if p.pid not in known and alive(p)]
-        if stragglers:
-            more, more_codes = self._terminate(stragglers, 0.0, origin=block.block_name)
-            ended += more
-            exit_codes.update(more_codes)
+        timing = self._timing(grace_s)
+
+        def signal_group() -> None:
+            if block.exit_code is not None or block.pid in self.reaped:
+                return  # reaped: its pid, so its group's id, may be another's now
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(block.pid, signal.SIGKILL if timing.hurried else signal.SIGTERM)
+
+        ended, exit_codes = end_in_rounds(lambda: self._look(block), timing, signal_group, self._reap_children)
         if block.exit_code is None:
             if block.pid in exit_codes:  # reaped while waiting for the tree
                 block.exit_code = exit_codes[block.pid]
@@ -299,94 +331,15 @@ class ProcessSupervisor:
         self.reap_orphans()
         return sorted(ended, key=lambda p: p.pid != block.pid)
 
-    def _terminate(
-        self,
-        members: list[psutil.Process],
-        grace_s: float,
-        *,
-        origin: str | None = None,
-        described: dict[int, str] | None = None,
-        hurried: bool | None = None,
-    ) -> tuple[list[TrackedProcess], dict[int, int | None]]:
-        """SIGTERM, wait up to grace_s, SIGKILL what is left; the ended processes and their exit codes.
-
-        A stop signal cuts the grace period short (see _ends_by), even one
-        that arrives while it runs; after a second signal (`hurried`, unless
-        the caller already signalled the group, then it says how) every member
-        gets SIGKILL at once.
-        """
-        described = describe(members) if described is None else described
-        origins = {proc.pid: origin or self._origin(proc) for proc in members}
-        hurried = self.signals.hurried if hurried is None else hurried
-        # hurried, each is sent SIGKILL, or was by the caller's signal to its group if already gone
-        killed = {proc.pid for proc in members} if hurried else set()
-        for proc in members:
-            with contextlib.suppress(psutil.Error):
-                if hurried:
-                    proc.kill()
-                else:
-                    proc.terminate()
-        exit_codes: dict[int, int | None] = {}
-        grace_end = time.monotonic() + grace_s
-        alive = wait_gone(members, lambda: self._ends_by(grace_end), exit_codes)
-        for proc in alive:
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
-                killed.add(proc.pid)
-        if alive:
-            kill_end = self._kill_wait_ends_by()
-            wait_gone(alive, lambda: kill_end, exit_codes)
-        tracked = [
-            TrackedProcess(
-                pid=proc.pid,
-                command=described.get(proc.pid, "?"),
-                started_by=origins[proc.pid],
-                ended_by="SIGKILL" if proc.pid in killed else "SIGTERM",
-            )
-            for proc in members
-        ]
-        return tracked, exit_codes
-
-    def _origin(self, proc: psutil.Process) -> str:
-        if proc.pid in self.started_by:
-            return self.started_by[proc.pid]
-        try:
-            tag = proc.environ().get(BLOCK_MARKER, "")
-        except Exception:  # gone or unreadable: the origin is only informative
-            tag = ""
-        return self.block_names.get(tag, "?")
-
     def teardown(self, grace_s: float | None = None) -> list[TrackedProcess]:
-        """End every process of the run still alive (background servers, daemons) and list them."""
+        """End every process of the run still alive (background servers, daemons) and list them.
+
+        Looks again after every round of signals, so what forks meanwhile is
+        ended too; a process that outlives it all is listed as still running.
+        """
         self.reap_orphans()
-        if not self._marked_pids(None) and not has_children():  # the usual case, seen cheaply from /proc
+        if not has_children() and not marked_pids({RUN_MARKER: self.run_token}):  # the usual case, seen cheaply
             return []
-        # Besides the marker: every descendant of the harness. Orphaned daemons are re-parented
-        # to it (it is a subreaper), and this holds even if a process dropped or lost its environment.
-        table = ProcessTable()
-        members = [p for p in self._members(None, table.descendants(os.getpid()), table) if alive(p)]
-        ended, _ = self._terminate(members, self.grace_s if grace_s is None else grace_s)
+        ended, _ = end_in_rounds(lambda: self._look(None), self._timing(grace_s), reap=self._reap_children)
         self.reap_orphans()
         return ended
-
-
-def marked_pids(markers: Mapping[str, str]) -> list[int]:
-    """Pids, other than ours, whose environment holds every NAME=VALUE of markers.
-
-    Reads /proc directly: cheaper than psutil for the common case of finding
-    nothing. A process that is gone, or not ours to read, is skipped.
-    """
-    wanted = [f"{name}={value}".encode() for name, value in markers.items()]
-    me = os.getpid()
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                variables = handle.read().split(b"\0")
-        except OSError:
-            continue
-        if all(item in variables for item in wanted):
-            pids.append(int(entry))
-    return pids

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import psutil
 
-__all__ = ["ProcessTable", "alive", "describe", "has_children", "wait_gone"]
+__all__ = ["ProcessTable", "alive", "describe", "has_children", "start_ticks", "wait_gone"]
 
 
 class ProcessTable:
-    """Every process at one moment, read in one pass over /proc: its parent and its process group.
+    """Every process at one moment, read in one pass over /proc: its parent, process group, session and start time.
 
     Finding a run's processes asks, of each one, for its descendants and for the
     rest of its process group. psutil's children() and a getpgid() per process
@@ -27,22 +27,32 @@ class ProcessTable:
     def __init__(self) -> None:
         self.parent: dict[int, int] = {}  # pid -> parent pid
         self.group: dict[int, int] = {}  # pid -> process group id
+        self.session: dict[int, int] = {}  # pid -> session id
+        self.started: dict[int, int] = {}  # pid -> start time, in clock ticks since boot
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
                 continue
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as handle:
-                    # after the command's name (in parentheses, which it may itself contain): state ppid pgrp
-                    fields = handle.read().rpartition(b")")[2].split()
-                self.parent[int(entry)], self.group[int(entry)] = int(fields[1]), int(fields[2])
-            except (OSError, IndexError, ValueError):  # gone meanwhile
+            pid = int(entry)
+            fields = _stat_fields(pid)
+            if fields is None:  # gone meanwhile
                 continue
+            self.parent[pid], self.group[pid], self.session[pid], self.started[pid] = fields
         self._children: dict[int, list[int]] = defaultdict(list)
         self._in_group: dict[int, list[int]] = defaultdict(list)
-        for pid, parent in self.parent.items():
-            self._children[parent].append(pid)
-        for pid, group in self.group.items():
-            self._in_group[group].append(pid)
+        for pid in self.parent:
+            self._index(pid)
+
+    def _index(self, pid: int) -> None:
+        self._children[self.parent[pid]].append(pid)
+        self._in_group[self.group[pid]].append(pid)
+
+    def take_in_children(self, pid: int) -> None:
+        """Add the children `pid` has now that the look at /proc missed (born since)."""
+        for child in _children_of(pid):
+            fields = None if child in self.parent else _stat_fields(child)
+            if fields is not None:
+                self.parent[child], self.group[child], self.session[child], self.started[child] = fields
+                self._index(child)
 
     def descendants(self, pid: int) -> list[int]:
         """Children, grandchildren and so on of `pid`, nearest first."""
@@ -78,6 +88,23 @@ class ProcessTable:
                     seen.add(child)
                     queue.append(child)
         return queue
+
+
+def start_ticks(pid: int) -> int | None:
+    """A process's start time in clock ticks since boot (None once it is reaped): with the pid, it names one process."""
+    fields = _stat_fields(pid)
+    return None if fields is None else fields[3]
+
+
+def _stat_fields(pid: int) -> tuple[int, int, int, int] | None:
+    """(parent, process group, session, start ticks) from /proc/PID/stat; None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            # after the command's name (in parentheses, which it may itself contain): state ppid pgrp session ...
+            fields = handle.read().rpartition(b")")[2].split()
+        return int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def wait_gone(
@@ -130,6 +157,16 @@ def has_children() -> bool:
         return any(Path(f"/proc/self/task/{tid}/children").read_text().strip() for tid in tasks)
     except OSError:
         return True
+
+
+def _children_of(pid: int) -> list[int]:
+    """The children `pid` has now, as the kernel lists them for each of its threads."""
+    children = []
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError):
+                children += [int(word) for word in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
+    return children
 
 
 def alive(proc: psutil.Process) -> bool:
