@@ -16,18 +16,18 @@ def mismatch_message(report: MatchReport, masker: Masker) -> str:
     Lines are masked before they are quoted: quoting escapes a backslash in a
     secret, which the reporters' masking would then no longer find.
     """
-    expected = _quoted(masker.mask(report.first_unmatched_text), masker)
+    expected = _quoted(report.first_unmatched_text, masker)
     message = f"stdout does not match the expected output from its line {report.first_unmatched_line}: {expected}"
     if report.actual_line_hidden is not None:
-        actual = masker.mask(report.actual_line_hidden)
-        shown = _quoted(actual, masker)
-        hidden = ", ".join(hidden_characters(actual))
+        shown = _quoted(report.actual_line_hidden, masker)
+        hidden = ", ".join(hidden_characters(masker.mask(report.actual_line_hidden)))
         message += f"; the output's line there, {shown}, differs from it only in what a log does not show: {hidden}"
     return message
 
 
 def _quoted(line: str, masker: Masker) -> str:
-    """LINE quoted for a message, cut to _QUOTED_CHARS (a loaded value may make it megabytes long), never in a secret."""
-    if len(line) <= _QUOTED_CHARS:
-        return repr(line)
-    return repr(line[: masker.clear_cut(line, _QUOTED_CHARS)] + "...")
+    """LINE cut to _QUOTED_CHARS (a loaded value may make it megabytes long) where no secret is cut in two, masked,
+    then quoted: only the part shown is masked, and no part of a secret escapes the mask."""
+    if len(line) > _QUOTED_CHARS:
+        return repr(masker.mask(line[: masker.clear_cut(line, _QUOTED_CHARS)]) + "...")
+    return repr(masker.mask(line))
