@@ -42,8 +42,10 @@ def block_details(
                 (f"diff (first unmatched expected line {result.match.first_unmatched_line})", result.match.diff)
             )
     if streamed and (result.stdout_bytes or result.stderr_bytes):
-        files = [f"{name} {path}" for name, path in (("stdout", result.stdout_path), ("stderr", result.stderr_path)) if path]
-        sections.append(("output shown live above; the whole streams", "\n".join(files)))
+        files = [
+            f"{name}: {path}" for name, path in (("stdout", result.stdout_path), ("stderr", result.stderr_path)) if path
+        ]
+        sections.append(("output (shown live above)", "\n".join(files)))
     if result.stored is not None:
         name, value = result.stored
         sections.append((f"stored {name} ({plural(value.size_bytes, 'byte')})", _shown(value, "value")))
@@ -81,7 +83,9 @@ def _stream_sections(result: BlockResult, masker: Masker) -> list[tuple[str, str
     if result.stderr_bytes:
         sections.append((f"stderr ({human_size(result.stderr_bytes)}{marker})", stderr_view.render()))
     if step.label is Label.SETUP and result.stdout_bytes:  # a #test shows its stdout as "actual"
-        sections.append((f"stdout ({human_size(result.stdout_bytes)})", read_view(result.stdout_path, masker=masker).render()))
+        sections.append(
+            (f"stdout ({human_size(result.stdout_bytes)})", read_view(result.stdout_path, masker=masker).render())
+        )
     return sections
 
 

@@ -154,7 +154,9 @@ class BlockWatch(threading.Thread):
                 continue
             self._read(stream)
             if stream.stopped:
-                stream.raw = stream.held = ""  # what may begin a secret, an escape sequence or a CRLF: never shown in part
+                stream.raw = stream.held = (
+                    ""  # what may begin a secret, an escape sequence or a CRLF: never shown in part
+                )
                 self._line(
                     f"[... live view of {stream.name} stopped after its first {human_size(LIVE_LIMIT_BYTES)};"
                     f" the whole stream is in {stream.path}]"
