@@ -171,6 +171,28 @@ def test_several_guides_end_with_one_recap_a_line_per_guide_and_the_runs_verdict
     ]
 
 
+def test_an_interrupted_run_of_several_guides_says_which_it_never_got_to(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    (tmp_path / "one.md").write_text(_setup("stops-the-run", 'kill -TERM "$(cat out/harness.pid)"', "sleep 30"))
+    (tmp_path / "two.md").write_text(_blocks(1))
+    done = subprocess.run(
+        [sys.executable, "-m", "ci.run", "one.md", "two.md", "--output-dir", "out"],
+        cwd=tmp_path,
+        env=harness_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 143
+    tail = [re.sub(r"\d+\.\ds$", "Ns", line) for line in done.stdout.splitlines()[-3:]]
+    assert tail == [
+        "[ERROR] === one.md: INTERRUPTED (1 block: 1 error) in Ns",
+        "=== two.md: NOT_RUN (1 block: 1 not_run) in Ns",
+        "[ERROR] === 2 guides: INTERRUPTED (2 blocks: 1 error, 1 not_run) in Ns",
+    ]
+
+
 # --- colour where it helps
 
 

@@ -267,11 +267,14 @@ class ConsoleReporter:
             self.line(f"  ... and {len(failing) - RECAP_LINES} more (results.json lists them all)")
 
     def _verdict(self, name: str, outcomes: Sequence[GuideOutcome], duration_s: float) -> None:
-        """`=== NAME: PASSED|FAILED|INTERRUPTED (5 blocks: 4 passed, 1 skipped) in 3.2s`."""
+        """`=== NAME: PASSED|FAILED|INTERRUPTED|NOT_RUN (5 blocks: 4 passed, 1 skipped) in 3.2s`."""
+        results = [result for outcome in outcomes for result in outcome.results]
         interrupted = any(outcome.interrupted_by for outcome in outcomes)
         failed = any(outcome.failed for outcome in outcomes)
         verdict = "INTERRUPTED" if interrupted else ("FAILED" if failed else "PASSED")
+        if verdict == "PASSED" and results and all(result.status is Status.NOT_RUN for result in results):
+            verdict = "NOT_RUN"  # a guide an interrupted run never got to
         prefix = "[ERROR] " if failed or interrupted else ""
-        tally = block_tally(result for outcome in outcomes for result in outcome.results)
+        tally = block_tally(results)
         head, tail = clean_text(f"{prefix}=== {name}: ", self.masker), clean_text(f" ({tally}) in {duration_s:.1f}s")
         self._write(head + self.palette.verdict(verdict) + tail)
