@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -66,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_choice_options(parser: argparse.ArgumentParser) -> None:
-    """Which blocks run and how: --only/--from/--until, --list, masking, --keep-going, --stream, --update."""
+    """Which blocks run and how: --only/--from/--until, --list, masking, --keep-going, the log's detail, --update."""
     parser.add_argument(
         "--only",
         action="append",
@@ -86,7 +87,23 @@ def _add_choice_options(parser: argparse.ArgumentParser) -> None:
         help="also mask this variable's value in every report (names ending in _TOKEN, _SECRET or _KEY, or holding PASSWORD, are masked anyway)",
     )
     parser.add_argument("--keep-going", action="store_true", help="run the remaining blocks after a failure")
-    parser.add_argument("--stream", action="store_true", help="also show block output live")
+    parser.add_argument(
+        "--stream",
+        action="store_true",
+        help="also show block output live, its lines marked '| ' (stdout) and '! ' (stderr)",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show every block's sections (expected, actual, stored values...); by default a passing block is one line",
+    )
+    parser.add_argument(
+        "--heartbeat",
+        metavar="T",
+        default="5m",
+        help="after this long without a line about a running block, say it still runs (default 5m; 0 turns it off)",
+    )
     parser.add_argument(
         "--update",
         action="store_true",
@@ -168,12 +185,18 @@ def _settings(args: argparse.Namespace, started: float) -> RunSettings | str:
         timeout_s = _duration("--timeout", args.timeout) if args.timeout else None
         grace_s = _duration("--grace", args.grace) if args.grace not in ("0", "0s") else 0.0
         deadline = started + _duration("--deadline", args.deadline) if args.deadline else None
+        heartbeat_s = 0.0 if _is_zero(args.heartbeat) else _duration("--heartbeat", args.heartbeat)
     except ValueError as exc:
         return str(exc)
     workdir = os.path.abspath(args.workdir or os.getcwd())
     if not os.path.isdir(workdir):
         return f"--workdir {args.workdir!r} is not a directory"
-    return RunSettings(preset, timeout_s, grace_s, deadline, workdir, in_github_actions())
+    return RunSettings(preset, timeout_s, grace_s, deadline, workdir, in_github_actions(), heartbeat_s)
+
+
+def _is_zero(text: str) -> bool:
+    """`0`, `0s`, `0.0m`: a duration that turns its option off."""
+    return re.fullmatch(r"0*\.?0*\s*[smh]?", text.strip()) is not None and any(c == "0" for c in text)
 
 
 def _duration(option: str, text: str) -> float:

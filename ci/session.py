@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ci.cli import ExitCode, fail, print_error
 from ci.core.disk import os_error_text
 from ci.core.files import write_atomically
-from ci.core.text import escape_undecodable
+from ci.core.text import escape_undecodable, plural
 
 if TYPE_CHECKING:
     from ci.core.model import GuideOutcome, Plan
@@ -38,6 +38,7 @@ class RunSettings:
     deadline: float | None  # --deadline as a time.monotonic() instant, when given
     workdir: str  # --workdir, absolute
     github: bool  # under GitHub Actions: annotations, masks, the step summary and outputs too
+    heartbeat_s: float = 0.0  # --heartbeat: a running block is said to run after this long a silence; 0 never
 
 
 def run(args: argparse.Namespace, plans: list[Plan], left_out: list[dict[int, str]], settings: RunSettings) -> int:
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace, plans: list[Plan], left_out: list[dict[int, st
     # guards both streams (ci.cli.guarded_console).
     try:
         masker = _masker(args, plans, settings.github)
-        console = _console(args, masker, settings.github)
+        console = _console(args, masker, settings)
         supervisor = ProcessSupervisor(os.urandom(16).hex(), grace_s=settings.grace_s, signals=signals)
         _warn_of_missing_stack_dumps(supervisor, settings.github, masker)
         outcomes = _run_guides(args, plans, left_out, settings, output_dir, supervisor, console)
@@ -120,11 +121,20 @@ def _masker(args: argparse.Namespace, plans: Sequence[Plan], github: bool) -> Ma
     return masker
 
 
-def _console(args: argparse.Namespace, masker: Masker, github: bool) -> ConsoleReporter:
+def _console(args: argparse.Namespace, masker: Masker, settings: RunSettings) -> ConsoleReporter:
     """The live console, on whatever sys.stdout is now (the stream that outlives a closed terminal)."""
+    from ci.report.colour import colour_wanted
     from ci.report.console import ConsoleReporter
 
-    return ConsoleReporter(sys.stdout, masker=masker, github=github, stream=args.stream)
+    return ConsoleReporter(
+        sys.stdout,
+        masker=masker,
+        github=settings.github,
+        stream=args.stream,
+        verbose=args.verbose,
+        heartbeat_s=settings.heartbeat_s,
+        colour=colour_wanted(sys.stdout, os.environ, github=settings.github),
+    )
 
 
 def _warn_of_missing_stack_dumps(supervisor: ProcessSupervisor, github: bool, masker: Masker) -> None:
@@ -182,12 +192,13 @@ def _run_guides(
         # a bug in the harness: it may not leave what the run started running
         from ci.core.model import STILL_RUNNING
 
+        console.close()
         ended = supervisor.teardown(grace_s=min(settings.grace_s, 1.5))
         left = sum(1 for proc in ended if proc.ended_by == STILL_RUNNING)
         print_error(
             "guide-guard stopped on an internal error (a bug: please report it with the traceback below);"
-            f" {len(ended) - left} process(es) the run had started were ended"
-            + (f", {left} could not be and are still running" if left else "")
+            f" processes of the run ended: {len(ended) - left}"
+            + (f", still running (could not be ended): {left}" if left else "")
         )
         raise
     return outcomes
@@ -201,7 +212,9 @@ def _exit_status(outcomes: Sequence[GuideOutcome], signals: StopSignals, deadlin
         print_error("a second signal came: what the run had left was killed at once (SIGKILL)")
     if any(o.deadline_reached for o in outcomes):
         left = sum(1 for o in outcomes for r in o.results if r.message == RUN_DEADLINE)
-        print_error(f"the run deadline (--deadline {deadline}) was reached: {left} block(s) not run", sys.stdout)
+        print_error(
+            f"the run deadline (--deadline {deadline}) was reached: {plural(left, 'block')} not run", sys.stdout
+        )
     if signals.first is not None:
         return ExitCode.interrupted(signals.first)
     if any(o.failed for o in outcomes):

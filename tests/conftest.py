@@ -27,6 +27,13 @@ REPO = Path(__file__).resolve().parents[1]
 # Not the rehearsal's simulations (every folder of ci/rehearsal/, and its build_backend.py).
 compileall.compile_dir(str(REPO / "ci"), quiet=1, rx=re.compile(r"/ci/rehearsal/(.+/|build_backend\.py$)"))
 TEST_MARKER = "GUIDE_GUARD_TEST_ID"  # set in the harness's environment; every block inherits it
+# The log's colour follows these (NO_COLOR, FORCE_COLOR): a test's expectations must not depend on the caller's.
+COLOUR_VARIABLES = ("NO_COLOR", "FORCE_COLOR")
+
+
+def base_env() -> dict[str, str]:
+    """The test process's environment, without what would colour the harness's log."""
+    return {name: value for name, value in os.environ.items() if name not in COLOUR_VARIABLES}
 
 
 @dataclass
@@ -96,7 +103,7 @@ def guide_runner(tmp_path: Path, test_id: str):  # type: ignore[no-untyped-def]
         guide = tmp_path / name
         guide.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
         output_dir = tmp_path / "out"
-        full_env = {**os.environ, TEST_MARKER: test_id, "GITHUB_ACTIONS": "false", **(env or {})}
+        full_env = {**base_env(), TEST_MARKER: test_id, "GITHUB_ACTIONS": "false", **(env or {})}
         done = subprocess.run(
             [sys.executable, "-m", "ci.run", str(guide), "--output-dir", str(output_dir), *args],
             cwd=tmp_path,
@@ -114,4 +121,4 @@ def guide_runner(tmp_path: Path, test_id: str):  # type: ignore[no-untyped-def]
 @pytest.fixture
 def harness_env(test_id: str) -> dict[str, str]:
     """The environment for a harness started by hand (Popen) in a test."""
-    return {**os.environ, TEST_MARKER: test_id, "GITHUB_ACTIONS": "false"}
+    return {**base_env(), TEST_MARKER: test_id, "GITHUB_ACTIONS": "false"}

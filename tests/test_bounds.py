@@ -51,6 +51,7 @@ def test_a_long_stored_value_and_expected_body_are_shown_cut_and_kept_whole_on_d
         """,
         "--junit",
         str(junit),
+        "-v",  # the stored values and expected body of passing blocks, in the log too
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr
     record_path = run.output_dir / "results.json"

@@ -204,6 +204,7 @@ def test_a_gibibyte_of_output_keeps_the_harness_small(guide_runner) -> None:
         the end
         {FENCE}
         """,
+        "--verbose",  # a passing block's actual output is shown with -v
         timeout_s=600,
     )
     assert run.returncode == 0, run.stdout[-2000:]

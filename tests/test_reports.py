@@ -68,6 +68,20 @@ def test_console_log_matches_golden(tmp_path: Path, harness_env: dict[str, str])
     _check_golden("console.txt", _normalise(done.stdout, tmp_path))
 
 
+def test_verbose_console_log_matches_golden(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    done = _run_fixture(tmp_path, harness_env, "--verbose")
+    assert done.returncode == 1
+    _check_golden("console-verbose.txt", _normalise(done.stdout, tmp_path))
+
+
+def test_github_actions_console_log_matches_golden_in_colour(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    env = {**harness_env, "GITHUB_ACTIONS": "true", "GITHUB_WORKSPACE": str(tmp_path)}
+    done = _run_fixture(tmp_path, env)
+    assert done.returncode == 1
+    # the escape character written as \e, so that the golden file reads as text
+    _check_golden("console-github.txt", _normalise(done.stdout, tmp_path).replace("\x1b", "\\e"))
+
+
 def test_junit_matches_golden_and_reads_back(tmp_path: Path, harness_env: dict[str, str]) -> None:
     _run_fixture(tmp_path, harness_env)
     xml_text = (tmp_path / "junit.xml").read_text(encoding="utf-8")

@@ -35,7 +35,8 @@ def test_store_load_and_wildcards_pass(guide_runner) -> None:
         hello world
         pid ...
         {FENCE}
-        """
+        """,
+        "-v",  # a passing block's sections, shown with --verbose
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.statuses() == {"who": "passed", "greet": "passed"}

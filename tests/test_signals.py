@@ -289,7 +289,7 @@ def test_the_run_deadline_stops_the_running_block_and_leaves_the_rest_not_run(
         assert harness.block(later)["message"] == "run deadline"
     assert [guide["failed"] for guide in harness.record["guides"]] == [True, True]
     assert harness.junit.read_text().count('"not run: run deadline"') == 2
-    assert "the run deadline (--deadline 8) was reached: 2 block(s) not run" in harness.stdout
+    assert "the run deadline (--deadline 8) was reached: 2 blocks not run" in harness.stdout
 
 
 def test_after_the_deadline_diagnostics_are_short_and_the_logs_are_still_collected(

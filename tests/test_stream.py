@@ -59,11 +59,12 @@ def test_output_without_a_final_newline_does_not_swallow_the_resume_line(guide_r
     token = next(line.removeprefix("::stop-commands::") for line in lines if line.startswith("::stop-commands::"))
     resume = lines.index(f"::{token}::")
     assert re.fullmatch(r"::[0-9a-f]+::", lines[resume])
-    assert lines[resume - 1] == "100%"
+    assert lines[resume - 1] == "| 100%"
     commands = _runner_commands(run.stdout)
     assert [c.split("[")[0] for c in commands if "group::" in c] == ["::group::", "::endgroup::"] * 3
     assert [c for c in commands if c.startswith("::error ")], run.stdout
-    assert "half a line on stderr\n" in run.stdout and "failing\n" in run.stdout
+    assert "\n! half a line on stderr\n" in run.stdout
+    assert run.stdout.count("failing") == 1 and "\n| failing\n" in run.stdout  # shown live, not again after
 
 
 def test_a_block_writing_fast_is_shown_whole(guide_runner) -> None:
@@ -77,7 +78,7 @@ def test_a_block_writing_fast_is_shown_whole(guide_runner) -> None:
     )
     assert run.returncode == 0, run.stdout[-2000:]
     assert run.block("1")["stdout_bytes"] > 1_900_000
-    numbers = [line for line in run.stdout.split("\n") if line.isdigit()]
+    numbers = [line.removeprefix("| ") for line in run.stdout.split("\n") if line.startswith("| ")]
     assert numbers == [str(n) for n in range(1, 300001)]
     assert "not shown live" not in run.stdout
 
@@ -102,7 +103,7 @@ def test_the_live_view_stops_at_its_limit_says_what_it_left_out_and_never_shows_
     path = run.output_dir / run.block("1")["stdout_path"]
     assert path.stat().st_size == LIVE_LIMIT_BYTES + len(token) + 1 - before  # the file has it all
     lines = run.stdout.split("\n")
-    shown = lines.index("x" * (LIVE_LIMIT_BYTES - before))
+    shown = lines.index("| " + "x" * (LIVE_LIMIT_BYTES - before))
     assert (
         lines[shown + 1] == f"[... live view of stdout stopped after its first 8.0 MiB; the whole stream is in {path}]"
     )
@@ -111,7 +112,7 @@ def test_the_live_view_stops_at_its_limit_says_what_it_left_out_and_never_shows_
         f"[... {unseen} bytes of stdout not shown live, after its first 8.0 MiB; the whole stream is in {path}]"
         in lines
     )
-    assert "stderr is still shown" in lines
+    assert "! stderr is still shown" in lines
     assert token[:before] not in run.stdout
 
 
@@ -127,7 +128,7 @@ def test_a_character_written_in_two_parts_is_shown_whole(guide_runner) -> None:
         "--stream",
     )
     assert run.returncode == 0, run.stdout
-    assert "split: 中\n" in run.stdout
+    assert "\n| split: 中\n" in run.stdout
     assert "\ufffd" not in run.stdout
 
 
@@ -145,7 +146,7 @@ def test_an_escape_sequence_or_crlf_written_in_two_parts_is_cleaned_whole(guide_
         "--stream",
     )
     assert run.returncode == 0, run.stdout
-    assert "plain red\nnext\n" in run.stdout
+    assert "\n| plain red\n| next\n" in run.stdout
 
 
 def test_the_end_of_a_line_is_shown_live_while_secrets_are_masked(tmp_path: Path, harness_env: dict[str, str]) -> None:
@@ -173,7 +174,75 @@ def test_the_end_of_a_line_is_shown_live_while_secrets_are_masked(tmp_path: Path
     rest, _ = harness.communicate(timeout=60)
     assert b"downloading: 50%" in seen, seen
     assert harness.returncode == 0
-    assert b"downloading: 50% done\n" in seen + rest
+    assert b"\n| downloading: 50% done\n" in seen + rest
+
+
+def _read_until(stdout: int, wanted: bytes, seen: bytes) -> bytes:
+    """What the harness has written on STDOUT once WANTED is in it (or after 30 s: the caller's assert says)."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + 30
+        while wanted not in seen and time.monotonic() < deadline:
+            if selector.select(timeout=1):
+                chunk = os.read(stdout, 1 << 16)
+                if not chunk:
+                    break
+                seen += chunk
+    return seen
+
+
+def test_each_streamed_line_is_marked_with_its_stream_and_never_shares_a_line_with_the_other(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    flags = [tmp_path / "err-may-come", tmp_path / "rest-may-come"]
+    guide = tmp_path / "g.md"
+    guide.write_text(
+        f"{FENCE}shell #test-setup\nprintf 'out begun, '\n"
+        f"while [ ! -e {flags[0]} ]; do sleep 0.05; done\necho 'an error line' >&2\n"
+        f"while [ ! -e {flags[1]} ]; do sleep 0.05; done\necho 'out ended'\necho 'two more' >&2\n{FENCE}\n"
+    )
+    harness = subprocess.Popen(
+        [sys.executable, "-m", "ci.run", str(guide), "--stream", "--output-dir", str(tmp_path / "out")],
+        cwd=tmp_path,
+        env=harness_env,
+        stdout=subprocess.PIPE,
+    )
+    assert harness.stdout is not None
+    descriptor = harness.stdout.fileno()
+    seen = _read_until(descriptor, b"| out begun, ", b"")  # the half line of stdout, shown before the block goes on
+    flags[0].touch()
+    seen = _read_until(descriptor, b"! an error line\n", seen)
+    flags[1].touch()
+    rest, _ = harness.communicate(timeout=60)
+    assert harness.returncode == 0
+    # the stdout line, broken by stderr, goes on under its own mark on a line of its own
+    assert b"\n| out begun, \n! an error line\n| out ended\n! two more\n" in seen + rest, seen + rest
+
+
+def test_a_streamed_failure_shows_its_diff_and_files_but_not_its_output_again(guide_runner) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test id="drifts"
+        echo 'printed once'
+        echo 'warned once' >&2
+        {FENCE}
+
+        {FENCE}shell #test-result id="drifts"
+        printed twice
+        {FENCE}
+        """,
+        "--stream",
+    )
+    assert run.returncode == 1
+    assert run.stdout.count("printed once") == 2  # the live line, and the diff's `+` line
+    assert "\n| printed once\n" in run.stdout and "\n+printed once\n" in run.stdout
+    assert run.stdout.count("warned once") == 1
+    assert "--- actual" not in run.stdout and "--- stderr" not in run.stdout
+    block = run.block("drifts")
+    assert (
+        f"--- output (shown live above)\nstdout: {run.output_dir / block['stdout_path']}\n"
+        f"stderr: {run.output_dir / block['stderr_path']}\n"
+    ) in run.stdout
 
 
 @pytest.mark.parametrize(

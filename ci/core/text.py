@@ -24,6 +24,7 @@ __all__ = [
     "is_maskable",
     "is_secret_name",
     "partial_escape_start",
+    "plural",
     "read_view",
     "secret_values",
     "show_hidden",
@@ -238,6 +239,11 @@ def human_size(size_bytes: int) -> str:
             return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """`1 block`, `2 blocks`, `0 blocks`: COUNT and NOUN, in the plural (NOUNS, else NOUN + s) unless COUNT is 1."""
+    return f"{count} {noun if count == 1 else nouns or noun + 's'}"
 
 
 def utf8_size(text: str) -> int:

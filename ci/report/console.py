@@ -1,22 +1,24 @@
-"""The job log: a header before each block, its verdict after, and the output that matters."""
+"""The job log: a header before each block, its verdict after, the output that matters, and a recap at the end."""
 
 from __future__ import annotations
 
-import codecs
 import sys
-import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
 from ci.core.model import STILL_RUNNING, BlockResult, Collection, GuideOutcome, Problem, Status, Step
-from ci.core.text import Masker, clean_text, human_size, partial_escape_start
+from ci.core.text import Masker, clean_text, human_size, plural
+from ci.report.colour import NO_COLOUR, Palette, status_colour
 from ci.report.details import block_details
 from ci.report.github import StopCommands, escape_data, failure_annotations
-from ci.report.tally import status_tally
+from ci.report.live import LIVE_LIMIT_BYTES, BlockWatch
+from ci.report.tally import block_tally
 
-__all__ = ["LIVE_LIMIT_BYTES", "ConsoleReporter", "collection_lines", "format_problems"]
+__all__ = ["LIVE_LIMIT_BYTES", "RECAP_LINES", "ConsoleReporter", "collection_lines", "format_problems"]
+
+RECAP_LINES = 50  # failing blocks the recap names one by one; results.json and the step summary list them all
+_REASON_CHARS = 200  # a recap line quotes at most this much of the failure's message
 
 
 def format_problems(problems: Sequence[Problem], kind: str = "[ERROR]") -> str:
@@ -34,16 +36,24 @@ def _header(step: Step, total: int) -> str:
     )
 
 
-def _verdict_line(result: BlockResult, total: int) -> str:
+def _verdict_parts(result: BlockResult, total: int) -> tuple[str, str, str]:
+    """The verdict line around its status word: `[2/5] hello: `, `PASSED`, ` in 0.01s (exit 0, ...)`."""
     step = result.step
+    word = result.status.value.upper()
+    head = f"[{step.ordinal}/{total}] {step.name}: "
     if result.status in (Status.SKIPPED, Status.NOT_RUN):
-        return f"[{step.ordinal}/{total}] {step.name}: {result.status.value.upper()}: {result.message}"
+        return head, word, f": {result.message}"
     sizes = f"stdout {human_size(result.stdout_bytes)}, stderr {human_size(result.stderr_bytes)}"
     exit_text = "" if result.exit_code is None else f"exit {result.exit_code}, "
-    text = f"[{step.ordinal}/{total}] {step.name}: {result.status.value.upper()} in {result.duration_s:.2f}s ({exit_text}{sizes})"
+    tail = f" in {result.duration_s:.2f}s ({exit_text}{sizes})"
     if result.status.is_failure:
-        return f"[ERROR] {text}: {result.message} ({step.file}:{step.line})"
-    return text
+        return f"[ERROR] {head}", word, f"{tail}: {result.message} ({_where(result)})"
+    return head, word, tail
+
+
+def _where(result: BlockResult) -> str:
+    """The `file:line` a failure is blamed on, the same in the verdict line and the recap."""
+    return f"{result.step.file}:{result.step.line}"
 
 
 _COLLECTED_LINES = 30  # files listed in the log; results.json lists them all
@@ -53,7 +63,7 @@ def collection_lines(collection: Collection) -> list[str]:
     """The log's account of ci.collect: where the copies went, each file with its size, the cap and any trouble."""
     copied = [f for f in collection.files if f.copied_to is not None]
     lines = [
-        f"collected {len(copied)} file{'s' if len(copied) != 1 else ''} (ci.collect, each capped at its last"
+        f"collected {plural(len(copied), 'file')} (ci.collect, each capped at its last"
         f" {human_size(collection.cap_bytes)}) into {collection.directory}"
     ]
     for entry in collection.files[:_COLLECTED_LINES]:
@@ -71,140 +81,94 @@ def collection_lines(collection: Collection) -> list[str]:
     return lines
 
 
-LIVE_LIMIT_BYTES = 8 * 1024 * 1024  # --stream shows this much of each stream of a block: a log is no place for GiBs
-_READ_BYTES = 1 << 16  # one read of a followed file: memory stays bounded however fast a block writes
-
-
-@dataclass
-class _Followed:
-    """One output file of a running block, and what of it is read but not shown yet."""
-
-    name: str  # stdout or stderr
-    path: Path
-    decoder: codecs.IncrementalDecoder  # keeps a character split between two reads whole
-    read_bytes: int = 0  # how much of the file is read
-    raw: str = ""  # decoded text that may be the start of an escape sequence or a CRLF: cleaned once complete
-    held: str = ""  # cleaned text that may be the start of a secret whose rest is not written yet
-    stopped: bool = False  # its first LIVE_LIMIT_BYTES are read: the rest is left to the file
-
-
-class _Tailer(threading.Thread):
-    """--stream: copies a running block's output files to the console as they grow."""
-
-    def __init__(self, paths: dict[str, Path], write: TextIO, masker: Masker) -> None:
-        super().__init__(daemon=True)
-        self.followed = [
-            _Followed(name, path, codecs.getincrementaldecoder("utf-8")(errors="replace"))
-            for name, path in paths.items()
-        ]
-        self.write = write
-        self.masker = masker
-        self.done = threading.Event()
-        self.at_line_start = True  # whether what it wrote last ends a line
-
-    def pump(self, *, last: bool = False) -> None:
-        """Shows all that is written so far (up to the limit); LAST: the block has ended, show what is held too."""
-        for stream in self.followed:
-            if stream.stopped:
-                continue
-            self._read(stream)
-            if stream.stopped:
-                stream.raw = stream.held = (
-                    ""  # what may begin a secret, an escape sequence or a CRLF: never shown in part
-                )
-                self._note(
-                    f"[... live view of {stream.name} stopped after its first {human_size(LIVE_LIMIT_BYTES)};"
-                    f" the whole stream is in {stream.path}]"
-                )
-            elif last:
-                self._take(stream, b"", final=True)
-        if last:
-            self._unseen_notes()
-
-    def _read(self, stream: _Followed) -> None:
-        """Reads STREAM until caught up with the block or at the limit, in bounded reads."""
-        try:
-            with open(stream.path, "rb") as handle:
-                handle.seek(stream.read_bytes)
-                while chunk := handle.read(min(_READ_BYTES, LIVE_LIMIT_BYTES - stream.read_bytes)):
-                    stream.read_bytes += len(chunk)
-                    self._take(stream, chunk)
-        except OSError:
-            pass  # not created yet, or removed by the block: what was read is shown, the rest is in the report
-        stream.stopped = stream.read_bytes >= LIVE_LIMIT_BYTES
-
-    def _take(self, stream: _Followed, chunk: bytes, *, final: bool = False) -> None:
-        """Shows what CHUNK completes of STREAM, holding back what may continue in the next read."""
-        raw = stream.raw + stream.decoder.decode(chunk, final=final)
-        complete = len(raw) if final else partial_escape_start(raw)
-        stream.raw = raw[complete:]
-        text = stream.held + clean_text(raw[:complete])
-        cut = len(text) if final else self.masker.clear_cut(text, self.masker.partial_secret_start(text))
-        stream.held = text[cut:]
-        self._show(self.masker.mask(text[:cut]))
-
-    def _unseen_notes(self) -> None:
-        for stream in self.followed:
-            try:
-                unseen_bytes = stream.path.stat().st_size - stream.read_bytes if stream.stopped else 0
-            except OSError:
-                continue  # removed by the block: the note at the limit said where it was
-            if unseen_bytes > 0:
-                self._note(
-                    f"[... {unseen_bytes} bytes of {stream.name} not shown live, after its first"
-                    f" {human_size(LIVE_LIMIT_BYTES)}; the whole stream is in {stream.path}]"
-                )
-
-    def _show(self, text: str) -> None:
-        if text:
-            self.write.write(text)
-            self.write.flush()
-            self.at_line_start = text.endswith("\n")
-
-    def _note(self, text: str) -> None:
-        self._show(("" if self.at_line_start else "\n") + clean_text(text, self.masker) + "\n")
-
-    def run(self) -> None:
-        while not self.done.wait(0.2):
-            self.pump()
-        self.pump(last=True)
-
-
 class ConsoleReporter:
-    """Writes the job log; under GitHub Actions adds groups, stop-commands and annotations."""
+    """Writes the job log; under GitHub Actions adds groups, stop-commands and annotations.
 
-    def __init__(self, out: TextIO = sys.stdout, *, masker: Masker, github: bool = False, stream: bool = False) -> None:
+    By default a passing block is one line (its header, ended by its verdict
+    when nothing came between) and a failing block shows all that helps;
+    `verbose` shows every block's sections. `stream` copies output live,
+    `heartbeat_s` (0: never) says a block still runs after that long a silence,
+    `colour` paints status words and diffs.
+    """
+
+    def __init__(
+        self,
+        out: TextIO = sys.stdout,
+        *,
+        masker: Masker,
+        github: bool = False,
+        stream: bool = False,
+        verbose: bool = False,
+        heartbeat_s: float = 0.0,
+        colour: bool = False,
+    ) -> None:
         self.out = out
         self.masker = masker  # every line written goes through it
         self.github = github
         self.stream = stream
+        self.verbose = verbose
+        self.heartbeat_s = heartbeat_s
+        self.palette = Palette(enabled=True) if colour else NO_COLOUR
         self.stop = StopCommands()
-        self.tailer: _Tailer | None = None
+        self.watch: BlockWatch | None = None
+        self.started: Step | None = None  # the block whose header was written last, until its report
+        self.header_open = False  # its header's line is not ended yet: the verdict may end it
         self.group_open = False  # under Actions, a block's fold is open between its start and end
         self.holding = False  # while True, lines are flushed together (one write for a block's report)
 
-    def line(self, text: str = "") -> None:
-        self.out.write(clean_text(text, self.masker) + "\n")  # trusted text may quote the guide: cleaned too
+    def _write(self, text: str) -> None:
+        """TEXT, cleaned, masked and painted already, and a line end."""
+        self.out.write(text + "\n")
         if not self.holding:
             self.out.flush()
 
-    def untrusted(self, text: str) -> None:
-        """Block output: never able to issue workflow commands."""
+    def line(self, text: str = "") -> None:
+        self._write(clean_text(text, self.masker))  # trusted text may quote the guide: cleaned too
+
+    def untrusted(self, text: str, *, diff: bool = False) -> None:
+        """Block output: never able to issue workflow commands; a DIFF's +/- lines painted once masked."""
         text = clean_text(text, self.masker)
-        self.line(self.stop.wrap(text) if self.github else text)
+        if diff:
+            text = self.palette.diff(text)
+        self._write(self.stop.wrap(text) if self.github else text)
+
+    def _painted(self, head: str, word: str, tail: str, colour: str) -> str:
+        """HEAD + WORD + TAIL cleaned and masked, WORD (the harness's own) painted unless a secret spans it."""
+        whole = clean_text(head + word + tail, self.masker)
+        head, tail = clean_text(head, self.masker), clean_text(tail, self.masker)
+        if head + word + tail != whole:
+            return whole
+        return head + self.palette.paint(word, colour) + tail
 
     def guide_started(self, guide: str, steps: int) -> None:
-        self.line(f"=== {guide}: {steps} blocks")
+        self.line(f"=== {guide}: {plural(steps, 'block')}")
 
     def block_started(self, step: Step, total: int, stdout_path: Path, stderr_path: Path) -> None:
         header = _header(step, total)
-        self.line(f"::group::{escape_data(header)}" if self.github else f"==> {header}")
-        self.group_open = self.github
-        if self.stream:
-            if self.github:
+        self.started = step
+        if self.github:
+            self.line(f"::group::{escape_data(header)}")
+            self.group_open = True
+            if self.stream:
                 self.line(self.stop.stop_line)
-            self.tailer = _Tailer({"stdout": stdout_path, "stderr": stderr_path}, self.out, self.masker)
-            self.tailer.start()
+        elif self.stream:
+            self.line(f"==> {header}")
+        else:  # left open: a passing block's verdict ends this line
+            self.out.write(clean_text(f"==> {header}", self.masker))
+            self.out.flush()
+            self.header_open = True
+        if self.stream or self.heartbeat_s > 0:
+            paths = {"stdout": stdout_path, "stderr": stderr_path}
+            self.watch = BlockWatch(
+                step.name,
+                paths,
+                self.out,
+                self.masker,
+                stream=self.stream,
+                heartbeat_s=self.heartbeat_s,
+                at_line_start=not self.header_open,
+            )
+            self.watch.start()
 
     def block_finished(self, result: BlockResult, total: int) -> None:
         self.holding = True
@@ -214,16 +178,39 @@ class ConsoleReporter:
             self.holding = False
             self.out.flush()
 
+    def close(self) -> None:
+        """Stops watching a running block and ends an unended line: the console is the caller's again."""
+        if any(self._stop_watch()):
+            self.out.write("\n")
+            self.out.flush()
+
+    def _stop_watch(self) -> tuple[bool, bool]:
+        """Stops the running block's watch, if any: whether its header's line is still open (nothing came after
+        it), and whether the log is in the middle of another line (output --stream showed, unended)."""
+        header_open, mid_line = self.header_open, False
+        if self.watch is not None:
+            self.watch.done.set()
+            self.watch.join()
+            if self.watch.wrote:  # it ended the header's line before its first write
+                header_open, mid_line = False, not self.watch.at_line_start
+            self.watch = None
+        self.header_open = False
+        return header_open, mid_line
+
     def _block_report(self, result: BlockResult, total: int) -> None:
-        if self.tailer is not None:
-            self.tailer.done.set()
-            self.tailer.join()
-            if not self.tailer.at_line_start:  # `printf 100%`: the resume line is seen only at a line start
-                self.out.write("\n")
-            self.tailer = None
-            if self.github:
-                self.line(self.stop.resume_line)
-        sections = block_details(result, masker=self.masker)
+        streamed = self.stream and self.started is result.step
+        self.started = None
+        header_open, mid_line = self._stop_watch()
+        sections = block_details(result, masker=self.masker, verbose=self.verbose, streamed=streamed)
+        head, word, tail = _verdict_parts(result, total)
+        colour = status_colour(result.status)
+        if header_open and not sections and not result.status.is_failure:
+            self._write(self._painted(" -> ", word, tail, colour))  # the verdict ends the header's line
+            return
+        if header_open or mid_line:  # `printf 100%`: what follows starts a line (the resume line is seen only there)
+            self.out.write("\n")
+        if streamed and self.github:
+            self.line(self.stop.resume_line)
         if self.group_open and not result.status.is_failure:
             self._sections(sections)
         if self.group_open:
@@ -231,15 +218,15 @@ class ConsoleReporter:
             self.group_open = False
         if not self.github or result.status.is_failure:  # failures stay outside the fold, where readers look
             self._sections(sections)
-        self.line(_verdict_line(result, total))
+        self._write(self._painted(head, word, tail, colour))
 
     def _sections(self, sections: list[tuple[str, str]]) -> None:
         for title, text in sections:
             self.line(f"--- {title}")
-            self.untrusted(text)
+            self.untrusted(text, diff=title.startswith("diff"))
 
     def guide_finished(self, outcome: GuideOutcome) -> None:
-        tally = status_tally(outcome.results) or "no blocks"
+        """What the guide left: the processes ended at its end and the files ci.collect kept (its verdict ends the run)."""
         if outcome.leftovers:
             left = sum(1 for proc in outcome.leftovers if proc.ended_by == STILL_RUNNING)
             if left:
@@ -255,12 +242,46 @@ class ConsoleReporter:
         if outcome.collection is not None:
             for text in collection_lines(outcome.collection):
                 self.line(text)
-        verdict = "INTERRUPTED" if outcome.interrupted_by else ("FAILED" if outcome.failed else "PASSED")
-        prefix = "[ERROR] " if outcome.failed or outcome.interrupted_by else ""
-        self.line(f"{prefix}=== {outcome.plan.guide}: {verdict} ({tally}) in {outcome.duration_s:.1f}s")
 
     def run_finished(self, outcomes: Sequence[GuideOutcome], output_dir: Path) -> None:
+        """The run's end: annotations (under Actions), where the outputs are, the recap of failures, the verdict."""
         if self.github:
             for text in failure_annotations(outcomes, masker=self.masker):
                 self.line(text)
         self.line(f"full block outputs: {output_dir}")
+        self._recap(outcomes)
+        for outcome in outcomes if len(outcomes) > 1 else ():
+            self._verdict(outcome.plan.guide, [outcome], outcome.duration_s)
+        if outcomes:
+            name = outcomes[0].plan.guide if len(outcomes) == 1 else plural(len(outcomes), "guide")
+            self._verdict(name, outcomes, sum(outcome.duration_s for outcome in outcomes))
+
+    def _recap(self, outcomes: Sequence[GuideOutcome]) -> None:
+        """One line per block that failed, mismatched, timed out or could not run: status, name, `file:line`, why."""
+        failing = [result for outcome in outcomes for result in outcome.results if result.status.is_failure]
+        if not failing:
+            return
+        self.line(f"{plural(len(failing), 'block')} did not pass:")
+        for result in failing[:RECAP_LINES]:
+            # masked before it is cut, so that no cut shows part of a secret
+            reason = clean_text(result.message, self.masker).strip().split("\n")[0]
+            if len(reason) > _REASON_CHARS:
+                reason = reason[:_REASON_CHARS] + " [...]"
+            word = result.status.value.upper()
+            tail = f" {result.step.name} at {_where(result)}: {reason}"
+            self._write(self._painted("  ", word, tail, status_colour(result.status)))
+        if len(failing) > RECAP_LINES:
+            self.line(f"  ... and {len(failing) - RECAP_LINES} more (results.json lists them all)")
+
+    def _verdict(self, name: str, outcomes: Sequence[GuideOutcome], duration_s: float) -> None:
+        """`=== NAME: PASSED|FAILED|INTERRUPTED|NOT_RUN (5 blocks: 4 passed, 1 skipped) in 3.2s`."""
+        results = [result for outcome in outcomes for result in outcome.results]
+        interrupted = any(outcome.interrupted_by for outcome in outcomes)
+        failed = any(outcome.failed for outcome in outcomes)
+        verdict = "INTERRUPTED" if interrupted else ("FAILED" if failed else "PASSED")
+        if verdict == "PASSED" and results and all(result.status is Status.NOT_RUN for result in results):
+            verdict = "NOT_RUN"  # a guide an interrupted run never got to
+        prefix = "[ERROR] " if failed or interrupted else ""
+        tally = block_tally(results)
+        head, tail = clean_text(f"{prefix}=== {name}: ", self.masker), clean_text(f" ({tally}) in {duration_s:.1f}s")
+        self._write(head + self.palette.verdict(verdict) + tail)

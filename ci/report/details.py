@@ -6,46 +6,49 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ci.core.model import BlockResult, BoundedText, DiagnosticResult, Label, Status
-from ci.core.text import FULL_LIMIT_BYTES, Masker, human_size, read_view, utf8_size
+from ci.core.text import FULL_LIMIT_BYTES, Masker, human_size, plural, read_view, utf8_size
 
 __all__ = ["block_details"]
 
 
-def block_details(result: BlockResult, *, masker: Masker) -> list[tuple[str, str]]:
+def block_details(
+    result: BlockResult, *, masker: Masker, verbose: bool = True, streamed: bool = False
+) -> list[tuple[str, str]]:
     """The sections shown under a finished block, as (title, untrusted text) pairs (spec section 7).
 
     The output read back from its files is masked with `masker` already; the
     rest (the expected body, a stored value) is masked where it is written.
+    With `verbose` False a passing block shows only what warns of trouble: its
+    stderr when an error marker is in it. `streamed`: its output was shown live
+    (--stream), so it is not shown again; a section names its files instead.
     """
-    sections: list[tuple[str, str]] = []
     step = result.step
     if result.status in (Status.SKIPPED, Status.NOT_RUN):
-        return sections
-    failed = result.status.is_failure
-    stderr_view = read_view(result.stderr_path, masker=masker)
-    stdout_view = read_view(result.stdout_path, masker=masker)
-    noisy = failed or result.marker_found is not None or (result.stdout_bytes == 0 and result.stderr_bytes > 0)
-    if noisy:
-        if result.marker_found is not None and result.stderr_bytes <= FULL_LIMIT_BYTES:
-            stderr_view = read_view(result.stderr_path, full_limit_bytes=FULL_LIMIT_BYTES, masker=masker)
-        marker = f", contains {result.marker_found!r}" if result.marker_found else ""
-        if result.stderr_bytes:
-            sections.append((f"stderr ({human_size(result.stderr_bytes)}{marker})", stderr_view.render()))
-        if step.label is Label.SETUP and result.stdout_bytes:  # a #test shows its stdout as "actual" below
-            sections.append((f"stdout ({human_size(result.stdout_bytes)})", stdout_view.render()))
+        return []
+    if not (verbose or result.status.is_failure):
+        if result.marker_found is None or streamed:
+            return []
+        return _stream_sections(result, masker)
+    sections = [] if streamed else _stream_sections(result, masker)
     if step.label is Label.TEST and result.expected is not None:
+        sections.append(("expected", _shown(result.expected, "expected body")))
+        if not streamed:
+            actual = result.match.actual_head.rstrip("\n") if result.match is not None else None
+            if actual is None:
+                actual = read_view(result.stdout_path, masker=masker).render()
+            sections.append(("actual", actual))
         if result.match is not None:
-            sections.append(("expected", _shown(result.expected, "expected body")))
-            sections.append(("actual", result.match.actual_head.rstrip("\n")))
             sections.append(
                 (f"diff (first unmatched expected line {result.match.first_unmatched_line})", result.match.diff)
             )
-        else:
-            sections.append(("expected", _shown(result.expected, "expected body")))
-            sections.append(("actual", stdout_view.render()))
+    if streamed and (result.stdout_bytes or result.stderr_bytes):
+        files = [
+            f"{name}: {path}" for name, path in (("stdout", result.stdout_path), ("stderr", result.stderr_path)) if path
+        ]
+        sections.append(("output (shown live above)", "\n".join(files)))
     if result.stored is not None:
         name, value = result.stored
-        sections.append((f"stored {name} ({value.size_bytes} bytes)", _shown(value, "value")))
+        sections.append((f"stored {name} ({plural(value.size_bytes, 'byte')})", _shown(value, "value")))
     if result.status is Status.TIMED_OUT:
         for path in result.dumps:
             dump = read_view(path, full_limit_bytes=FULL_LIMIT_BYTES, masker=masker)
@@ -58,6 +61,31 @@ def block_details(result: BlockResult, *, masker: Masker) -> list[tuple[str, str
         )
         sections.append((f"processes ended ({len(result.ended)})", listed))
     sections += _diagnostic_sections(result.diagnostics, masker)
+    return sections
+
+
+def _stream_sections(result: BlockResult, masker: Masker) -> list[tuple[str, str]]:
+    """stderr (and a setup's stdout) when the block failed, holds an error marker, or wrote to stderr alone."""
+    step = result.step
+    noisy = (
+        result.status.is_failure
+        or result.marker_found is not None
+        or (result.stdout_bytes == 0 and result.stderr_bytes > 0)
+    )
+    if not noisy:
+        return []
+    sections = []
+    if result.marker_found is not None and result.stderr_bytes <= FULL_LIMIT_BYTES:
+        stderr_view = read_view(result.stderr_path, full_limit_bytes=FULL_LIMIT_BYTES, masker=masker)
+    else:
+        stderr_view = read_view(result.stderr_path, masker=masker)
+    marker = f", contains {result.marker_found!r}" if result.marker_found else ""
+    if result.stderr_bytes:
+        sections.append((f"stderr ({human_size(result.stderr_bytes)}{marker})", stderr_view.render()))
+    if step.label is Label.SETUP and result.stdout_bytes:  # a #test shows its stdout as "actual"
+        sections.append(
+            (f"stdout ({human_size(result.stdout_bytes)})", read_view(result.stdout_path, masker=masker).render())
+        )
     return sections
 
 

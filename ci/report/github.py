@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ci.core.model import BlockResult, GuideOutcome, Problem, Status
 from ci.core.text import NO_SECRETS, Masker, clean_text, human_size
-from ci.report.tally import status_tally
+from ci.report.tally import block_tally
 
 __all__ = [
     "MAX_ANNOTATIONS",
@@ -167,7 +167,7 @@ def step_summary(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> str:
     for outcome in outcomes:
         verdict = "interrupted" if outcome.interrupted_by else ("failed" if outcome.failed else "passed")
         icon = {"passed": "✅", "failed": "❌", "interrupted": "⚠️"}[verdict]
-        tally = status_tally(outcome.results)
+        tally = block_tally(outcome.results)
         parts.append(
             f"### {icon} {table_cell(outcome.plan.guide, masker)}: {verdict} ({tally}) in {outcome.duration_s:.1f}s\n"
         )
