@@ -110,9 +110,13 @@ def test_a_large_output_is_blamed_on_the_line_that_differs(guide_runner, tmp_pat
     said = f"from its line {len(body)}: '60001'"
     assert block["status"] == "mismatch" and block["first_unmatched_line"] == len(body)
     assert said in block["message"]
-    assert f"diff (first unmatched expected line {len(body)})" in run.stdout
-    assert said in next(line for line in run.stdout.splitlines() if line.startswith("[ERROR] [1/1]"))
+    assert f"--- first failing expected line, {run.guide}:{last_line} (line {len(body)} " in run.stdout
+    verdict = next(line for line in run.stdout.splitlines() if line.startswith("[ERROR] [1/1]"))
+    assert said in verdict and verdict.endswith(f"({run.guide}:{last_line})")
+    assert block["failure_line"] == last_line
+    case = ET.parse(tmp_path / "junit.xml").find(".//testcase")
     failure = ET.parse(tmp_path / "junit.xml").find(".//failure")
+    assert case is not None and case.get("line") == str(last_line)
     assert failure is not None and said in failure.get("message", "")
     annotation = next(line for line in run.stdout.splitlines() if line.startswith("::error "))
     assert annotation.startswith(f"::error file=guide.md,line={last_line},"), annotation

@@ -42,7 +42,7 @@ def _verdict_line(result: BlockResult, total: int) -> str:
     exit_text = "" if result.exit_code is None else f"exit {result.exit_code}, "
     text = f"[{step.ordinal}/{total}] {step.name}: {result.status.value.upper()} in {result.duration_s:.2f}s ({exit_text}{sizes})"
     if result.status.is_failure:
-        return f"[ERROR] {text}: {result.message} ({step.file}:{step.line})"
+        return f"[ERROR] {text}: {result.message} ({step.file}:{result.failure_line})"
     return text
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ci.core.model import BlockResult, BoundedText, DiagnosticResult, Label, Status
+from ci.core.examine import SHOWN_END_LINES, cut_line, head_and_tail_lines
+from ci.core.model import BlockResult, BoundedText, DiagnosticResult, Divergence, Label, MatchReport, Status
 from ci.core.text import FULL_LIMIT_BYTES, Masker, human_size, read_view, utf8_size
 
 __all__ = ["block_details"]
@@ -21,6 +22,8 @@ def block_details(result: BlockResult, *, masker: Masker) -> list[tuple[str, str
     step = result.step
     if result.status in (Status.SKIPPED, Status.NOT_RUN):
         return sections
+    if result.match is not None:  # the difference first, where a reader looks
+        sections += _mismatch_sections(result, result.match, masker)
     failed = result.status.is_failure
     stderr_view = read_view(result.stderr_path, masker=masker)
     stdout_view = read_view(result.stdout_path, masker=masker)
@@ -33,16 +36,9 @@ def block_details(result: BlockResult, *, masker: Masker) -> list[tuple[str, str
             sections.append((f"stderr ({human_size(result.stderr_bytes)}{marker})", stderr_view.render()))
         if step.label is Label.SETUP and result.stdout_bytes:  # a #test shows its stdout as "actual" below
             sections.append((f"stdout ({human_size(result.stdout_bytes)})", stdout_view.render()))
-    if step.label is Label.TEST and result.expected is not None:
-        if result.match is not None:
-            sections.append(("expected", _shown(result.expected, "expected body")))
-            sections.append(("actual", result.match.actual_head.rstrip("\n")))
-            sections.append(
-                (f"diff (first unmatched expected line {result.match.first_unmatched_line})", result.match.diff)
-            )
-        else:
-            sections.append(("expected", _shown(result.expected, "expected body")))
-            sections.append(("actual", stdout_view.render()))
+    if step.label is Label.TEST and result.expected is not None and result.match is None:
+        sections.append(("expected", _shown(result.expected, "expected body")))
+        sections.append(("actual", stdout_view.render()))
     if result.stored is not None:
         name, value = result.stored
         sections.append((f"stored {name} ({value.size_bytes} bytes)", _shown(value, "value")))
@@ -59,6 +55,55 @@ def block_details(result: BlockResult, *, masker: Masker) -> list[tuple[str, str
         sections.append((f"processes ended ({len(result.ended)})", listed))
     sections += _diagnostic_sections(result.diagnostics, masker)
     return sections
+
+
+_SAID = {
+    Divergence.DIFFERS: "",
+    Divergence.MISSING: "; the output ends before it",
+    Divergence.EXTRA: "; the last, and the output goes on after it",
+}
+
+
+def _mismatch_sections(result: BlockResult, match: MatchReport, masker: Masker) -> list[tuple[str, str]]:
+    """A mismatch: the expected line blamed and where it is in the guide, the hunk around it, then both sides bounded."""
+    where = f"{result.step.file}:{match.guide_line}"
+    blamed = f"line {match.first_unmatched_line} of the expected output{_SAID[match.divergence]}"
+    ends = f"first {SHOWN_END_LINES} and last {SHOWN_END_LINES} shown"
+    expected_title = f"expected ({_lines(match.expected_lines)}"
+    expected_text = match.expected_head
+    if match.expected_tail:
+        whole = f"; the whole body is in {match.expected_path}" if match.expected_path else ""
+        expected_title += f": {ends}{whole}"
+        omitted = match.expected_lines - 2 * SHOWN_END_LINES
+        expected_text += f"\n[... {_lines(omitted)} omitted ...]\n{match.expected_tail}"
+    return [
+        (f"first failing expected line, {where} ({blamed})", cut_line(masker.mask(match.first_unmatched_text))),
+        ("diff (- expected, + actual; lines a wildcard matched folded)", match.diff),
+        (expected_title + ")", expected_text),
+        _actual_section(result, masker, ends),
+    ]
+
+
+def _actual_section(result: BlockResult, masker: Masker, ends: str) -> tuple[str, str]:
+    """The stdout of a mismatch: whole when short, else its first and last lines, and the file that holds it."""
+    if not result.stdout_bytes:
+        return "actual (stdout is empty)", ""
+    view = read_view(result.stdout_path, full_limit_bytes=FULL_LIMIT_BYTES, masker=masker)
+    whole = f"; the whole stream is in {result.stdout_path}"
+    if view.complete:
+        head, tail, count = head_and_tail_lines(view.head)
+        if not tail:
+            return f"actual ({_lines(count)})", head
+        omitted = _lines(count - 2 * SHOWN_END_LINES)
+        return f"actual ({_lines(count)}: {ends}{whole})", f"{head}\n[... {omitted} omitted ...]\n{tail}"
+    head = "\n".join(cut_line(line) for line in view.head.split("\n")[:SHOWN_END_LINES])
+    tail = "\n".join(cut_line(line) for line in view.tail.split("\n")[-SHOWN_END_LINES:])
+    size = human_size(result.stdout_bytes)
+    return f"actual ({size}: {ends}{whole})", f"{head}\n[... the lines between omitted ...]\n{tail}"
+
+
+def _lines(count: int) -> str:
+    return f"{count} line{'' if count == 1 else 's'}"
 
 
 def _shown(text: BoundedText, what: str) -> str:
