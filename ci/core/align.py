@@ -241,7 +241,10 @@ def hunk(
             removed.append("-" + shown(expected[op.expected].text))
         if op.kind in "+/":
             item = actual[op.actual]
-            added.append(f"+[... {item.lines} more output lines ...]" if isinstance(item, Gap) else "+" + shown(item))
+            if isinstance(item, Gap):
+                added.append(f"+[... {item.lines} more output line{'' if item.lines == 1 else 's'} ...]")
+            else:
+                added.append("+" + shown(item))
     lines += removed + added
     if cut:
         lines.append("[... the change goes on: see the expected and actual output below ...]")

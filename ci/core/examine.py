@@ -225,8 +225,10 @@ def _found_then_change(
     ops = align(context, items, _line_matches)
     expected = [*context, *([] if extra else [_pattern(body_lines[blamed], tokens)])]
     if extra:
-        shown, _ = _lines_from(text, context_end + newline, text.content_end(), SHOWN_CHANGES)
-        more = blame.more_lines + 1 - len(shown)
+        total = blame.more_lines + 1  # what a hunk shows of a change: the rest is said in one line
+        count = total if total <= SHOWN_CHANGES else SHOWN_CHANGES - 1
+        shown, _ = _lines_from(text, context_end + newline, text.content_end(), count)
+        more = total - len(shown)
         added: list[Item] = [*shown, *([Gap(more)] if more > 0 else [])]
         ops += [Op("+", None, len(items) + k, 1) for k in range(len(added))]
         return expected, items + added, ops
