@@ -104,7 +104,7 @@ def test_a_mismatch_on_a_long_expected_line_quotes_a_bounded_part_of_it(guide_ru
     )
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr
     message = run.block("differs")["message"]
-    assert message == f"stdout does not match the expected output from its line 1: '{'a' * 200}...'"
+    assert message == f"stdout does not match the expected output from its line 1: '{'a' * 200}'..."
     annotations = [line for line in run.stdout.splitlines() if line.startswith("::error ")]
     assert len(annotations) == 1 and len(annotations[0]) < 1000
     assert len(json.dumps(run.record).encode()) < REPORT_LIMIT_BYTES
