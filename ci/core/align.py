@@ -78,11 +78,43 @@ class _Aligner:
         self.costs = [[[_NEVER] * (n + 1) for _ in range(m + 1)] for _ in range(3)]
         for i in range(m, -1, -1):
             for j in range(n, -1, -1):
-                for state in range(3):  # a move leads to a later line or a later item
-                    self.costs[state][i][j] = min(
-                        (add + self.costs[after][i + di][j + dj] for add, _, di, dj, after in self.moves(i, j, state)),
-                        default=0 if (i, j, state) == (m, n, 0) else _NEVER,  # both sides done
-                    )
+                self._fill(i, j)
+
+    def _fill(self, i: int, j: int) -> None:
+        """The least costs from expected line I, output item J, in each state: `moves` written out, for speed.
+
+        Every move leads to a later line or a later item, so those are known.
+        """
+        m, n = len(self.expected), len(self.actual)
+        now, after = self.costs[0][i], self.costs[0][i + 1] if i < m else []
+        if i == m:
+            if j < n:
+                now[j] = now[j + 1] + (0 if self.expected_cut else self.weights[j])
+            else:
+                now[j] = 0  # both sides done
+            return
+        pattern = self.expected[i]
+        body_ends = i == m - 1 and not self.expected_cut
+        taking, waiting = self.costs[1][i], self.costs[2][i]
+        taking[j] = after[j] if j == n else min(after[j], taking[j + 1])
+        if j == n:
+            if (self.actual_cut and i >= self.placed) or (pattern.whole and body_ends):
+                now[j] = after[j]
+            else:
+                now[j] = 1 + after[j]
+            return
+        matched = self.matches(i, j)
+        waiting[j] = min(waiting[j + 1], after[j + 1]) if matched else waiting[j + 1]
+        best = min(1 + after[j], self.weights[j] + now[j + 1])
+        if pattern.whole:
+            best = min(best, taking[j + 1], after[j] if body_ends else _NEVER)
+        elif matched:
+            best = min(best, after[j + 1], taking[j + 1] if pattern.open_end else _NEVER)
+        if pattern.open_start and not pattern.whole:
+            best = min(best, waiting[j + 1])
+        if not matched and not isinstance(self.actual[j], Gap):
+            best = min(best, 1 + after[j + 1])
+        now[j] = best
 
     def matches(self, i: int, j: int) -> bool:
         item = self.actual[j]
@@ -121,9 +153,10 @@ class _Aligner:
             moves += [(0, "match", 1, 1, 0)] + [(0, "take", 0, 1, 1)] * pattern.open_end
         if pattern.open_start and not pattern.whole:
             moves.append((0, "take_before", 0, 1, 2))
-        moves += [(1, "delete", 1, 0, 0), (self.weights[j], "insert", 0, 1, 0)]
+        moves.append((1, "delete", 1, 0, 0))
         if not isinstance(self.actual[j], Gap) and not self.matches(i, j):
             moves.append((1, "replace", 1, 1, 0))
+        moves.append((self.weights[j], "insert", 0, 1, 0))
         return moves
 
     def steps(self) -> list[Op]:
@@ -141,6 +174,7 @@ class _Aligner:
                 None,
             )
             if chosen is None or goal >= _NEVER:
+                assert (i, j, state) == (len(self.expected), len(self.actual), 0), "a path that ends nowhere"
                 return ops
             _, name, di, dj, after = chosen
             if name == "absorb" or (name == "match" and state == 2):  # one more item for the line begun
