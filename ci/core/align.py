@@ -245,12 +245,15 @@ def hunk(
     *,
     first_expected: int,
     first_actual: int,
+    actual_cut: bool = False,
 ) -> list[str] | None:
     """The unified-diff hunk around the first change of OPS; None when OPS change nothing.
 
     FIRST_EXPECTED and FIRST_ACTUAL are the 1-based line numbers of the
     window's first expected line and output item, for the `@@` line. SHOWN
     makes a line fit for the log (masked, hidden bytes written out, cut).
+    ACTUAL_CUT: more output follows the window, so a wildcard line that takes
+    the window's last items may take more.
     """
     first = _first_change(ops)
     if first is None:
@@ -269,7 +272,8 @@ def hunk(
         if op.kind == "=":
             lines += removed + added
             removed, added = [], []
-            lines.append(" " + _matched(op, expected, actual, shown, taken))
+            more = actual_cut and op.count > 0 and op.actual + op.count == len(actual)
+            lines.append(" " + _matched(op, expected, actual, shown, taken, more=more))
             continue
         if op.expected is not None:
             removed.append("-" + shown(expected[op.expected].text))
@@ -295,13 +299,15 @@ def _weight(actual: Sequence[Item], index: int) -> int:
 
 
 def _matched(
-    op: Op, expected: Sequence[Pattern], actual: Sequence[Item], shown: Callable[[str], str], taken: int
+    op: Op, expected: Sequence[Pattern], actual: Sequence[Item], shown: Callable[[str], str], taken: int, *, more: bool
 ) -> str:
-    """A matched line as the hunk shows it: the output's line, or the expected line folded over what it took."""
+    """A matched line as the hunk shows it: the output's line, or the expected line folded over what it took
+    (MORE: and perhaps lines past the window)."""
     assert op.expected is not None
     pattern = expected[op.expected]
     item = actual[op.actual] if op.count == 1 else None
     if isinstance(item, str) and not pattern.whole:
         return shown(item)
     by = " ".join(pattern.tokens)
-    return f"{shown(pattern.text)} ({taken} line{'' if taken == 1 else 's'} matched by {by})"
+    count = f"{taken} or more lines" if more else f"{taken} line{'' if taken == 1 else 's'}"
+    return f"{shown(pattern.text)} ({count} matched by {by})"

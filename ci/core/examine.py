@@ -177,26 +177,31 @@ def _span(text: Searchable[Any], start: int, end: int, tail_lines: int) -> list[
     return [*head, *([Gap(gap)] if gap else []), *tail]
 
 
-def _to_the_end(
+def _aligned(
     text: Searchable[Any], body_lines: list[str], tokens: Sequence[str], location: Location, anchor: tuple[int, int]
-) -> tuple[list[Pattern], list[Item], list[Op]]:
-    """A failed last piece, which must end the output: the rest of the body aligned with the rest of the output."""
+) -> tuple[list[Pattern], list[Item], list[Op], bool]:
+    """The body from the anchor aligned with the output from there; whether more output follows the window.
+
+    The last piece must end the output: when what is left of the body is short,
+    the window runs to the end of both (the output's middle folded into a gap).
+    Else the window holds some lines past the one blamed; a piece followed by a
+    wildcard may have its later lines anywhere further on, as may the output.
+    """
     line, at = anchor
     end = text.content_end()
     blamed = location.blame.line - 1
-    if len(body_lines) - line <= _END_EXPECTED:
+    last = location.piece == len(location.pieces) - 1
+    if last and len(body_lines) - line <= _END_EXPECTED:
         expected = [_pattern(each, tokens) for each in body_lines[line:]]
         items = _span(text, at, end, len(expected) + _AFTER_ACTUAL) if at < end else []
-        return expected, items, align(expected, items, _line_matches)
+        return expected, items, align(expected, items, _line_matches), False
     expected = [_pattern(each, tokens) for each in body_lines[line : blamed + _AFTER_EXPECTED]]
     lines, reached = _lines_from(text, at, end, blamed - line + _AFTER_ACTUAL)
     window: list[Item] = list(lines)
+    expected_cut = not last or line + len(expected) < len(body_lines)
     cut = reached < end
-    return (
-        expected,
-        window,
-        align(expected, window, _line_matches, expected_cut=True, actual_cut=cut, placed=blamed - line + 1),
-    )
+    ops = align(expected, window, _line_matches, expected_cut=expected_cut, actual_cut=cut, placed=blamed - line + 1)
+    return expected, window, ops, cut
 
 
 def _found_then_change(
@@ -207,9 +212,9 @@ def _found_then_change(
     anchor: tuple[int, int],
     blamed_at: int,
 ) -> tuple[list[Pattern], list[Item], list[Op]]:
-    """Any other mismatch: the lines the matcher placed before the one blamed (aligned to fold what wildcards took),
-    then the change there, as the matcher saw it: the output goes on after the last line; a first piece has another
-    line there; a later one is nowhere further on, or the output ends before it."""
+    """The lines the matcher placed before the one blamed (aligned to fold what wildcards took), then the change
+    there, as the matcher saw it: the output goes on after the last line, or a first piece (which starts the
+    output) has another line there, or none."""
     line, at = anchor
     blame = location.blame
     blamed = blame.line - 1
@@ -232,7 +237,7 @@ def _found_then_change(
         added: list[Item] = [*shown, *([Gap(more)] if more > 0 else [])]
         ops += [Op("+", None, len(items) + k, 1) for k in range(len(added))]
         return expected, items + added, ops
-    if location.piece == 0 and blame.divergence is Divergence.DIFFERS:
+    if blame.divergence is Divergence.DIFFERS:
         return expected, [*items, blame.actual_line], [*ops, Op("/", len(context), len(items), 1)]
     return expected, items, [*ops, Op("-", len(context), len(items), 0)]
 
@@ -252,18 +257,20 @@ def examine(text: Searchable[Any], body: str, tokens: Sequence[str], *, masker: 
     offsets = piece_offsets(body, location.pieces, tokens)
     line = _anchor_line(body, offsets, location)
     anchor = (line, _place(text, body, offsets, location, line))
-    if location.piece == len(location.pieces) - 1 and blame.divergence is not Divergence.EXTRA:
-        expected, items, ops = _to_the_end(text, body_lines, tokens, location, anchor)
+    actual_cut = False
+    if blame.divergence is Divergence.EXTRA or location.piece == 0 < len(location.pieces) - 1:
+        # what the matcher found is the alignment: a first piece starts the output, the last ended before it
+        blamed_at = _place(text, body, offsets, location, blame.line - 1)
+        expected, items, ops = _found_then_change(text, body_lines, tokens, location, anchor, blamed_at)
+    else:
+        expected, items, ops, actual_cut = _aligned(text, body_lines, tokens, location, anchor)
         paired = next((op for op in ops if op.kind == "/" and op.expected == blame.line - 1 - line), None)
         item = items[paired.actual] if paired is not None else None
         if isinstance(item, str) and blame.divergence is Divergence.DIFFERS:  # the line the diff sets against it
             blame = replace(blame, actual_line=item)
-    else:
-        blamed_at = _place(text, body, offsets, location, blame.line - 1)
-        expected, items, ops = _found_then_change(text, body_lines, tokens, location, anchor, blamed_at)
     shown = _shown(masker)
     first_actual = text.count_lines(0, anchor[1]) + 1
-    lines = hunk(ops, expected, items, shown, first_expected=line + 1, first_actual=first_actual)
+    lines = hunk(ops, expected, items, shown, first_expected=line + 1, first_actual=first_actual, actual_cut=actual_cut)
     if lines is None:  # the lines match one by one: what differs is a newline, or where a wildcard reaches
         expected_text = shown(body_lines[blame.line - 1])
         lines = {
@@ -271,8 +278,6 @@ def examine(text: Searchable[Any], body: str, tokens: Sequence[str], *, masker: 
             Divergence.MISSING: ["-" + expected_text],
             Divergence.EXTRA: [" " + expected_text, "+" + shown(blame.actual_line)],
         }[blame.divergence]
-    elif 0 < location.piece < len(location.pieces) - 1 and blame.divergence is Divergence.DIFFERS:
-        lines.append("[... not found anywhere in the rest of the output ...]")
     return Examined(blame, tuple(lines))
 
 
