@@ -23,7 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ci.core.match import blame_file, blame_text, explain_mismatch, match_file, matches, split_pieces
+from ci.core.examine import examine_file, examine_text, explain_mismatch
+from ci.core.match import blame_file, blame_text, match_file, matches, split_pieces
 from ci.core.model import MatchReport
 from ci.core.text import clean_text
 
@@ -476,11 +477,13 @@ def test_adversarial_long_needles_at_two_million(tmp_path: Path) -> None:
 
 
 def explain(tmp_path: Path, actual: str, body: str, tokens: tuple[str, ...] = DEFAULT) -> MatchReport:
-    """The report the executor would build: the blame from the file, then explain_mismatch (the same blame in memory)."""
-    blame = blame_file(write_output(tmp_path, actual.encode("utf-8")), body, tokens)
-    assert blame is not None, "expected a mismatch"
-    assert blame == blame_text(actual, body, tokens)
-    return explain_mismatch(actual, body, tokens, blame)
+    """The report the executor would build: the mismatch examined in the file (the same as in memory), then explained."""
+    examined = examine_file(write_output(tmp_path, actual.encode("utf-8")), body, tokens)
+    assert examined is not None, "expected a mismatch"
+    assert examined == examine_text(actual, body, tokens)
+    blame = blame_text(actual, body, tokens)
+    assert blame is not None and blame.line == examined.blame.line
+    return explain_mismatch(examined, body, tokens, guide_line=100 + blame.line)
 
 
 def test_explain_prefix_mismatch_on_line_three(tmp_path: Path) -> None:
@@ -489,7 +492,8 @@ def test_explain_prefix_mismatch_on_line_three(tmp_path: Path) -> None:
     report = explain(tmp_path, actual, body)
     assert report.first_unmatched_line == 3
     assert report.first_unmatched_text == "line three"
-    assert report.expected == body
+    assert report.guide_line == 103
+    assert (report.expected_head, report.expected_tail, report.expected_lines) == (body, "", 4)
 
 
 def test_explain_prefix_mismatch_before_a_wildcard(tmp_path: Path) -> None:
@@ -529,17 +533,18 @@ def test_explain_wrong_suffix_inline(tmp_path: Path) -> None:
     assert (report.first_unmatched_line, report.first_unmatched_text) == (2, "result: ... passed")
 
 
-def test_explain_diff_is_unified_expected_to_actual(tmp_path: Path) -> None:
+def test_explain_diff_is_a_unified_hunk_expected_to_actual(tmp_path: Path) -> None:
     body = "line one\nline two\nline three\nline four"
     actual = "line one\nline two\nline 3\nline four\n"
     report = explain(tmp_path, actual, body)
-    lines = report.diff.splitlines()
-    assert lines[:2] == ["--- expected", "+++ actual"]
-    assert lines[2].startswith("@@ ") and lines[2].endswith(" @@")
-    assert "-line three" in lines
-    assert "+line 3" in lines
-    assert " line one" in lines
-    assert report.actual_head == actual
+    assert report.diff.splitlines() == [
+        "@@ -1,4 +1,4 @@",
+        " line one",
+        " line two",
+        "-line three",
+        "+line 3",
+        " line four",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -553,10 +558,9 @@ def test_explain_diff_is_unified_expected_to_actual(tmp_path: Path) -> None:
 def test_explain_shows_what_a_log_hides(tmp_path: Path, actual: str, shown: str) -> None:
     """Lines that differ only in bytes a log drops: the diff writes them out, and the log keeps what it writes."""
     report = explain(tmp_path, actual, "hello")
-    assert report.diff.splitlines()[3:] == ["-hello", f"+{shown}"]
+    assert report.diff.splitlines()[1:] == ["-hello", f"+{shown}"]
     assert clean_text(report.diff) == report.diff
     assert report.actual_line_hidden == actual.rstrip("\n")
-    assert report.actual_head == "hello\n"  # the actual output as the log shows it
 
 
 def test_explain_names_no_hidden_difference_where_the_line_differs_visibly(tmp_path: Path) -> None:
@@ -565,14 +569,64 @@ def test_explain_names_no_hidden_difference_where_the_line_differs_visibly(tmp_p
     assert "+hullo\\r" in report.diff.splitlines()
 
 
-def test_explain_bounds_a_huge_output() -> None:
+def test_explain_names_a_hidden_difference_after_a_wildcard(tmp_path: Path) -> None:
+    """The last line set against the output's last line, not against the line after the wildcard's first."""
+    report = explain(tmp_path, "start\nfoo\nbar\nhello\r\n", "start\n...\nhello")
+    assert report.actual_line_hidden == "hello\r"
+
+
+def test_explain_bounds_a_huge_output(tmp_path: Path) -> None:
+    """Half a million lines a wildcard takes: folded into one line of the hunk."""
     body = "start\n...\nend"
     actual = "start\n" + "x\n" * 500_000 + "END"
-    blame = blame_text(actual, body)
+    report = explain(tmp_path, actual, body)
+    assert report.diff.splitlines() == [
+        "@@ -1,3 +1,500002 @@",
+        " start",
+        " ... (500000 lines matched by ...)",
+        "-end",
+        "+END",
+    ]
+
+
+def test_explain_bounds_a_long_expected_body(tmp_path: Path) -> None:
+    body = "\n".join(f"line {number}" for number in range(1, 101))
+    report = explain(tmp_path, body.replace("line 50", "line 5O"), body)
+    assert report.expected_lines == 100
+    assert report.expected_head.splitlines() == [f"line {number}" for number in range(1, 11)]
+    assert report.expected_tail.splitlines() == [f"line {number}" for number in range(91, 101)]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(match_cases())
+def test_examine_agrees_with_the_verdict_and_the_blame(case: tuple[str, str, tuple[str, ...]]) -> None:
+    """Whatever the case: a mismatch has a hunk, blamed on the line blame_text names, the same read from a file."""
+    actual, body, tokens = case
+    examined = examine_text(actual, body, tokens)
+    assert (examined is None) == reference_matches(actual, body, tokens)
+    if examined is None:
+        return
+    blame = blame_text(actual, body, tokens)
     assert blame is not None
-    report = explain_mismatch(actual, body, DEFAULT, blame, limit_chars=10_000)
-    assert len(report.actual_head) == 10_000
-    assert len(report.diff) < 30_000
+    assert (examined.blame.line, examined.blame.divergence, examined.blame.more_lines) == (
+        blame.line,
+        blame.divergence,
+        blame.more_lines,
+    )
+    assert examined.hunk
+    with tempfile.TemporaryDirectory() as directory:
+        path = write_output(Path(directory), actual.encode("utf-8"))
+        assert examine_file(path, body, tokens, window_bytes=3) == examined
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw_cases())
+def test_examine_reads_a_file_as_decoded_in_memory(case: tuple[bytes, str, tuple[str, ...]]) -> None:
+    raw, body, tokens = case
+    with tempfile.TemporaryDirectory() as directory:
+        path = write_output(Path(directory), raw)
+        examined = examine_file(path, body, tokens, window_bytes=2)
+    assert examined == examine_text(raw.decode("utf-8", errors="replace"), body, tokens)
 
 
 # -- a large output file ------------------------------------------------------
@@ -647,6 +701,28 @@ def test_a_mismatch_in_a_large_file_is_blamed_on_its_line(large_output: tuple[st
         tracemalloc.stop()
     assert blame is not None and blame.line == body.count("\n", 0, body.index("the last line")) + 1
     assert blame.actual_line == large_line(lines - 1)
+    assert peak_bytes < LARGE_BYTES // 4
+
+
+def test_a_mismatch_view_of_a_large_file_is_short_and_read_in_bounded_memory(large_output: tuple[str, int]) -> None:
+    """The hunk around the last line of a 50 MB output: the wildcard's lines folded, the file never read whole."""
+    path, lines = large_output
+    body = f"{large_line(0)}\n...\n{large_line(lines - 3)}\n{large_line(lines - 2)}\nthe last line"
+    tracemalloc.start()
+    try:
+        examined = examine_file(path, body, DEFAULT)
+        _, peak_bytes = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert examined is not None
+    assert examined.hunk == (
+        f"@@ -2,4 +2,{lines - 1} @@",
+        f" ... ({lines - 4} lines matched by ...)",
+        " " + large_line(lines - 3),
+        " " + large_line(lines - 2),
+        "-the last line",
+        "+" + large_line(lines - 1),
+    )
     assert peak_bytes < LARGE_BYTES // 4
 
 

@@ -107,7 +107,7 @@ def test_the_last_lines_name_each_failing_block_then_the_verdict_in_status_order
     guide = "\n".join([_setup("breaks", "echo 'about to fail'", "exit 3"), _blocks(2), drifts])
     run = guide_runner(guide, "--keep-going")
     assert run.returncode == 1
-    line = _line_of(guide, f'{FENCE}shell #test id="drifts"')
+    line = _line_of(guide, f'{FENCE}shell #test-result id="drifts"') + 1  # the expected line blamed
     lines = _log(run).splitlines()
     assert lines[-4:-1] == [
         "2 blocks did not pass:",
@@ -241,7 +241,7 @@ def test_forced_colour_paints_status_words_and_the_diff_after_masking_and_never_
     assert f"==> [1/2] #test-setup id=ok at guide.md:1 -> {GREEN_PASSED} in " in log
     assert "[ERROR] [2/2] leaks: \x1b[31mMISMATCH\x1b[0m in " in log
     assert "\n\x1b[31m-token: none\x1b[0m\n\x1b[32m+token: ***\x1b[0m\n" in log  # masked, then painted
-    assert "\n  \x1b[31mMISMATCH\x1b[0m leaks at guide.md:5: " in log
+    assert "\n  \x1b[31mMISMATCH\x1b[0m leaks at guide.md:10: " in log  # its expected line
     assert log.splitlines()[-1].startswith("[ERROR] === guide.md: \x1b[31mFAILED\x1b[0m (2 blocks: ")
     assert SECRET[:6] not in log
     # block output is never coloured by the harness, and its own escapes are cleaned as ever

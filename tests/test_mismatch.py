@@ -3,6 +3,12 @@ large output is blamed on the right line of the guide, in the console, results.j
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -110,9 +116,13 @@ def test_a_large_output_is_blamed_on_the_line_that_differs(guide_runner, tmp_pat
     said = f"from its line {len(body)}: '60001'"
     assert block["status"] == "mismatch" and block["first_unmatched_line"] == len(body)
     assert said in block["message"]
-    assert f"diff (first unmatched expected line {len(body)})" in run.stdout
-    assert said in next(line for line in run.stdout.splitlines() if line.startswith("[ERROR] [1/1]"))
+    assert f"--- first failing expected line, {run.guide}:{last_line} (line {len(body)} " in run.stdout
+    verdict = next(line for line in run.stdout.splitlines() if line.startswith("[ERROR] [1/1]"))
+    assert said in verdict and verdict.endswith(f"({run.guide}:{last_line})")
+    assert block["failure_line"] == last_line
+    case = ET.parse(tmp_path / "junit.xml").find(".//testcase")
     failure = ET.parse(tmp_path / "junit.xml").find(".//failure")
+    assert case is not None and case.get("line") == str(last_line)
     assert failure is not None and said in failure.get("message", "")
     annotation = next(line for line in run.stdout.splitlines() if line.startswith("::error "))
     assert annotation.startswith(f"::error file=guide.md,line={last_line},"), annotation
@@ -144,3 +154,85 @@ def test_a_mismatch_in_a_loaded_value_points_at_its_placeholder(guide_runner, tm
     placeholder_line = run.guide.read_text().splitlines().index("<L>") + 1
     annotation = next(line for line in run.stdout.splitlines() if line.startswith("::error "))
     assert annotation.startswith(f"::error file=guide.md,line={placeholder_line},"), annotation
+
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def _run_golden_guide(tmp_path: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
+    shutil.copy(GOLDEN / "mismatch-guide.md", tmp_path / "mismatch-guide.md")
+    return subprocess.run(
+        [sys.executable, "-m", "ci.run", "mismatch-guide.md", "--output-dir", "out", "--keep-going", *extra],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _normalised(text: str, tmp_path: Path) -> str:
+    """What changes from run to run: paths, durations, the stop-commands token."""
+    text = text.replace(str(tmp_path), "TMP")
+    text = re.sub(r"\d+\.\d+s", "N.NNs", text)
+    return re.sub(r"[0-9a-f]{32}", "TOKEN", text)
+
+
+def test_a_mismatch_view_leads_with_the_difference(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    """The first failing line and its guide line, the hunk, then both sides bounded with their files: golden."""
+    done = _run_golden_guide(tmp_path, harness_env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    log = _normalised(done.stdout, tmp_path)
+    golden = GOLDEN / "mismatch-console.txt"
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        golden.write_text(log, encoding="utf-8")
+    assert log == golden.read_text(encoding="utf-8"), f"{golden} differs (rerun with UPDATE_GOLDEN=1, review the diff)"
+    # one wrong character in 300 lines: a short log, the difference first
+    long_block = log[log.index("==> [1/4]") : log.index("==> [2/4]")].splitlines()
+    assert len(long_block) < 60, "\n".join(long_block)
+    titles = [line for line in long_block if line.startswith("--- ")]
+    assert [title.split(" (")[0].split(",")[0] for title in titles] == [
+        "--- first failing expected line",
+        "--- diff",
+        "--- expected",
+        "--- actual",
+    ]
+    assert long_block.index("-line 15O") < long_block.index(titles[2])
+
+
+def _guide_line(guide: Path, text: str, after: str) -> int:
+    """The line of the guide holding TEXT, the first after the line holding AFTER."""
+    lines = guide.read_text(encoding="utf-8").splitlines()
+    return lines.index(text, lines.index(after)) + 1
+
+
+@pytest.mark.parametrize(
+    ("block", "blamed", "said"),
+    [
+        ("long", "line 15O", "stdout does not match the expected output from its line 150: 'line 15O'"),
+        ("wildcard", "z-wrong", "stdout does not match the expected output from its line 3: 'z-wrong'"),
+        ("short", "c", "stdout ends before the expected output's line 3: 'c'"),
+        ("goes-on", "b", "stdout goes on after the last expected line (its line 2, 'b'): 'c' (and 2 more lines)"),
+    ],
+)
+def test_every_report_names_the_same_line(
+    tmp_path: Path, harness_env: dict[str, str], block: str, blamed: str, said: str
+) -> None:
+    """The console's verdict, JUnit, results.json and the annotation name the expected line to blame, as written."""
+    env = {**harness_env, "GITHUB_ACTIONS": "true", "GITHUB_WORKSPACE": str(tmp_path)}
+    done = _run_golden_guide(tmp_path, env, "--junit", "junit.xml")
+    assert done.returncode == 1, done.stdout + done.stderr
+    guide = tmp_path / "mismatch-guide.md"
+    line = _guide_line(guide, blamed, f'```shell #test-result id="{block}"')
+    record = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    result = next(entry for entry in record["blocks"] if entry["id"] == block)
+    assert (result["failure_line"], result["message"]) == (line, said)
+    verdict = next(text for text in done.stdout.splitlines() if text.startswith("[ERROR] [") and f"] {block}:" in text)
+    assert verdict.endswith(f"{said} (mismatch-guide.md:{line})"), verdict
+    case = ET.parse(tmp_path / "junit.xml").find(f".//testcase[@name='{block}']")
+    assert case is not None and case.get("line") == str(line)
+    failure = case.find("failure")
+    assert failure is not None and failure.get("message") == f"mismatch: {said}"
+    assert f"--- first failing expected line, mismatch-guide.md:{line} " in (failure.text or "")
+    annotation = f"::error file=mismatch-guide.md,line={line},title=#test {block}%3A mismatch::"
+    assert any(text.startswith(annotation) for text in done.stdout.splitlines()), done.stdout

@@ -89,8 +89,8 @@ def test_mismatch_reports_diff_and_first_unmatched_line(guide_runner) -> None:
     block = run.block("versions")
     assert block["status"] == "mismatch"
     assert block["first_unmatched_line"] == 2
-    assert "--- expected" in run.stdout and "+++ actual" in run.stdout
-    assert "-beta 3" in run.stdout and "+beta 2" in run.stdout
+    # the lines its wildcards match are no change: the hunk sets only `beta` against `beta`
+    assert "\n@@ -1,3 +1,3 @@\n alpha 1\n-beta 3\n+beta 2\n gamma 3\n" in run.stdout
     assert "from its line 2: 'beta 3'" in run.stdout
 
 

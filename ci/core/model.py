@@ -16,6 +16,7 @@ __all__ = [
     "CollectedFile",
     "Collection",
     "DiagnosticResult",
+    "Divergence",
     "DocumentError",
     "Expected",
     "GuideOutcome",
@@ -235,19 +236,33 @@ class Plan:
     warnings: tuple[Problem, ...] = ()  # suspicious but legal text (a `#tset` typo)
 
 
+class Divergence(str, enum.Enum):
+    """How an output departs from its expected body at the line a mismatch is blamed on."""
+
+    DIFFERS = "differs"  # the output has a line there that does not match it
+    MISSING = "missing"  # the output ends before it: nothing is left to match it
+    EXTRA = "extra"  # it is the last expected line, and the output goes on after it
+
+
 @dataclass(frozen=True)
 class MatchReport:
-    """Why an output did not match its expected body."""
+    """Why an output did not match its expected body, as reports show it (its shown texts masked already)."""
 
-    expected: str  # the body after substitution
-    actual_head: str  # the start of the actual stdout (bounded)
-    diff: str  # unified diff, expected -> actual (bounded)
-    first_unmatched_line: int  # 1-based line in the expected body
-    first_unmatched_text: str  # that line's text
-    # the output's line where that line was looked for, when it differs from it only in what a log hides
+    first_unmatched_line: int  # 1-based line of the expected body as matched (after substitution) that is to blame
+    first_unmatched_text: str  # that line's text, unmasked: a message masks it before quoting it
+    guide_line: int  # where that line is in the guide: in the #test-result as written (a loaded value: its placeholder)
+    divergence: Divergence
+    # DIFFERS: the output's line there; EXTRA: the first output line past the last expected one; MISSING: ""
+    actual_line: str
+    more_lines: int  # EXTRA: how many output lines follow actual_line; else 0
+    # the output's line there, when it differs from the expected line only in what a log hides
     # (carriage returns, escape sequences, other control characters); None otherwise
-    actual_line_hidden: str | None = None
-    guide_line: int | None = None  # the guide's line of first_unmatched_line, in the result's body as written
+    actual_line_hidden: str | None
+    diff: str  # the unified-diff hunk around that line, wildcard lines folded, what a log hides written out
+    expected_head: str  # the expected body as matched: whole, or its first lines
+    expected_tail: str  # its last lines when expected_head is not all of it; else ""
+    expected_lines: int  # how many lines the expected body has
+    expected_path: str | None = None  # a file holding the whole expected body, when it is shown cut
 
 
 STILL_RUNNING = "still running"  # TrackedProcess.ended_by of a process the harness could not end
@@ -311,6 +326,11 @@ class BlockResult:
     peak_rss_bytes: int | None = None
     cpu_s: float | None = None
     diagnostics: tuple[DiagnosticResult, ...] = ()  # the guide's ci.diagnostics, run after a failure
+
+    @property
+    def failure_line(self) -> int:
+        """The guide line every report names for this block: a mismatch's first failing expected line, else its fence."""
+        return self.match.guide_line if self.match is not None else self.step.line
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,18 @@ class Searchable(ABC, Generic[AnyStr]):
             return start if start <= self.size else -1
         return self.find_encoded(self.encode(piece), start)
 
+    def count_lines(self, start: int, end: int) -> int:
+        """How many newlines there are from `start` to `end`, read a window at a time."""
+        newline = self.encode("\n")
+        total = 0
+        while start < end:
+            chunk = self.read(start, min(end - start, WINDOW_BYTES))
+            if not chunk:
+                break
+            total += chunk.count(newline)
+            start += len(chunk)
+        return total
+
     def line_around(self, offset: int) -> str:
         """The line holding `offset` (its newline left out), up to _LINE_REACH on each side."""
         before = self.decode(self.read(max(offset - _LINE_REACH, 0), min(offset, _LINE_REACH)))

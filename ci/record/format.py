@@ -110,7 +110,10 @@ class BlockRecord(StepIdentity):
     code_sha256: str  # Step.code_sha256
     expected: str | None  # its head when expected_whole is set
     expected_whole: WholeTextRecord | None  # set when `expected` shows only the head of a long body
-    first_unmatched_line: int | None
+    first_unmatched_line: (
+        int | None
+    )  # a mismatch: the line blamed, in the expected body as matched (after substitution)
+    failure_line: int | None  # a failure: the guide line reports name (a mismatch: first_unmatched_line as written)
     stdout_path: str | None  # relative to the output directory; None for a stream that stayed empty
     stderr_path: str | None
     stdout_bytes: int

@@ -69,6 +69,7 @@ def _block(result: BlockResult, guide: str, base: Path, masker: Masker) -> Block
         "expected": clean_text(result.expected.shown, masker) if result.expected is not None else None,
         "expected_whole": _whole(result.expected, base),
         "first_unmatched_line": result.match.first_unmatched_line if result.match else None,
+        "failure_line": result.failure_line if result.status.is_failure else None,
         "stdout_path": _relative(result.stdout_path, base),
         "stderr_path": _relative(result.stderr_path, base),
         "stdout_bytes": result.stdout_bytes,

@@ -53,7 +53,7 @@ def _verdict_parts(result: BlockResult, total: int) -> tuple[str, str, str]:
 
 def _where(result: BlockResult) -> str:
     """The `file:line` a failure is blamed on, the same in the verdict line and the recap."""
-    return f"{result.step.file}:{result.step.line}"
+    return f"{result.step.file}:{result.failure_line}"
 
 
 _COLLECTED_LINES = 30  # files listed in the log; results.json lists them all

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ci.core.model import BlockResult, BoundedText, DiagnosticResult, Label, Status
+from ci.core.examine import SHOWN_END_LINES, cut_line, head_and_tail_lines
+from ci.core.model import BlockResult, BoundedText, DiagnosticResult, Divergence, Label, MatchReport, Status
 from ci.core.text import FULL_LIMIT_BYTES, Masker, human_size, plural, read_view, utf8_size
 
 __all__ = ["block_details"]
@@ -29,18 +30,15 @@ def block_details(
         if result.marker_found is None or streamed:
             return []
         return _stream_sections(result, masker)
-    sections = [] if streamed else _stream_sections(result, masker)
-    if step.label is Label.TEST and result.expected is not None:
+    sections: list[tuple[str, str]] = []
+    if result.match is not None:  # the difference first, where a reader looks
+        sections += _mismatch_sections(result, result.match, masker, streamed)
+    if not streamed:
+        sections += _stream_sections(result, masker)
+    if step.label is Label.TEST and result.expected is not None and result.match is None:
         sections.append(("expected", _shown(result.expected, "expected body")))
         if not streamed:
-            actual = result.match.actual_head.rstrip("\n") if result.match is not None else None
-            if actual is None:
-                actual = read_view(result.stdout_path, masker=masker).render()
-            sections.append(("actual", actual))
-        if result.match is not None:
-            sections.append(
-                (f"diff (first unmatched expected line {result.match.first_unmatched_line})", result.match.diff)
-            )
+            sections.append(("actual", read_view(result.stdout_path, masker=masker).render()))
     if streamed and (result.stdout_bytes or result.stderr_bytes):
         files = [
             f"{name}: {path}" for name, path in (("stdout", result.stdout_path), ("stderr", result.stderr_path)) if path
@@ -87,6 +85,58 @@ def _stream_sections(result: BlockResult, masker: Masker) -> list[tuple[str, str
             (f"stdout ({human_size(result.stdout_bytes)})", read_view(result.stdout_path, masker=masker).render())
         )
     return sections
+
+
+_SAID = {
+    Divergence.DIFFERS: "",
+    Divergence.MISSING: "; the output ends before it",
+    Divergence.EXTRA: "; the last, and the output goes on after it",
+}
+
+
+def _mismatch_sections(
+    result: BlockResult, match: MatchReport, masker: Masker, streamed: bool
+) -> list[tuple[str, str]]:
+    """A mismatch: the expected line blamed and where it is in the guide, the hunk around it, then both sides bounded
+    (the actual side only when it was not shown live)."""
+    where = f"{result.step.file}:{match.guide_line}"
+    blamed = f"line {match.first_unmatched_line} of the expected output{_SAID[match.divergence]}"
+    ends = f"first {SHOWN_END_LINES} and last {SHOWN_END_LINES} shown"
+    expected_title = f"expected ({_lines(match.expected_lines)}"
+    expected_text = match.expected_head
+    if match.expected_tail:
+        whole = f"; the whole body is in {match.expected_path}" if match.expected_path else ""
+        expected_title += f": {ends}{whole}"
+        omitted = match.expected_lines - 2 * SHOWN_END_LINES
+        expected_text += f"\n[... {_lines(omitted)} omitted ...]\n{match.expected_tail}"
+    sections = [
+        (f"first failing expected line, {where} ({blamed})", cut_line(masker.mask(match.first_unmatched_text))),
+        ("diff (- expected, + actual; lines a wildcard matched folded)", match.diff),
+        (expected_title + ")", expected_text),
+    ]
+    return sections if streamed else [*sections, _actual_section(result, masker, ends)]
+
+
+def _actual_section(result: BlockResult, masker: Masker, ends: str) -> tuple[str, str]:
+    """The stdout of a mismatch: whole when short, else its first and last lines, and the file that holds it."""
+    if not result.stdout_bytes:
+        return "actual (stdout is empty)", ""
+    view = read_view(result.stdout_path, full_limit_bytes=FULL_LIMIT_BYTES, masker=masker)
+    whole = f"; the whole stream is in {result.stdout_path}"
+    if view.complete:
+        head, tail, count = head_and_tail_lines(view.head)
+        if not tail:
+            return f"actual ({_lines(count)})", head
+        omitted = _lines(count - 2 * SHOWN_END_LINES)
+        return f"actual ({_lines(count)}: {ends}{whole})", f"{head}\n[... {omitted} omitted ...]\n{tail}"
+    head = "\n".join(cut_line(line) for line in view.head.split("\n")[:SHOWN_END_LINES])
+    tail = "\n".join(cut_line(line) for line in view.tail.split("\n")[-SHOWN_END_LINES:])
+    size = human_size(result.stdout_bytes)
+    return f"actual ({size}: {ends}{whole})", f"{head}\n[... the lines between omitted ...]\n{tail}"
+
+
+def _lines(count: int) -> str:
+    return plural(count, "line")
 
 
 def _shown(text: BoundedText, what: str) -> str:

@@ -94,16 +94,6 @@ def annotation(kind: str, file: str | None, line: int, title: str, message: str,
     return f"::{kind} {','.join(props)}::{escape_data(clean_text(message, masker))}"
 
 
-def _annotation_line(result: BlockResult) -> int:
-    """A mismatch points at the first expected line that failed; anything else at the block."""
-    step = result.step
-    if result.status is Status.MISMATCH and step.expected and result.match:
-        if result.match.guide_line is not None:  # the body as written: a loaded value may span lines
-            return result.match.guide_line
-        return step.expected.line + result.match.first_unmatched_line
-    return step.line
-
-
 def failure_annotations(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> list[str]:
     """Error annotations for failed blocks, the most useful first, at most MAX_ANNOTATIONS.
 
@@ -121,7 +111,7 @@ def failure_annotations(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> 
     for _, _, result, outcome in ranked[:MAX_ANNOTATIONS]:
         step = result.step
         title = f"{step.label.value} {step.name}: {result.status.value}"
-        line = _annotation_line(result)
+        line = result.failure_line  # a mismatch: its first failing expected line; else the block
         lines.append(annotation("error", outcome.plan.source_path, line, title, result.message, masker=masker))
     return lines
 
@@ -181,7 +171,7 @@ def step_summary(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> str:
             note = "" if result.status is Status.PASSED else result.message
             parts.append(
                 f"| {step.ordinal} | {code_span(table_cell(f'{step.label.value} {step.name}', masker))} | {result.status.value} "
-                f"| {result.duration_s:.1f}s | {exit_code} | {rss} | {cpu} | {step.line} | {table_cell(note, masker)[:300]} |"
+                f"| {result.duration_s:.1f}s | {exit_code} | {rss} | {cpu} | {result.failure_line} | {table_cell(note, masker)[:300]} |"
             )
         if outcome.leftovers:
             parts.append("\nProcesses ended when the run finished:\n")

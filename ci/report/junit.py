@@ -57,7 +57,7 @@ def _testcase(result: BlockResult, classname: str, name: str, masker: Masker) ->
             "name": clean_text(name, masker),
             "classname": clean_text(classname, masker),
             "file": clean_text(step.file, masker),
-            "line": str(step.line),
+            "line": str(result.failure_line),  # a mismatch: its first failing expected line
             "time": f"{result.duration_s:.3f}",
         },
     )

@@ -1,23 +1,70 @@
-"""The one-line message of a mismatch verdict: the expected line that failed, quoted, masked and bounded."""
+"""A mismatch verdict: the report of what differs, with the expected body kept whole on disk, and its one-line message."""
 
 from __future__ import annotations
 
-from ci.core.model import MatchReport
-from ci.core.text import Masker, hidden_characters
+import dataclasses
+from pathlib import Path
 
-__all__ = ["mismatch_message"]
+from ci.core.examine import examine_file, explain_mismatch
+from ci.core.files import write_atomically
+from ci.core.model import Divergence, MatchReport, Step
+from ci.core.plan import written_line
+from ci.core.text import Masker, hidden_characters, plural
+
+__all__ = ["mismatch_message", "mismatch_report"]
 
 _QUOTED_CHARS = 200  # of a line (expected or output), at most this much is quoted in a verdict's message
 
 
+def mismatch_report(
+    step: Step,
+    stdout_path: Path,
+    expected: str,
+    values: tuple[tuple[str, str], ...],
+    whole_expected: tuple[Path, bool],
+    masker: Masker,
+) -> MatchReport | None:
+    """None when the stdout file matches EXPECTED (the step's result body with VALUES put in), else what differs.
+
+    The line blamed is placed in the guide: in the `#test-result` as written, a
+    loaded value spanning lines counting as its placeholder's line. An expected
+    body shown cut is kept whole in WHOLE_EXPECTED's file (written unless its
+    flag says it holds the body already).
+    """
+    assert step.expected is not None, "only a #test with a #test-result is matched"
+    tokens = step.expected.fuzzy
+    examined = examine_file(str(stdout_path), expected, tokens, masker=masker)  # the whole output, streamed
+    if examined is None:
+        return None
+    guide_line = step.expected.line + written_line(step.expected.body, values, examined.blame.line)
+    report = explain_mismatch(examined, expected, tokens, guide_line=guide_line, masker=masker)
+    if not report.expected_tail:
+        return report
+    path, written = whole_expected
+    try:
+        if not written:
+            write_atomically(path, expected, encoding="utf-8")
+    except (OSError, UnicodeError):  # its directory was removed by a block; a lone surrogate from --set
+        return report
+    return dataclasses.replace(report, expected_path=str(path))
+
+
 def mismatch_message(report: MatchReport, masker: Masker) -> str:
-    """The verdict's line: the first expected line not matched and, where a log hides it, what the output has there.
+    """The verdict's line: the expected line blamed, and what the output does there.
 
     Lines are masked before they are quoted: quoting escapes a backslash in a
     secret, which the reporters' masking would then no longer find.
     """
+    line = report.first_unmatched_line
     expected = _quoted(report.first_unmatched_text, masker)
-    message = f"stdout does not match the expected output from its line {report.first_unmatched_line}: {expected}"
+    if report.divergence is Divergence.MISSING:
+        return f"stdout ends before the expected output's line {line}: {expected}"
+    if report.divergence is Divergence.EXTRA:
+        extra = _quoted(report.actual_line, masker)
+        more = report.more_lines
+        after = f" (and {plural(more, 'more line')})" if more else ""
+        return f"stdout goes on after the last expected line (its line {line}, {expected}): {extra}{after}"
+    message = f"stdout does not match the expected output from its line {line}: {expected}"
     if report.actual_line_hidden is not None:
         shown = _quoted(report.actual_line_hidden, masker)
         hidden = ", ".join(hidden_characters(masker.mask(report.actual_line_hidden)))

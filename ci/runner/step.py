@@ -10,12 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ci.core.disk import full_disk, os_error_text
-from ci.core.match import blame_file, explain_mismatch
 from ci.core.model import BlockResult, BoundedText, Language, MatchReport, Status, Step, TrackedProcess
-from ci.core.plan import substitute, written_line
-from ci.core.text import FULL_LIMIT_BYTES, NO_SECRETS, Masker, file_contains, read_view
+from ci.core.plan import substitute
+from ci.core.text import NO_SECRETS, Masker, file_contains
 from ci.runner.events import Events
-from ci.runner.mismatch import mismatch_message
+from ci.runner.mismatch import mismatch_message, mismatch_report
 from ci.runner.outputs import OutputFiles, file_sizes, output_stem
 from ci.runner.process import BlockProcess, ProcessSupervisor, RunInterrupted
 from ci.runner.stored import bounded, read_stored
@@ -368,15 +367,12 @@ def _verdict(
             step, Status.FAILED, f"killed by signal {-code}" if code is not None and code < 0 else f"exit {code}"
         )
     if step.expected is not None and observed.expected is not None:
-        blame = blame_file(str(stdout_path), observed.expected, step.expected.fuzzy)  # the whole output, streamed
-        if blame is None:
+        # a long body is written whole already, to the same file, for the reports' head of it
+        written = observed.expected_shown is not None and observed.expected_shown.path is not None
+        whole = (Path(f"{context.stem(step)}.expected.txt"), written)
+        report = mismatch_report(step, stdout_path, observed.expected, observed.expected_values, whole, context.masker)
+        if report is None:
             return observed.result(step, Status.PASSED, "output matched")
-        view = read_view(
-            str(stdout_path), full_limit_bytes=FULL_LIMIT_BYTES, masker=context.masker, mask=False, keep_hidden=True
-        )
-        report = explain_mismatch(view.render(), observed.expected, step.expected.fuzzy, blame)
-        written = written_line(step.expected.body, observed.expected_values, report.first_unmatched_line)
-        report = dataclasses.replace(report, guide_line=step.expected.line + written)
         return observed.result(step, Status.MISMATCH, mismatch_message(report, context.masker), match=report)
     if step.store:
         value, shown, note = read_stored(stdout_path, context.stem(step), context.masker)

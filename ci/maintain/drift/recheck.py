@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ci.core.model import Label, Plan
+from ci.core.plan import written_line
 from ci.maintain.drift.findings import LAST_RUN, Finding, GuideDrift, Severity
 from ci.maintain.lastrun import recheck
 from ci.record import RecordError, read_run
@@ -51,5 +52,6 @@ def last_run_findings(plan: Plan, changed: Mapping[str, str | None], run_dir: st
         else:
             message += f"; see python -m ci.run {file} --update --from-run DIR"
         severity = Severity.WARNING if check.command_changed else Severity.ERROR
-        findings.append(Finding(LAST_RUN, severity, file, expected.line + unmatched, message))
+        line = expected.line + written_line(expected.body, tuple(check.values.items()), unmatched)
+        findings.append(Finding(LAST_RUN, severity, file, line, message))
     return findings
