@@ -200,6 +200,23 @@ def test_a_mismatch_view_leads_with_the_difference(tmp_path: Path, harness_env: 
     assert long_block.index("-line 15O") < long_block.index(titles[2])
 
 
+def test_a_run_failing_on_one_character_in_300_lines_is_a_short_log_that_ends_naming_it(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    """The whole job log of that run, as a person reads it: under 80 lines, the block and its guide line last."""
+    done = _run_golden_guide(tmp_path, harness_env, "--only", "long")
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) < 80, done.stdout
+    line = _guide_line(tmp_path / "mismatch-guide.md", "line 15O", '```shell #test-result id="long"')
+    assert lines[-3:-1] == [
+        "1 block did not pass:",
+        f"  MISMATCH long at mismatch-guide.md:{line}: stdout does not match the expected output from its line 150:"
+        " 'line 15O'",
+    ]
+    assert lines[-1].startswith("[ERROR] === mismatch-guide.md: FAILED (")
+
+
 def _guide_line(guide: Path, text: str, after: str) -> int:
     """The line of the guide holding TEXT, the first after the line holding AFTER."""
     lines = guide.read_text(encoding="utf-8").splitlines()
