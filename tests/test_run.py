@@ -903,22 +903,23 @@ def test_an_internal_error_still_ends_what_the_run_started(tmp_path: Path, harne
     guide.write_text(
         f"{FENCE}shell #test-setup\nsleep 300 &\necho $! > {pidfile}\n{FENCE}\n\n{FENCE}shell #test-setup\ntrue\n{FENCE}\n"
     )
-    # the harness with a simulated bug: reporting the second block's start, once it runs, raises
+    # the harness with a simulated bug: once the second block has run, the harness raises
     with_a_bug = """
 import sys
-from ci.report.console import ConsoleReporter
+import ci.runner.execute
 from ci.run import main
 
-original = ConsoleReporter.block_started
+original = ci.runner.execute.run_step
 
 
-def block_started(self, step, *args):
+def run_step(step, *args):
+    done = original(step, *args)
     if step.ordinal == 2:
         raise RuntimeError("simulated bug in the harness")
-    original(self, step, *args)
+    return done
 
 
-ConsoleReporter.block_started = block_started
+ci.runner.execute.run_step = run_step
 sys.exit(main(sys.argv[1:]))
 """
     done = subprocess.run(
@@ -930,9 +931,106 @@ sys.exit(main(sys.argv[1:]))
     )
     assert done.returncode == 1, done.stderr
     assert "RuntimeError: simulated bug in the harness" in done.stderr
-    assert "[ERROR] guide-guard stopped on an internal error" in done.stderr
+    assert "guide-guard had an internal error (a bug: please report it with this traceback)" in done.stderr
+    # the bug is the block's error: the run ends with its verdict and every report
+    blocks = json.loads((tmp_path / "out" / "results.json").read_text())["blocks"]
+    assert [block["status"] for block in blocks] == ["passed", "error"]
+    message = blocks[1]["message"]
+    assert message.startswith("internal error of guide-guard (a bug: please report it): RuntimeError: simulated bug")
+    trace = tmp_path / "out" / "blocks" / "002-2.harness-error.txt"
+    assert f"traceback in {trace}" in message
+    assert "RuntimeError: simulated bug in the harness" in trace.read_text()
+    assert done.stdout.splitlines()[-1].startswith(f"[ERROR] === {guide}: FAILED (2 blocks: 1 passed, 1 error) in ")
     server = int(pidfile.read_text())
     assert not psutil.pid_exists(server) or psutil.Process(server).status() == "zombie"
+
+
+def test_a_bug_in_one_guide_leaves_the_next_guide_run_and_every_report_written(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    first, second = tmp_path / "first.md", tmp_path / "second.md"
+    first.write_text(f"{FENCE}shell #test-setup\necho one\n{FENCE}\n\n{FENCE}shell #test-setup\necho two\n{FENCE}\n")
+    second.write_text(
+        f'{FENCE}shell #test id="still"\necho fine\n{FENCE}\n\n{FENCE}shell #test-result id="still"\nfine\n{FENCE}\n'
+    )
+    # the harness with a simulated bug: running the first guide's first block raises
+    with_a_bug = """
+import sys
+import ci.runner.execute
+from ci.run import main
+
+original = ci.runner.execute.run_step
+
+
+def run_step(step, *args):
+    if step.file.endswith("first.md") and step.ordinal == 1:
+        raise ValueError("simulated bug in the harness")
+    return original(step, *args)
+
+
+ci.runner.execute.run_step = run_step
+sys.exit(main(sys.argv[1:]))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", with_a_bug, "first.md", "second.md", "--output-dir", "out", "--junit", "junit.xml"],
+        cwd=tmp_path,
+        env=harness_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "ValueError: simulated bug in the harness" in done.stderr
+    record = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [block["status"] for block in record["blocks"]] == ["error", "not_run", "passed"]
+    assert "internal error of guide-guard" in (tmp_path / "junit.xml").read_text()
+    assert (
+        "  ERROR #1 at first.md:1: internal error of guide-guard (a bug: please report it): ValueError" in done.stdout
+    )
+    assert done.stdout.splitlines()[-1].startswith("[ERROR] === 2 guides: FAILED")
+
+
+def test_a_bug_in_showing_a_block_costs_its_lines_in_the_log_not_the_run(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    guide = tmp_path / "guide.md"
+    guide.write_text("".join(f'{FENCE}shell #test-setup id="b{n}"\necho {n}\n{FENCE}\n\n' for n in (1, 2, 3)))
+    # the harness with a simulated bug in its console: no block's verdict can be shown
+    with_a_bug = """
+import sys
+from ci.report.console import ConsoleReporter
+from ci.run import main
+
+
+def block_finished(self, result, total):
+    raise KeyError("simulated bug in the console")
+
+
+ConsoleReporter.block_finished = block_finished
+sys.exit(main(sys.argv[1:]))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", with_a_bug, "guide.md", "--output-dir", "out"],
+        cwd=tmp_path,
+        env=harness_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr  # the blocks passed: the verdict is theirs
+    errors = [line for line in done.stderr.splitlines() if line.startswith("[ERROR]")]
+    assert errors == [
+        "[ERROR] guide-guard could not show the verdict of block b1 in the log (a bug: please report it);"
+        " the run goes on and writes every report:",
+        "[ERROR] guide-guard could not show the verdict of block b2 in the log (a bug: please report it) again:"
+        " KeyError: 'simulated bug in the console'",
+        "[ERROR] guide-guard could not show the verdict of block b3 in the log (a bug: please report it) again:"
+        " KeyError: 'simulated bug in the console'",
+    ]
+    assert done.stderr.count("Traceback (most recent call last)") == 1
+    record = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [block["status"] for block in record["blocks"]] == ["passed"] * 3
+    assert done.stdout.splitlines()[-1].startswith("=== guide.md: PASSED (3 blocks: 3 passed) in ")
 
 
 def test_sigint_to_the_harness_exits_130(tmp_path: Path, harness_env: dict[str, str]) -> None:

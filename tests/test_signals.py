@@ -148,15 +148,15 @@ def test_the_workflows_stop_step_signals_the_pid_in_harness_pid(tmp_path: Path, 
 
 BUGGY_HARNESS = """
 import sys
-from ci.report.console import ConsoleReporter
+import ci.runner.execute
 from ci.run import main
 
 
-def block_started(self, *args):
+def run_step(*args):
     raise RuntimeError("simulated bug in the harness")
 
 
-ConsoleReporter.block_started = block_started
+ci.runner.execute.run_step = run_step
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -26,6 +29,10 @@ class Events:
     no longer delays that block's start. The listener sees the same events in
     the same order: the next block's start is announced right after its
     spawn, once the previous report is out.
+
+    A listener that raises (a bug in the harness's reporting) costs that
+    event's lines in the log, not the run: the traceback goes to stderr (in
+    full the first time), the blocks run on, and every report is written.
     """
 
     def __init__(self, listener: Listener, total: int) -> None:
@@ -33,6 +40,7 @@ class Events:
         self.total = total
         self.pending: BlockResult | None = None  # finished, not reported yet
         self.announced: Step | None = None  # the last block whose start was announced
+        self.failures = 0  # events the listener raised on
 
     def started(self, step: Step, stdout_path: Path, stderr_path: Path) -> None:
         """Announce a block's start once (after its spawn, or when it could not be started)."""
@@ -40,7 +48,9 @@ class Events:
             return
         self.flush()
         self.announced = step
-        self.listener.block_started(step, self.total, stdout_path, stderr_path)
+        self._tell(
+            f"the start of block {step.name}", self.listener.block_started, step, self.total, stdout_path, stderr_path
+        )
 
     def finished(self, result: BlockResult) -> None:
         self.flush()
@@ -49,4 +59,19 @@ class Events:
     def flush(self) -> None:
         if self.pending is not None:
             result, self.pending = self.pending, None
-            self.listener.block_finished(result, self.total)
+            self._tell(f"the verdict of block {result.step.name}", self.listener.block_finished, result, self.total)
+
+    def _tell(self, what: str, call: Callable[..., None], *args: object) -> None:
+        try:
+            call(*args)
+        except Exception as exc:  # a bug: said on stderr, which is not the console that may be the broken part
+            self.failures += 1
+            if self.failures == 1:
+                said = f"; the run goes on and writes every report:\n{traceback.format_exc()}"
+            else:
+                said = f" again: {type(exc).__name__}: {exc}"
+            print(
+                f"[ERROR] guide-guard could not show {what} in the log (a bug: please report it){said}",
+                file=sys.stderr,
+                flush=True,
+            )

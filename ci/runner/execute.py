@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ci.core.model import BlockResult, Collection, GuideOutcome, Plan, Status, Step
 from ci.core.text import NO_SECRETS, Masker
+from ci.runner.bug import internal_error_result
 from ci.runner.collect import COLLECT_PAST_DEADLINE_S, collect_files
 from ci.runner.diagnostics import run_diagnostics
 from ci.runner.events import Events, Listener
@@ -214,6 +215,21 @@ class _GuideRun:
             self.results.append(unstarted_result(step, Status.SKIPPED, step.skip_reason))
             self.context.events.finished(self.results[-1])
             return
+        try:
+            result = self._run(step)
+        except Exception:  # a bug in the harness: this block is its error, the guide stops, the run reports
+            result = internal_error_result(step, self.context)
+            self.results.append(result)
+            self.context.events.finished(result)
+            self.stop_reason = f"after an internal error of guide-guard in block {step.name} (line {step.line})"
+            return
+        self.results.append(result)
+        self._check_deadline()  # the reason for what follows, before any failure
+        if result.status.is_failure and not self.keep_going and self.stop_reason is None:
+            self.stop_reason = f"after block {step.name} (line {step.line}) {result.status.value}"
+
+    def _run(self, step: Step) -> BlockResult:
+        """Run the step and its diagnostics, and report it."""
         result, signum = run_step(step, self.stored, self.context)
         for name in [name for name in self.stored if self.last_load.get(name, 0) <= step.ordinal]:
             del self.stored[name]
@@ -230,10 +246,7 @@ class _GuideRun:
         self._interrupted(signum)
         self.context.events.started(step, *self.context.paths[step.ordinal])  # unless its spawn did
         self.context.events.finished(result)
-        self.results.append(result)
-        self._check_deadline()  # the reason for what follows, before any failure
-        if result.status.is_failure and not self.keep_going and self.stop_reason is None:
-            self.stop_reason = f"after block {step.name} (line {step.line}) {result.status.value}"
+        return result
 
     def _interrupted(self, signum: int | None) -> None:
         if signum is not None and self.stop_reason is None:
