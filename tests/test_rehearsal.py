@@ -153,7 +153,13 @@ def assert_stops_at(run: Rehearsed, failing: str, message: str = "exit 1") -> No
     assert run.block(failing)["message"] == message
     assert {statuses[name] for name in BLOCK_IDS[position + 1 :]} <= {"not_run"}, statuses
     assert re.search(rf"^\[ERROR\] \[\d+/18\] {failing}: FAILED in ", run.stdout, re.M), run.stdout[-3000:]
-    assert "=== rehearsal: FAILED (ci.run exit 1)" in run.stdout
+    # the last lines, under the simulation report, name the block again
+    line = run.block(failing)["line"]
+    assert run.stdout.splitlines()[-4:-1] == [
+        "blocks that did not pass (1; ci.run's log above shows why):",
+        f"  FAILED {failing} at {run.block(failing)['guide']}:{line}: {message}",
+        "=== rehearsal: FAILED (ci.run exit 1)",
+    ]
 
 
 def test_the_whole_guide_passes_against_the_simulations(tmp_path: Path, harness_env: dict[str, str]) -> None:

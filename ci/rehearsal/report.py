@@ -7,10 +7,13 @@ import json
 from collections import Counter
 from collections.abc import Mapping
 
+from ci.core.model import Status
 from ci.rehearsal.fake_hub import FakeHub
 from ci.rehearsal.model import GUIDE_PORTS, Rehearsal, Sandbox
 
 __all__ = ["render"]
+
+_FAILING = frozenset(status.value for status in Status if status.is_failure)
 
 
 def render(plan: Rehearsal, guide: str, hub: FakeHub, exit_status: int, leftovers: Mapping[int, str]) -> str:
@@ -42,9 +45,30 @@ def render(plan: Rehearsal, guide: str, hub: FakeHub, exit_status: int, leftover
     lines += plan.notes
     for pid, name in leftovers.items():
         lines.append(f"[ERROR] rehearsal: simulated process {pid} ({name}) outlived the run; killed")
+    lines += _did_not_pass(sandbox)
     verdict = "PASSED" if exit_status == 0 else "FAILED"
     lines.append(f"=== rehearsal: {verdict} (ci.run exit {exit_status})")
     return "\n".join(lines)
+
+
+_NAMED = 10  # failing blocks named again at the end: ci.run's recap above names up to 50, results.json all
+
+
+def _did_not_pass(sandbox: Sandbox) -> list[str]:
+    """ci.run's recap again, from its results.json, so that the rehearsal's last lines too name what failed."""
+    try:
+        blocks = json.loads((sandbox.root / "results.json").read_text(encoding="utf-8"))["blocks"]
+        failing = [block for block in blocks if block["status"] in _FAILING]
+        lines = [f"blocks that did not pass ({len(failing)}; ci.run's log above shows why):"] if failing else []
+        for block in failing[:_NAMED]:
+            name = block["id"] or block["store"] or f"#{block['ordinal']}"
+            reason = str(block["message"]).split("\n")[0][:200]
+            lines.append(f"  {block['status'].upper()} {name} at {block['guide']}:{block['failure_line']}: {reason}")
+    except (OSError, ValueError, KeyError, TypeError):  # no record (ci.run could not start), or not ours
+        return []
+    if len(failing) > _NAMED:
+        lines.append(f"  ... and {len(failing) - _NAMED} more (results.json lists them all)")
+    return lines
 
 
 def _call_counts(sandbox: Sandbox) -> Counter[str]:
