@@ -237,7 +237,7 @@ class ConsoleReporter:
             else:
                 self.line("processes still running at the end of the run, now ended:")
             for proc in outcome.leftovers:
-                self.line(f"  pid {proc.pid} (from block {proc.started_by}, {proc.ended_by}): ")
+                self.line(f"  pid {proc.pid} (from block {proc.started_by}, {proc.ended_by}):")
                 self.untrusted(f"    {clean_text(proc.command, self.masker)[:300]}")  # masked, then cut
         if outcome.collection is not None:
             for text in collection_lines(outcome.collection):
