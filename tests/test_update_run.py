@@ -98,11 +98,22 @@ def test_a_run_stopped_at_its_first_mismatch_updates_it_and_says_the_rest_was_no
     assert '"first"\nnew\n' in text and '"second"\n1\n' in text
 
 
-def test_a_failed_block_is_said_and_exits_1_though_the_mismatches_are_updated(guide_runner) -> None:
-    guide = _setup("broken", "echo oops; exit 3") + "\n" + _test("drifted", "echo 2", "1")
+@pytest.mark.parametrize(
+    ("setup", "status"),
+    [
+        pytest.param(_setup("broken", "echo oops; exit 3"), "failed", id="failed"),
+        pytest.param(
+            _setup("broken", "sleep 30").replace('id="broken"', 'id="broken" timeout="1"'), "timed_out", id="timed-out"
+        ),
+    ],
+)
+def test_a_failed_block_is_said_and_exits_1_though_the_mismatches_are_updated(
+    guide_runner, setup: str, status: str
+) -> None:
+    guide = setup + "\n" + _test("drifted", "echo 2", "1")
     run = guide_runner(guide, "--update", "--keep-going")
     assert run.returncode == 1, run.stdout + run.stderr
-    assert run.statuses() == {"broken": "failed", "drifted": "mismatch"}
+    assert run.statuses() == {"broken": status, "drifted": "mismatch"}
     assert "1 block did not pass for a reason other than its output" in run.stderr
     assert "an update cannot fix that" in run.stderr
     assert '"drifted"\n2\n' in run.guide.read_text(encoding="utf-8")
