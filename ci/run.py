@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ci.cli import ExitCode, command_parser, fail, guarded_console, print_error
+from ci.run_update import UPDATE_EXIT_STATUS, UpdateAfterRun, update_from_run, update_usage_problem
 
 if TYPE_CHECKING:
     from ci.core.model import Plan, Problem
-    from ci.maintain.update import GuideUpdate
     from ci.session import RunSettings
 
 __all__ = ["build_parser", "main"]
@@ -29,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the labelled blocks of Markdown guides in order, check their output, and report every block.",
         epilog=(
             "Exit status: 0 all blocks that ran passed; 1 a block failed, or --deadline was reached;"
-            " 2 usage or document error; 130/143/129 interrupted by SIGINT/SIGTERM/SIGHUP (reports written)."
+            " 2 usage or document error; 130/143/129 interrupted by SIGINT/SIGTERM/SIGHUP (reports written). "
+            + UPDATE_EXIT_STATUS
         ),
     )
     parser.add_argument("guides", nargs="+", metavar="GUIDE", help="a guide: a path or an http(s) URL")
@@ -107,9 +108,17 @@ def _add_choice_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--update",
         action="store_true",
-        help="rewrite the #test-result bodies that mismatched in --from-run DIR with what was printed; runs nothing",
+        help=(
+            "run the guides as usual, then rewrite the #test-result bodies that mismatched with what was printed"
+            " (local guides only, each one named; the diff on stdout); an interrupted run, or a guide edited during"
+            " the run, is not updated"
+        ),
     )
-    parser.add_argument("--from-run", metavar="DIR", help="with --update: the --output-dir of a finished run")
+    parser.add_argument(
+        "--from-run",
+        metavar="DIR",
+        help="with --update: update from the finished run kept in DIR (its --output-dir, a CI artifact); runs nothing",
+    )
 
 
 def _plan_entries(plans: Sequence[Plan]) -> list[dict[str, Any]]:
@@ -219,13 +228,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None, started: float) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.update or args.from_run:
-        if not (args.update and args.from_run):
-            return fail("--update and --from-run DIR go together", parser)
-        return _update(args.guides, args.from_run, args.mask_env)
+    usage = update_usage_problem(args)
+    if usage:
+        return fail(usage, parser)
+    if args.from_run:
+        return update_from_run(args.guides, args.from_run, args.mask_env)
     settings = _settings(args, started)
     if isinstance(settings, str):
         return fail(settings, parser)
+    update = UpdateAfterRun.take(args) if args.update else None  # the guides as they are before the run reads them
+    if isinstance(update, list):
+        parser.print_usage(sys.stderr)
+        for refusal in update:
+            print_error(refusal)
+        print_error("--update: nothing was run or updated")
+        return ExitCode.USAGE
 
     from ci.core.model import DocumentError
     from ci.core.plan import guides_without_blocks
@@ -259,7 +276,9 @@ def _main(argv: Sequence[str] | None, started: float) -> int:
         return fail(problem, parser)
     from ci.session import run
 
-    return run(args, plans, left_out, settings)
+    if update is not None:
+        update.left_out = left_out
+    return run(args, plans, left_out, settings, after=update)
 
 
 def _print_warnings(warnings: Sequence[tuple[str | None, Any]], github: bool) -> None:
@@ -281,42 +300,6 @@ def _print_document_errors(problems: Sequence[Problem], source_paths: dict[str, 
     if github:
         for text in problem_annotations(problems, source_paths):
             print(text)
-
-
-def _update(guides: Sequence[str], run_dir: str, mask_env: Sequence[str]) -> int:
-    """--update --from-run DIR: 0 every mismatch updated (or none), 1 some left alone (said why), 2 bad input."""
-    from ci.maintain.update import GuideNotUpdatable, update_guide
-    from ci.record import RecordError, read_run
-
-    try:
-        run = read_run(run_dir)
-    except RecordError as exc:
-        return fail(f"--from-run: {exc}")
-    statuses = []
-    for name in guides:
-        try:
-            statuses.append(_print_update(update_guide(name, run, mask_env=mask_env)))
-        except GuideNotUpdatable as refusal:
-            for problem in refusal.problems:
-                print_error(problem)
-            statuses.append(ExitCode.USAGE)
-    return max(statuses, default=ExitCode.OK)
-
-
-def _print_update(update: GuideUpdate) -> ExitCode:
-    """The diff of what was written on stdout; notes and what became of the guide on stderr."""
-    for note in update.notes:
-        print(f"warning: {note}", file=sys.stderr)
-    if update.not_written is not None:
-        print_error(f"{update.guide}: the rewritten guide was not written because {update.not_written}")
-        return ExitCode.FAILED
-    if not update.diff:
-        print(f"{update.guide}: nothing to update", file=sys.stderr)
-    else:
-        sys.stdout.writelines(update.diff)
-        count = update.updated
-        print(f"{update.guide}: updated {count} #test-result block{'s' if count != 1 else ''}", file=sys.stderr)
-    return ExitCode.OK if update.complete else ExitCode.FAILED
 
 
 def _output_problem(args: argparse.Namespace) -> str | None:

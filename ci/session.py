@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ci.runner.process import ProcessSupervisor
     from ci.runner.signals import StopSignals
 
-__all__ = ["PID_FILE", "RunSettings", "run"]
+__all__ = ["PID_FILE", "AfterRun", "RunSettings", "run"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,8 +41,21 @@ class RunSettings:
     heartbeat_s: float = 0.0  # --heartbeat: a running block is said to run after this long a silence; 0 never
 
 
-def run(args: argparse.Namespace, plans: list[Plan], left_out: list[dict[int, str]], settings: RunSettings) -> int:
-    """Run the planned guides as ARGS ask (blocks LEFT_OUT of each skipped) and write every report; the exit status."""
+# after the run's verdict, while the run still holds its output directory: (outcomes, exit status, output
+# directory) -> the command's exit status (--update rewrites the guides from what the run wrote there)
+AfterRun = Callable[[Sequence["GuideOutcome"], int, Path], int]
+
+
+def run(
+    args: argparse.Namespace,
+    plans: list[Plan],
+    left_out: list[dict[int, str]],
+    settings: RunSettings,
+    *,
+    after: AfterRun | None = None,
+) -> int:
+    """Run the planned guides as ARGS ask (blocks LEFT_OUT of each skipped) and write every report; the exit status,
+    or AFTER's when given (it is called once every report is written and the verdict said)."""
     from ci.runner.process import ProcessSupervisor
     from ci.runner.signals import StopSignals
 
@@ -83,7 +96,7 @@ def run(args: argparse.Namespace, plans: list[Plan], left_out: list[dict[int, st
         exit_status = _exit_status(outcomes, signals, args.deadline)
         _write_reports(outcomes, exit_status, output_dir, junit_path, settings.github, masker)
         console.run_finished(outcomes, output_dir)
-        return exit_status
+        return exit_status if after is None else after(outcomes, exit_status, output_dir)
     finally:
         _remove_pid_file(pid_file)
         os.close(lock)

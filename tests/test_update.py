@@ -268,10 +268,13 @@ def test_update_input_errors(tmp_path: Path, harness_env: dict[str, str]) -> Non
     (tmp_path / "other" / "results.json").write_text("[1, 2")
     assert "is not valid JSON" in update(guide, tmp_path / "other", harness_env).stderr
     alone = subprocess.run(
-        [sys.executable, "-m", "ci.run", str(guide), "--update"], capture_output=True, text=True, env=harness_env
+        [sys.executable, "-m", "ci.run", str(guide), "--from-run", str(tmp_path / "other")],
+        capture_output=True,
+        text=True,
+        env=harness_env,
     )
     assert alone.returncode == 2
-    assert "--update and --from-run DIR go together" in alone.stderr
+    assert "--from-run DIR goes with --update" in alone.stderr
     assert guide.read_text().count("echo a") == 1
 
 

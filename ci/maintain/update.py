@@ -13,13 +13,14 @@ from ci.core.files import write_atomically
 from ci.core.match import matches
 from ci.core.model import DocumentError, Label, Plan, Status, Step
 from ci.core.plan import substitute
+from ci.core.source import redact_url
 from ci.core.text import Masker, secret_values
 from ci.maintain.guide import plan_without_running
 from ci.maintain.lastrun import read_stdout, recheck
 from ci.maintain.realign import CannotRewrite, updated_body
 from ci.record import LastRun, RecordedGuide, RecordError
 
-__all__ = ["GuideNotUpdatable", "GuideUpdate", "SourceLines", "update_guide"]
+__all__ = ["GuideNotUpdatable", "GuideSnapshot", "GuideUpdate", "SourceLines", "snapshot_guide", "update_guide"]
 
 MAX_BODY_BYTES = 1024 * 1024  # an expected body larger than this does not belong in a guide
 
@@ -30,6 +31,26 @@ class GuideNotUpdatable(Exception):
     def __init__(self, problems: Sequence[str]) -> None:
         super().__init__("; ".join(problems))
         self.problems = tuple(problems)
+
+
+@dataclass(frozen=True)
+class GuideSnapshot:
+    """A local guide as it was before a run read it: an update from that run replaces only this content."""
+
+    name: str  # as named on the command line
+    path: Path  # absolute: the run moves to --workdir before its first block
+    content: bytes
+
+
+def snapshot_guide(name: str) -> GuideSnapshot:
+    """The guide NAME as it is now, to update it after a run; GuideNotUpdatable when it is a URL or unreadable."""
+    if "://" in name:
+        raise GuideNotUpdatable([f"{redact_url(name)}: only a local guide can be updated; name its file"])
+    path = Path(name).absolute()
+    try:
+        return GuideSnapshot(name, path, path.read_bytes())
+    except OSError as exc:
+        raise GuideNotUpdatable([f"{name}: cannot read the guide: {exc.strerror or exc}"]) from None
 
 
 @dataclass(frozen=True)
@@ -171,14 +192,23 @@ def _read_back(text: str, name: str, rewrites: Sequence[_Rewrite]) -> str | None
     return None
 
 
-def _read_local_guide(name: str) -> tuple[str, str]:
-    """The guide's byte-order mark (if any) and its text after it; GuideNotUpdatable when it cannot be read."""
+def _read_local_guide(name: str, path: Path, before: bytes | None) -> tuple[str, str]:
+    """The guide's byte-order mark (if any) and its text after it; GuideNotUpdatable when it cannot be read, or
+    when its content is no longer BEFORE (when given: the guide as the run read it)."""
     if "://" in name:
-        raise GuideNotUpdatable([f"{name}: only a local guide can be updated"])
+        raise GuideNotUpdatable([f"{redact_url(name)}: only a local guide can be updated; name its file"])
     try:
-        text = Path(name).read_bytes().decode("utf-8")
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise GuideNotUpdatable([f"{name}: cannot read the guide: {exc}"]) from None
+    if before is not None and raw != before:
+        raise GuideNotUpdatable(
+            [
+                f"{name}: the guide changed on disk during the run (edited, or written by a block), so it was not"
+                " updated: that change is kept. Check it, then run the update again"
+            ]
+        )
     bom = "\ufeff" if text.startswith("\ufeff") else ""
     return bom, text[len(bom) :]
 
@@ -196,7 +226,9 @@ def _rewritten(name: str, text: str, rewrites: list[_Rewrite], notes: list[str])
     return source.text(), done
 
 
-def update_guide(name: str, run: LastRun, *, mask_env: Sequence[str] = ()) -> GuideUpdate:
+def update_guide(
+    name: str, run: LastRun, *, mask_env: Sequence[str] = (), snapshot: GuideSnapshot | None = None
+) -> GuideUpdate:
     """Rewrite, in the local guide NAME, the `#test-result` bodies that mismatched in RUN; nothing is run.
 
     The guide is written (whole or not at all) only when it reads back with
@@ -204,10 +236,14 @@ def update_guide(name: str, run: LastRun, *, mask_env: Sequence[str] = ()) -> Gu
     that would hold a secret value (of this environment and the guide's
     `ci.env`, as a run masks them; MASK_ENV names more) is left alone, and the
     diff shows none.
-    GuideNotUpdatable when the guide cannot be read, has document errors, or
-    is not one of the run's guides.
+    With SNAPSHOT (the guide as RUN read it, taken before), the file is read
+    at its path, and a guide whose content is no longer the snapshot's is not
+    touched.
+    GuideNotUpdatable when the guide cannot be read, has document errors, is
+    not one of the run's guides, or changed since SNAPSHOT.
     """
-    bom, text = _read_local_guide(name)
+    path = snapshot.path if snapshot is not None else Path(name)
+    bom, text = _read_local_guide(name, path, snapshot.content if snapshot is not None else None)
     try:
         plan = plan_without_running(text, name, source_path=name)
     except DocumentError as error:
@@ -228,6 +264,6 @@ def update_guide(name: str, run: LastRun, *, mask_env: Sequence[str] = ()) -> Gu
     diff = difflib.unified_diff(
         text.splitlines(keepends=True), new_text.splitlines(keepends=True), f"a/{name}", f"b/{name}"
     )
-    write_atomically(Path(name), bom + new_text)
+    write_atomically(path, bom + new_text)
     lines = tuple(masker.mask(line if line.endswith(("\n", "\r")) else line + "\n") for line in diff)
     return GuideUpdate(name, tuple(notes), lines, updated=len(rewrites), not_written=None)

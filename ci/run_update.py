@@ -1,0 +1,178 @@
+"""`ci.run --update`: rewrite the mismatched `#test-result` bodies of guides, from a run made now or one made elsewhere.
+
+`GUIDE --update` runs the guides as a plain run does, then updates each from
+what that run wrote; `GUIDE --update --from-run DIR` updates from the finished
+run kept in DIR (a CI artifact) and runs nothing. Both rewrite through
+ci.maintain.update.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ci.cli import ExitCode, fail, print_error
+from ci.core.text import plural
+
+if TYPE_CHECKING:
+    from ci.core.model import GuideOutcome
+    from ci.maintain.update import GuideSnapshot, GuideUpdate
+    from ci.record import LastRun
+
+__all__ = ["UPDATE_EXIT_STATUS", "UpdateAfterRun", "update_from_run", "update_usage_problem"]
+
+UPDATE_EXIT_STATUS = (
+    "With --update (the run, then the update): 0 every block that ran passed or mismatched and every mismatch was"
+    " updated; 1 a block failed in a way an update cannot fix (failed, timed out, error), a mismatch was left alone"
+    " (said why), blocks were not run after a failure, or a guide changed on disk during the run; 2 usage error (a"
+    " guide given by URL, --list); an interrupted run updates nothing and exits 130/143/129."
+    " With --update --from-run DIR: 0 every mismatch updated (or none), 1 some left alone, 2 bad input."
+)
+
+
+def update_usage_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with how the command line combines --update with the rest, before anything is read or run."""
+    if args.from_run and not args.update:
+        return "--from-run DIR goes with --update: add --update to update the guides from that run"
+    if args.update and args.list:
+        return "--update runs the guides (or reads --from-run DIR) and --list runs nothing: give one of them"
+    return None
+
+
+def update_from_run(guides: Sequence[str], run_dir: str, mask_env: Sequence[str]) -> int:
+    """--update --from-run DIR: 0 every mismatch updated (or none), 1 some left alone (said why), 2 bad input."""
+    from ci.record import RecordError, read_run
+
+    try:
+        run = read_run(run_dir)
+    except RecordError as exc:
+        return fail(f"--from-run: {exc}")
+    return max((_update_one(name, run, mask_env, None) for name in guides), default=ExitCode.OK)
+
+
+def _update_one(name: str, run: LastRun, mask_env: Sequence[str], snapshot: GuideSnapshot | None) -> ExitCode:
+    """Update one guide and say what became of it; a guide that cannot be updated at all is USAGE without SNAPSHOT
+    (bad input), FAILED with it (the run made now went well, the update could not follow)."""
+    from ci.maintain.update import GuideNotUpdatable, update_guide
+
+    try:
+        return _print_update(update_guide(name, run, mask_env=mask_env, snapshot=snapshot))
+    except GuideNotUpdatable as refusal:
+        for problem in refusal.problems:
+            print_error(problem)
+        return ExitCode.USAGE if snapshot is None else ExitCode.FAILED
+
+
+def _print_update(update: GuideUpdate) -> ExitCode:
+    """The diff of what was written on stdout; notes and what became of the guide on stderr."""
+    for note in update.notes:
+        print(f"warning: {note}", file=sys.stderr)
+    if update.not_written is not None:
+        print_error(f"{update.guide}: the rewritten guide was not written because {update.not_written}")
+        return ExitCode.FAILED
+    if not update.diff:
+        print(f"{update.guide}: nothing to update", file=sys.stderr)
+    else:
+        sys.stdout.writelines(update.diff)
+        sys.stdout.flush()
+        count = update.updated
+        print(f"{update.guide}: updated {count} #test-result block{'s' if count != 1 else ''}", file=sys.stderr)
+    return ExitCode.OK if update.complete else ExitCode.FAILED
+
+
+class UpdateAfterRun:
+    """`GUIDE --update` without --from-run: each guide as it was before the run, updated from the run once it ends.
+
+    Built before the guides are planned (`take` says why one cannot be
+    updated, before anything is run); called by ci.session.run once the run
+    has written its reports and said its verdict.
+    """
+
+    def __init__(self, snapshots: Sequence[GuideSnapshot], args: argparse.Namespace) -> None:
+        self.snapshots = tuple(snapshots)
+        self.mask_env = tuple(args.mask_env)
+        self.keep_going = bool(args.keep_going)
+        self.left_out: list[dict[int, str]] = []  # per guide, the blocks the selection left out (set before the run)
+
+    @staticmethod
+    def take(args: argparse.Namespace) -> UpdateAfterRun | list[str]:
+        """The guides as they are now, or why they cannot be updated: a URL, a file not read, one named twice."""
+        from ci.maintain.update import GuideNotUpdatable, snapshot_guide
+
+        snapshots: list[GuideSnapshot] = []
+        problems: list[str] = []
+        for name in args.guides:
+            try:
+                snapshots.append(snapshot_guide(name))
+            except GuideNotUpdatable as refusal:
+                problems.extend(refusal.problems)
+        seen: dict[str, str] = {}
+        for snapshot in snapshots:
+            real = os.path.realpath(snapshot.path)
+            if real in seen:
+                problems.append(f"{snapshot.name}: the same guide as {seen[real]}; name each guide to update once")
+            seen.setdefault(real, snapshot.name)
+        return problems or UpdateAfterRun(snapshots, args)
+
+    def __call__(self, outcomes: Sequence[GuideOutcome], exit_status: int, output_dir: Path) -> int:
+        """Update every guide from the run that just wrote OUTPUT_DIR; the command's exit status."""
+        from ci.record import RecordError, read_run
+
+        sys.stdout.flush()  # the run's verdict comes first
+        if exit_status > 128:  # ExitCode.interrupted: the run was stopped by a signal
+            print_error(
+                f"the run was interrupted ({_signal_name(exit_status - 128)}): no guide was updated, since what it"
+                " saw is incomplete. Run the update again"
+            )
+            return exit_status
+        try:
+            run = read_run(output_dir)
+        except RecordError as exc:
+            print_error(f"the run's record cannot be read back, so no guide was updated: {exc}")
+            return ExitCode.FAILED
+        status = max(
+            [*(_update_one(s.name, run, self.mask_env, s) for s in self.snapshots), self._beyond_update(outcomes)]
+        )
+        if status == ExitCode.OK and exit_status == ExitCode.FAILED:  # the run failed on mismatches alone
+            guides = "the guide now matches" if len(self.snapshots) == 1 else "the guides now match"
+            print(f"every mismatch was updated: {guides} this run (review the diff before committing)", file=sys.stderr)
+        return status
+
+    def _beyond_update(self, outcomes: Sequence[GuideOutcome]) -> ExitCode:
+        """FAILED, said why, when the run went wrong in a way no update fixes: a block that failed, timed out or
+        could not run, or blocks left unchecked after a failure or at the deadline."""
+        from ci.core.model import Status
+
+        broken = [r for o in outcomes for r in o.results if r.status.is_failure and r.status is not Status.MISMATCH]
+        unchecked = [
+            result
+            for index, outcome in enumerate(outcomes)
+            for result in outcome.results
+            if result.status is Status.NOT_RUN
+            and result.step.ordinal not in (self.left_out[index] if index < len(self.left_out) else {})
+        ]
+        if broken:
+            print_error(
+                f"{plural(len(broken), 'block')} did not pass for a reason other than its output"
+                " (failed, timed out or could not run: see above); an update cannot fix that"
+            )
+        if unchecked:
+            print_error(
+                f"{plural(len(unchecked), 'block')} did not run (the run stopped at a failure or its deadline), so"
+                " their results were not checked: run the update again"
+                + ("" if self.keep_going else ", with --keep-going to check and update every block in one run")
+            )
+        return ExitCode.FAILED if broken or unchecked else ExitCode.OK
+
+
+def _signal_name(signum: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
