@@ -190,6 +190,7 @@ def _run_guides(
                 preset=settings.preset,
                 error_markers=(*DEFAULT_ERROR_MARKERS, *args.error_marker),
                 keep_going=args.keep_going,
+                past_mismatch=bool(args.update),  # --update (without --from-run): mismatches are what it rewrites
                 # keeps guides apart; named as results.json names its files (a byte not UTF-8 as \xNN)
                 guide_dir=f"{index + 1}-{escape_undecodable(Path(plan.guide).stem)}" if len(plans) > 1 else "",
                 deadline=deadline,

@@ -91,14 +91,23 @@ def test_update_honours_the_selection_and_the_default_output_dir(tmp_path: Path,
     assert guide.read_text(encoding="utf-8") == text.replace("\nold\n", "\nnew\n")  # "left" is not touched
 
 
-def test_a_run_stopped_at_its_first_mismatch_updates_it_and_says_the_rest_was_not_checked(guide_runner) -> None:
-    run = guide_runner(_test("first", "echo new", "old") + "\n" + _test("second", "echo 2", "1"), "--update")
+def test_an_update_run_goes_on_past_its_mismatches_and_stops_at_a_failure(guide_runner) -> None:
+    guide = "\n".join(
+        [
+            _test("first", "echo new", "old"),
+            _test("second", "echo 2", "1"),
+            _setup("broken", "exit 3"),
+            _test("third", "echo 4", "3"),
+        ]
+    )
+    run = guide_runner(guide, "--update")
     assert run.returncode == 1, run.stdout + run.stderr
-    assert run.statuses() == {"first": "mismatch", "second": "not_run"}
+    # the mismatches are what it rewrites, so they do not stop the run; a failure does, as in any run
+    assert run.statuses() == {"first": "mismatch", "second": "mismatch", "broken": "failed", "third": "not_run"}
     assert "1 block did not run (the run stopped at a failure or its deadline)" in run.stderr
     assert "with --keep-going to check and update every block in one run" in run.stderr
     text = run.guide.read_text(encoding="utf-8")
-    assert '"first"\nnew\n' in text and '"second"\n1\n' in text
+    assert '"first"\nnew\n' in text and '"second"\n2\n' in text and '"third"\n3\n' in text
 
 
 @pytest.mark.parametrize(

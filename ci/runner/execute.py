@@ -35,6 +35,7 @@ class RunOptions:
     preset: Mapping[str, str]  # values stored before the first block (--set)
     error_markers: tuple[str, ...]  # defaults and --error-marker; the guide's are added
     keep_going: bool  # run the remaining blocks after a failure
+    past_mismatch: bool = False  # a mismatch does not stop the guide (--update: it is what will be rewritten)
     guide_dir: str = ""  # keeps guides apart when several run together: blocks/GUIDE_DIR-NNN-..., collected/GUIDE_DIR/
     deadline: float | None = None  # --deadline: when the whole run must stop (time.monotonic()), if set
     masker: Masker = NO_SECRETS  # the run's secrets: what it keeps of an output is never cut inside one
@@ -98,7 +99,14 @@ def run_guide(
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     clock = time.monotonic()
     context = _context(plan, left_out, options, supervisor, listener)
-    guide_run = _GuideRun(plan, left_out, context, preset=options.preset, keep_going=options.keep_going)
+    guide_run = _GuideRun(
+        plan,
+        left_out,
+        context,
+        preset=options.preset,
+        keep_going=options.keep_going,
+        past_mismatch=options.past_mismatch,
+    )
     try:
         for step in plan.steps:
             guide_run.take(step)
@@ -184,11 +192,13 @@ class _GuideRun:
         *,
         preset: Mapping[str, str],
         keep_going: bool,
+        past_mismatch: bool = False,
     ) -> None:
         self.plan = plan
         self.left_out = left_out
         self.context = context
         self.keep_going = keep_going
+        self.past_mismatch = past_mismatch  # a mismatch does not stop the guide
         self.stored: dict[str, str] = dict(preset)  # the values stored so far, whole; run_step adds to it
         # the last step that loads each name: after it, the value is let go (a run may store many large ones)
         self.last_load = {
@@ -225,7 +235,8 @@ class _GuideRun:
             return
         self.results.append(result)
         self._check_deadline()  # the reason for what follows, before any failure
-        if result.status.is_failure and not self.keep_going and self.stop_reason is None:
+        goes_on = self.keep_going or (self.past_mismatch and result.status is Status.MISMATCH)
+        if result.status.is_failure and not goes_on and self.stop_reason is None:
             self.stop_reason = f"after block {step.name} (line {step.line}) {result.status.value}"
 
     def _run(self, step: Step) -> BlockResult:
