@@ -897,14 +897,8 @@ def test_run_guide_alone_ends_what_the_guide_left_running_and_collects_its_files
     assert not psutil.pid_exists(server) or psutil.Process(server).status() == "zombie"
 
 
-def test_an_internal_error_still_ends_what_the_run_started(tmp_path: Path, harness_env: dict[str, str]) -> None:
-    pidfile = tmp_path / "server.pid"
-    guide = tmp_path / "guide.md"
-    guide.write_text(
-        f"{FENCE}shell #test-setup\nsleep 300 &\necho $! > {pidfile}\n{FENCE}\n\n{FENCE}shell #test-setup\ntrue\n{FENCE}\n"
-    )
-    # the harness with a simulated bug: once the second block has run, the harness raises
-    with_a_bug = """
+# the harness with a simulated bug: run_step wrapped so that it raises for the blocks WHEN names
+_BUG_IN_RUN_STEP = """
 import sys
 import ci.runner.execute
 from ci.run import main
@@ -913,22 +907,46 @@ original = ci.runner.execute.run_step
 
 
 def run_step(step, *args):
-    done = original(step, *args)
-    if step.ordinal == 2:
-        raise RuntimeError("simulated bug in the harness")
-    return done
+    done = original(step, *args) if {after} else None
+    if {when}:
+        raise {error}("simulated bug in the harness")
+    return done if {after} else original(step, *args)
 
 
 ci.runner.execute.run_step = run_step
 sys.exit(main(sys.argv[1:]))
 """
-    done = subprocess.run(
-        [sys.executable, "-c", with_a_bug, str(guide), "--output-dir", str(tmp_path / "out")],
-        env=harness_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+
+# the harness with a simulated bug in its console: no block's verdict can be shown
+_BUG_IN_THE_CONSOLE = """
+import sys
+from ci.report.console import ConsoleReporter
+from ci.run import main
+
+
+def block_finished(self, result, total):
+    raise KeyError("simulated bug in the console")
+
+
+ConsoleReporter.block_finished = block_finished
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _run_with_a_bug(script: str, cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", script, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
     )
+
+
+def test_an_internal_error_still_ends_what_the_run_started(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    pidfile = tmp_path / "server.pid"
+    guide = tmp_path / "guide.md"
+    guide.write_text(
+        f"{FENCE}shell #test-setup\nsleep 300 &\necho $! > {pidfile}\n{FENCE}\n\n{FENCE}shell #test-setup\ntrue\n{FENCE}\n"
+    )
+    bug = _BUG_IN_RUN_STEP.format(after=True, when="step.ordinal == 2", error="RuntimeError")  # once it has run
+    done = _run_with_a_bug(bug, tmp_path, harness_env, str(guide), "--output-dir", "out")
     assert done.returncode == 1, done.stderr
     assert "RuntimeError: simulated bug in the harness" in done.stderr
     assert "guide-guard had an internal error (a bug: please report it with this traceback)" in done.stderr
@@ -953,31 +971,10 @@ def test_a_bug_in_one_guide_leaves_the_next_guide_run_and_every_report_written(
     second.write_text(
         f'{FENCE}shell #test id="still"\necho fine\n{FENCE}\n\n{FENCE}shell #test-result id="still"\nfine\n{FENCE}\n'
     )
-    # the harness with a simulated bug: running the first guide's first block raises
-    with_a_bug = """
-import sys
-import ci.runner.execute
-from ci.run import main
-
-original = ci.runner.execute.run_step
-
-
-def run_step(step, *args):
-    if step.file.endswith("first.md") and step.ordinal == 1:
-        raise ValueError("simulated bug in the harness")
-    return original(step, *args)
-
-
-ci.runner.execute.run_step = run_step
-sys.exit(main(sys.argv[1:]))
-"""
-    done = subprocess.run(
-        [sys.executable, "-c", with_a_bug, "first.md", "second.md", "--output-dir", "out", "--junit", "junit.xml"],
-        cwd=tmp_path,
-        env=harness_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    when = 'step.file.endswith("first.md") and step.ordinal == 1'
+    bug = _BUG_IN_RUN_STEP.format(after=False, when=when, error="ValueError")  # before it runs
+    done = _run_with_a_bug(
+        bug, tmp_path, harness_env, "first.md", "second.md", "--output-dir", "out", "--junit", "junit.xml"
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "ValueError: simulated bug in the harness" in done.stderr
@@ -995,28 +992,7 @@ def test_a_bug_in_showing_a_block_costs_its_lines_in_the_log_not_the_run(
 ) -> None:
     guide = tmp_path / "guide.md"
     guide.write_text("".join(f'{FENCE}shell #test-setup id="b{n}"\necho {n}\n{FENCE}\n\n' for n in (1, 2, 3)))
-    # the harness with a simulated bug in its console: no block's verdict can be shown
-    with_a_bug = """
-import sys
-from ci.report.console import ConsoleReporter
-from ci.run import main
-
-
-def block_finished(self, result, total):
-    raise KeyError("simulated bug in the console")
-
-
-ConsoleReporter.block_finished = block_finished
-sys.exit(main(sys.argv[1:]))
-"""
-    done = subprocess.run(
-        [sys.executable, "-c", with_a_bug, "guide.md", "--output-dir", "out"],
-        cwd=tmp_path,
-        env=harness_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _run_with_a_bug(_BUG_IN_THE_CONSOLE, tmp_path, harness_env, "guide.md", "--output-dir", "out")
     assert done.returncode == 0, done.stdout + done.stderr  # the blocks passed: the verdict is theirs
     errors = [line for line in done.stderr.splitlines() if line.startswith("[ERROR]")]
     assert errors == [
