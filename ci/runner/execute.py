@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import time
@@ -97,7 +98,7 @@ def run_guide(
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     clock = time.monotonic()
     context = _context(plan, left_out, options, supervisor, listener)
-    guide_run = _GuideRun(plan, left_out, context, preset=options.preset, keep_going=options.keep_going)
+    guide_run = _GuideRun(plan, left_out, context, preset=options.preset, keep_going=options.keep_going, clock=clock)
     try:
         for step in plan.steps:
             guide_run.take(step)
@@ -183,8 +184,10 @@ class _GuideRun:
         *,
         preset: Mapping[str, str],
         keep_going: bool,
+        clock: float,
     ) -> None:
         self.plan = plan
+        self.clock = clock  # time.monotonic() when the guide started: each block's start_s counts from it
         self.left_out = left_out
         self.context = context
         self.keep_going = keep_going
@@ -214,7 +217,9 @@ class _GuideRun:
             self.results.append(unstarted_result(step, Status.SKIPPED, step.skip_reason))
             self.context.events.finished(self.results[-1])
             return
+        start_s = time.monotonic() - self.clock
         result, signum = run_step(step, self.stored, self.context)
+        result = dataclasses.replace(result, start_s=start_s)
         for name in [name for name in self.stored if self.last_load.get(name, 0) <= step.ordinal]:
             del self.stored[name]
         self._interrupted(signum)
