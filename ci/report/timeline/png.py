@@ -16,6 +16,7 @@ from typing import Any
 
 from ci.core.files import write_atomically
 from ci.core.model import Status
+from ci.core.text import clean_text
 from ci.report.timeline import STATUS_COLOURS, Timeline, chosen_bars
 
 __all__ = ["EXTRA", "MAX_PNG_BARS", "ChartRow", "MissingExtra", "chart_rows", "draw_png"]
@@ -65,8 +66,8 @@ def chart_rows(timelines: Sequence[Timeline], *, limit: int = MAX_PNG_BARS) -> l
 
 
 def _plain(text: str) -> str:
-    """TEXT as matplotlib shows it as written: a `$` would start its math notation."""
-    return text.replace("$", r"\$")
+    """TEXT as matplotlib shows it as written (cleaned as in every report; a `$` would start math notation)."""
+    return clean_text(text).replace("$", r"\$")
 
 
 def _figure_class() -> Any:
@@ -90,6 +91,13 @@ def _title(timelines: Sequence[Timeline], shown: int) -> str:
     title = _plain(", ".join(Path(t.guide).name for t in timelines))
     if shown < total:
         title += f" ({shown} of {total} blocks: every failing one, then the longest)"
+    never: dict[Status, int] = {}
+    for timeline in timelines:
+        for status, count in timeline.not_drawn:
+            never[status] = never.get(status, 0) + count
+    if never:
+        counts = ", ".join(f"{never[status]} {status.value}" for status in Status if status in never)
+        title += f"\nnot drawn (never started): {counts}"
     if any(t.estimated for t in timelines):
         title += "\nstarts estimated from the durations (a results.json older than version 3)"
     return title
