@@ -13,6 +13,7 @@ import pytest
 
 from ci.core.model import Status
 from ci.record import read_record
+from ci.report.github import SUMMARY_LIMIT_BYTES, fit_summary
 from ci.report.timeline import STATUS_COLOURS, Bar, Timeline, timeline_of_record
 from ci.report.timeline.gantt import MAX_GANTT_BARS, gantt_chart
 from ci.report.timeline.png import chart_rows
@@ -260,3 +261,16 @@ def test_a_bad_record_is_named_with_what_is_wrong(tmp_path: Path, content: str |
     assert done.returncode == 2
     assert done.stderr.startswith(f"[ERROR] {record} ") and said in done.stderr, done.stderr
     assert not out.exists()
+
+
+def test_a_summary_cut_at_its_limit_leaves_no_chart_cut_short() -> None:
+    bars = tuple(_bar(n, Status.PASSED, float(n), 1.0) for n in range(1, 11))
+    chart = gantt_chart(Timeline("g.md", bars, ()))
+    row = "| 1 | `#test x` | passed |\n"
+    table = row * ((SUMMARY_LIMIT_BYTES - 600) // len(row))  # the cut falls inside the chart under it
+    cut = fit_summary(f"### g.md\n\n{table}\n{chart}\nmore\n", "results.json")
+    assert len(cut.encode()) < SUMMARY_LIMIT_BYTES
+    assert "```mermaid" not in cut and "gantt" not in cut
+    assert cut.endswith("| passed |\n\n\n(summary cut to stay under the 1 MiB limit; see results.json)\n")
+    whole = fit_summary(f"### g.md\n\n{table[: len(table) // 2]}\n{chart}\n", "results.json")
+    assert _charts(whole) and len(_tasks(_charts(whole)[0])) == 10

@@ -150,6 +150,9 @@ def fit_summary(text: str, rest_in: str) -> str:
     if len(text.encode()) <= SUMMARY_LIMIT_BYTES:
         return text
     cut = text.encode()[: SUMMARY_LIMIT_BYTES - 200].decode("utf-8", "ignore")
+    chart = cut.rfind("\n```mermaid\n")
+    if chart != -1 and "\n```\n" not in cut[chart + 1 :]:  # a chart cut short would not be drawn at all
+        cut = cut[:chart]
     return f"{cut}\n\n(summary cut to stay under the 1 MiB limit; see {rest_in})\n"
 
 
