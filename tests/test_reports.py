@@ -27,6 +27,7 @@ def _normalise(text: str, tmp_path: Path) -> str:
     text = re.sub(r'timestamp="[^"]+"', 'timestamp="T"', text)
     text = re.sub(r"[0-9a-f]{32}", "TOKEN", text)
     text = re.sub(r"\d+\.\d (KiB|MiB|GiB)", r"N \1", text)
+    text = re.sub(r"2000-01-01 \d\d:\d\d:\d\d\.\d{3}", "2000-01-01 HH:MM:SS.mmm", text)  # the timeline's times
     return text
 
 

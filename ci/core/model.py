@@ -326,6 +326,7 @@ class BlockResult:
     peak_rss_bytes: int | None = None
     cpu_s: float | None = None
     diagnostics: tuple[DiagnosticResult, ...] = ()  # the guide's ci.diagnostics, run after a failure
+    start_s: float | None = None  # seconds from the guide's start to the block's; None for a block never started
 
     @property
     def failure_line(self) -> int:

@@ -14,7 +14,7 @@ from ci.record.format import (
     RunRecord,
     WholeTextRecord,
 )
-from ci.record.read import LastRun, RecordedBlock, RecordedGuide, RecordError, read_run
+from ci.record.read import LastRun, RecordedBlock, RecordedGuide, RecordError, read_record, read_run
 from ci.record.write import run_record, write_record
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "RecordedGuide",
     "RunRecord",
     "WholeTextRecord",
+    "read_record",
     "read_run",
     "run_record",
     "write_record",

@@ -24,9 +24,10 @@ __all__ = [
 
 # The format's version, written into every record and checked on reading. Raise it with any change to
 # the keys or their meaning, together with docs/results.schema.json (whose objects admit no other keys).
-RECORD_VERSION = 2
-# What this guide-guard's reader reads: version 2 only allowed ended_by "still running", which it does not read.
-READ_VERSIONS = (1, 2)
+RECORD_VERSION = 3
+# What this guide-guard's reader reads: version 2 only allowed ended_by "still running", which it does not read;
+# version 3 only added each block's start_s, which a reader of an older record makes up from the durations.
+READ_VERSIONS = (1, 2, 3)
 RECORD_FILE = "results.json"  # in the run's output directory
 
 # ---- the format: one TypedDict per object of the file, so that writer and reader share the key names
@@ -105,6 +106,7 @@ class BlockRecord(StepIdentity):
     message: str
     exit_code: int | None
     duration_s: float
+    start_s: float | None  # seconds from the guide's started_at to the block's start; None if never started (since 3)
     captured: dict[str, str]  # {store name: value} for a setup that stored; its head when captured_whole is set
     captured_whole: WholeTextRecord | None  # set when `captured` shows only the head of a long value
     code_sha256: str  # Step.code_sha256

@@ -11,11 +11,12 @@ from typing import cast
 from ci.core.model import (
     Label,
     Status,
+    naming,
 )
 from ci.core.text import escape_undecodable
 from ci.record.format import READ_VERSIONS, RECORD_FILE, BlockRecord, RunRecord
 
-__all__ = ["LastRun", "RecordError", "RecordedBlock", "RecordedGuide", "read_run"]
+__all__ = ["LastRun", "RecordError", "RecordedBlock", "RecordedGuide", "read_record", "read_run"]
 
 
 class RecordError(Exception):
@@ -36,6 +37,15 @@ class RecordedBlock:
     code_sha256: str | None  # of the block's body as written when the run took place
     stdout_file: Path | None  # absolute; None when the stream was empty or the block never ran
     captured: Mapping[str, str]  # {store name: value} for a setup that stored; {} when the value was recorded cut
+    duration_s: float = 0.0
+    start_s: float | None = None  # seconds from the guide's start; None when never started or not recorded (< 3)
+    peak_rss_bytes: int | None = None
+    cpu_s: float | None = None
+
+    @property
+    def name(self) -> str:
+        """The id, else the store, else the ordinal: as the log named the block."""
+        return next((value for _, value in naming(self.id, self.store)), f"#{self.ordinal}")
 
     @property
     def printed(self) -> bool:
@@ -110,6 +120,11 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _number(value: object) -> float | None:
+    """A number of the record, or None for null (or what is no number)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def _recorded_block(raw: BlockRecord, directory: Path) -> RecordedBlock:
     """The block as read back; KeyError, TypeError or ValueError when `raw` is not what the writer writes."""
     stdout = _text(raw.get("stdout_path"))
@@ -127,6 +142,10 @@ def _recorded_block(raw: BlockRecord, directory: Path) -> RecordedBlock:
         code_sha256=_text(raw.get("code_sha256")),
         stdout_file=(directory / stdout) if stdout else None,
         captured={str(k): str(v) for k, v in captured.items()} if isinstance(captured, dict) else {},
+        duration_s=_number(raw.get("duration_s")) or 0.0,
+        start_s=_number(raw.get("start_s")),
+        peak_rss_bytes=int(rss) if (rss := _number(raw.get("peak_rss_bytes"))) is not None else None,
+        cpu_s=_number(raw.get("cpu_s")),
     )
 
 
@@ -159,8 +178,13 @@ def _load(path: Path) -> RunRecord:
 
 def read_run(directory: str | Path) -> LastRun:
     """Read DIR/results.json; RecordError says what is wrong with it."""
-    base = Path(directory).absolute()
-    path = base / RECORD_FILE
+    return read_record(Path(directory) / RECORD_FILE)
+
+
+def read_record(path: str | Path) -> LastRun:
+    """Read a run record (a results.json, whatever its name); paths in it are taken relative to its directory."""
+    path = Path(path).absolute()
+    base = path.parent
     data = _load(path)
     try:
         blocks_by_guide: dict[str, list[RecordedBlock]] = {}

@@ -63,6 +63,7 @@ def _block(result: BlockResult, guide: str, base: Path, masker: Masker) -> Block
         "message": clean_text(result.message, masker),
         "exit_code": result.exit_code,
         "duration_s": round(result.duration_s, 3),
+        "start_s": round(result.start_s, 3) if result.start_s is not None else None,
         "captured": {result.stored[0]: clean_text(result.stored[1].shown, masker)} if result.stored else {},
         "captured_whole": _whole(stored, base),
         "code_sha256": step.code_sha256,

@@ -13,6 +13,8 @@ from pathlib import Path
 from ci.core.model import BlockResult, GuideOutcome, Problem, Status
 from ci.core.text import NO_SECRETS, Masker, clean_text, human_size
 from ci.report.tally import block_tally
+from ci.report.timeline import timeline_of_results
+from ci.report.timeline.gantt import gantt_chart
 
 __all__ = [
     "MAX_ANNOTATIONS",
@@ -148,11 +150,14 @@ def fit_summary(text: str, rest_in: str) -> str:
     if len(text.encode()) <= SUMMARY_LIMIT_BYTES:
         return text
     cut = text.encode()[: SUMMARY_LIMIT_BYTES - 200].decode("utf-8", "ignore")
+    chart = cut.rfind("\n```mermaid\n")
+    if chart != -1 and "\n```\n" not in cut[chart + 1 :]:  # a chart cut short would not be drawn at all
+        cut = cut[:chart]
     return f"{cut}\n\n(summary cut to stay under the 1 MiB limit; see {rest_in})\n"
 
 
 def step_summary(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> str:
-    """The Markdown step summary: a verdict line and a table of blocks per guide."""
+    """The Markdown step summary: per guide, a verdict line, a table of blocks and a Mermaid chart of their timeline."""
     parts: list[str] = []
     for outcome in outcomes:
         verdict = "interrupted" if outcome.interrupted_by else ("failed" if outcome.failed else "passed")
@@ -173,6 +178,9 @@ def step_summary(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> str:
                 f"| {step.ordinal} | {code_span(table_cell(f'{step.label.value} {step.name}', masker))} | {result.status.value} "
                 f"| {result.duration_s:.1f}s | {exit_code} | {rss} | {cpu} | {result.failure_line} | {table_cell(note, masker)[:300]} |"
             )
+        chart = gantt_chart(timeline_of_results(outcome.plan.guide, outcome.results))
+        if chart:
+            parts.append(f"\n{chart.rstrip()}")
         if outcome.leftovers:
             parts.append("\nProcesses ended when the run finished:\n")
             for proc in outcome.leftovers:

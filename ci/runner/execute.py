@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import time
@@ -106,6 +107,7 @@ def run_guide(
         preset=options.preset,
         keep_going=options.keep_going,
         past_mismatch=options.past_mismatch,
+        clock=clock,
     )
     try:
         for step in plan.steps:
@@ -193,8 +195,10 @@ class _GuideRun:
         preset: Mapping[str, str],
         keep_going: bool,
         past_mismatch: bool = False,
+        clock: float,
     ) -> None:
         self.plan = plan
+        self.clock = clock  # time.monotonic() when the guide started: each block's start_s counts from it
         self.left_out = left_out
         self.context = context
         self.keep_going = keep_going
@@ -225,10 +229,11 @@ class _GuideRun:
             self.results.append(unstarted_result(step, Status.SKIPPED, step.skip_reason))
             self.context.events.finished(self.results[-1])
             return
+        start_s = time.monotonic() - self.clock
         try:
-            result = self._run(step)
+            result = self._run(step, start_s)
         except Exception:  # a bug in the harness: this block is its error, the guide stops, the run reports
-            result = internal_error_result(step, self.context)
+            result = dataclasses.replace(internal_error_result(step, self.context), start_s=start_s)
             self.results.append(result)
             self.context.events.finished(result)
             self.stop_reason = f"after an internal error of guide-guard in block {step.name} (line {step.line})"
@@ -239,9 +244,10 @@ class _GuideRun:
         if result.status.is_failure and not goes_on and self.stop_reason is None:
             self.stop_reason = f"after block {step.name} (line {step.line}) {result.status.value}"
 
-    def _run(self, step: Step) -> BlockResult:
-        """Run the step and its diagnostics, and report it."""
+    def _run(self, step: Step, start_s: float) -> BlockResult:
+        """Run the step (started START_S into the guide) and its diagnostics, and report it."""
         result, signum = run_step(step, self.stored, self.context)
+        result = dataclasses.replace(result, start_s=start_s)
         for name in [name for name in self.stored if self.last_load.get(name, 0) <= step.ordinal]:
             del self.stored[name]
         self._interrupted(signum)
