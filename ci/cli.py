@@ -27,7 +27,8 @@ __all__ = [
     "program_name",
 ]
 
-# The installed console scripts: guide-guard, guide-guard-rehearse, guide-guard-monitor, guide-guard-drift.
+# The installed console scripts: guide-guard, guide-guard-rehearse, guide-guard-monitor, guide-guard-drift,
+# guide-guard-pre-commit.
 CONSOLE_SCRIPT_PREFIX = "guide-guard"
 
 
