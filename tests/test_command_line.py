@@ -235,18 +235,31 @@ def test_an_earlier_directory_that_cannot_be_removed_is_a_warning_only(
     assert "Traceback" not in done.stderr
 
 
-def test_a_parent_others_may_write_in_is_not_used(tmp_path: Path, harness_env: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    ("kind", "why"),
+    [
+        ("writable by others", "others may write in it (mode 777); make it 0700 or remove it"),
+        ("symbolic link", "it is not a directory (a symbolic link or a file is there)"),
+    ],
+)
+def test_a_parent_that_is_not_safely_ours_is_not_used(
+    tmp_path: Path, harness_env: dict[str, str], kind: str, why: str
+) -> None:
+    """The run goes on in a plain temporary directory, and says why it is not under the shared parent."""
     temporary = tmp_path / "tmp"
     parent = temporary / "guide-guard"
-    parent.mkdir(parents=True)
-    parent.chmod(0o777)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    temporary.mkdir()
+    if kind == "symbolic link":  # planted where the parent belongs: a run must not write through it
+        parent.symlink_to(elsewhere)
+    else:
+        parent.mkdir()
+        parent.chmod(0o777)
     done = _run_without_output_dir(_write_guide(tmp_path, QUICK), {**harness_env, "TMPDIR": str(temporary)})
     assert done.returncode == 0, done.stdout + done.stderr
     outputs = _outputs_named(done.stdout)
     assert outputs.parent == temporary and outputs.name.startswith("guide-guard-run-")
     assert (outputs / "results.json").is_file()
-    assert (
-        f"warning: temporary outputs are in {outputs}, not under {parent}: others may write in it (mode 777)"
-        in done.stderr
-    )
-    assert list(parent.iterdir()) == []
+    assert f"warning: temporary outputs are in {outputs}, not under {parent}: {why}\n" in done.stderr
+    assert list(parent.iterdir()) == [] and list(elsewhere.iterdir()) == []
