@@ -18,6 +18,7 @@ from ci.core.text import escape_undecodable
 
 __all__ = [
     "CONSOLE_SCRIPT_PREFIX",
+    "ConsoleGuard",
     "ExitCode",
     "command_parser",
     "fail",
@@ -26,7 +27,8 @@ __all__ = [
     "program_name",
 ]
 
-# The installed console scripts: guide-guard, guide-guard-rehearse, guide-guard-monitor, guide-guard-drift.
+# The installed console scripts: guide-guard, guide-guard-rehearse, guide-guard-monitor, guide-guard-drift,
+# guide-guard-pre-commit.
 CONSOLE_SCRIPT_PREFIX = "guide-guard"
 
 
@@ -80,23 +82,34 @@ def fail(message: str, parser: argparse.ArgumentParser | None = None) -> ExitCod
     return ExitCode.USAGE
 
 
+class ConsoleGuard:
+    """What guarded_console yields: how a command whose output is meant for a pipe takes its reader closing."""
+
+    def __init__(self) -> None:
+        # True for a listing (`--list | head -1`): a reader that stops reading is normal, and not said
+        self.closed_pipe_is_normal = False
+
+
 @contextlib.contextmanager
-def guarded_console() -> Iterator[None]:
+def guarded_console() -> Iterator[ConsoleGuard]:
     """While it lasts, no write to stdout or stderr can stop the command or change its exit status.
 
     A stream that cannot be written any more (its reader closed the pipe:
     `| head -1`, a closed terminal; the disk of a log it was redirected to
     is full) is said once, as an `[ERROR]` on the other stream, and what
     follows for it is dropped; the command carries on and ends as it would
-    have. A name holding bytes that are not UTF-8 is written with them as
-    `\\xNN` (escape_undecodable), whatever the console's encoding.
+    have. A closed pipe is not said when the command set
+    `closed_pipe_is_normal` on the guard it was given. A name holding bytes
+    that are not UTF-8 is written with them as `\\xNN` (escape_undecodable),
+    whatever the console's encoding.
     """
     streams = sys.stdout, sys.stderr
-    out, err = _ConsoleStream(sys.stdout, "stdout"), _ConsoleStream(sys.stderr, "stderr")
+    guard = ConsoleGuard()
+    out, err = _ConsoleStream(sys.stdout, "stdout", guard), _ConsoleStream(sys.stderr, "stderr", guard)
     out.other, err.other = err, out
     sys.stdout, sys.stderr = out, err
     try:
-        yield
+        yield guard
     finally:
         out.flush()
         err.flush()
@@ -110,8 +123,9 @@ class _ConsoleStream:
     fails again later (at exit, Python would turn that into exit status 120).
     """
 
-    def __init__(self, stream: TextIO | None, name: str) -> None:
+    def __init__(self, stream: TextIO | None, name: str, guard: ConsoleGuard) -> None:
         self.stream = stream
+        self.guard = guard  # whether a closed pipe is said
         self.name = name  # stdout or stderr, as the [ERROR] names it
         self.other: _ConsoleStream | None = None  # where its loss is said
         self.gone = stream is None  # Python leaves sys.stdout None when descriptor 1 was closed at start
@@ -157,6 +171,8 @@ class _ConsoleStream:
                 with contextlib.suppress(OSError):
                     os.dup2(null, descriptor)
                 os.close(null)
+        if exc.errno == errno.EPIPE and self.guard.closed_pipe_is_normal:
+            return
         if self.other is not None:
             if exc.errno == errno.EPIPE:
                 why = "its reader closed it (Broken pipe)"

@@ -1,6 +1,6 @@
 """Rehearsal: run the SpecForge guide green on any Linux machine, against simulations of the NPU box it targets."""
 
-# `python -m ci.rehearse docs/specforge.md [--output-dir DIR] [--keep] [--ref tag|commit] [ci.run flags]`
+# `python -m ci.rehearse docs/specforge.md [--output-dir DIR] [--ref tag|commit] [ci.run flags]`
 # moves into private network and mount namespaces where the machine allows it, builds a sandbox (fake
 # tools first on PATH, a virtualenv holding the simulated image's Python packages, a local git repository
 # standing in for SpecForge, the CANN files the guide reads), starts a fake Hugging Face Hub on 127.0.0.1
@@ -15,7 +15,6 @@ import argparse
 import contextlib
 import ctypes
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from ci.cli import ExitCode, command_parser, fail, print_error
 from ci.rehearsal.model import ASSETS, BREAK_ENV, KNOBS
+from ci.temporary import KEEP_NEWEST
 
 if TYPE_CHECKING:
     from ci.rehearsal.fake_hub import FakeHub
@@ -45,7 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("guide", metavar="GUIDE", help="the guide to rehearse (docs/specforge.md)")
     parser.add_argument("--output-dir", metavar="DIR", help="sandbox, block outputs and results.json (kept)")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary directory after a passing run")
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="no effect, kept for old command lines: a temporary directory is always kept now, until pruned",
+    )
     parser.add_argument(
         "--ref",
         choices=("tag", "commit"),
@@ -129,7 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = render(plan, args.guide, hub, int(exit_status), leftovers)
     (plan.sandbox.base / "rehearsal-report.txt").write_text(text + "\n", encoding="utf-8")
     print(text, flush=True)
-    _remove_or_keep(plan.sandbox.root, temporary=args.output_dir is None, keep=args.keep or exit_status != ExitCode.OK)
+    # kept, even after a passing run: every path printed above stays good (a temporary one goes when pruned)
+    where = "" if args.output_dir else f" (a temporary directory: the {KEEP_NEWEST} newest are kept)"
+    print(f"rehearsal: outputs and sandbox kept in {plan.sandbox.root}{where}", flush=True)
     return exit_status
 
 
@@ -162,15 +168,6 @@ def _run(plan: Rehearsal, command: list[str], hub: FakeHub) -> tuple[int, dict[i
     if (leftovers or outlived) and exit_status == ExitCode.OK:
         exit_status = ExitCode.FAILED  # the run passed, but left a simulated process behind
     return exit_status, leftovers
-
-
-def _remove_or_keep(root: Path, *, temporary: bool, keep: bool) -> None:
-    """A temporary directory goes after a passing run (unless --keep); say where the outputs are otherwise."""
-    if temporary and not keep:
-        shutil.rmtree(root, ignore_errors=True)
-        print(f"rehearsal: removed {root} (--keep keeps it)")
-    else:
-        print(f"rehearsal: outputs and sandbox kept in {root}")
 
 
 if __name__ == "__main__":

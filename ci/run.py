@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ci.cli import ExitCode, command_parser, fail, guarded_console, print_error
+from ci.cli import ConsoleGuard, ExitCode, command_parser, fail, guarded_console, print_error
 from ci.run_update import UPDATE_EXIT_STATUS, UpdateAfterRun, update_from_run, update_usage_problem
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ def _add_choice_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--from", dest="start", metavar="ID", help="start at this block")
     parser.add_argument("--until", metavar="ID", help="stop after this block")
     parser.add_argument("--list", action="store_true", help="print the plan and run nothing")
-    parser.add_argument("--format", choices=("text", "json"), default="text", help="format of --list")
+    parser.add_argument("--format", choices=("text", "json"), help="with --list: the plan as text (default) or JSON")
     parser.add_argument(
         "--mask-env",
         action="append",
@@ -221,13 +221,21 @@ def _duration(option: str, text: str) -> float:
 def main(argv: Sequence[str] | None = None) -> int:
     """The command: its exit status, whatever became of its console (a closed pipe, a full disk)."""
     started = time.monotonic()  # --deadline counts from here: reading a guide from a URL is part of the run
-    with guarded_console():
-        return _main(argv, started)
+    with guarded_console() as console:
+        return _main(argv, started, console)
 
 
-def _main(argv: Sequence[str] | None, started: float) -> int:
+def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.format is not None and not args.list:
+        # without --list the whole guide would run, and print no plan: an hour of machine time for nothing
+        return fail(
+            f"--format {args.format} goes with --list, which prints the plan and runs nothing:"
+            f" add --list (--list --format {args.format}), or drop --format to run the guide",
+            parser,
+        )
+    console.closed_pipe_is_normal = args.list  # `--list | head -1` ends quietly
     usage = update_usage_problem(args)
     if usage:
         return fail(usage, parser)

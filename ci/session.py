@@ -64,9 +64,10 @@ def run(
     if args.output_dir:
         output_dir = Path(args.output_dir).absolute()
     else:
-        import tempfile
-
-        output_dir = Path(tempfile.mkdtemp(prefix="guide-guard-"))
+        made = _temporary_output_dir()
+        if isinstance(made, str):
+            return fail(made)
+        output_dir = made
     output_dir.mkdir(parents=True, exist_ok=True)
     lock = _lock_output_dir(output_dir)
     if isinstance(lock, str):
@@ -100,6 +101,20 @@ def run(
     finally:
         _remove_pid_file(pid_file)
         os.close(lock)
+
+
+def _temporary_output_dir() -> Path | str:
+    """A new directory under $TMPDIR/guide-guard/ for a run given no --output-dir (ci.temporary), or why none."""
+    from ci.temporary import make_temporary_outputs
+
+    try:
+        made = make_temporary_outputs("run")
+    except OSError as exc:
+        where = exc.filename or "the temporary directory"
+        return f"cannot make a temporary output directory ({os_error_text(exc, where)}); nothing was run: name one with --output-dir"
+    for warning in made.warnings:
+        print(f"warning: {warning}", file=sys.stderr, flush=True)
+    return made.path
 
 
 def _lock_output_dir(output_dir: Path) -> int | str:

@@ -268,6 +268,34 @@ def test_without_namespaces_the_machine_is_shared_and_said_so(tmp_path: Path, ha
     assert "\n  not redirected: the guide's own /tmp/build-mooncake-pip.log, /tmp/smoke-mooncake.log," in run.stdout
 
 
+def test_a_temporary_rehearsal_keeps_every_path_it_printed(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    """Without --output-dir, a passing rehearsal's directory is under $TMPDIR/guide-guard/, and still there."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "ci.rehearse", GUIDE, "--until", "check-py"],
+        cwd=REPO,
+        env={**harness_env, "TMPDIR": str(temporary)},
+        capture_output=True,
+        text=True,
+        timeout=240,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+    (root,) = (temporary / "guide-guard").iterdir()
+    assert root.name.startswith("rehearsal-")
+    assert done.stdout.rstrip().endswith(
+        f"rehearsal: outputs and sandbox kept in {root} (a temporary directory: the 10 newest are kept)"
+    )
+    # every file or directory of the rehearsal the log names (the sandbox, the outputs, the Hub's log...)
+    printed = set(re.findall(rf"{re.escape(str(root))}[^\s:,()]*", done.stdout))
+    assert f"full block outputs: {root}" in done.stdout and len(printed) > 5, done.stdout
+    made_when_used = {"calls.jsonl", "hf-home", "hub.log"}  # nothing of the guide up to check-py used them
+    missing = [path for path in sorted(printed) if not os.path.lexists(path.rstrip("/"))]
+    assert [path for path in missing if Path(path).name not in made_when_used] == []
+    assert (root / "results.json").is_file() and (root / "sandbox" / "rehearsal-report.txt").is_file()
+
+
 def test_an_unknown_failure_knob_is_a_usage_error(tmp_path: Path, harness_env: dict[str, str]) -> None:
     run = rehearse(tmp_path, harness_env, REHEARSAL_BREAK="mooncake-no-bnid")
 

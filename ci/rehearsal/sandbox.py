@@ -8,7 +8,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from ci.rehearsal.model import (
     Simulation,
 )
 from ci.rehearsal.namespaces import isolate, redirect_scratch
+from ci.temporary import make_temporary_outputs
 
 __all__ = ["FAKE_TOOLS", "check_machine", "prepare", "set_up"]
 
@@ -40,27 +40,29 @@ _SANDBOX_MARKER = ".guide-guard-rehearsal"  # the file that makes a directory a 
 
 
 def set_up(output_dir: str | None, *, ref_kind: str, scratch: list[str]) -> Rehearsal:
-    """Isolate this process, check the machine and prepare the sandbox under output_dir (or a temporary directory).
+    """Isolate this process, check the machine and prepare the sandbox under output_dir, or else under a new
+    temporary directory in $TMPDIR/guide-guard/ (ci.temporary: kept, so that every path printed stays good, and
+    pruned with the temporary outputs of runs).
 
-    Raises SetupError, after removing a temporary directory it made.
+    Raises SetupError; a temporary directory made is kept, as the paths its message may name.
     """
-    temporary = output_dir is None
-    root: Path | None = None
-    try:
-        shared = isolate()
-        check_machine()
-        root = (
-            Path(tempfile.mkdtemp(prefix="guide-guard-rehearsal-"))
-            if output_dir is None
-            else Path(output_dir).absolute()
-        )
-        plan = prepare(root, ref_kind=ref_kind, shared=shared, scratch=scratch)
-        if shared is None:
-            redirect_scratch(scratch, plan.sandbox.base / "guide-tmp")
-    except SetupError:
-        if temporary and root is not None:
-            shutil.rmtree(root, ignore_errors=True)
-        raise
+    shared = isolate()
+    check_machine()
+    if output_dir is not None:
+        root = Path(output_dir).absolute()
+    else:
+        try:
+            made = make_temporary_outputs("rehearsal")
+        except OSError as exc:
+            raise SetupError(
+                f"cannot make a temporary directory ({exc.strerror or exc}): name one with --output-dir"
+            ) from exc
+        for warning in made.warnings:
+            print(f"warning: {warning}", file=sys.stderr, flush=True)
+        root = made.path
+    plan = prepare(root, ref_kind=ref_kind, shared=shared, scratch=scratch)
+    if shared is None:
+        redirect_scratch(scratch, plan.sandbox.base / "guide-tmp")
     return plan
 
 

@@ -1,0 +1,141 @@
+"""Command line: `python -m ci.precommit FILE ...` checks the guides among staged files, running nothing of them.
+
+The entry of the pre-commit hook `guide-guard-check` (.pre-commit-hooks.yaml at the repository root):
+pre-commit passes the staged Markdown files. A file is a guide when it has a labelled block, or when the
+registry (guides.yaml in the current directory, when there is one) names it; any other file passes
+without a word. Each guide gets the two checks of `python -m ci.drift` that run nothing from it and
+need no network: the contract (what `python -m ci.run GUIDE --list` reports) and the static checks
+(bash -n, shellcheck, compile()). The block diff and the last-run re-check need a base revision and a
+run, the pins the network: those stay with ci.drift on the pull request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ci.cli import ExitCode, command_parser, fail, guarded_console
+from ci.core.text import plural
+
+if TYPE_CHECKING:
+    from ci.maintain.drift import Finding
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = command_parser(
+        "ci.precommit",
+        description=(
+            "Check the guides among FILEs (Markdown with labelled blocks, or named in guides.yaml) as a "
+            "pre-commit hook: document errors as `python -m ci.run GUIDE --list` reports them, and the static "
+            "checks of ci.drift (bash -n, shellcheck, compile). Nothing of a guide is run; no network is used."
+        ),
+        epilog="Exit status: 0 no error (warnings are shown, and pass); 1 a guide has an error; 2 usage error.",
+    )
+    parser.add_argument(
+        "files", nargs="*", metavar="FILE", help="the files to look at (pre-commit passes the staged ones)"
+    )
+    parser.add_argument(
+        "--no-static", action="store_true", help="only the contract check: no bash -n, shellcheck or compile()"
+    )
+    parser.add_argument(
+        "--registry",
+        metavar="FILE",
+        default="guides.yaml",
+        help="the guide registry whose guides are checked even without a label (default: guides.yaml, when there)",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command: its exit status, whatever became of its console (a closed pipe, a full disk)."""
+    with guarded_console():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from ci.core.tools import find_tool
+    from ci.maintain.drift import Severity
+
+    missing = [name for name in args.files if not os.path.isfile(name)]
+    if missing:
+        return fail(f"no such file: {', '.join(missing)}", parser)
+    registered = _registered_guides(args.registry)
+    shellcheck = None if args.no_static else find_tool("shellcheck")
+    checked = 0
+    findings: list[Finding] = []
+    for name in args.files:
+        found = _check_file(name, registered, shellcheck=shellcheck, static=not args.no_static)
+        if found is None:
+            continue  # not a guide
+        checked += 1
+        findings += sorted(found, key=lambda finding: finding.line)
+    for finding in findings:
+        where = f"{finding.file}:{finding.line}" if finding.line else finding.file
+        print(f"{finding.severity.value}: {where}: [{finding.check}] {finding.message}")
+    if checked and shellcheck is None and not args.no_static:
+        from ci.maintain.drift.check import NO_SHELLCHECK
+
+        print(f"notice: {NO_SHELLCHECK}")
+    errors = sum(1 for finding in findings if finding.severity is Severity.ERROR)
+    if checked:
+        warnings = sum(1 for finding in findings if finding.severity is Severity.WARNING)
+        verdict = "fix the errors above before committing" if errors else "no error"
+        print(
+            f"guide-guard: {plural(checked, 'guide')} checked, nothing run:"
+            f" {plural(errors, 'error')}, {plural(warnings, 'warning')}; {verdict}"
+        )
+    return ExitCode.FAILED if errors else ExitCode.OK
+
+
+def _registered_guides(registry: str) -> set[str]:
+    """The local guides the registry names, as real paths; none when there is no registry or it cannot be read."""
+    path = Path(registry)
+    if not path.is_file():
+        return set()
+    from ci.maintain.registry.read import read_entries
+
+    try:
+        entries, _problems = read_entries(path, registry)
+    except (OSError, ValueError):  # the registry's own check (python -m ci.registry --check) says what is wrong
+        return set()
+    return {os.path.realpath(path.parent / entry.guide) for entry in entries if not entry.is_url}
+
+
+def _check_file(name: str, registered: set[str], *, shellcheck: str | None, static: bool) -> list[Finding] | None:
+    """The findings of the contract (and static) check of the guide NAME; None when NAME is not a guide."""
+    from ci.core.model import DocumentError
+    from ci.core.parse import parse_guide
+    from ci.core.plan import guides_without_blocks
+    from ci.core.source import read_guide
+    from ci.maintain.drift import Finding, Severity, contract_findings, static_findings
+    from ci.maintain.drift.contract import document_error_findings
+    from ci.maintain.drift.findings import CONTRACT
+
+    try:
+        loose = Path(name).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return [Finding(CONTRACT, Severity.ERROR, name, 0, f"cannot read it: {exc.strerror or exc}")]
+    if not parse_guide(loose, name).blocks and os.path.realpath(name) not in registered:
+        return None
+    try:
+        parsed = parse_guide(read_guide(name).text, name)
+    except DocumentError as error:  # not UTF-8, too large
+        return document_error_findings(name, error)
+    plan, findings = contract_findings(parsed)
+    if plan is not None:
+        findings += [Finding(CONTRACT, Severity.ERROR, name, p.line, p.message) for p in guides_without_blocks([plan])]
+    if static:
+        findings += static_findings(parsed, shellcheck=shellcheck)
+    return findings
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,265 @@
+"""ci.run's command line around a run: options that only go with --list, a listing piped into `head`, and the
+temporary output directories of runs given no --output-dir."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+FENCE = "```"
+
+
+def _write_guide(directory: Path, text: str, name: str = "guide.md") -> Path:
+    guide = directory / name
+    guide.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return guide
+
+
+def _harness(*args: str) -> list[str]:
+    return [sys.executable, "-m", "ci.run", *args]
+
+
+def test_format_without_list_is_a_usage_error_and_runs_nothing(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    ran = tmp_path / "ran"
+    guide = _write_guide(
+        tmp_path,
+        f"""
+        {FENCE}shell #test-setup
+        touch "{ran}"
+        {FENCE}
+        """,
+    )
+    done = subprocess.run(
+        _harness(str(guide), "--format", "json", "--output-dir", str(tmp_path / "out")),
+        env=harness_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "[ERROR] --format json goes with --list, which prints the plan and runs nothing: add --list" in done.stderr
+    assert not ran.exists()  # no block ran
+    assert not (tmp_path / "out" / "results.json").exists()
+    assert done.stdout == ""
+
+
+def _many_blocks(count: int) -> str:
+    """A guide whose --list --format json is far longer than a pipe holds (64 KiB on Linux)."""
+    blocks = []
+    for index in range(count):
+        blocks += [f'{FENCE}shell #test id="b{index}"', f"echo {'x' * 200}", FENCE, ""]
+        blocks += [f'{FENCE}text #test-result id="b{index}"', "x" * 200, FENCE, ""]
+    return "\n".join(blocks)
+
+
+def test_a_listing_piped_into_head_ends_quietly(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    """`--list --format json | head -1`: the first line, then an end without a word on stderr, exit 0."""
+    guide = _write_guide(tmp_path, _many_blocks(400))
+    harness = subprocess.Popen(
+        _harness(str(guide), "--list", "--format", "json"),
+        env=harness_env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert harness.stdout is not None and harness.stderr is not None
+    assert harness.stdout.readline() == "[\n"  # as `head -1` reads it, and then closes the pipe
+    harness.stdout.close()
+    stderr = harness.stderr.read()
+    assert harness.wait(timeout=60) == 0, stderr
+    assert "Traceback" not in stderr
+    assert stderr == ""  # a reader that has read enough is no error of a listing
+
+
+def test_a_listing_on_a_full_disk_is_still_said(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    """Only a closed pipe is taken as normal for a listing: a log on a full disk is an error worth a line."""
+    guide = _write_guide(tmp_path, _many_blocks(2))
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            _harness(str(guide), "--list"),
+            env=harness_env,
+            stdin=subprocess.DEVNULL,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 0
+    assert "[ERROR] stdout cannot be written any more: No space left on device" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+QUICK = f"""
+{FENCE}shell #test-setup
+echo quick
+{FENCE}
+"""
+
+# Waits (a bounded while) for the file GO names: the run holds its output directory meanwhile.
+WAITING = f"""
+{FENCE}shell #test-setup
+for _ in $(seq 300); do [ -e "$GO" ] && break; sleep 0.1; done
+[ -e "$GO" ]
+{FENCE}
+"""
+
+DAY_S = 86400.0
+
+
+def _run_without_output_dir(guide: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        _harness(str(guide)), env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+    )
+
+
+def _outputs_named(stdout: str) -> Path:
+    """The directory the log names as `full block outputs: DIR`."""
+    (line,) = [line for line in stdout.splitlines() if line.startswith("full block outputs: ")]
+    return Path(line.removeprefix("full block outputs: "))
+
+
+def _earlier_run(parent: Path, name: str, age_s: float) -> Path:
+    """A directory an earlier run left, last changed AGE_S ago."""
+    directory = parent / name
+    directory.mkdir()
+    (directory / "results.json").write_text("{}\n", encoding="utf-8")
+    changed = time.time() - age_s
+    os.utime(directory, (changed, changed))
+    return directory
+
+
+def _wait_for_running_block(parent: Path, pid: int) -> Path:
+    """The output directory of the run PID, once its first block runs (a bounded wait): from then on, until the
+    block ends, the run adds nothing to the directory itself, and the directory's last change stays as set."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for pid_file in parent.glob("run-*/harness.pid"):
+            with contextlib.suppress(OSError):
+                if pid_file.read_text(encoding="ascii").strip() == str(pid) and (pid_file.parent / "blocks").is_dir():
+                    return pid_file.parent
+        time.sleep(0.05)
+    raise AssertionError(f"the run {pid} made no output directory under {parent}")
+
+
+def test_runs_without_output_dir_share_one_parent_whose_oldest_go(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    """The 10 newest are kept, and every one changed within the hour, and one a run is using (whatever its age)."""
+    temporary, go = tmp_path / "tmp", tmp_path / "go"
+    temporary.mkdir()
+    env = {**harness_env, "TMPDIR": str(temporary), "GO": str(go)}
+    parent = temporary / "guide-guard"
+    waiting = subprocess.Popen(
+        _harness(str(_write_guide(tmp_path, WAITING, "waiting.md"))),
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        in_use = _wait_for_running_block(parent, waiting.pid)
+        assert stat.S_IMODE(parent.stat().st_mode) == 0o700  # made by the first run, for its user only
+        os.utime(in_use, (time.time() - 3 * DAY_S,) * 2)  # the oldest of all: a run of three days
+        old = [_earlier_run(parent, f"run-old{index}", 2 * DAY_S + index) for index in range(3)]
+        recent = [_earlier_run(parent, f"run-recent{index}", 1800 + index) for index in range(10)]
+        done = _run_without_output_dir(_write_guide(tmp_path, QUICK, "quick.md"), env)
+        left = sorted(parent.iterdir())  # while the first run still waits
+        kept_its_blocks = (in_use / "blocks").is_dir()
+    finally:
+        go.touch()
+        stdout, stderr = waiting.communicate(timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    new = _outputs_named(done.stdout)
+    assert new.parent == parent and new.name.startswith("run-")
+    assert (new / "results.json").is_file()
+    assert done.stderr == ""  # pruning is not worth a word
+    assert left == sorted([in_use, new, *recent])  # the two-day-old ones went
+    assert kept_its_blocks
+    assert not any(directory.exists() for directory in old)
+    # the run using its directory all along was not disturbed
+    assert waiting.returncode == 0, stdout + stderr
+    assert _outputs_named(stdout) == in_use
+    assert json.loads((in_use / "results.json").read_text(encoding="utf-8"))["blocks"][0]["status"] == "passed"
+
+
+@contextlib.contextmanager
+def _unremovable(directory: Path) -> Iterator[None]:
+    """Make what is inside DIRECTORY impossible to remove for this user: immutable as root, read-only otherwise."""
+    inner = directory / "left-by-root"
+    inner.mkdir()
+    (inner / "log").write_text("x\n", encoding="utf-8")
+    if os.geteuid() == 0:
+        made = subprocess.run(["chattr", "+i", str(inner / "log")], capture_output=True, check=False)
+        if made.returncode != 0:
+            pytest.skip(f"chattr +i does not work here: {made.stderr.decode(errors='replace').strip()}")
+        undo = ["chattr", "-i", str(inner / "log")]
+    else:
+        inner.chmod(0o500)
+        undo = ["chmod", "700", str(inner)]
+    changed = time.time() - 2 * DAY_S
+    os.utime(directory, (changed, changed))
+    try:
+        yield
+    finally:
+        subprocess.run(undo, check=True)
+
+
+def test_an_earlier_directory_that_cannot_be_removed_is_a_warning_only(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    temporary = tmp_path / "tmp"
+    parent = temporary / "guide-guard"
+    parent.mkdir(parents=True, mode=0o700)
+    for index in range(10):
+        _earlier_run(parent, f"run-recent{index}", 1800 + index)
+    stuck = _earlier_run(parent, "run-stuck", 2 * DAY_S)
+    with _unremovable(stuck):
+        done = _run_without_output_dir(_write_guide(tmp_path, QUICK), {**harness_env, "TMPDIR": str(temporary)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _outputs_named(done.stdout).parent == parent
+    assert (
+        f"warning: 1 earlier temporary output directory under {parent} could not be removed ({stuck}: " in done.stderr
+    )
+    assert ": remove it by hand" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("kind", "why"),
+    [
+        ("writable by others", "others may write in it (mode 777); make it 0700 or remove it"),
+        ("symbolic link", "it is not a directory (a symbolic link or a file is there)"),
+    ],
+)
+def test_a_parent_that_is_not_safely_ours_is_not_used(
+    tmp_path: Path, harness_env: dict[str, str], kind: str, why: str
+) -> None:
+    """The run goes on in a plain temporary directory, and says why it is not under the shared parent."""
+    temporary = tmp_path / "tmp"
+    parent = temporary / "guide-guard"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    temporary.mkdir()
+    if kind == "symbolic link":  # planted where the parent belongs: a run must not write through it
+        parent.symlink_to(elsewhere)
+    else:
+        parent.mkdir()
+        parent.chmod(0o777)
+    done = _run_without_output_dir(_write_guide(tmp_path, QUICK), {**harness_env, "TMPDIR": str(temporary)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    outputs = _outputs_named(done.stdout)
+    assert outputs.parent == temporary and outputs.name.startswith("guide-guard-run-")
+    assert (outputs / "results.json").is_file()
+    assert f"warning: temporary outputs are in {outputs}, not under {parent}: {why}\n" in done.stderr
+    assert list(parent.iterdir()) == [] and list(elsewhere.iterdir()) == []

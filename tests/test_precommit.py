@@ -1,0 +1,232 @@
+"""The pre-commit hook: its manifest as pre-commit reads it, and its entry on the staged files of a git repository."""
+
+# The entry is run as pre-commit runs it: in the repository's top directory, with the staged file names
+# as arguments. A real `pre-commit run` of the manifest's hook is run too, as a local hook (`language:
+# system`, the entry's module run by this interpreter): `pre-commit try-repo` of the `language: python`
+# hook would pip install guide-guard and its dependencies into a fresh environment first, which needs
+# the network and takes minutes.
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from outside import unavailable
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+REPO = Path(__file__).resolve().parents[1]
+MANIFEST = REPO / ".pre-commit-hooks.yaml"
+FENCE = "```"
+
+BROKEN = f"""
+# Broken
+
+{FENCE}shell #test id=four
+touch "$RAN"
+echo 4
+{FENCE}
+
+{FENCE}shell #test-setup timout="5"
+touch "$RAN"
+{FENCE}
+"""
+
+GOOD = f"""
+# Good
+
+{FENCE}shell #test-setup store="greeting"
+touch "$RAN"; echo hello
+{FENCE}
+
+{FENCE}shell #test id="greet" load="greeting>>GREETING"
+echo "<GREETING> world"
+{FENCE}
+
+{FENCE}text #test-result id="greet"
+hello world
+{FENCE}
+"""
+
+# A forgotten load: a warning, shown, that does not fail the commit.
+WARNED = f"""
+{FENCE}shell #test-setup store="port"
+echo 8080
+{FENCE}
+
+{FENCE}shell #test-setup
+echo "<port>"
+{FENCE}
+"""
+
+# Markdown that is no guide: code blocks, none labelled.
+NOTES = f"""
+# Notes
+
+{FENCE}shell
+touch "$RAN"
+{FENCE}
+"""
+
+
+def _pre_commit() -> Any:
+    try:
+        import pre_commit.clientlib
+    except ModuleNotFoundError:
+        unavailable("pre-commit is not installed", "Install the test extra: pip install -e '.[test]'.")
+    return pre_commit.clientlib
+
+
+def _hook() -> dict[str, Any]:
+    """The manifest's one hook, as pre-commit's own schema loader reads (and checks) it."""
+    (hook,) = _pre_commit().load_manifest(str(MANIFEST))
+    return dict(hook)
+
+
+def _entry() -> str:
+    """The hook's entry, read as plain YAML: the tests of the entry itself need no pre-commit."""
+    (hook,) = yaml.safe_load(MANIFEST.read_text(encoding="utf-8"))
+    return str(hook["entry"])
+
+
+def _script_target(entry: str) -> tuple[str, str]:
+    """The module and function of the console script ENTRY, as pyproject.toml declares it."""
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    assert entry in scripts, f"the hook's entry {entry!r} is not a console script of pyproject.toml: {sorted(scripts)}"
+    module, _, function = scripts[entry].partition(":")
+    return module, function
+
+
+def test_the_manifest_is_valid_for_pre_commit_and_names_our_console_script() -> None:
+    hook = _hook()
+    assert hook["id"] == "guide-guard-check"
+    assert hook["language"] == "python"  # pre-commit installs the repository, console scripts and all
+    assert hook["types"] == ["markdown"] and hook["pass_filenames"]
+    module, function = _script_target(hook["entry"])
+    imported = __import__(module, fromlist=[function])
+    assert callable(getattr(imported, function))
+
+
+@pytest.fixture
+def repository(tmp_path: Path) -> Path:
+    """A new git repository with nothing committed."""
+    top = tmp_path / "repo"
+    top.mkdir()
+    subprocess.run(["git", "init", "-q", str(top)], check=True)
+    return top
+
+
+def _stage(top: Path, files: dict[str, str]) -> list[str]:
+    """Write and `git add` FILES; the staged names, as pre-commit passes them."""
+    for name, text in files.items():
+        (top / name).parent.mkdir(parents=True, exist_ok=True)
+        (top / name).write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    subprocess.run(["git", "add", "--", *files], cwd=top, check=True)
+    staged = subprocess.run(
+        ["git", "diff", "--cached", "--name-only", "-z"], cwd=top, check=True, capture_output=True, text=True
+    )
+    return [name for name in staged.stdout.split("\0") if name]
+
+
+def _run_entry(top: Path, names: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The hook's entry run as its console script would be: in the repository, with the staged names."""
+    module, function = _script_target(_entry())
+    script = f"import sys; from {module} import {function}; sys.exit({function}())"
+    return subprocess.run(
+        [sys.executable, "-c", script, *names],
+        cwd=top,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_a_broken_guide_fails_the_hook_naming_file_and_line(repository: Path, harness_env: dict[str, str]) -> None:
+    ran = repository.parent / "ran"
+    names = _stage(repository, {"docs/broken.md": BROKEN, "docs/good.md": GOOD})
+    done = _run_entry(repository, names, {**harness_env, "RAN": str(ran)})
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "error: docs/broken.md:3: [contract] unquoted value in 'id=four': write id=\"four\"" in lines
+    assert "error: docs/broken.md:3: [contract] #test id='four' has no #test-result id='four'; add one" in done.stdout
+    assert any(line.startswith("error: docs/broken.md:8: [contract] unknown parameter 'timout'") for line in lines)
+    assert "did you mean timeout=" in done.stdout
+    assert (
+        lines[-1]
+        == "guide-guard: 2 guides checked, nothing run: 3 errors, 0 warnings; fix the errors above before committing"
+    )
+    assert "docs/good.md" not in done.stdout  # nothing to say about it
+    assert not ran.exists()  # no block ran
+    assert "Traceback" not in done.stderr
+
+
+def test_a_good_guide_and_markdown_that_is_no_guide_pass(repository: Path, harness_env: dict[str, str]) -> None:
+    ran = repository.parent / "ran"
+    names = _stage(repository, {"docs/good.md": GOOD, "README.md": NOTES, "docs/warned.md": WARNED})
+    done = _run_entry(repository, names, {**harness_env, "RAN": str(ran)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "README.md" not in done.stdout  # not a guide: not a word about it
+    warning = "warning: docs/warned.md:6: [contract] <port> is left as written"
+    assert warning in done.stdout and 'add load="port>>port"' in done.stdout
+    assert done.stdout.splitlines()[-1] == "guide-guard: 2 guides checked, nothing run: 0 errors, 1 warning; no error"
+    assert not ran.exists()
+
+
+def test_markdown_with_no_guide_at_all_passes_without_a_word(repository: Path, harness_env: dict[str, str]) -> None:
+    names = _stage(repository, {"README.md": NOTES, "CHANGES.md": "# Changes\n"})
+    done = _run_entry(repository, names, harness_env)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+def test_a_registered_guide_is_checked_even_without_a_label(repository: Path, harness_env: dict[str, str]) -> None:
+    registry = "guides:\n  - name: notes\n    guide: docs/notes.md\n    runner: [ubuntu-latest]\n"
+    names = _stage(repository, {"docs/notes.md": NOTES, "guides.yaml": registry})
+    done = _run_entry(repository, [name for name in names if name.endswith(".md")], harness_env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "error: docs/notes.md: [contract] no runnable block, so there is nothing to check" in done.stdout
+
+
+def test_pre_commit_itself_runs_the_hook_on_the_staged_guides(
+    repository: Path, tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    """A real `pre-commit run`, with the manifest's hook as a local one (see the note at the top)."""
+    _pre_commit()
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    hook = _hook()
+    module, _ = _script_target(hook["entry"])
+    local = {
+        "id": hook["id"],
+        "name": hook["name"],
+        "entry": f"{sys.executable} -m {module}",
+        "language": "system",
+        "types": hook["types"],
+    }
+    config = yaml.safe_dump({"repos": [{"repo": "local", "hooks": [local]}]})
+    _stage(repository, {".pre-commit-config.yaml": config, "docs/broken.md": BROKEN, "README.md": NOTES})
+    env = {**harness_env, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"), "RAN": str(tmp_path / "ran")}
+    env.pop("PRE_COMMIT", None)
+    command = [sys.executable, "-m", "pre_commit", "run", "--color", "never"]
+    done = subprocess.run(command, cwd=repository, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "guide-guard contract check" in done.stdout and "Failed" in done.stdout
+    assert "error: docs/broken.md:3: [contract] unquoted value in 'id=four'" in done.stdout
+    assert not (tmp_path / "ran").exists()
+    # fixed and staged again, the commit may go
+    _stage(repository, {"docs/broken.md": GOOD})
+    done = subprocess.run(command, cwd=repository, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "guide-guard contract check" in done.stdout and "Passed" in done.stdout
+    assert os.path.isdir(tmp_path / "pre-commit-home")
