@@ -225,18 +225,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(argv, started, console)
 
 
+def _combination_problem(args: argparse.Namespace) -> str | None:
+    """Flags that do not go together, said before anything is read or run."""
+    if args.format is not None and not args.list:
+        # without --list the whole guide would run, and print no plan: an hour of machine time for nothing
+        return (
+            f"--format {args.format} goes with --list, which prints the plan and runs nothing:"
+            f" add --list (--list --format {args.format}), or drop --format to run the guide"
+        )
+    return update_usage_problem(args)
+
+
 def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.format is not None and not args.list:
-        # without --list the whole guide would run, and print no plan: an hour of machine time for nothing
-        return fail(
-            f"--format {args.format} goes with --list, which prints the plan and runs nothing:"
-            f" add --list (--list --format {args.format}), or drop --format to run the guide",
-            parser,
-        )
     console.closed_pipe_is_normal = args.list  # `--list | head -1` ends quietly
-    usage = update_usage_problem(args)
+    usage = _combination_problem(args)
     if usage:
         return fail(usage, parser)
     if args.from_run:
