@@ -6,11 +6,12 @@ import argparse
 import contextlib
 import enum
 import errno
+import functools
 import os
 import sys
 import threading
-from collections.abc import Iterable, Iterator
-from typing import Any, TextIO
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Protocol, TextIO
 
 from ci import __version__
 from ci.core.disk import os_error_text
@@ -22,6 +23,7 @@ __all__ = [
     "ExitCode",
     "command_parser",
     "fail",
+    "guarded_command",
     "guarded_console",
     "print_error",
     "program_name",
@@ -114,6 +116,32 @@ def guarded_console() -> Iterator[ConsoleGuard]:
         out.flush()
         err.flush()
         sys.stdout, sys.stderr = streams
+
+
+class Main(Protocol):
+    """A command's main(): its arguments (sys.argv's when None), its exit status."""
+
+    def __call__(self, argv: Sequence[str] | None = None) -> int: ...
+
+
+def guarded_command(*, closed_pipe_is_normal: bool = False) -> Callable[[Main], Main]:
+    """A command's main(), run inside guarded_console: its exit status is its own, whatever becomes of its console.
+
+    `closed_pipe_is_normal`: its output is a report meant for a pipe as much
+    as for a person (`| head`, `| jq`), so a reader that stops reading is not
+    said.
+    """
+
+    def decorate(main: Main) -> Main:
+        @functools.wraps(main)
+        def guarded(argv: Sequence[str] | None = None) -> int:
+            with guarded_console() as console:
+                console.closed_pipe_is_normal = closed_pipe_is_normal
+                return main(argv)
+
+        return guarded
+
+    return decorate
 
 
 class _ConsoleStream:

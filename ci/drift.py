@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from ci.cli import ExitCode, command_parser, fail, guarded_console, print_error
+from ci.cli import ExitCode, command_parser, fail, guarded_command, print_error
 
 __all__ = ["build_parser", "main"]
 
@@ -40,13 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@guarded_command(closed_pipe_is_normal=True)
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command: its exit status, whatever became of its console (a closed pipe, a full disk)."""
-    with guarded_console():
-        return _main(argv)
-
-
-def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     # imported only now, so that --help and usage errors start quickly

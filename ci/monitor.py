@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ci.cli import ExitCode, command_parser, fail, print_error
+from ci.cli import ExitCode, command_parser, fail, guarded_command, print_error
 from ci.core.files import write_atomically
 from ci.maintain.monitor import DEFAULT_MAX_RETRIES, SIGNALS, UNKNOWN, WATCHABLE, decide, record_result
 
@@ -181,6 +181,7 @@ def _decide(args: argparse.Namespace, state_path: Path, state: Mapping[str, Any]
     return ExitCode.OK
 
 
+@guarded_command(closed_pipe_is_normal=True)
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)

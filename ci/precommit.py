@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci.cli import ExitCode, command_parser, fail, guarded_console
+from ci.cli import ExitCode, command_parser, fail, guarded_command
 from ci.core.text import plural
 
 if TYPE_CHECKING:
@@ -52,13 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@guarded_command(closed_pipe_is_normal=True)
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command: its exit status, whatever became of its console (a closed pipe, a full disk)."""
-    with guarded_console():
-        return _main(argv)
-
-
-def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from ci.core.tools import find_tool

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ci.cli import ExitCode, command_parser, fail, print_error
+from ci.cli import ExitCode, command_parser, fail, guarded_command, print_error
 from ci.maintain.registry import GROUPS, REGISTRY_FILE, Registry, RegistryError, load_registry
 
 __all__ = ["build_parser", "main"]
@@ -107,6 +107,7 @@ def _board(registry: Registry | None, args: argparse.Namespace) -> ExitCode:
     return ExitCode.OK
 
 
+@guarded_command(closed_pipe_is_normal=True)
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)

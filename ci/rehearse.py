@@ -23,7 +23,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from ci.cli import ExitCode, command_parser, fail, print_error
+from ci.cli import ExitCode, command_parser, fail, guarded_command, print_error
 from ci.rehearsal.model import ASSETS, BREAK_ENV, KNOBS
 from ci.temporary import KEEP_NEWEST
 
@@ -99,6 +99,7 @@ def _forwarding_signals() -> Iterator[_Forwarder]:
             signal.signal(signum, handler)
 
 
+@guarded_command()
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, passed_on = parser.parse_known_args(argv)

@@ -263,3 +263,42 @@ def test_a_parent_that_is_not_safely_ours_is_not_used(
     assert (outputs / "results.json").is_file()
     assert f"warning: temporary outputs are in {outputs}, not under {parent}: {why}\n" in done.stderr
     assert list(parent.iterdir()) == [] and list(elsewhere.iterdir()) == []
+
+
+def _into_a_closed_pipe(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """COMMAND with its stdout a pipe whose reader is gone before it starts: its first write fails (EPIPE)."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        return subprocess.run(command, cwd=cwd, stdout=writer, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(writer)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["ci.registry", "guides.yaml", "--matrix"],
+        ["ci.drift", "--base", "HEAD", "--no-pins", "docs/examples/demo.md"],
+        ["ci.precommit", "docs/examples/demo.md", "--no-static"],
+        ["ci.monitor", "--state", "{tmp}/state.json", "--record-result", "passed", "--ref", "v1", "guides.yaml"],
+    ],
+    ids=lambda command: " ".join(command[:2]),
+)
+def test_a_report_command_piped_into_a_reader_that_stops_ends_quietly(command: list[str], tmp_path: Path) -> None:
+    """`python -m ci.registry guides.yaml --matrix | jq …` with jq gone: no traceback, no word, its own status."""
+    repository = Path(__file__).resolve().parent.parent
+    command = [part.replace("{tmp}", str(tmp_path)) for part in command]
+    done = _into_a_closed_pipe([sys.executable, "-m", *command], repository)
+    assert "Traceback" not in done.stderr and "[ERROR]" not in done.stderr, done.stderr
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_rehearsal_says_once_that_its_console_is_gone_and_keeps_its_exit_status(tmp_path: Path) -> None:
+    """The rehearsal's report is for a person: a closed console is worth one line on stderr, never a traceback."""
+    done = _into_a_closed_pipe([sys.executable, "-m", "ci.rehearse", "--help"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == (
+        "[ERROR] stdout cannot be written any more: its reader closed it (Broken pipe); what follows for it is"
+        " dropped, and the command carries on to its end\n"
+    )
