@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ci.cli import ExitCode, command_parser, fail, guarded_command, print_error
+from ci.core.text import plural
 from ci.maintain.registry import GROUPS, REGISTRY_FILE, Registry, RegistryError, load_registry
 
 __all__ = ["build_parser", "main"]
@@ -121,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print_error(str(found))
         count = len(error.problems)
         print_error(
-            f"{count} problem{'s' if count != 1 else ''} in the registry: fix {'them' if count != 1 else 'it'} and run --check again"
+            f"{plural(count, 'problem')} in the registry: fix {'them' if count != 1 else 'it'} and run --check again"
         )
         return ExitCode.USAGE
     if args.check:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ci.cli import ConsoleGuard, ExitCode, command_parser, fail, guarded_console, print_error
+from ci.core.text import plural
 from ci.run_update import UPDATE_EXIT_STATUS, UpdateAfterRun, update_from_run, update_usage_problem
 
 if TYPE_CHECKING:
@@ -308,7 +309,7 @@ def _print_document_errors(problems: Sequence[Problem], source_paths: dict[str, 
 
     print(format_problems(problems), file=sys.stderr)
     count = len(problems)
-    print_error(f"{count} document error{'s' if count > 1 else ''}; nothing was run")
+    print_error(f"{plural(count, 'document error')}; nothing was run")
     if github:
         for text in problem_annotations(problems, source_paths):
             print(text)

@@ -80,7 +80,7 @@ def _print_update(update: GuideUpdate) -> ExitCode:
         sys.stdout.writelines(update.diff)
         sys.stdout.flush()
         count = update.updated
-        print(f"{update.guide}: updated {count} #test-result block{'s' if count != 1 else ''}", file=sys.stderr)
+        print(f"{update.guide}: updated {plural(count, '#test-result block')}", file=sys.stderr)
     return ExitCode.OK if update.complete else ExitCode.FAILED
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ci.core.text import plural
+
 __all__ = ["CONTEXT_LINES", "SHOWN_CHANGES", "Gap", "Op", "Pattern", "align", "hunk"]
 
 CONTEXT_LINES = 3  # unchanged lines shown on each side of a change
@@ -280,7 +282,7 @@ def hunk(
         if op.kind in "+/":
             item = actual[op.actual]
             if isinstance(item, Gap):
-                added.append(f"+[... {item.lines} more output line{'' if item.lines == 1 else 's'} ...]")
+                added.append(f"+[... {plural(item.lines, 'more output line')} ...]")
             else:
                 added.append("+" + shown(item))
     lines += removed + added
@@ -309,5 +311,5 @@ def _matched(
     if isinstance(item, str) and not pattern.whole:
         return shown(item)
     by = " ".join(pattern.tokens)
-    count = f"{taken} or more lines" if more else f"{taken} line{'' if taken == 1 else 's'}"
+    count = f"{taken} or more lines" if more else plural(taken, "line")
     return f"{shown(pattern.text)} ({count} matched by {by})"

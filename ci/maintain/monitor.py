@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ci.core.text import plural
+
 __all__ = [
     "DEFAULT_MAX_RETRIES",
     "FIRED",
@@ -149,7 +151,7 @@ def _retry_signal(state: Mapping[str, Any], max_retries: int) -> dict[str, Any]:
         detail = f"the previous run failed (on {last.get('ref')}): retry {retries + 1} of {max_retries}"
         return _signal(FIRED, detail, **counts)
     detail = (
-        f"the previous run failed {failures} time{'s' if failures != 1 else ''} in a row; "
+        f"the previous run failed {plural(failures, 'time')} in a row; "
         f"all {max_retries} retries are spent until something changes"
     )
     return _signal(QUIET, detail, **counts)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ci.core.text import plural
 from ci.maintain.drift.findings import CHECKS, Finding, GuideDrift, Severity
 from ci.report.github import MAX_ANNOTATIONS, annotation, fit_summary, table_cell
 
@@ -46,9 +47,9 @@ def _tally(drifts: Sequence[GuideDrift]) -> str:
         for finding in drift.findings:
             counts[finding.severity] += 1
     changes = sum(len(d.changes) for d in drifts)
-    parts = [f"{n} {s.value}{'s' if n != 1 else ''}" for s, n in counts.items()]
-    guides = f"{len(drifts)} guide{'s' if len(drifts) != 1 else ''}"
-    return f"drift: {guides}: {', '.join(parts)}; {changes} block{'s' if changes != 1 else ''} need re-verification on hardware"
+    parts = [plural(n, s.value) for s, n in counts.items()]
+    guides = plural(len(drifts), "guide")
+    return f"drift: {guides}: {', '.join(parts)}; {plural(changes, 'block')} need re-verification on hardware"
 
 
 def _cell(text: str) -> str:

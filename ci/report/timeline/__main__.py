@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ci.core.disk import os_error_text
+from ci.core.text import plural
 from ci.record import RECORD_FILE, RecordError, read_record
 from ci.report.timeline import timeline_of_record
 from ci.report.timeline.png import MissingExtra, draw_png
@@ -59,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _error(str(exc))
     except OSError as exc:
         return _error(f"cannot write {output}: {os_error_text(exc, output)}")
-    print(f"{output}: the timeline of {drawn} block{'' if drawn == 1 else 's'} from {path}")
+    print(f"{output}: the timeline of {plural(drawn, 'block')} from {path}")
     return 0
 
 
