@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from ci.core.model import Status
+from ci.core.text import plural
 from ci.rehearsal.fake_hub import FakeHub
 from ci.rehearsal.model import GUIDE_PORTS, Rehearsal, Sandbox
 
@@ -26,7 +27,9 @@ def render(plan: Rehearsal, guide: str, hub: FakeHub, exit_status: int, leftover
         lines.append(f"isolation: none ({plan.shared}); the machine's loopback and /tmp are shared")
     lines.append("simulations:")
     lines += [f"  {s.name}: {s.how} (for {s.stands_in_for})" for s in plan.simulations]
-    lines.append(f"  fake Hugging Face Hub: {hub.url} ({hub.requests} requests, log {sandbox.base / 'hub.log'})")
+    hub_log = sandbox.base / "hub.log"
+    logged = f", log {hub_log}" if hub_log.exists() else ""  # only a path that is there is named
+    lines.append(f"  fake Hugging Face Hub: {hub.url} ({plural(hub.requests, 'request')}{logged})")
     lines.append("invented for the guide, not read from the real packages (a real run can fail here and this cannot):")
     lines += [f"  {s.name}: {s.invented}" for s in plan.simulations if s.invented]
     lines.append("overrides:")
@@ -41,7 +44,8 @@ def render(plan: Rehearsal, guide: str, hub: FakeHub, exit_status: int, leftover
         lines.append(f"  not redirected: the guide's own {', '.join(plan.scratch)}")
     counts = _call_counts(sandbox)
     calls = ", ".join(f"{tool} x{n}" for tool, n in sorted(counts.items())) or "none"
-    lines.append(f"calls recorded by the simulations: {calls} ({sandbox.calls})")
+    recorded = f" ({sandbox.calls})" if sandbox.calls.exists() else ""
+    lines.append(f"calls recorded by the simulations: {calls}{recorded}")
     lines += plan.notes
     for pid, name in leftovers.items():
         lines.append(f"[ERROR] rehearsal: simulated process {pid} ({name}) outlived the run; killed")
