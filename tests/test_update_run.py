@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -216,3 +219,52 @@ def test_what_cannot_be_updated_is_a_usage_error_before_anything_runs(
     assert "s3cr3t" not in done.stdout + done.stderr
     assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
     assert (tmp_path / "guide.md").read_text(encoding="utf-8") == text
+
+
+def test_a_guide_named_through_a_symbolic_link_is_updated_where_it_is(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    (tmp_path / "docs").mkdir()
+    real = tmp_path / "docs" / "guide.md"
+    real.write_text(_test("a", "echo new", "old"), encoding="utf-8")
+    link = tmp_path / "link.md"
+    link.symlink_to("docs/guide.md")
+    done = _ci_run(tmp_path, harness_env, "link.md", "--update", "--output-dir", "out")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert link.is_symlink() and os.readlink(link) == "docs/guide.md"  # still the link it was
+    assert '"a"\nnew\n' in real.read_text(encoding="utf-8")
+    assert sorted(p.name for p in (tmp_path / "docs").iterdir()) == ["guide.md"]  # no temporary file left
+
+
+@contextlib.contextmanager
+def _immutable(directory: Path) -> Iterator[None]:
+    """DIRECTORY where no file can be made, even by root (chattr +i): as a read-only directory is to its user."""
+    made = subprocess.run(["chattr", "+i", str(directory)], capture_output=True, check=False)
+    if made.returncode != 0:
+        pytest.skip(f"chattr +i does not work here: {made.stderr.decode(errors='replace').strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(directory)], check=True)
+
+
+def test_a_guide_that_cannot_be_written_is_said_and_the_others_are_still_updated(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    if shutil.which("chattr") is None:
+        pytest.skip("chattr is not installed")
+    (tmp_path / "locked").mkdir()
+    stuck, other = tmp_path / "locked" / "stuck.md", tmp_path / "other.md"
+    stuck.write_text(_test("a", "echo new", "old"), encoding="utf-8")
+    other.write_text(_test("b", "echo 2", "1"), encoding="utf-8")
+    with _immutable(tmp_path / "locked"):
+        done = _ci_run(tmp_path, harness_env, "locked/stuck.md", "other.md", "--update", "--output-dir", "out")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert (
+        "[ERROR] locked/stuck.md: the rewritten guide was not written because it could not be written"
+        f" (Operation not permitted; the new content goes to a file in {tmp_path / 'locked'} first)" in done.stderr
+    )
+    assert stuck.read_text(encoding="utf-8") == _test("a", "echo new", "old")
+    assert "other.md: updated 1 #test-result block" in done.stderr
+    assert '"b"\n2\n' in other.read_text(encoding="utf-8")

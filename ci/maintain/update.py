@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ci.core.disk import os_error_text
 from ci.core.files import write_atomically
 from ci.core.match import matches
 from ci.core.model import DocumentError, Label, Plan, Status, Step
@@ -264,6 +265,12 @@ def update_guide(
     diff = difflib.unified_diff(
         text.splitlines(keepends=True), new_text.splitlines(keepends=True), f"a/{name}", f"b/{name}"
     )
-    write_atomically(path, bom + new_text)
+    try:
+        # through a symbolic link to the file it names: the link stays a link
+        write_atomically(Path(os.path.realpath(path)), bom + new_text)
+    except OSError as exc:  # a read-only directory (the new content goes beside the guide first), a full disk
+        where = Path(os.path.realpath(path)).parent
+        why = f"it could not be written ({os_error_text(exc, where)}; the new content goes to a file in {where} first)"
+        return GuideUpdate(name, tuple(notes), diff=(), updated=0, not_written=why)
     lines = tuple(masker.mask(line if line.endswith(("\n", "\r")) else line + "\n") for line in diff)
     return GuideUpdate(name, tuple(notes), lines, updated=len(rewrites), not_written=None)
