@@ -268,3 +268,15 @@ def test_a_guide_that_cannot_be_written_is_said_and_the_others_are_still_updated
     assert stuck.read_text(encoding="utf-8") == _test("a", "echo new", "old")
     assert "other.md: updated 1 #test-result block" in done.stderr
     assert '"b"\n2\n' in other.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("printed", [r"a\r\nb\r\n", r"a\0b\n"], ids=["crlf", "nul"])
+def test_output_a_markdown_body_cannot_hold_is_left_alone_and_the_rest_updated(guide_runner, printed: str) -> None:
+    guide = _test("odd", f"printf '{printed}'", "old") + "\n" + _test("plain", "echo 2", "1")
+    run = guide_runner(guide, "--update", "--keep-going")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert (
+        "warning: " + str(run.guide) + ": #test id='odd': the output holds a carriage return (CR) or a NUL byte,"
+        " which a Markdown code block cannot hold; left alone (match that part with a wildcard)\n" in run.stderr
+    )
+    assert run.guide.read_text(encoding="utf-8") == guide.replace('"plain"\n1\n', '"plain"\n2\n')
