@@ -12,6 +12,7 @@ run, the pins the network: those stay with ci.drift on the pull request.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 from collections.abc import Sequence
@@ -55,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
 @guarded_command(closed_pipe_is_normal=True)
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_names_last(sys.argv[1:] if argv is None else argv))
     from ci.core.tools import find_tool
     from ci.maintain.drift import Severity
 
@@ -88,6 +89,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             f" {plural(errors, 'error')}, {plural(warnings, 'warning')}; {verdict}"
         )
     return ExitCode.FAILED if errors else ExitCode.OK
+
+
+_OPTIONS = ("-h", "--help", "--version", "--no-static", "--registry")  # build_parser's, --registry taking a value
+
+
+def _names_last(argv: Sequence[str]) -> list[str]:
+    """ARGV with the file names after `--`, so that a name starting with a dash (`-x.md`) is a file, not an option.
+
+    pre-commit passes the staged names after the hook's `args:`, without `--`. An argument starting with a dash
+    is an option when it is one of ours (or an abbreviation argparse takes) or names no file; else it is a file.
+    """
+    options: list[str] = []
+    names: list[str] = []
+    rest = iter(argv)
+    for argument in rest:
+        flag, equals, _value = argument.partition("=")
+        ours = flag == "-h" or (len(flag) > 2 and any(option.startswith(flag) for option in _OPTIONS))
+        if argument == "--":
+            names.extend(rest)
+        elif ours or (argument.startswith("-") and not os.path.lexists(argument)):
+            options.append(argument)
+            if ours and "--registry".startswith(flag) and not equals:  # its value follows, whatever it looks like
+                options.extend(list(itertools.islice(rest, 1)))
+        else:
+            names.append(argument)
+    return [*options, "--", *names]
 
 
 def _registered_guides(registry: str) -> set[str]:
