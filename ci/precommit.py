@@ -63,10 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     missing = [name for name in args.files if not os.path.isfile(name)]
     if missing:
         return fail(f"no such file: {', '.join(missing)}", parser)
-    registered = _registered_guides(args.registry)
+    registered, findings = _registered_guides(args.registry)
     shellcheck = None if args.no_static else find_tool("shellcheck")
     checked = 0
-    findings: list[Finding] = []
     for name in args.files:
         found = _check_file(name, registered, shellcheck=shellcheck, static=not args.no_static)
         if found is None:
@@ -81,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"notice: {NO_SHELLCHECK}")
     errors = sum(1 for finding in findings if finding.severity is Severity.ERROR)
-    if checked:
+    if checked or findings:
         warnings = sum(1 for finding in findings if finding.severity is Severity.WARNING)
         verdict = "fix the errors above before committing" if errors else "no error"
         print(
@@ -117,18 +116,28 @@ def _names_last(argv: Sequence[str]) -> list[str]:
     return [*options, "--", *names]
 
 
-def _registered_guides(registry: str) -> set[str]:
-    """The local guides the registry names, as real paths; none when there is no registry or it cannot be read."""
-    path = Path(registry)
-    if not path.is_file():
-        return set()
+def _registered_guides(registry: str) -> tuple[set[str], list[Finding]]:
+    """The local guides the registry names, as real paths (none when there is no registry), and an error for each
+    problem of the registry: the files an entry it cannot read names would pass unchecked."""
+    from ci.maintain.drift import Finding, Severity
     from ci.maintain.registry.read import read_entries
 
-    try:
-        entries, _problems = read_entries(path, registry)
-    except (OSError, ValueError):  # the registry's own check (python -m ci.registry --check) says what is wrong
-        return set()
-    return {os.path.realpath(path.parent / entry.guide) for entry in entries if not entry.is_url}
+    path = Path(registry)
+    if not os.path.lexists(path):
+        return set(), []
+    entries, problems = read_entries(path, registry)
+    findings = [
+        Finding(
+            "registry",
+            Severity.ERROR,
+            problem.file,
+            problem.line,
+            f"{problem.message} (the guides it names may go unchecked; python -m ci.registry {registry} --check"
+            " checks it whole)",
+        )
+        for problem in problems
+    ]
+    return {os.path.realpath(path.parent / entry.guide) for entry in entries if not entry.is_url}, findings
 
 
 def _check_file(name: str, registered: set[str], *, shellcheck: str | None, static: bool) -> list[Finding] | None:
