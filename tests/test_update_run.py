@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -280,3 +281,31 @@ def test_output_a_markdown_body_cannot_hold_is_left_alone_and_the_rest_updated(g
         " which a Markdown code block cannot hold; left alone (match that part with a wildcard)\n" in run.stderr
     )
     assert run.guide.read_text(encoding="utf-8") == guide.replace('"plain"\n1\n', '"plain"\n2\n')
+
+
+def test_a_read_only_guide_is_not_replaced(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    """A rename would replace it all the same (and root may write anything): its mode says it is not to change."""
+    guide = tmp_path / "guide.md"
+    guide.write_text(_test("a", "echo new", "old"), encoding="utf-8")
+    guide.chmod(0o444)
+    done = _ci_run(tmp_path, harness_env, "guide.md", "--update", "--output-dir", "out")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (
+        "[ERROR] guide.md: the rewritten guide was not written because the file is read-only (mode 444):"
+        " make it writable (chmod u+w) to update it\n" in done.stderr
+    )
+    assert guide.read_text(encoding="utf-8") == _test("a", "echo new", "old")
+    assert stat.S_IMODE(guide.stat().st_mode) == 0o444
+
+
+def test_a_guide_root_updates_keeps_its_owner(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    """An update run as root (a container over a checkout) leaves the guide its user's, not root's."""
+    if os.geteuid() != 0:
+        pytest.skip("only root may give a file to another user")
+    guide = tmp_path / "guide.md"
+    guide.write_text(_test("a", "echo new", "old"), encoding="utf-8")
+    os.chown(guide, 65534, 65534)
+    done = _ci_run(tmp_path, harness_env, "guide.md", "--update", "--output-dir", "out")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert '"a"\nnew\n' in guide.read_text(encoding="utf-8")
+    assert (guide.stat().st_uid, guide.stat().st_gid) == (65534, 65534)

@@ -13,8 +13,9 @@ def write_atomically(path: Path, text: str | bytes, *, encoding: str = "utf-8") 
     """Replace PATH's content with TEXT (or bytes) so that a reader sees the old file or the new one, never a part.
 
     The text goes to a temporary file beside PATH, then takes PATH's name in
-    one rename; a file that existed keeps its permission bits. Line endings
-    are written as they are in TEXT. OSError when it cannot be written (a
+    one rename; a file that existed keeps its permission bits, and its owner
+    when this user may give it (root). Line endings are written as they are
+    in TEXT. OSError when it cannot be written (a
     full disk among the causes); the temporary file is removed then.
     """
     # beside the target: a rename is atomic only within one file system; the pid keeps two writers apart
@@ -27,7 +28,12 @@ def write_atomically(path: Path, text: str | bytes, *, encoding: str = "utf-8") 
             with open(temporary, "w", encoding=encoding, newline="") as handle:
                 handle.write(text)
         with contextlib.suppress(FileNotFoundError):
-            os.chmod(temporary, path.stat().st_mode & 0o7777)
+            before = path.stat()
+            if (before.st_uid, before.st_gid) != (os.geteuid(), os.getegid()):
+                # root writing another user's file keeps it theirs; anyone else may not give a file away
+                with contextlib.suppress(PermissionError):
+                    os.chown(temporary, before.st_uid, before.st_gid)
+            os.chmod(temporary, before.st_mode & 0o7777)
         os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -252,6 +253,22 @@ def _rewritten(name: str, text: str, rewrites: list[_Rewrite], notes: list[str])
     return source.text(), done
 
 
+def _write(path: Path, text: str) -> str | None:
+    """Replace the guide at PATH by TEXT, through a symbolic link to the file it names (the link stays a link);
+    why it was not written, if it was not: a read-only file (which a rename would replace all the same), a
+    read-only directory (the new content goes to a file beside the guide first), a full disk."""
+    real = Path(os.path.realpath(path))
+    try:
+        mode = os.stat(real).st_mode
+        if not mode & 0o222:
+            return f"the file is read-only (mode {stat.S_IMODE(mode):o}): make it writable (chmod u+w) to update it"
+        write_atomically(real, text)
+    except OSError as exc:
+        where = real.parent
+        return f"it could not be written ({os_error_text(exc, where)}; the new content goes to a file in {where} first)"
+    return None
+
+
 def update_guide(
     name: str, run: LastRun, *, mask_env: Sequence[str] = (), snapshot: GuideSnapshot | None = None
 ) -> GuideUpdate:
@@ -287,12 +304,8 @@ def update_guide(
     diff = difflib.unified_diff(
         text.splitlines(keepends=True), new_text.splitlines(keepends=True), f"a/{name}", f"b/{name}"
     )
-    try:
-        # through a symbolic link to the file it names: the link stays a link
-        write_atomically(Path(os.path.realpath(path)), bom + new_text)
-    except OSError as exc:  # a read-only directory (the new content goes beside the guide first), a full disk
-        where = Path(os.path.realpath(path)).parent
-        why = f"it could not be written ({os_error_text(exc, where)}; the new content goes to a file in {where} first)"
-        return GuideUpdate(name, tuple(notes), diff=(), updated=0, not_written=why)
+    why_not = _write(path, bom + new_text)
+    if why_not is not None:
+        return GuideUpdate(name, tuple(notes), diff=(), updated=0, not_written=why_not)
     lines = tuple(masker.mask(line if line.endswith(("\n", "\r")) else line + "\n") for line in diff)
     return GuideUpdate(name, tuple(notes), lines, updated=len(rewrites), not_written=None)
