@@ -309,3 +309,14 @@ def test_a_guide_root_updates_keeps_its_owner(tmp_path: Path, harness_env: dict[
     assert done.returncode == 0, done.stdout + done.stderr
     assert '"a"\nnew\n' in guide.read_text(encoding="utf-8")
     assert (guide.stat().st_uid, guide.stat().st_gid) == (65534, 65534)
+
+
+def test_a_guide_with_the_longest_file_name_is_updated(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    """Its temporary file beside it is named within the file system's 255 bytes too."""
+    name = "é" * 126 + ".md"  # 255 bytes in UTF-8
+    guide = tmp_path / name
+    guide.write_text(_test("a", "echo new", "old"), encoding="utf-8")
+    done = _ci_run(tmp_path, harness_env, name, "--update", "--output-dir", "out")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert '"a"\nnew\n' in guide.read_text(encoding="utf-8")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, "out"])

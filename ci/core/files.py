@@ -18,8 +18,10 @@ def write_atomically(path: Path, text: str | bytes, *, encoding: str = "utf-8") 
     in TEXT. OSError when it cannot be written (a
     full disk among the causes); the temporary file is removed then.
     """
-    # beside the target: a rename is atomic only within one file system; the pid keeps two writers apart
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # beside the target: a rename is atomic only within one file system; the pid keeps two writers apart; the
+    # name cut so that a target named with the file system's longest name (255 bytes) still has a temporary
+    short = os.fsencode(path.name)[:100].decode("utf-8", errors="ignore")  # in bytes: a name may be any UTF-8
+    temporary = path.with_name(f".{short}.{os.getpid()}.tmp")
     try:
         if isinstance(text, bytes):
             with open(temporary, "wb") as binary:
