@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -263,6 +264,23 @@ def test_a_parent_that_is_not_safely_ours_is_not_used(
     assert (outputs / "results.json").is_file()
     assert f"warning: temporary outputs are in {outputs}, not under {parent}: {why}\n" in done.stderr
     assert list(parent.iterdir()) == [] and list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize("kind", ["missing", "a file"])
+def test_a_tmpdir_that_cannot_be_used_is_said(tmp_path: Path, harness_env: dict[str, str], kind: str) -> None:
+    """Python's tempfile passes over such a TMPDIR for another directory without a word; the run says so."""
+    wanted = tmp_path / "scratch"
+    if kind == "a file":
+        wanted.write_text("", encoding="utf-8")
+    done = _run_without_output_dir(_write_guide(tmp_path, QUICK), {**harness_env, "TMPDIR": str(wanted)})
+    outputs = _outputs_named(done.stdout)
+    shutil.rmtree(outputs)
+    assert done.returncode == 0, done.stdout + done.stderr
+    why = "it does not exist" if kind == "missing" else "it is not a directory"
+    assert (
+        f"warning: TMPDIR={wanted} cannot be used ({why}), so temporary outputs go under {outputs.parent.parent}:"
+        " fix TMPDIR\n" in done.stderr
+    )
 
 
 def _into_a_closed_pipe(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
