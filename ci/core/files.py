@@ -15,8 +15,8 @@ def write_atomically(path: Path, text: str | bytes, *, encoding: str = "utf-8") 
     The text goes to a temporary file beside PATH, then takes PATH's name in
     one rename; a file that existed keeps its permission bits, and its owner
     when this user may give it (root). Line endings are written as they are
-    in TEXT. OSError when it cannot be written (a
-    full disk among the causes); the temporary file is removed then.
+    in TEXT. OSError when it cannot be written (a full disk among the
+    causes); the temporary file is removed then.
     """
     # beside the target: a rename is atomic only within one file system; the pid keeps two writers apart; the
     # name cut so that a target named with the file system's longest name (255 bytes) still has a temporary
