@@ -12,6 +12,7 @@ run, the pins the network: those stay with ci.drift on the pull request.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 from collections.abc import Sequence
@@ -55,17 +56,16 @@ def build_parser() -> argparse.ArgumentParser:
 @guarded_command(closed_pipe_is_normal=True)
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_names_last(sys.argv[1:] if argv is None else argv))
     from ci.core.tools import find_tool
     from ci.maintain.drift import Severity
 
     missing = [name for name in args.files if not os.path.isfile(name)]
     if missing:
         return fail(f"no such file: {', '.join(missing)}", parser)
-    registered = _registered_guides(args.registry)
+    registered, findings = _registered_guides(args.registry)
     shellcheck = None if args.no_static else find_tool("shellcheck")
     checked = 0
-    findings: list[Finding] = []
     for name in args.files:
         found = _check_file(name, registered, shellcheck=shellcheck, static=not args.no_static)
         if found is None:
@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"notice: {NO_SHELLCHECK}")
     errors = sum(1 for finding in findings if finding.severity is Severity.ERROR)
-    if checked:
+    if checked or findings:
         warnings = sum(1 for finding in findings if finding.severity is Severity.WARNING)
         verdict = "fix the errors above before committing" if errors else "no error"
         print(
@@ -90,18 +90,54 @@ def main(argv: Sequence[str] | None = None) -> int:
     return ExitCode.FAILED if errors else ExitCode.OK
 
 
-def _registered_guides(registry: str) -> set[str]:
-    """The local guides the registry names, as real paths; none when there is no registry or it cannot be read."""
-    path = Path(registry)
-    if not path.is_file():
-        return set()
+_OPTIONS = ("-h", "--help", "--version", "--no-static", "--registry")  # build_parser's, --registry taking a value
+
+
+def _names_last(argv: Sequence[str]) -> list[str]:
+    """ARGV with the file names after `--`, so that a name starting with a dash (`-x.md`) is a file, not an option.
+
+    pre-commit passes the staged names after the hook's `args:`, without `--`. An argument starting with a dash
+    is an option when it is one of ours (or an abbreviation argparse takes) or names no file; else it is a file.
+    """
+    options: list[str] = []
+    names: list[str] = []
+    rest = iter(argv)
+    for argument in rest:
+        flag, equals, _value = argument.partition("=")
+        ours = flag == "-h" or (len(flag) > 2 and any(option.startswith(flag) for option in _OPTIONS))
+        if argument == "--":
+            names.extend(rest)
+        elif ours or (argument.startswith("-") and not os.path.lexists(argument)):
+            options.append(argument)
+            if ours and "--registry".startswith(flag) and not equals:  # its value follows, whatever it looks like
+                options.extend(list(itertools.islice(rest, 1)))
+        else:
+            names.append(argument)
+    return [*options, "--", *names]
+
+
+def _registered_guides(registry: str) -> tuple[set[str], list[Finding]]:
+    """The local guides the registry names, as real paths (none when there is no registry), and an error for each
+    problem of the registry: the files an entry it cannot read names would pass unchecked."""
+    from ci.maintain.drift import Finding, Severity
     from ci.maintain.registry.read import read_entries
 
-    try:
-        entries, _problems = read_entries(path, registry)
-    except (OSError, ValueError):  # the registry's own check (python -m ci.registry --check) says what is wrong
-        return set()
-    return {os.path.realpath(path.parent / entry.guide) for entry in entries if not entry.is_url}
+    path = Path(registry)
+    if not os.path.lexists(path):
+        return set(), []
+    entries, problems = read_entries(path, registry)
+    findings = [
+        Finding(
+            "registry",
+            Severity.ERROR,
+            problem.file,
+            problem.line,
+            f"{problem.message} (the guides it names may go unchecked; python -m ci.registry {registry} --check"
+            " checks it whole)",
+        )
+        for problem in problems
+    ]
+    return {os.path.realpath(path.parent / entry.guide) for entry in entries if not entry.is_url}, findings
 
 
 def _check_file(name: str, registered: set[str], *, shellcheck: str | None, static: bool) -> list[Finding] | None:

@@ -47,22 +47,37 @@ def make_temporary_outputs(kind: str) -> TemporaryOutputs:
     if kind not in _KINDS:
         raise ValueError(f"unknown kind of temporary directory: {kind!r}")
     base = Path(tempfile.gettempdir())
+    warnings = _tmpdir_passed_over(base)
     parent = base / PARENT_NAME
     refusal = _parent_refusal(parent)
     if refusal is not None:
         path = Path(tempfile.mkdtemp(prefix=f"{PARENT_NAME}-{kind}-", dir=base))
-        return TemporaryOutputs(path, (f"temporary outputs are in {path}, not under {parent}: {refusal}",))
+        return TemporaryOutputs(path, (*warnings, f"temporary outputs are in {path}, not under {parent}: {refusal}"))
     path = Path(tempfile.mkdtemp(prefix=f"{kind}-", dir=parent))
     left = _prune(parent, keep=path.name)
-    warnings: tuple[str, ...] = ()
     if left:
         shown = "; ".join(left[:3]) + (f"; and {len(left) - 3} more" if len(left) > 3 else "")
-        warnings = (
+        warnings += (
             f"{len(left)} earlier temporary output director{'y' if len(left) == 1 else 'ies'} under {parent}"
             f" could not be removed ({shown}): remove {'it' if len(left) == 1 else 'them'} by hand"
             " (as the user who owns what is left in it, or root)",
         )
     return TemporaryOutputs(path, warnings)
+
+
+def _tmpdir_passed_over(base: Path) -> tuple[str, ...]:
+    """A warning when $TMPDIR names a directory other than BASE: Python's tempfile passes over one it cannot make
+    a file in (gone, read-only, a full disk) for /tmp, /var/tmp or even the current directory, without a word."""
+    wanted = os.environ.get("TMPDIR")
+    if not wanted or os.path.realpath(wanted) == os.path.realpath(base):
+        return ()
+    if not os.path.isdir(wanted):
+        why = "it is not a directory" if os.path.lexists(wanted) else "it does not exist"
+    elif not os.access(wanted, os.W_OK | os.X_OK):
+        why = "it is not writable"
+    else:
+        why = "no file could be made in it (a full disk?)"
+    return (f"TMPDIR={wanted} cannot be used ({why}), so temporary outputs go under {base}: fix TMPDIR",)
 
 
 def _parent_refusal(parent: Path) -> str | None:

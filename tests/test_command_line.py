@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -263,6 +264,56 @@ def test_a_parent_that_is_not_safely_ours_is_not_used(
     assert (outputs / "results.json").is_file()
     assert f"warning: temporary outputs are in {outputs}, not under {parent}: {why}\n" in done.stderr
     assert list(parent.iterdir()) == [] and list(elsewhere.iterdir()) == []
+
+
+def test_two_runs_pruning_at_once_both_keep_their_outputs_and_follow_no_link(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    """Started together, each prunes what is past its time and nothing else: not the other's new directory, and not
+    what a symbolic link planted among the old ones (`run-x -> elsewhere`) leads to."""
+    temporary = tmp_path / "tmp"
+    parent = temporary / "guide-guard"
+    parent.mkdir(parents=True, mode=0o700)
+    important = tmp_path / "important"
+    important.mkdir()
+    (important / "keep.txt").write_text("precious\n", encoding="utf-8")
+    old = [_earlier_run(parent, f"run-old{index}", 2 * DAY_S + index) for index in range(12)]
+    planted = parent / "run-x"
+    planted.symlink_to(important, target_is_directory=True)
+    os.utime(planted, (time.time() - 3 * DAY_S,) * 2, follow_symlinks=False)
+    env = {**harness_env, "TMPDIR": str(temporary)}
+    guides = [_write_guide(tmp_path, QUICK, f"quick{index}.md") for index in range(2)]
+    runs = [
+        subprocess.Popen(
+            _harness(str(guide)), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for guide in guides
+    ]
+    finished = [run.communicate(timeout=60) for run in runs]
+    for run, (stdout, stderr) in zip(runs, finished, strict=True):
+        assert run.returncode == 0, (stdout + stderr).decode()
+        assert b"Traceback" not in stderr
+    made = [_outputs_named(stdout.decode()) for stdout, _ in finished]
+    assert len(set(made)) == 2 and all((directory / "results.json").is_file() for directory in made)
+    assert planted.is_symlink() and (important / "keep.txt").read_text(encoding="utf-8") == "precious\n"
+    assert sum(directory.exists() for directory in old) == 8  # 10 newest kept, the two new ones among them
+
+
+@pytest.mark.parametrize("kind", ["missing", "a file"])
+def test_a_tmpdir_that_cannot_be_used_is_said(tmp_path: Path, harness_env: dict[str, str], kind: str) -> None:
+    """Python's tempfile passes over such a TMPDIR for another directory without a word; the run says so."""
+    wanted = tmp_path / "scratch"
+    if kind == "a file":
+        wanted.write_text("", encoding="utf-8")
+    done = _run_without_output_dir(_write_guide(tmp_path, QUICK), {**harness_env, "TMPDIR": str(wanted)})
+    outputs = _outputs_named(done.stdout)
+    shutil.rmtree(outputs)
+    assert done.returncode == 0, done.stdout + done.stderr
+    why = "it does not exist" if kind == "missing" else "it is not a directory"
+    assert (
+        f"warning: TMPDIR={wanted} cannot be used ({why}), so temporary outputs go under {outputs.parent.parent}:"
+        " fix TMPDIR\n" in done.stderr
+    )
 
 
 def _into_a_closed_pipe(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -230,3 +230,42 @@ def test_pre_commit_itself_runs_the_hook_on_the_staged_guides(
     assert done.returncode == 0, done.stdout + done.stderr
     assert "guide-guard contract check" in done.stdout and "Passed" in done.stdout
     assert os.path.isdir(tmp_path / "pre-commit-home")
+
+
+def test_staged_names_with_a_leading_dash_blanks_or_accents_are_files(
+    repository: Path, harness_env: dict[str, str]
+) -> None:
+    """pre-commit passes the names after the hook's args, without `--`: `-x.md` is a file, not an option."""
+    names = _stage(repository, {"-x.md": BROKEN, "-h.md": GOOD, "docs/a guide é.md": BROKEN})
+    done = _run_entry(repository, ["--no-static", *names], harness_env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "error: -x.md:3: [contract] unquoted value in 'id=four'" in done.stdout
+    assert "error: docs/a guide é.md:3: [contract] unquoted value in 'id=four'" in done.stdout
+    assert done.stdout.splitlines()[-1].startswith("guide-guard: 3 guides checked, nothing run: 6 errors")
+    assert done.stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("registry", "problem"),
+    [
+        ("guides: [\n", "guides.yaml:2: [registry] not valid YAML: "),
+        (
+            "guides:\n  - guide: docs/notes.md\n    runer: [ubuntu-latest]\n",
+            "guides.yaml:3: [registry] unknown key 'runer'",
+        ),
+    ],
+    ids=["not-yaml", "bad-entry"],
+)
+def test_a_broken_registry_fails_the_hook_saying_where(
+    repository: Path, harness_env: dict[str, str], registry: str, problem: str
+) -> None:
+    """Which files are guides depends on the registry: one that cannot be read would let them pass unchecked."""
+    names = _stage(repository, {"docs/notes.md": NOTES, "guides.yaml": registry})
+    done = _run_entry(repository, [name for name in names if name.endswith(".md")], harness_env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"error: {problem}" in done.stdout
+    assert "(the guides it names may go unchecked; python -m ci.registry guides.yaml --check checks it whole)" in (
+        done.stdout
+    )
+    assert done.stdout.splitlines()[-1].endswith("fix the errors above before committing")
+    assert "Traceback" not in done.stderr

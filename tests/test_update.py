@@ -372,3 +372,34 @@ token ... used
     # the other block is updated, its wildcard still covering the secret
     assert guide.read_text(encoding="utf-8") == text.replace("used\n1\n", "used\n2\n")
     assert "+2" in done.stdout.splitlines()
+
+
+@pytest.mark.parametrize("planted", ["absolute", "dot-dot", "symbolic-link"])
+def test_a_record_naming_a_file_outside_its_directory_is_refused(
+    tmp_path: Path, harness_env: dict[str, str], planted: str
+) -> None:
+    """A run's record from elsewhere (a CI artifact) must not make the update copy a file of this machine into the
+    guide: every output file it names is inside its own directory."""
+    private = tmp_path / "private.txt"
+    private.write_text("ssh-private-key-material\n", encoding="utf-8")
+    text = f'{FENCE}shell #test id="a"\necho new\n{FENCE}\n\n{FENCE}shell #test-result id="a"\nold\n{FENCE}\n'
+    (tmp_path / "docs").mkdir()
+    guide = tmp_path / "docs" / "guide.md"
+    guide.write_text(text, encoding="utf-8")
+    output_dir = tmp_path / "artifact"
+    assert run_guide(guide, output_dir, harness_env).returncode == 1
+    record = json.loads((output_dir / "results.json").read_text(encoding="utf-8"))
+    (block,) = record["blocks"]
+    if planted == "absolute":
+        block["stdout_path"] = str(private)
+    elif planted == "dot-dot":
+        block["stdout_path"] = "../private.txt"
+    else:
+        (output_dir / block["stdout_path"]).unlink()
+        (output_dir / block["stdout_path"]).symlink_to(private)
+    (output_dir / "results.json").write_text(json.dumps(record), encoding="utf-8")
+    done = update(guide, output_dir, harness_env)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "[ERROR] --from-run: " in done.stderr and "leads out of" in done.stderr
+    assert guide.read_text(encoding="utf-8") == text
+    assert "ssh-private" not in done.stdout + done.stderr

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -216,3 +220,103 @@ def test_what_cannot_be_updated_is_a_usage_error_before_anything_runs(
     assert "s3cr3t" not in done.stdout + done.stderr
     assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
     assert (tmp_path / "guide.md").read_text(encoding="utf-8") == text
+
+
+def test_a_guide_named_through_a_symbolic_link_is_updated_where_it_is(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    (tmp_path / "docs").mkdir()
+    real = tmp_path / "docs" / "guide.md"
+    real.write_text(_test("a", "echo new", "old"), encoding="utf-8")
+    link = tmp_path / "link.md"
+    link.symlink_to("docs/guide.md")
+    done = _ci_run(tmp_path, harness_env, "link.md", "--update", "--output-dir", "out")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert link.is_symlink() and os.readlink(link) == "docs/guide.md"  # still the link it was
+    assert '"a"\nnew\n' in real.read_text(encoding="utf-8")
+    assert sorted(p.name for p in (tmp_path / "docs").iterdir()) == ["guide.md"]  # no temporary file left
+
+
+@contextlib.contextmanager
+def _immutable(directory: Path) -> Iterator[None]:
+    """DIRECTORY where no file can be made, even by root (chattr +i): as a read-only directory is to its user."""
+    made = subprocess.run(["chattr", "+i", str(directory)], capture_output=True, check=False)
+    if made.returncode != 0:
+        pytest.skip(f"chattr +i does not work here: {made.stderr.decode(errors='replace').strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(directory)], check=True)
+
+
+def test_a_guide_that_cannot_be_written_is_said_and_the_others_are_still_updated(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    if shutil.which("chattr") is None:
+        pytest.skip("chattr is not installed")
+    (tmp_path / "locked").mkdir()
+    stuck, other = tmp_path / "locked" / "stuck.md", tmp_path / "other.md"
+    stuck.write_text(_test("a", "echo new", "old"), encoding="utf-8")
+    other.write_text(_test("b", "echo 2", "1"), encoding="utf-8")
+    with _immutable(tmp_path / "locked"):
+        done = _ci_run(tmp_path, harness_env, "locked/stuck.md", "other.md", "--update", "--output-dir", "out")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert (
+        "[ERROR] locked/stuck.md: the rewritten guide was not written because it could not be written"
+        f" (Operation not permitted; the new content goes to a file in {tmp_path / 'locked'} first)" in done.stderr
+    )
+    assert stuck.read_text(encoding="utf-8") == _test("a", "echo new", "old")
+    assert "other.md: updated 1 #test-result block" in done.stderr
+    assert '"b"\n2\n' in other.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("printed", [r"a\r\nb\r\n", r"a\0b\n"], ids=["crlf", "nul"])
+def test_output_a_markdown_body_cannot_hold_is_left_alone_and_the_rest_updated(guide_runner, printed: str) -> None:
+    guide = _test("odd", f"printf '{printed}'", "old") + "\n" + _test("plain", "echo 2", "1")
+    run = guide_runner(guide, "--update", "--keep-going")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert (
+        "warning: " + str(run.guide) + ": #test id='odd': the output holds a carriage return (CR) or a NUL byte,"
+        " which a Markdown code block cannot hold; left alone (match that part with a wildcard)\n" in run.stderr
+    )
+    assert run.guide.read_text(encoding="utf-8") == guide.replace('"plain"\n1\n', '"plain"\n2\n')
+
+
+def test_a_read_only_guide_is_not_replaced(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    """A rename would replace it all the same (and root may write anything): its mode says it is not to change."""
+    guide = tmp_path / "guide.md"
+    guide.write_text(_test("a", "echo new", "old"), encoding="utf-8")
+    guide.chmod(0o444)
+    done = _ci_run(tmp_path, harness_env, "guide.md", "--update", "--output-dir", "out")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (
+        "[ERROR] guide.md: the rewritten guide was not written because the file is read-only (mode 444):"
+        " make it writable (chmod u+w) to update it\n" in done.stderr
+    )
+    assert guide.read_text(encoding="utf-8") == _test("a", "echo new", "old")
+    assert stat.S_IMODE(guide.stat().st_mode) == 0o444
+
+
+def test_a_guide_root_updates_keeps_its_owner(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    """An update run as root (a container over a checkout) leaves the guide its user's, not root's."""
+    if os.geteuid() != 0:
+        pytest.skip("only root may give a file to another user")
+    guide = tmp_path / "guide.md"
+    guide.write_text(_test("a", "echo new", "old"), encoding="utf-8")
+    os.chown(guide, 65534, 65534)
+    done = _ci_run(tmp_path, harness_env, "guide.md", "--update", "--output-dir", "out")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert '"a"\nnew\n' in guide.read_text(encoding="utf-8")
+    assert (guide.stat().st_uid, guide.stat().st_gid) == (65534, 65534)
+
+
+def test_a_guide_with_the_longest_file_name_is_updated(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    """Its temporary file beside it is named within the file system's 255 bytes too."""
+    name = "é" * 126 + ".md"  # 255 bytes in UTF-8
+    guide = tmp_path / name
+    guide.write_text(_test("a", "echo new", "old"), encoding="utf-8")
+    done = _ci_run(tmp_path, harness_env, name, "--update", "--output-dir", "out")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert '"a"\nnew\n' in guide.read_text(encoding="utf-8")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, "out"])

@@ -5,10 +5,12 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ci.core.disk import os_error_text
 from ci.core.files import write_atomically
 from ci.core.match import matches
 from ci.core.model import DocumentError, Label, Plan, Status, Step
@@ -165,6 +167,11 @@ def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], masker: Mas
             notes.append(
                 f"{where}: the output cannot be written as an expected body (it reads differently); left alone"
             )
+        elif "\r" in new_body or "\0" in new_body:  # Markdown reads CR as a line break, NUL as U+FFFD
+            notes.append(
+                f"{where}: the output holds a carriage return (CR) or a NUL byte, which a Markdown code block cannot"
+                " hold; left alone (match that part with a wildcard)"
+            )
         elif masker.mask(new_body) != new_body:  # a guide is published: a secret the block printed stays out
             notes.append(f"{where}: the new expected body would hold a secret value the block printed; left alone")
         elif len(new_body.encode("utf-8")) > MAX_BODY_BYTES:
@@ -176,20 +183,40 @@ def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], masker: Mas
     return rewrites
 
 
-def _read_back(text: str, name: str, rewrites: Sequence[_Rewrite]) -> str | None:
-    """Why the rewritten guide does not read back as intended, or None when it does."""
+def _read_back(text: str, name: str, rewrites: Sequence[_Rewrite]) -> tuple[_Rewrite | None, str] | None:
+    """Why the rewritten guide does not read back as intended, and the rewrite at fault (None: the whole guide);
+    None when it reads back as intended."""
     try:
         plan = plan_without_running(text, name, source_path=name)
     except DocumentError as error:
-        return f"it no longer plans: {error.problems[0]}"
+        return None, f"it no longer plans: {error.problems[0]}"
     tests = {s.id: s for s in plan.steps if s.label is Label.TEST}
     for rewrite in rewrites:
         expected = tests[rewrite.test_id].expected if rewrite.test_id in tests else None
         if expected is None or expected.body != rewrite.new_body:
-            return f"#test-result id={rewrite.test_id!r} reads back differently"
+            return rewrite, f"#test-result id={rewrite.test_id!r} reads back differently"
         if not matches(rewrite.output, substitute(expected.body, tuple(rewrite.values.items())), expected.fuzzy):
-            return f"#test-result id={rewrite.test_id!r} would still mismatch"
+            return rewrite, f"#test-result id={rewrite.test_id!r} would still mismatch"
     return None
+
+
+def _checked(
+    name: str, text: str, rewrites: list[_Rewrite], notes: list[str]
+) -> tuple[str, list[_Rewrite], str | None]:
+    """The guide's new text, with every rewrite that fits and reads back as meant; those rewrites; and why no text
+    can be written (the rewritten guide no longer plans), if so. A rewrite that does not read back goes to `notes`,
+    and the others are still made."""
+    new_text, done = _rewritten(name, text, rewrites, notes)
+    while new_text != text:
+        fault = _read_back(new_text, name, done)
+        if fault is None:
+            return new_text, done, None
+        rewrite, why = fault
+        if rewrite is None:
+            return text, [], why
+        notes.append(f"{name}: {why} once written; left alone")
+        new_text, done = _rewritten(name, text, [r for r in done if r is not rewrite], notes)
+    return text, [], None
 
 
 def _read_local_guide(name: str, path: Path, before: bytes | None) -> tuple[str, str]:
@@ -226,6 +253,22 @@ def _rewritten(name: str, text: str, rewrites: list[_Rewrite], notes: list[str])
     return source.text(), done
 
 
+def _write(path: Path, text: str) -> str | None:
+    """Replace the guide at PATH by TEXT, through a symbolic link to the file it names (the link stays a link);
+    why it was not written, if it was not: a read-only file (which a rename would replace all the same), a
+    read-only directory (the new content goes to a file beside the guide first), a full disk."""
+    real = Path(os.path.realpath(path))
+    try:
+        mode = os.stat(real).st_mode
+        if not mode & 0o222:
+            return f"the file is read-only (mode {stat.S_IMODE(mode):o}): make it writable (chmod u+w) to update it"
+        write_atomically(real, text)
+    except OSError as exc:
+        where = real.parent
+        return f"it could not be written ({os_error_text(exc, where)}; the new content goes to a file in {where} first)"
+    return None
+
+
 def update_guide(
     name: str, run: LastRun, *, mask_env: Sequence[str] = (), snapshot: GuideSnapshot | None = None
 ) -> GuideUpdate:
@@ -254,16 +297,15 @@ def update_guide(
         raise GuideNotUpdatable([f"{name} is not a guide of the run in {run.directory} (its guides: {known})"])
     masker = Masker.of(secret_values({**os.environ, **plan.settings.env}, mask_env))
     notes: list[str] = []
-    new_text, rewrites = _rewritten(name, text, _rewrites(plan, recorded, notes, masker), notes)
+    new_text, rewrites, why_not = _checked(name, text, _rewrites(plan, recorded, notes, masker), notes)
     notes = [masker.mask(note) for note in notes]  # a note may quote the output
-    if new_text == text:
-        return GuideUpdate(name, tuple(notes), diff=(), updated=0, not_written=None)
-    why_not = _read_back(new_text, name, rewrites)
-    if why_not is not None:
+    if why_not is not None or new_text == text:
         return GuideUpdate(name, tuple(notes), diff=(), updated=0, not_written=why_not)
     diff = difflib.unified_diff(
         text.splitlines(keepends=True), new_text.splitlines(keepends=True), f"a/{name}", f"b/{name}"
     )
-    write_atomically(path, bom + new_text)
+    why_not = _write(path, bom + new_text)
+    if why_not is not None:
+        return GuideUpdate(name, tuple(notes), diff=(), updated=0, not_written=why_not)
     lines = tuple(masker.mask(line if line.endswith(("\n", "\r")) else line + "\n") for line in diff)
     return GuideUpdate(name, tuple(notes), lines, updated=len(rewrites), not_written=None)

@@ -125,6 +125,15 @@ def _number(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def _inside(directory: Path, relative: str, key: str) -> Path:
+    """RELATIVE (the record's KEY) taken in DIRECTORY; ValueError when it leads out of it (an absolute path,
+    `..`, a symbolic link): a record from elsewhere (a CI artifact) names no other file of this machine."""
+    path = directory / relative
+    if not path.resolve().is_relative_to(directory.resolve()):
+        raise ValueError(f"its {key} {relative!r} leads out of {directory}, where the writer keeps every file")
+    return path
+
+
 def _recorded_block(raw: BlockRecord, directory: Path) -> RecordedBlock:
     """The block as read back; KeyError, TypeError or ValueError when `raw` is not what the writer writes."""
     stdout = _text(raw.get("stdout_path"))
@@ -140,7 +149,7 @@ def _recorded_block(raw: BlockRecord, directory: Path) -> RecordedBlock:
         line=int(raw.get("line") or 0),
         expected=expected,
         code_sha256=_text(raw.get("code_sha256")),
-        stdout_file=(directory / stdout) if stdout else None,
+        stdout_file=_inside(directory, stdout, "stdout_path") if stdout else None,
         captured={str(k): str(v) for k, v in captured.items()} if isinstance(captured, dict) else {},
         duration_s=_number(raw.get("duration_s")) or 0.0,
         start_s=_number(raw.get("start_s")),
