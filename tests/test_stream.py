@@ -21,7 +21,8 @@ FENCE = "```"
 
 
 def _runner_commands(log: str) -> list[str]:
-    """The workflow commands the Actions runner reads in LOG: only at a line start, none inside stop-commands."""
+    """The workflow commands the Actions runner reads in LOG, none inside stop-commands: `::command::` at a line
+    start, else the older `##[command]` anywhere in a line."""
     commands = []
     stopped_by: str | None = None
     for line in log.split("\n"):
@@ -30,7 +31,7 @@ def _runner_commands(log: str) -> list[str]:
                 stopped_by = None
         elif line.startswith("::stop-commands::"):
             stopped_by = line.removeprefix("::stop-commands::")
-        elif line.startswith("::"):
+        elif line.startswith("::") or "##[" in line:
             commands.append(line)
     return commands
 
@@ -65,6 +66,45 @@ def test_output_without_a_final_newline_does_not_swallow_the_resume_line(guide_r
     assert [c for c in commands if c.startswith("::error ")], run.stdout
     assert "\n! half a line on stderr\n" in run.stdout
     assert run.stdout.count("failing") == 1 and "\n| failing\n" in run.stdout  # shown live, not again after
+
+
+LEGACY_GUIDE = f"""
+    {FENCE}shell #test id="goes-on"
+    echo a
+    echo '##[stop-commands]from-the-block'
+    {FENCE}
+
+    {FENCE}shell #test-result id="goes-on"
+    a
+    {FENCE}
+
+    {FENCE}shell #test-setup id="silent"
+    echo '##[error]from the last line'
+    sleep 1.5
+    {FENCE}
+    """
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_block_output_quoted_on_a_line_of_the_harness_issues_no_command_of_the_older_form(
+    guide_runner, stream: bool
+) -> None:
+    # the runner reads `##[command]` anywhere in a line: the verdict, the recap and the heartbeat quote the block
+    run = guide_runner(
+        LEGACY_GUIDE,
+        "--keep-going",
+        "--heartbeat",
+        "0.3",
+        *(["--stream"] if stream else []),
+        env={"GITHUB_ACTIONS": "true"},
+    )
+    assert run.returncode == 1, run.stdout
+    log = run.stdout
+    assert "'##[stop-commands]from-the-block'" in log  # shown, as it is, in the verdict and the recap
+    assert "last line: ##[error]from the last line" in log
+    commands = _runner_commands(log)
+    assert not [c for c in commands if not c.startswith("::")], log  # an annotation's message is only its text
+    assert [c.split(" ")[0] for c in commands if c.startswith("::error ")] == ["::error"], log  # still annotated
 
 
 def test_a_block_writing_fast_is_shown_whole(guide_runner) -> None:

@@ -117,7 +117,9 @@ class ConsoleReporter:
         self.holding = False  # while True, lines are flushed together (one write for a block's report)
 
     def _write(self, text: str) -> None:
-        """TEXT, cleaned, masked and painted already, and a line end."""
+        """TEXT, cleaned, masked and painted already, and a line end; under Actions, issuing no command it quotes."""
+        if self.github and not text.startswith("::"):  # a workflow command of its own, or text wrapped already
+            text = self.stop.guard(text)
         self.out.write(text + "\n")
         if not self.holding:
             self.out.flush()
@@ -167,6 +169,7 @@ class ConsoleReporter:
                 stream=self.stream,
                 heartbeat_s=self.heartbeat_s,
                 at_line_start=not self.header_open,
+                guard=self.stop.guard if self.github and not self.stream else None,  # --stream: inside the stop
             )
             self.watch.start()
 

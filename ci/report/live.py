@@ -7,7 +7,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -112,6 +112,7 @@ class BlockWatch(threading.Thread):
         stream: bool,
         heartbeat_s: float,
         at_line_start: bool,
+        guard: Callable[[str], str] | None = None,
     ) -> None:
         super().__init__(daemon=True)
         self.name = name  # the block's, as the heartbeat says it
@@ -124,6 +125,7 @@ class BlockWatch(threading.Thread):
         self.write = write
         self.masker = masker
         self.heartbeat_s = heartbeat_s  # 0: no heartbeat
+        self.guard = guard  # under Actions, what keeps a line of its own from issuing a command it quotes
         self.done = threading.Event()
         self.at_line_start = at_line_start  # whether what was written last ends a line
         self.line_stream: str | None = None  # the stream whose line was shown last, when not ended
@@ -223,7 +225,10 @@ class BlockWatch(threading.Thread):
 
     def _line(self, text: str) -> None:
         """A line of the harness's own (a note, a heartbeat), on a line of its own."""
-        self._write(("" if self.at_line_start else "\n") + clean_text(text, self.masker) + "\n")
+        text = clean_text(text, self.masker)
+        if self.guard is not None:
+            text = self.guard(text)
+        self._write(("" if self.at_line_start else "\n") + text + "\n")
         self.at_line_start, self.line_stream = True, None
 
     def _write(self, text: str) -> None:
