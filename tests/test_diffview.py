@@ -197,6 +197,15 @@ VIEW_TABLE: list[tuple[str, str, str, tuple[str, ...], list[str]]] = [
         ["@@ -1,2 +1,2 @@", " a", "-hello", "+hello\\r"],
     ),
     (
+        "spaces ending a line are written out",
+        lines("a", "hello"),
+        "a\nhello  \n",
+        DEFAULT,
+        ["@@ -1,2 +1,2 @@", " a", "-hello", "+hello\\x20\\x20"],
+    ),
+    ("a tab is written out", "a\tb", "a    b\n", DEFAULT, ["@@ -1,1 +1,1 @@", "-a\\tb", "+a    b"]),
+    ("a no-break space is named", "1 000", "1\u00a0000\n", DEFAULT, ["@@ -1,1 +1,1 @@", "-1 000", "+1<U+00A0>000"]),
+    (
         "one wrong character in 300 lines: three lines of context on each side",
         lines(*numbered(300, wrong=150)),
         "\n".join(numbered(300)) + "\n",

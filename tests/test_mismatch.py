@@ -53,6 +53,26 @@ def test_a_mismatch_in_bytes_a_log_hides_is_shown(guide_runner, printed: str, di
     assert said in run.stdout  # the verdict's line
 
 
+def test_a_line_differing_only_in_blanks_says_so_and_the_diff_shows_them(guide_runner) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test id="greet"
+        printf 'hello \\nworld\\n'
+        {FENCE}
+
+        {FENCE}shell #test-result id="greet"
+        hello
+        world
+        {FENCE}
+        """
+    )
+    assert run.returncode == 1, run.stdout
+    assert "\n-hello\n+hello\\x20\n world\n" in run.stdout, run.stdout  # the two lines look alike no more
+    said = "from its line 1: 'hello'; the output's line there, 'hello ', differs from it only in blanks (spaces, tabs)"
+    assert said in run.block("greet")["message"]
+    assert said in run.stdout
+
+
 def test_a_visible_difference_says_nothing_of_hidden_bytes(guide_runner) -> None:
     run = guide_runner(
         f"""

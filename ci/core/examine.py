@@ -8,6 +8,7 @@ the output, on the start and end of what is left, the middle folded away).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -39,6 +40,8 @@ _AFTER_ACTUAL = 80  # output lines a window holds past those it pairs with the e
 _END_EXPECTED = 100  # a failed last piece longer than this is aligned from its start only
 _WHOLE_ACTUAL = 200  # what is left of the output after the anchor, up to this many lines, is aligned whole
 _HEAD_ACTUAL = 20  # else its first lines, a gap, and its last lines
+# blanks that look like a plain space, or like nothing: no-break, wide, thin and zero-width spaces, a BOM
+_ODD_BLANK = re.compile("[\u00a0\u1680\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]")
 
 
 @dataclass(frozen=True)
@@ -242,9 +245,17 @@ def _found_then_change(
     return expected, items, [*ops, Op("-", len(context), len(items), 0)]
 
 
+def _show_blanks(line: str) -> str:
+    """LINE with the blanks a reader cannot see or tell apart written out: a tab `\\t`, each space that ends the
+    line `\\x20`, any other kind of space `<U+00A0>` (two lines that look the same show how they differ)."""
+    line = _ODD_BLANK.sub(lambda found: f"<U+{ord(found.group()):04X}>", line.replace("\t", "\\t"))
+    kept = line.rstrip(" ")
+    return kept + "\\x20" * (len(line) - len(kept))
+
+
 def _shown(masker: Masker) -> Callable[[str], str]:
-    """How a line of the hunk is shown: masked, what a log hides written out, cut."""
-    return lambda line: cut_line(show_hidden(masker.mask(line)))
+    """How a line of the hunk is shown: masked, what a log hides and blanks written out, cut."""
+    return lambda line: cut_line(_show_blanks(show_hidden(masker.mask(line))))
 
 
 def examine(text: Searchable[Any], body: str, tokens: Sequence[str], *, masker: Masker = NO_SECRETS) -> Examined | None:
