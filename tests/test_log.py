@@ -287,13 +287,13 @@ def test_a_terminal_gets_colour(tmp_path: Path, harness_env: dict[str, str]) -> 
 SLOW_GUIDE = f"""
     {FENCE}shell #test-setup id="slow"
     echo 'first line'
-    sleep 1.5
+    sleep 2.5
     {FENCE}
     """
 
 
 def test_a_silent_block_gets_a_heartbeat_with_its_last_line(guide_runner) -> None:
-    run = guide_runner(SLOW_GUIDE, "--heartbeat", "0.3")
+    run = guide_runner(SLOW_GUIDE, "--heartbeat", "1")
     assert run.returncode == 0
     beats = [line for line in _log(run).splitlines() if line.startswith("... still running")]
     assert beats, _log(run)
@@ -318,8 +318,16 @@ def test_a_bad_heartbeat_is_a_usage_error(guide_runner) -> None:
     assert "--heartbeat: bad duration 'often'" in run.stderr
 
 
+@pytest.mark.parametrize("often", ["0.01", "0.5s"])
+def test_a_heartbeat_under_a_second_is_a_usage_error_not_a_flood(guide_runner, often: str) -> None:
+    run = guide_runner(_blocks(1), "--heartbeat", often)
+    assert run.returncode == 2, run.stdout
+    assert f"--heartbeat {often}: at least 1s between heartbeats (or 0 to turn them off)" in run.stderr
+    assert "still running" not in run.stdout
+
+
 def test_with_stream_the_heartbeat_speaks_only_when_the_output_is_silent(guide_runner) -> None:
-    run = guide_runner(SLOW_GUIDE, "--stream", "--heartbeat", "0.3")
+    run = guide_runner(SLOW_GUIDE, "--stream", "--heartbeat", "1")
     assert run.returncode == 0
     assert "\n| first line\n... still running slow: " in _log(run)
 
@@ -331,11 +339,11 @@ def test_the_heartbeat_masks_its_last_line_before_cutting_it(guide_runner) -> No
         f"""
         {FENCE}shell #test-setup
         printf '%s%s%s\\n' "$(printf 'x%.0s' $(seq 110))" "$HF_TOKEN" tail
-        sleep 1.5
+        sleep 2.5
         {FENCE}
         """,
         "--heartbeat",
-        "0.3",
+        "1",
         env={"HF_TOKEN": secret},
     )
     assert run.returncode == 0
@@ -351,11 +359,11 @@ def test_the_heartbeat_never_shows_the_end_of_a_secret_its_bounded_read_begins_i
         f"""
         {FENCE}shell #test-setup
         printf '%s%s\\n' "$HF_TOKEN" "$(head -c 4100 /dev/zero | tr '\\0' z)"
-        sleep 1.5
+        sleep 2.5
         {FENCE}
         """,
         "--heartbeat",
-        "0.3",
+        "1",
         env={"HF_TOKEN": secret},
     )
     assert run.returncode == 0

@@ -80,7 +80,7 @@ LEGACY_GUIDE = f"""
 
     {FENCE}shell #test-setup id="silent"
     echo '##[error]from the last line'
-    sleep 1.5
+    sleep 2.5
     {FENCE}
     """
 
@@ -94,7 +94,7 @@ def test_block_output_quoted_on_a_line_of_the_harness_issues_no_command_of_the_o
         LEGACY_GUIDE,
         "--keep-going",
         "--heartbeat",
-        "0.3",
+        "1",
         *(["--stream"] if stream else []),
         env={"GITHUB_ACTIONS": "true"},
     )

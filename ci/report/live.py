@@ -14,12 +14,13 @@ from typing import TextIO
 
 from ci.core.text import Masker, clean_text, human_size, partial_escape_start, plural
 
-__all__ = ["LAST_LINE_CHARS", "LIVE_LIMIT_BYTES", "STREAM_PREFIXES", "BlockWatch", "heartbeat_line"]
+__all__ = ["LAST_LINE_CHARS", "LIVE_LIMIT_BYTES", "MIN_HEARTBEAT_S", "STREAM_PREFIXES", "BlockWatch", "heartbeat_line"]
 
 LIVE_LIMIT_BYTES = 8 * 1024 * 1024  # --stream shows this much of each stream of a block: a log is no place for GiBs
 _READ_BYTES = 1 << 16  # one read of a followed file: memory stays bounded however fast a block writes
 _POLL_S = 0.2  # how often --stream looks for more output
 STREAM_PREFIXES = {"stdout": "| ", "stderr": "! "}  # what starts each line --stream shows, telling the streams apart
+MIN_HEARTBEAT_S = 1.0  # --heartbeat's least T: a line per silent T, so a smaller one would flood the log
 LAST_LINE_CHARS = 120  # a heartbeat quotes at most this much of the block's last line
 _LAST_LINE_READ_BYTES = 4096  # the heartbeat reads this much of the end of a stream for its last line
 
