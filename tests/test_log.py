@@ -208,6 +208,9 @@ def test_an_interrupted_run_of_several_guides_says_which_it_never_got_to(
         ({"FORCE_COLOR": "0"}, False, False, True),  # any value that is not empty, as force-color.org says
         ({"FORCE_COLOR": ""}, False, False, False),
         ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, False, False, True),  # forced wins
+        ({"TERM": "dumb"}, False, True, False),  # a terminal that cannot show colour
+        ({"TERM": "dumb", "FORCE_COLOR": "1"}, False, True, True),
+        ({"TERM": "dumb"}, True, False, True),  # the runner's log is not that terminal
     ],
 )
 def test_when_the_log_gets_colour(environ: dict[str, str], github: bool, tty: bool, wanted: bool) -> None:
