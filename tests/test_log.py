@@ -253,6 +253,23 @@ def test_forced_colour_paints_status_words_and_the_diff_after_masking_and_never_
         assert "\x1b" not in report.read_text(encoding="utf-8")
 
 
+def test_a_changed_line_starting_like_a_diff_header_is_coloured_too(guide_runner) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test id="sql"
+        echo '++ counter'
+        {FENCE}
+
+        {FENCE}shell #test-result id="sql"
+        -- a comment
+        {FENCE}
+        """,
+        env={"FORCE_COLOR": "1"},
+    )
+    assert run.returncode == 1
+    assert "\n\x1b[31m--- a comment\x1b[0m\n\x1b[32m+++ counter\x1b[0m\n" in run.stdout, run.stdout
+
+
 def test_no_colour_in_a_pipe_nor_with_no_color_under_actions(guide_runner) -> None:
     assert "\x1b" not in guide_runner(COLOURED_GUIDE, "-v").stdout
     assert "\x1b" not in guide_runner(COLOURED_GUIDE, "-v", env={"GITHUB_ACTIONS": "true", "NO_COLOR": "1"}).stdout

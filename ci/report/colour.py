@@ -75,14 +75,18 @@ class Palette:
         return self.paint(verdict, {"PASSED": GREEN, "FAILED": RED}.get(verdict, YELLOW))
 
     def diff(self, text: str) -> str:
-        """A unified diff with its added lines green and its removed lines red (the file header lines left plain)."""
+        """A mismatch's diff hunk with its added lines green and its removed lines red.
+
+        The hunk has no `---`/`+++` file header: a line that starts so is a
+        changed line whose text starts with `--` or `++` (`-- a comment`).
+        """
         if not self.enabled:
             return text
         lines = []
         for line in text.split("\n"):
-            if line.startswith("+") and not line.startswith("+++"):
+            if line.startswith("+"):
                 line = self.paint(line, GREEN)
-            elif line.startswith("-") and not line.startswith("---"):
+            elif line.startswith("-"):
                 line = self.paint(line, RED)
             lines.append(line)
         return "\n".join(lines)
