@@ -320,3 +320,47 @@ def test_text_shown_in_pieces_is_masked_as_the_whole_would_be(secrets: list[str]
         cut = masker.clear_cut(piece, masker.partial_secret_start(piece))
         shown, held = shown + masker.mask(piece[:cut]), piece[cut:]
     assert shown + masker.mask(held) == masker.mask(text)
+
+
+# the harness with a bug in showing its first block's sections: after --stream, before the resume line
+_BUG_IN_A_REPORT = """
+import sys
+import ci.report.console
+from ci.run import main
+
+original = ci.report.console.block_details
+calls = []
+
+
+def block_details(result, **kwargs):
+    calls.append(result)
+    if len(calls) == 1:
+        raise KeyError("simulated bug in the console")
+    return original(result, **kwargs)
+
+
+ci.report.console.block_details = block_details
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_report_that_fails_half_way_leaves_no_stop_commands_open(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    (tmp_path / "guide.md").write_text(
+        f"{FENCE}shell #test-setup\necho one\n{FENCE}\n\n{FENCE}shell #test-setup\necho two\nexit 3\n{FENCE}\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", _BUG_IN_A_REPORT, "guide.md", "--stream", "--keep-going", "--output-dir", "out"],
+        cwd=tmp_path,
+        env={**harness_env, "GITHUB_ACTIONS": "true"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "simulated bug in the console" in done.stderr
+    commands = _runner_commands(done.stdout)
+    # the runner still reads the second block's fold and the run's annotation
+    assert [c.split("[")[0] for c in commands if "group::" in c] == ["::group::", "::group::", "::endgroup::"], (
+        done.stdout
+    )
+    assert [c for c in commands if c.startswith("::error ")], done.stdout

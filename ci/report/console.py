@@ -114,6 +114,7 @@ class ConsoleReporter:
         self.started: Step | None = None  # the block whose header was written last, until its report
         self.header_open = False  # its header's line is not ended yet: the verdict may end it
         self.group_open = False  # under Actions, a block's fold is open between its start and end
+        self.stopped = False  # under Actions with --stream, commands are stopped from a block's start to its report
         self.holding = False  # while True, lines are flushed together (one write for a block's report)
 
     def _write(self, text: str) -> None:
@@ -153,6 +154,7 @@ class ConsoleReporter:
             self.group_open = True
             if self.stream:
                 self.line(self.stop.stop_line)
+                self.stopped = True
         elif self.stream:
             self.line(f"==> {header}")
         else:  # left open: a passing block's verdict ends this line
@@ -179,13 +181,21 @@ class ConsoleReporter:
             self._block_report(result, total)
         finally:
             self.holding = False
+            self._resume_commands()  # a report that failed half-way must not leave the runner deaf to commands
             self.out.flush()
 
     def close(self) -> None:
         """Stops watching a running block and ends an unended line: the console is the caller's again."""
         if any(self._stop_watch()):
             self.out.write("\n")
-            self.out.flush()
+        self._resume_commands()
+        self.out.flush()
+
+    def _resume_commands(self) -> None:
+        """Ends a stop-commands left open, on a line of its own: the run's annotations come after it."""
+        if self.stopped:
+            self.out.write(f"\n{self.stop.resume_line}\n")
+            self.stopped = False
 
     def _stop_watch(self) -> tuple[bool, bool]:
         """Stops the running block's watch, if any: whether its header's line is still open (nothing came after
@@ -212,8 +222,9 @@ class ConsoleReporter:
             return
         if header_open or mid_line:  # `printf 100%`: what follows starts a line (the resume line is seen only there)
             self.out.write("\n")
-        if streamed and self.github:
+        if self.stopped:
             self.line(self.stop.resume_line)
+            self.stopped = False
         if self.group_open and not result.status.is_failure:
             self._sections(sections)
         if self.group_open:
