@@ -22,7 +22,7 @@ FENCE = "```"
 
 def _runner_commands(log: str) -> list[str]:
     """The workflow commands the Actions runner reads in LOG, none inside stop-commands: `::command::` at a line
-    start, else the older `##[command]` anywhere in a line."""
+    start (blanks before it skipped), else the older `##[command]` anywhere in a line."""
     commands = []
     stopped_by: str | None = None
     for line in log.split("\n"):
@@ -31,7 +31,7 @@ def _runner_commands(log: str) -> list[str]:
                 stopped_by = None
         elif line.startswith("::stop-commands::"):
             stopped_by = line.removeprefix("::stop-commands::")
-        elif line.startswith("::") or "##[" in line:
+        elif line.lstrip().startswith("::") or "##[" in line:
             commands.append(line)
     return commands
 
@@ -364,3 +364,27 @@ def test_a_report_that_fails_half_way_leaves_no_stop_commands_open(tmp_path: Pat
         done.stdout
     )
     assert [c for c in commands if c.startswith("::error ")], done.stdout
+
+
+def test_a_file_name_a_block_made_is_listed_on_one_line_issuing_no_command(guide_runner, tmp_path: Path) -> None:
+    made = tmp_path / "made"
+    run = guide_runner(
+        f"""
+        ---
+        ci:
+          collect:
+            - {made}/*
+            - "::warning::no-such-file*"
+        ---
+        {FENCE}shell #test-setup
+        mkdir -p {made}
+        touch '{made}/a
+        ::error::from-a-file-name'
+        {FENCE}
+        """,
+        env={"GITHUB_ACTIONS": "true"},
+    )
+    assert run.returncode == 0, run.stdout
+    assert f"\n  {made}/a\\n::error::from-a-file-name (0 B)\n" in run.stdout
+    assert "  ::warning::no-such-file*: matched no file" in run.stdout
+    assert not [c for c in _runner_commands(run.stdout) if "error::" in c or "warning::" in c], run.stdout

@@ -59,6 +59,11 @@ def _where(result: BlockResult) -> str:
 _COLLECTED_LINES = 30  # files listed in the log; results.json lists them all
 
 
+def _one_line(name: str) -> str:
+    """A file name on one line of the log: a line break in it written `\\n` (`\\r`), as it is on disk."""
+    return name.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def collection_lines(collection: Collection) -> list[str]:
     """The log's account of ci.collect: where the copies went, each file with its size, the cap and any trouble."""
     copied = [f for f in collection.files if f.copied_to is not None]
@@ -67,12 +72,13 @@ def collection_lines(collection: Collection) -> list[str]:
         f" {human_size(collection.cap_bytes)}) into {collection.directory}"
     ]
     for entry in collection.files[:_COLLECTED_LINES]:
+        source = _one_line(entry.source)  # a block names the files it makes: one may hold a line break
         if entry.copied_to is None:
-            lines.append(f"  {entry.source}: {entry.note}")  # not an [ERROR]: the guide's verdict stands
+            lines.append(f"  {source}: {entry.note}")  # not an [ERROR]: the guide's verdict stands
             continue
         size = human_size(entry.size_bytes)
         kept = f"last {human_size(entry.copied_bytes)} of {size} kept" if entry.truncated else size
-        lines.append(f"  {entry.source} ({kept}){': ' + entry.note if entry.note else ''}")
+        lines.append(f"  {source} ({kept}){': ' + entry.note if entry.note else ''}")
     more = len(collection.files) - _COLLECTED_LINES + collection.files_left_out
     if more > 0:
         lines.append(f"  ... and {more} more (listed in results.json, but for any beyond the file limit)")

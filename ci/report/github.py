@@ -78,12 +78,15 @@ class StopCommands:
         return f"{self.stop_line}\n{text}\n{self.resume_line}"
 
     def guard(self, text: str) -> str:
-        """A line of the harness's own that may quote a block (a verdict, the recap, a heartbeat), safe to write.
+        """Lines of the harness's own that may quote a block (a verdict, the recap, a heartbeat), safe to write.
 
-        Such a line never starts with `::`, but the runner reads the older
-        `##[command]` form anywhere in a line: a line holding it is wrapped.
+        The runner reads `::command::` at the start of a line, blanks before it
+        skipped, and the older `##[command]` anywhere in a line: text holding
+        either is wrapped.
         """
-        return self.wrap(text) if LEGACY_COMMAND in text else text
+        if LEGACY_COMMAND in text or any(line.lstrip().startswith("::") for line in text.split("\n")):
+            return self.wrap(text)
+        return text
 
 
 def _annotation_path(file: str) -> str:
