@@ -111,6 +111,39 @@ def test_a_quoted_line_keeps_its_secret_masked(guide_runner) -> None:
     assert "ss-word" not in run.stdout and "ss-word" not in (run.output_dir / "results.json").read_text()
 
 
+def test_a_secret_an_escape_sequence_cuts_in_two_stays_masked_where_hidden_bytes_are_written_out(guide_runner) -> None:
+    """`grep --color` highlights part of a token: the log drops the escapes and masks it, and so must the diff and
+    the quoted line, which write the escapes out."""
+    secret = "hf_abcdefghijklmnopqrstuvwxyz"
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test id="extra"
+        echo a
+        printf 'token: %s\\033[01;31m%s\\033[m%s\\n' "${{HF_TOKEN:0:5}}" "${{HF_TOKEN:5:5}}" "${{HF_TOKEN:10}}"
+        {FENCE}
+
+        {FENCE}shell #test-result id="extra"
+        a
+        {FENCE}
+
+        {FENCE}shell #test id="differs"
+        printf 'token: %s\\033[01;31m%s\\033[m%s\\n' "${{HF_TOKEN:0:5}}" "${{HF_TOKEN:5:5}}" "${{HF_TOKEN:10}}"
+        {FENCE}
+
+        {FENCE}shell #test-result id="differs"
+        token: none
+        {FENCE}
+        """,
+        "--keep-going",
+        env={"HF_TOKEN": secret},
+    )
+    assert run.returncode == 1, run.stdout
+    assert "\n+token: ***\n" in run.stdout, run.stdout  # in both diffs
+    assert run.block("extra")["message"].endswith("(its line 1, 'a'): 'token: ***'")
+    for report in (run.stdout, (run.output_dir / "results.json").read_text()):
+        assert secret[10:20] not in report and secret[5:10] not in report, report
+
+
 def test_a_large_output_is_blamed_on_the_line_that_differs(guide_runner, tmp_path: Path) -> None:
     """60,000 lines (more than the 256 KiB view) that differ only in the last: the result's last line is to blame."""
     middle = [str(number) for number in range(30_000, 60_000)]

@@ -17,7 +17,7 @@ from ci.core.align import CONTEXT_LINES, SHOWN_CHANGES, Gap, Item, Op, Pattern, 
 from ci.core.match import DEFAULT_WILDCARD, Blame, Location, locate, matches, piece_offsets, split_pieces
 from ci.core.model import Divergence, MatchReport
 from ci.core.searchable import WINDOW_BYTES, MemoryText, Searchable, open_output
-from ci.core.text import NO_SECRETS, Masker, human_size, show_hidden, without_hidden
+from ci.core.text import NO_SECRETS, Masker, human_size, masked_to_show_hidden, show_hidden, without_hidden
 
 __all__ = [
     "SHOWN_END_LINES",
@@ -307,7 +307,7 @@ def _shown(masker: Masker) -> Callable[[str], str]:
     def show(line: str) -> str:
         # the kept start of a long line may end in the start of a secret whose rest is unread: never shown
         kept = line[: masker.partial_secret_start(line)] if isinstance(line, _LineStart) else line
-        return _cut_start(_show_blanks(show_hidden(masker.mask(kept))), line)
+        return _cut_start(_show_blanks(show_hidden(masked_to_show_hidden(kept, masker))), line)
 
     return show
 
