@@ -36,6 +36,7 @@ SHOWN_END_LINES = 10  # ... else this many of its first and of its last lines
 _SHOWN_LINE_CHARS = 400  # of one line, a mismatch view shows at most this much
 _READ_BYTES = 64 * 1024  # of output, a window reads at most this much at each end
 _LONG_LINE_KEPT = 4096  # of a line longer than a read, the view keeps this much (it shows _SHOWN_LINE_CHARS)
+_WINDOW_KEPT = 4 * _READ_BYTES  # reading lines for a window stops once it keeps this much text
 _AFTER_EXPECTED = 40  # expected lines a window holds after the one blamed
 _AFTER_ACTUAL = 80  # output lines a window holds past those it pairs with the expected lines before the blamed one
 _END_EXPECTED = 100  # a failed last piece longer than this is aligned from its start only
@@ -154,12 +155,15 @@ def _anchor_line(body: str, offsets: Sequence[int], location: Location) -> int:
 def _lines_from(text: Searchable[Any], start: int, end: int, limit: int) -> tuple[list[str], int]:
     """Up to LIMIT lines of the output from START (a line's start) to END, and where the line after them starts.
 
-    Read a bounded piece at a time: a line longer than a read is one line, of which only the start is kept.
+    Read a bounded piece at a time, at most _WINDOW_KEPT of text kept: a line longer than a read is one line, of
+    which only the start is kept.
     """
     lines: list[str] = []
-    while len(lines) < limit and start < end:
+    kept = 0
+    while len(lines) < limit and start < end and kept < _WINDOW_KEPT:
         read, start = _read_lines(text, start, end, limit - len(lines))
         lines += read
+        kept += sum(len(line) for line in read)
     return lines, start
 
 
