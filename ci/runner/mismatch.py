@@ -69,7 +69,7 @@ def mismatch_message(report: MatchReport, masker: Masker) -> str:
         shown = _quoted(report.actual_line_hidden, masker)
         hidden = ", ".join(hidden_characters(masker.mask(report.actual_line_hidden)))
         message += f"; the output's line there, {shown}, differs from it only in what a log does not show: {hidden}"
-    elif report.actual_line.split() == report.first_unmatched_text.split():
+    elif report.actual_line != (text := report.first_unmatched_text) and report.actual_line.split() == text.split():
         shown = _quoted(report.actual_line, masker)
         message += f"; the output's line there, {shown}, differs from it only in blanks (spaces, tabs)"
     return message
