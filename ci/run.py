@@ -104,7 +104,10 @@ def _add_choice_options(parser: argparse.ArgumentParser) -> None:
         "--heartbeat",
         metavar="T",
         default="5m",
-        help="after this long without a line about a running block, say it still runs (default 5m; 0 turns it off)",
+        help=(
+            "after this long without a line about a running block, say it still runs"
+            " (default 5m; at least 1s; 0 turns it off)"
+        ),
     )
     parser.add_argument(
         "--update",
@@ -183,6 +186,7 @@ def _load_plans(
 def _settings(args: argparse.Namespace, started: float) -> RunSettings | str:
     """The checked settings, or what is wrong with them."""
     from ci.report.github import in_github_actions
+    from ci.report.live import MIN_HEARTBEAT_S
     from ci.session import RunSettings
 
     preset: dict[str, str] = {}
@@ -198,6 +202,8 @@ def _settings(args: argparse.Namespace, started: float) -> RunSettings | str:
         heartbeat_s = 0.0 if _is_zero(args.heartbeat) else _duration("--heartbeat", args.heartbeat)
     except ValueError as exc:
         return str(exc)
+    if 0 < heartbeat_s < MIN_HEARTBEAT_S:  # one line per silent T: a tiny T would flood the log
+        return f"--heartbeat {args.heartbeat}: at least {MIN_HEARTBEAT_S:g}s between heartbeats (or 0 to turn them off)"
     workdir = os.path.abspath(args.workdir or os.getcwd())
     if not os.path.isdir(workdir):
         return f"--workdir {args.workdir!r} is not a directory"

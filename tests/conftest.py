@@ -27,8 +27,8 @@ REPO = Path(__file__).resolve().parents[1]
 # Not the rehearsal's simulations (every folder of ci/rehearsal/, and its build_backend.py).
 compileall.compile_dir(str(REPO / "ci"), quiet=1, rx=re.compile(r"/ci/rehearsal/(.+/|build_backend\.py$)"))
 TEST_MARKER = "GUIDE_GUARD_TEST_ID"  # set in the harness's environment; every block inherits it
-# The log's colour follows these (NO_COLOR, FORCE_COLOR): a test's expectations must not depend on the caller's.
-COLOUR_VARIABLES = ("NO_COLOR", "FORCE_COLOR")
+# The log's colour follows these (NO_COLOR, FORCE_COLOR, TERM=dumb): a test's expectations must not depend on the caller's.
+COLOUR_VARIABLES = ("NO_COLOR", "FORCE_COLOR", "TERM")
 
 
 def base_env() -> dict[str, str]:

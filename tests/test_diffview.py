@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ci.core.examine import examine_text
+from ci.core.examine import examine_file, examine_text
 from ci.core.match import blame_text
 from ci.core.model import Divergence
 from ci.core.text import Masker
@@ -197,6 +197,15 @@ VIEW_TABLE: list[tuple[str, str, str, tuple[str, ...], list[str]]] = [
         ["@@ -1,2 +1,2 @@", " a", "-hello", "+hello\\r"],
     ),
     (
+        "spaces ending a line are written out",
+        lines("a", "hello"),
+        "a\nhello  \n",
+        DEFAULT,
+        ["@@ -1,2 +1,2 @@", " a", "-hello", "+hello\\x20\\x20"],
+    ),
+    ("a tab is written out", "a\tb", "a    b\n", DEFAULT, ["@@ -1,1 +1,1 @@", "-a\\tb", "+a    b"]),
+    ("a no-break space is named", "1 000", "1\u00a0000\n", DEFAULT, ["@@ -1,1 +1,1 @@", "-1 000", "+1<U+00A0>000"]),
+    (
         "one wrong character in 300 lines: three lines of context on each side",
         lines(*numbered(300, wrong=150)),
         "\n".join(numbered(300)) + "\n",
@@ -271,3 +280,45 @@ def test_a_long_line_is_cut() -> None:
     examined = examine_text("x" * 5000 + "\n", "y")
     assert examined is not None
     assert examined.hunk[-1] == "+" + "x" * 400 + " [... 4600 more characters]"
+
+
+def test_a_line_longer_than_a_read_is_one_line_its_start_shown_and_the_rest_counted() -> None:
+    examined = examine_text("a\n" + "y" * 100_000 + "\nb\n", lines("a", "z", "b"))
+    assert examined is not None
+    assert list(examined.hunk) == [
+        "@@ -1,3 +1,3 @@",
+        " a",
+        "-z",
+        "+" + "y" * 400 + " [... 99600 more characters]",
+        " b",
+    ]
+    examined = examine_text("y" * 1_000_000 + "x\n", "x")
+    assert examined is not None
+    assert list(examined.hunk) == ["@@ -1,1 +1,1 @@", "-x", "+" + "y" * 400 + " [... 999601 more characters]"]
+
+
+def test_a_line_longer_than_a_read_in_a_file_says_its_size(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    output = tmp_path / "stdout.txt"
+    output.write_text("a\n" + "y" * 200_000 + "\nb\n")
+    examined = examine_file(str(output), lines("a", "z", "b"), DEFAULT)
+    assert examined is not None
+    assert examined.hunk[-2:] == ("+" + "y" * 400 + " [... the whole line is 195.3 KiB]", " b")
+
+
+def test_the_kept_start_of_a_long_line_never_ends_in_part_of_a_secret() -> None:
+    secret = "hf_" + "q" * 37
+    examined = examine_text((secret * 3000)[:100_007] + "\n", "x", masker=Masker.of([secret]))
+    assert examined is not None
+    shown = examined.hunk[-1]
+    assert shown.startswith("+***") and "hf_" not in shown and "q" not in shown, shown
+
+
+def test_a_long_last_line_after_many_is_shown_from_its_start_never_from_inside_a_secret() -> None:
+    secret = "hf_" + "q" * 37
+    output = "a\n" * 300 + (secret * 3000)[:100_007] + "\n"
+    examined = examine_text(output, lines("a", "...", "z"), masker=Masker.of([secret]))
+    assert examined is not None
+    assert examined.hunk[-1].startswith("+***") and "q" not in examined.hunk[-1], examined.hunk[-1][:80]
+    examined = examine_text("a\n" * 300 + "b" * 100_000 + "c\n", lines("a", "...", "z"))
+    assert examined is not None
+    assert examined.hunk[-2:] == ("-z", "+" + "b" * 400 + " [... 99601 more characters]")

@@ -208,6 +208,9 @@ def test_an_interrupted_run_of_several_guides_says_which_it_never_got_to(
         ({"FORCE_COLOR": "0"}, False, False, True),  # any value that is not empty, as force-color.org says
         ({"FORCE_COLOR": ""}, False, False, False),
         ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, False, False, True),  # forced wins
+        ({"TERM": "dumb"}, False, True, False),  # a terminal that cannot show colour
+        ({"TERM": "dumb", "FORCE_COLOR": "1"}, False, True, True),
+        ({"TERM": "dumb"}, True, False, True),  # the runner's log is not that terminal
     ],
 )
 def test_when_the_log_gets_colour(environ: dict[str, str], github: bool, tty: bool, wanted: bool) -> None:
@@ -250,6 +253,23 @@ def test_forced_colour_paints_status_words_and_the_diff_after_masking_and_never_
         assert "\x1b" not in report.read_text(encoding="utf-8")
 
 
+def test_a_changed_line_starting_like_a_diff_header_is_coloured_too(guide_runner) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test id="sql"
+        echo '++ counter'
+        {FENCE}
+
+        {FENCE}shell #test-result id="sql"
+        -- a comment
+        {FENCE}
+        """,
+        env={"FORCE_COLOR": "1"},
+    )
+    assert run.returncode == 1
+    assert "\n\x1b[31m--- a comment\x1b[0m\n\x1b[32m+++ counter\x1b[0m\n" in run.stdout, run.stdout
+
+
 def test_no_colour_in_a_pipe_nor_with_no_color_under_actions(guide_runner) -> None:
     assert "\x1b" not in guide_runner(COLOURED_GUIDE, "-v").stdout
     assert "\x1b" not in guide_runner(COLOURED_GUIDE, "-v", env={"GITHUB_ACTIONS": "true", "NO_COLOR": "1"}).stdout
@@ -287,13 +307,13 @@ def test_a_terminal_gets_colour(tmp_path: Path, harness_env: dict[str, str]) -> 
 SLOW_GUIDE = f"""
     {FENCE}shell #test-setup id="slow"
     echo 'first line'
-    sleep 1.5
+    sleep 2.5
     {FENCE}
     """
 
 
 def test_a_silent_block_gets_a_heartbeat_with_its_last_line(guide_runner) -> None:
-    run = guide_runner(SLOW_GUIDE, "--heartbeat", "0.3")
+    run = guide_runner(SLOW_GUIDE, "--heartbeat", "1")
     assert run.returncode == 0
     beats = [line for line in _log(run).splitlines() if line.startswith("... still running")]
     assert beats, _log(run)
@@ -318,8 +338,16 @@ def test_a_bad_heartbeat_is_a_usage_error(guide_runner) -> None:
     assert "--heartbeat: bad duration 'often'" in run.stderr
 
 
+@pytest.mark.parametrize("often", ["0.01", "0.5s"])
+def test_a_heartbeat_under_a_second_is_a_usage_error_not_a_flood(guide_runner, often: str) -> None:
+    run = guide_runner(_blocks(1), "--heartbeat", often)
+    assert run.returncode == 2, run.stdout
+    assert f"--heartbeat {often}: at least 1s between heartbeats (or 0 to turn them off)" in run.stderr
+    assert "still running" not in run.stdout
+
+
 def test_with_stream_the_heartbeat_speaks_only_when_the_output_is_silent(guide_runner) -> None:
-    run = guide_runner(SLOW_GUIDE, "--stream", "--heartbeat", "0.3")
+    run = guide_runner(SLOW_GUIDE, "--stream", "--heartbeat", "1")
     assert run.returncode == 0
     assert "\n| first line\n... still running slow: " in _log(run)
 
@@ -331,11 +359,11 @@ def test_the_heartbeat_masks_its_last_line_before_cutting_it(guide_runner) -> No
         f"""
         {FENCE}shell #test-setup
         printf '%s%s%s\\n' "$(printf 'x%.0s' $(seq 110))" "$HF_TOKEN" tail
-        sleep 1.5
+        sleep 2.5
         {FENCE}
         """,
         "--heartbeat",
-        "0.3",
+        "1",
         env={"HF_TOKEN": secret},
     )
     assert run.returncode == 0
@@ -351,11 +379,11 @@ def test_the_heartbeat_never_shows_the_end_of_a_secret_its_bounded_read_begins_i
         f"""
         {FENCE}shell #test-setup
         printf '%s%s\\n' "$HF_TOKEN" "$(head -c 4100 /dev/zero | tr '\\0' z)"
-        sleep 1.5
+        sleep 2.5
         {FENCE}
         """,
         "--heartbeat",
-        "0.3",
+        "1",
         env={"HF_TOKEN": secret},
     )
     assert run.returncode == 0

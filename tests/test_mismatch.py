@@ -53,6 +53,26 @@ def test_a_mismatch_in_bytes_a_log_hides_is_shown(guide_runner, printed: str, di
     assert said in run.stdout  # the verdict's line
 
 
+def test_a_line_differing_only_in_blanks_says_so_and_the_diff_shows_them(guide_runner) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test id="greet"
+        printf 'hello \\nworld\\n'
+        {FENCE}
+
+        {FENCE}shell #test-result id="greet"
+        hello
+        world
+        {FENCE}
+        """
+    )
+    assert run.returncode == 1, run.stdout
+    assert "\n-hello\n+hello\\x20\n world\n" in run.stdout, run.stdout  # the two lines look alike no more
+    said = "from its line 1: 'hello'; the output's line there, 'hello ', differs from it only in blanks (spaces, tabs)"
+    assert said in run.block("greet")["message"]
+    assert said in run.stdout
+
+
 def test_a_visible_difference_says_nothing_of_hidden_bytes(guide_runner) -> None:
     run = guide_runner(
         f"""
@@ -89,6 +109,39 @@ def test_a_quoted_line_keeps_its_secret_masked(guide_runner) -> None:
     assert block["message"].startswith("stdout does not match the expected output from its line 1: '***';")
     assert "the output's line there, '***\\r'," in block["message"]
     assert "ss-word" not in run.stdout and "ss-word" not in (run.output_dir / "results.json").read_text()
+
+
+def test_a_secret_an_escape_sequence_cuts_in_two_stays_masked_where_hidden_bytes_are_written_out(guide_runner) -> None:
+    """`grep --color` highlights part of a token: the log drops the escapes and masks it, and so must the diff and
+    the quoted line, which write the escapes out."""
+    secret = "hf_abcdefghijklmnopqrstuvwxyz"
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test id="extra"
+        echo a
+        printf 'token: %s\\033[01;31m%s\\033[m%s\\n' "${{HF_TOKEN:0:5}}" "${{HF_TOKEN:5:5}}" "${{HF_TOKEN:10}}"
+        {FENCE}
+
+        {FENCE}shell #test-result id="extra"
+        a
+        {FENCE}
+
+        {FENCE}shell #test id="differs"
+        printf 'token: %s\\033[01;31m%s\\033[m%s\\n' "${{HF_TOKEN:0:5}}" "${{HF_TOKEN:5:5}}" "${{HF_TOKEN:10}}"
+        {FENCE}
+
+        {FENCE}shell #test-result id="differs"
+        token: none
+        {FENCE}
+        """,
+        "--keep-going",
+        env={"HF_TOKEN": secret},
+    )
+    assert run.returncode == 1, run.stdout
+    assert "\n+token: ***\n" in run.stdout, run.stdout  # in both diffs
+    assert run.block("extra")["message"].endswith("(its line 1, 'a'): 'token: ***'")
+    for report in (run.stdout, (run.output_dir / "results.json").read_text()):
+        assert secret[10:20] not in report and secret[5:10] not in report, report
 
 
 def test_a_large_output_is_blamed_on_the_line_that_differs(guide_runner, tmp_path: Path) -> None:

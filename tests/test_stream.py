@@ -21,7 +21,8 @@ FENCE = "```"
 
 
 def _runner_commands(log: str) -> list[str]:
-    """The workflow commands the Actions runner reads in LOG: only at a line start, none inside stop-commands."""
+    """The workflow commands the Actions runner reads in LOG, none inside stop-commands: `::command::` at a line
+    start (blanks before it skipped), else the older `##[command]` anywhere in a line."""
     commands = []
     stopped_by: str | None = None
     for line in log.split("\n"):
@@ -30,7 +31,7 @@ def _runner_commands(log: str) -> list[str]:
                 stopped_by = None
         elif line.startswith("::stop-commands::"):
             stopped_by = line.removeprefix("::stop-commands::")
-        elif line.startswith("::"):
+        elif line.lstrip().startswith("::") or "##[" in line:
             commands.append(line)
     return commands
 
@@ -65,6 +66,45 @@ def test_output_without_a_final_newline_does_not_swallow_the_resume_line(guide_r
     assert [c for c in commands if c.startswith("::error ")], run.stdout
     assert "\n! half a line on stderr\n" in run.stdout
     assert run.stdout.count("failing") == 1 and "\n| failing\n" in run.stdout  # shown live, not again after
+
+
+LEGACY_GUIDE = f"""
+    {FENCE}shell #test id="goes-on"
+    echo a
+    echo '##[stop-commands]from-the-block'
+    {FENCE}
+
+    {FENCE}shell #test-result id="goes-on"
+    a
+    {FENCE}
+
+    {FENCE}shell #test-setup id="silent"
+    echo '##[error]from the last line'
+    sleep 2.5
+    {FENCE}
+    """
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_block_output_quoted_on_a_line_of_the_harness_issues_no_command_of_the_older_form(
+    guide_runner, stream: bool
+) -> None:
+    # the runner reads `##[command]` anywhere in a line: the verdict, the recap and the heartbeat quote the block
+    run = guide_runner(
+        LEGACY_GUIDE,
+        "--keep-going",
+        "--heartbeat",
+        "1",
+        *(["--stream"] if stream else []),
+        env={"GITHUB_ACTIONS": "true"},
+    )
+    assert run.returncode == 1, run.stdout
+    log = run.stdout
+    assert "'##[stop-commands]from-the-block'" in log  # shown, as it is, in the verdict and the recap
+    assert "last line: ##[error]from the last line" in log
+    commands = _runner_commands(log)
+    assert not [c for c in commands if not c.startswith("::")], log  # an annotation's message is only its text
+    assert [c.split(" ")[0] for c in commands if c.startswith("::error ")] == ["::error"], log  # still annotated
 
 
 def test_a_block_writing_fast_is_shown_whole(guide_runner) -> None:
@@ -280,3 +320,71 @@ def test_text_shown_in_pieces_is_masked_as_the_whole_would_be(secrets: list[str]
         cut = masker.clear_cut(piece, masker.partial_secret_start(piece))
         shown, held = shown + masker.mask(piece[:cut]), piece[cut:]
     assert shown + masker.mask(held) == masker.mask(text)
+
+
+# the harness with a bug in showing its first block's sections: after --stream, before the resume line
+_BUG_IN_A_REPORT = """
+import sys
+import ci.report.console
+from ci.run import main
+
+original = ci.report.console.block_details
+calls = []
+
+
+def block_details(result, **kwargs):
+    calls.append(result)
+    if len(calls) == 1:
+        raise KeyError("simulated bug in the console")
+    return original(result, **kwargs)
+
+
+ci.report.console.block_details = block_details
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_report_that_fails_half_way_leaves_no_stop_commands_open(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    (tmp_path / "guide.md").write_text(
+        f"{FENCE}shell #test-setup\necho one\n{FENCE}\n\n{FENCE}shell #test-setup\necho two\nexit 3\n{FENCE}\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", _BUG_IN_A_REPORT, "guide.md", "--stream", "--keep-going", "--output-dir", "out"],
+        cwd=tmp_path,
+        env={**harness_env, "GITHUB_ACTIONS": "true"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "simulated bug in the console" in done.stderr
+    commands = _runner_commands(done.stdout)
+    # the runner still reads the second block's fold and the run's annotation
+    assert [c.split("[")[0] for c in commands if "group::" in c] == ["::group::", "::group::", "::endgroup::"], (
+        done.stdout
+    )
+    assert [c for c in commands if c.startswith("::error ")], done.stdout
+
+
+def test_a_file_name_a_block_made_is_listed_on_one_line_issuing_no_command(guide_runner, tmp_path: Path) -> None:
+    made = tmp_path / "made"
+    run = guide_runner(
+        f"""
+        ---
+        ci:
+          collect:
+            - {made}/*
+            - "::warning::no-such-file*"
+        ---
+        {FENCE}shell #test-setup
+        mkdir -p {made}
+        touch '{made}/a
+        ::error::from-a-file-name'
+        {FENCE}
+        """,
+        env={"GITHUB_ACTIONS": "true"},
+    )
+    assert run.returncode == 0, run.stdout
+    assert f"\n  {made}/a\\n::error::from-a-file-name (0 B)\n" in run.stdout
+    assert "  ::warning::no-such-file*: matched no file" in run.stdout
+    assert not [c for c in _runner_commands(run.stdout) if "error::" in c or "warning::" in c], run.stdout

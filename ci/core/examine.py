@@ -8,6 +8,7 @@ the output, on the start and end of what is left, the middle folded away).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -16,7 +17,7 @@ from ci.core.align import CONTEXT_LINES, SHOWN_CHANGES, Gap, Item, Op, Pattern, 
 from ci.core.match import DEFAULT_WILDCARD, Blame, Location, locate, matches, piece_offsets, split_pieces
 from ci.core.model import Divergence, MatchReport
 from ci.core.searchable import WINDOW_BYTES, MemoryText, Searchable, open_output
-from ci.core.text import NO_SECRETS, Masker, show_hidden, without_hidden
+from ci.core.text import NO_SECRETS, Masker, human_size, masked_to_show_hidden, show_hidden, without_hidden
 
 __all__ = [
     "SHOWN_END_LINES",
@@ -34,11 +35,15 @@ SHOWN_WHOLE_LINES = 24  # a mismatch shows an expected body or an output of up t
 SHOWN_END_LINES = 10  # ... else this many of its first and of its last lines
 _SHOWN_LINE_CHARS = 400  # of one line, a mismatch view shows at most this much
 _READ_BYTES = 64 * 1024  # of output, a window reads at most this much at each end
+_LONG_LINE_KEPT = 4096  # of a line longer than a read, the view keeps this much (it shows _SHOWN_LINE_CHARS)
+_WINDOW_KEPT = 4 * _READ_BYTES  # reading lines for a window stops once it keeps this much text
 _AFTER_EXPECTED = 40  # expected lines a window holds after the one blamed
 _AFTER_ACTUAL = 80  # output lines a window holds past those it pairs with the expected lines before the blamed one
 _END_EXPECTED = 100  # a failed last piece longer than this is aligned from its start only
 _WHOLE_ACTUAL = 200  # what is left of the output after the anchor, up to this many lines, is aligned whole
 _HEAD_ACTUAL = 20  # else its first lines, a gap, and its last lines
+# blanks that look like a plain space, or like nothing: no-break, wide, thin and zero-width spaces, a BOM
+_ODD_BLANK = re.compile("[\u00a0\u1680\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]")
 
 
 @dataclass(frozen=True)
@@ -49,9 +54,26 @@ class Examined:
     hunk: tuple[str, ...]
 
 
+class _LineStart(str):
+    """The start of an output line longer than one read, and how much of the line is left unread after it."""
+
+    unread: int = 0  # in the output's offsets: characters, or bytes (`in_bytes`)
+    size: int = 0  # the whole line's, in the same
+    in_bytes: bool = False
+
+
 def cut_line(line: str, limit: int = _SHOWN_LINE_CHARS) -> str:
     """LINE cut to LIMIT characters for a mismatch view, saying how much is left out."""
     return line if len(line) <= limit else f"{line[:limit]} [... {len(line) - limit} more characters]"
+
+
+def _cut_start(line: str, start: str, limit: int = _SHOWN_LINE_CHARS) -> str:
+    """LINE (as shown) cut as `cut_line` does; when it shows START, the start of a longer line, the rest counted too."""
+    if not isinstance(start, _LineStart):
+        return cut_line(line, limit)
+    if start.in_bytes:
+        return f"{line[:limit]} [... the whole line is {human_size(start.size)}]"
+    return f"{line[:limit]} [... {max(len(line) - limit, 0) + start.unread} more characters]"
 
 
 def head_and_tail_lines(text: str) -> tuple[str, str, int]:
@@ -131,19 +153,49 @@ def _anchor_line(body: str, offsets: Sequence[int], location: Location) -> int:
 
 
 def _lines_from(text: Searchable[Any], start: int, end: int, limit: int) -> tuple[list[str], int]:
-    """Up to LIMIT lines of the output from START (a line's start) to END, and where the line after them starts."""
-    if start >= end:
-        return [], start
+    """Up to LIMIT lines of the output from START (a line's start) to END, and where the line after them starts.
+
+    Read a bounded piece at a time, at most _WINDOW_KEPT of text kept: a line longer than a read is one line, of
+    which only the start is kept.
+    """
+    lines: list[str] = []
+    kept = 0
+    while len(lines) < limit and start < end and kept < _WINDOW_KEPT:
+        read, start = _read_lines(text, start, end, limit - len(lines))
+        lines += read
+        kept += sum(len(line) for line in read)
+    return lines, start
+
+
+def _read_lines(text: Searchable[Any], start: int, end: int, limit: int) -> tuple[list[str], int]:
+    """`_lines_from` in one read: the lines it holds whole, or the start of a line longer than it."""
     raw = text.read(start, min(end - start, _READ_BYTES))
     newline = text.encode("\n")
     parts = raw.split(newline)
     if start + len(raw) < end:  # its last line goes on past what was read
-        if len(parts) == 1:
-            return [text.decode(raw)], start + len(raw)
+        if len(parts) == 1:  # one line longer than a read: its start, and where the line after it starts
+            newline_at = text.find_encoded(newline, start + len(raw))
+            line_end = end if newline_at == -1 or newline_at >= end else newline_at
+            line = _LineStart(text.decode(raw[:_LONG_LINE_KEPT]))
+            line.unread = line_end - start - min(len(raw), _LONG_LINE_KEPT)
+            line.size, line.in_bytes = line_end - start, isinstance(raw, bytes)
+            return [line], min(line_end + len(newline), end)
         parts = parts[:-1]
     parts = parts[:limit]
     reached = start + sum(len(part) + len(newline) for part in parts)
     return [text.decode(part) for part in parts], min(reached, end)
+
+
+def _line_start(text: Searchable[Any], offset: int, low: int) -> int:
+    """Where the line holding OFFSET starts (LOW, a line's start, at the earliest), read back a bounded piece at a time."""
+    newline = text.encode("\n")
+    while offset > low:
+        begin = max(low, offset - _READ_BYTES)
+        found: int = text.read(begin, offset - begin).rfind(newline)
+        if found != -1:
+            return begin + found + len(newline)
+        offset = begin
+    return low
 
 
 def _lines_before(text: Searchable[Any], end: int, low: int, limit: int) -> tuple[list[str], int]:
@@ -154,7 +206,10 @@ def _lines_before(text: Searchable[Any], end: int, low: int, limit: int) -> tupl
     raw = text.read(begin, end - begin)
     newline = text.encode("\n")
     parts = raw.split(newline)
-    if begin > low and len(parts) > 1:  # the first line began before what was read
+    if begin > low and len(parts) == 1:  # all that was read is the end of one long line: shown from its start
+        start = _line_start(text, begin, low)
+        return _read_lines(text, start, end, 1)[0], start
+    if begin > low:  # the first line began before what was read
         begin += len(parts[0]) + len(newline)
         parts = parts[1:]
     kept = parts[-limit:]
@@ -242,9 +297,23 @@ def _found_then_change(
     return expected, items, [*ops, Op("-", len(context), len(items), 0)]
 
 
+def _show_blanks(line: str) -> str:
+    """LINE with the blanks a reader cannot see or tell apart written out: a tab `\\t`, each space that ends the
+    line `\\x20`, any other kind of space `<U+00A0>` (two lines that look the same show how they differ)."""
+    line = _ODD_BLANK.sub(lambda found: f"<U+{ord(found.group()):04X}>", line.replace("\t", "\\t"))
+    kept = line.rstrip(" ")
+    return kept + "\\x20" * (len(line) - len(kept))
+
+
 def _shown(masker: Masker) -> Callable[[str], str]:
-    """How a line of the hunk is shown: masked, what a log hides written out, cut."""
-    return lambda line: cut_line(show_hidden(masker.mask(line)))
+    """How a line of the hunk is shown: masked, what a log hides and blanks written out, cut."""
+
+    def show(line: str) -> str:
+        # the kept start of a long line may end in the start of a secret whose rest is unread: never shown
+        kept = line[: masker.partial_secret_start(line)] if isinstance(line, _LineStart) else line
+        return _cut_start(_show_blanks(show_hidden(masked_to_show_hidden(kept, masker))), line)
+
+    return show
 
 
 def examine(text: Searchable[Any], body: str, tokens: Sequence[str], *, masker: Masker = NO_SECRETS) -> Examined | None:

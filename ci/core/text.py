@@ -23,6 +23,7 @@ __all__ = [
     "human_size",
     "is_maskable",
     "is_secret_name",
+    "masked_to_show_hidden",
     "partial_escape_start",
     "plural",
     "read_view",
@@ -220,6 +221,19 @@ def show_hidden(text: str) -> str:
 def without_hidden(text: str) -> str:
     """TEXT without what `clean_text` would take out of it: how a log shows a line (a carriage return dropped)."""
     return _HIDDEN.sub("", text)
+
+
+def masked_to_show_hidden(text: str, masker: Masker) -> str:
+    """TEXT masked so that writing out what a log hides (`show_hidden`, `repr`) shows no secret.
+
+    A secret cut in two by an escape sequence (`grep --color` highlighting part
+    of it) is whole once a log drops the escape, and masked there; written out,
+    its parts would show around `\\x1b[01;31m`. Such a TEXT is masked as a log
+    shows it, without what it hides.
+    """
+    masked = masker.mask(text)
+    shown = without_hidden(masked)
+    return masker.mask(shown) if masker.mask(shown) != shown else masked
 
 
 def hidden_characters(text: str) -> list[str]:

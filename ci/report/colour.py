@@ -26,8 +26,9 @@ def colour_wanted(stream: TextIO, environ: Mapping[str, str], *, github: bool) -
 
     FORCE_COLOR set and not empty turns it on, whatever its value (force-color.org;
     it wins over NO_COLOR, as that convention's example has it); else NO_COLOR
-    set and not empty turns it off (no-color.org); else a terminal and the log
-    of GitHub Actions (which renders ANSI colour) get it, a file or a pipe does not.
+    set and not empty turns it off (no-color.org); else the log of GitHub
+    Actions (which renders ANSI colour) and a terminal get it, but for one
+    that says it cannot show it (TERM=dumb); a file or a pipe does not.
     """
     if environ.get("FORCE_COLOR"):
         return True
@@ -35,6 +36,8 @@ def colour_wanted(stream: TextIO, environ: Mapping[str, str], *, github: bool) -
         return False
     if github:
         return True
+    if environ.get("TERM") == "dumb":  # an editor's shell, a bare console: escapes would show as text
+        return False
     try:
         return stream.isatty()
     except (AttributeError, ValueError, OSError):  # no descriptor (a StringIO), or a closed one
@@ -72,14 +75,18 @@ class Palette:
         return self.paint(verdict, {"PASSED": GREEN, "FAILED": RED}.get(verdict, YELLOW))
 
     def diff(self, text: str) -> str:
-        """A unified diff with its added lines green and its removed lines red (the file header lines left plain)."""
+        """A mismatch's diff hunk with its added lines green and its removed lines red.
+
+        The hunk has no `---`/`+++` file header: a line that starts so is a
+        changed line whose text starts with `--` or `++` (`-- a comment`).
+        """
         if not self.enabled:
             return text
         lines = []
         for line in text.split("\n"):
-            if line.startswith("+") and not line.startswith("+++"):
+            if line.startswith("+"):
                 line = self.paint(line, GREEN)
-            elif line.startswith("-") and not line.startswith("---"):
+            elif line.startswith("-"):
                 line = self.paint(line, RED)
             lines.append(line)
         return "\n".join(lines)

@@ -59,6 +59,11 @@ def _where(result: BlockResult) -> str:
 _COLLECTED_LINES = 30  # files listed in the log; results.json lists them all
 
 
+def _one_line(name: str) -> str:
+    """A file name on one line of the log: a line break in it written `\\n` (`\\r`), as it is on disk."""
+    return name.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def collection_lines(collection: Collection) -> list[str]:
     """The log's account of ci.collect: where the copies went, each file with its size, the cap and any trouble."""
     copied = [f for f in collection.files if f.copied_to is not None]
@@ -67,12 +72,13 @@ def collection_lines(collection: Collection) -> list[str]:
         f" {human_size(collection.cap_bytes)}) into {collection.directory}"
     ]
     for entry in collection.files[:_COLLECTED_LINES]:
+        source = _one_line(entry.source)  # a block names the files it makes: one may hold a line break
         if entry.copied_to is None:
-            lines.append(f"  {entry.source}: {entry.note}")  # not an [ERROR]: the guide's verdict stands
+            lines.append(f"  {source}: {entry.note}")  # not an [ERROR]: the guide's verdict stands
             continue
         size = human_size(entry.size_bytes)
         kept = f"last {human_size(entry.copied_bytes)} of {size} kept" if entry.truncated else size
-        lines.append(f"  {entry.source} ({kept}){': ' + entry.note if entry.note else ''}")
+        lines.append(f"  {source} ({kept}){': ' + entry.note if entry.note else ''}")
     more = len(collection.files) - _COLLECTED_LINES + collection.files_left_out
     if more > 0:
         lines.append(f"  ... and {more} more (listed in results.json, but for any beyond the file limit)")
@@ -114,10 +120,13 @@ class ConsoleReporter:
         self.started: Step | None = None  # the block whose header was written last, until its report
         self.header_open = False  # its header's line is not ended yet: the verdict may end it
         self.group_open = False  # under Actions, a block's fold is open between its start and end
+        self.stopped = False  # under Actions with --stream, commands are stopped from a block's start to its report
         self.holding = False  # while True, lines are flushed together (one write for a block's report)
 
     def _write(self, text: str) -> None:
-        """TEXT, cleaned, masked and painted already, and a line end."""
+        """TEXT, cleaned, masked and painted already, and a line end; under Actions, issuing no command it quotes."""
+        if self.github and not text.startswith("::"):  # a workflow command of its own, or text wrapped already
+            text = self.stop.guard(text)
         self.out.write(text + "\n")
         if not self.holding:
             self.out.flush()
@@ -151,6 +160,7 @@ class ConsoleReporter:
             self.group_open = True
             if self.stream:
                 self.line(self.stop.stop_line)
+                self.stopped = True
         elif self.stream:
             self.line(f"==> {header}")
         else:  # left open: a passing block's verdict ends this line
@@ -167,6 +177,7 @@ class ConsoleReporter:
                 stream=self.stream,
                 heartbeat_s=self.heartbeat_s,
                 at_line_start=not self.header_open,
+                guard=self.stop.guard if self.github and not self.stream else None,  # --stream: inside the stop
             )
             self.watch.start()
 
@@ -176,13 +187,21 @@ class ConsoleReporter:
             self._block_report(result, total)
         finally:
             self.holding = False
+            self._resume_commands()  # a report that failed half-way must not leave the runner deaf to commands
             self.out.flush()
 
     def close(self) -> None:
         """Stops watching a running block and ends an unended line: the console is the caller's again."""
         if any(self._stop_watch()):
             self.out.write("\n")
-            self.out.flush()
+        self._resume_commands()
+        self.out.flush()
+
+    def _resume_commands(self) -> None:
+        """Ends a stop-commands left open, on a line of its own: the run's annotations come after it."""
+        if self.stopped:
+            self.out.write(f"\n{self.stop.resume_line}\n")
+            self.stopped = False
 
     def _stop_watch(self) -> tuple[bool, bool]:
         """Stops the running block's watch, if any: whether its header's line is still open (nothing came after
@@ -209,8 +228,9 @@ class ConsoleReporter:
             return
         if header_open or mid_line:  # `printf 100%`: what follows starts a line (the resume line is seen only there)
             self.out.write("\n")
-        if streamed and self.github:
+        if self.stopped:
             self.line(self.stop.resume_line)
+            self.stopped = False
         if self.group_open and not result.status.is_failure:
             self._sections(sections)
         if self.group_open:

@@ -17,6 +17,7 @@ from ci.report.timeline import timeline_of_results
 from ci.report.timeline.gantt import gantt_chart
 
 __all__ = [
+    "LEGACY_COMMAND",
     "MAX_ANNOTATIONS",
     "SUMMARY_LIMIT_BYTES",
     "StopCommands",
@@ -34,6 +35,9 @@ __all__ = [
     "table_cell",
 ]
 
+# The runner's older form of a workflow command (`##[error]...`, `##[stop-commands]...`): it is read
+# anywhere in a line, not only at its start as `::error::` is.
+LEGACY_COMMAND = "##["
 MAX_ANNOTATIONS = 10  # Actions shows at most 10 error annotations per step
 SUMMARY_LIMIT_BYTES = 1000 * 1024  # the step summary must stay under 1 MiB
 # A job's outputs may hold 1 MB in all; a guide has far fewer blocks, so this only bounds a runaway list.
@@ -72,6 +76,17 @@ class StopCommands:
 
     def wrap(self, text: str) -> str:
         return f"{self.stop_line}\n{text}\n{self.resume_line}"
+
+    def guard(self, text: str) -> str:
+        """Lines of the harness's own that may quote a block (a verdict, the recap, a heartbeat), safe to write.
+
+        The runner reads `::command::` at the start of a line, blanks before it
+        skipped, and the older `##[command]` anywhere in a line: text holding
+        either is wrapped.
+        """
+        if LEGACY_COMMAND in text or any(line.lstrip().startswith("::") for line in text.split("\n")):
+            return self.wrap(text)
+        return text
 
 
 def _annotation_path(file: str) -> str:

@@ -7,19 +7,20 @@ import os
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
 from ci.core.text import Masker, clean_text, human_size, partial_escape_start, plural
 
-__all__ = ["LAST_LINE_CHARS", "LIVE_LIMIT_BYTES", "STREAM_PREFIXES", "BlockWatch", "heartbeat_line"]
+__all__ = ["LAST_LINE_CHARS", "LIVE_LIMIT_BYTES", "MIN_HEARTBEAT_S", "STREAM_PREFIXES", "BlockWatch", "heartbeat_line"]
 
 LIVE_LIMIT_BYTES = 8 * 1024 * 1024  # --stream shows this much of each stream of a block: a log is no place for GiBs
 _READ_BYTES = 1 << 16  # one read of a followed file: memory stays bounded however fast a block writes
 _POLL_S = 0.2  # how often --stream looks for more output
 STREAM_PREFIXES = {"stdout": "| ", "stderr": "! "}  # what starts each line --stream shows, telling the streams apart
+MIN_HEARTBEAT_S = 1.0  # --heartbeat's least T: a line per silent T, so a smaller one would flood the log
 LAST_LINE_CHARS = 120  # a heartbeat quotes at most this much of the block's last line
 _LAST_LINE_READ_BYTES = 4096  # the heartbeat reads this much of the end of a stream for its last line
 
@@ -112,6 +113,7 @@ class BlockWatch(threading.Thread):
         stream: bool,
         heartbeat_s: float,
         at_line_start: bool,
+        guard: Callable[[str], str] | None = None,
     ) -> None:
         super().__init__(daemon=True)
         self.name = name  # the block's, as the heartbeat says it
@@ -124,6 +126,7 @@ class BlockWatch(threading.Thread):
         self.write = write
         self.masker = masker
         self.heartbeat_s = heartbeat_s  # 0: no heartbeat
+        self.guard = guard  # under Actions, what keeps a line of its own from issuing a command it quotes
         self.done = threading.Event()
         self.at_line_start = at_line_start  # whether what was written last ends a line
         self.line_stream: str | None = None  # the stream whose line was shown last, when not ended
@@ -223,7 +226,10 @@ class BlockWatch(threading.Thread):
 
     def _line(self, text: str) -> None:
         """A line of the harness's own (a note, a heartbeat), on a line of its own."""
-        self._write(("" if self.at_line_start else "\n") + clean_text(text, self.masker) + "\n")
+        text = clean_text(text, self.masker)
+        if self.guard is not None:
+            text = self.guard(text)
+        self._write(("" if self.at_line_start else "\n") + text + "\n")
         self.at_line_start, self.line_stream = True, None
 
     def _write(self, text: str) -> None:

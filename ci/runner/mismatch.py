@@ -9,7 +9,7 @@ from ci.core.examine import examine_file, explain_mismatch
 from ci.core.files import write_atomically
 from ci.core.model import Divergence, MatchReport, Step
 from ci.core.plan import written_line
-from ci.core.text import Masker, hidden_characters, plural
+from ci.core.text import Masker, hidden_characters, masked_to_show_hidden, plural
 
 __all__ = ["mismatch_message", "mismatch_report"]
 
@@ -69,12 +69,14 @@ def mismatch_message(report: MatchReport, masker: Masker) -> str:
         shown = _quoted(report.actual_line_hidden, masker)
         hidden = ", ".join(hidden_characters(masker.mask(report.actual_line_hidden)))
         message += f"; the output's line there, {shown}, differs from it only in what a log does not show: {hidden}"
+    elif report.actual_line != (text := report.first_unmatched_text) and report.actual_line.split() == text.split():
+        shown = _quoted(report.actual_line, masker)
+        message += f"; the output's line there, {shown}, differs from it only in blanks (spaces, tabs)"
     return message
 
 
 def _quoted(line: str, masker: Masker) -> str:
-    """LINE cut to _QUOTED_CHARS (a loaded value may make it megabytes long) where no secret is cut in two, masked,
-    then quoted: only the part shown is masked, and no part of a secret escapes the mask."""
-    if len(line) > _QUOTED_CHARS:
-        return repr(masker.mask(line[: masker.clear_cut(line, _QUOTED_CHARS)]) + "...")
-    return repr(masker.mask(line))
+    """LINE masked, cut to _QUOTED_CHARS (a loaded value may make it megabytes long), then quoted: the quote writes
+    out what a log hides, so a secret an escape sequence cuts in two is masked as the log shows it."""
+    shown = masked_to_show_hidden(line, masker)
+    return repr(shown[:_QUOTED_CHARS] + "...") if len(shown) > _QUOTED_CHARS else repr(shown)
