@@ -76,7 +76,9 @@ def _check(command: list[str], **options: object) -> None:
     assert done.returncode == 0, f"{' '.join(command)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
 
 
-@pytest.fixture(scope="module")
+# built once per worker: the guide-ports group interleaves this module with test_rehearsal.py, and a
+# module-scoped fixture would be built again each time the worker comes back to it
+@pytest.fixture(scope="session")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     work = tmp_path_factory.mktemp("install")
     source = work / "source"
