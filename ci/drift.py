@@ -56,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         guides_at_base,
         step_summary,
     )
-    from ci.report.github import in_github_actions
+    from ci.report.github import command_safe, in_github_actions
 
     repo = os.environ.get("GITHUB_REPOSITORY", "")
     if args.last_run_artifact and not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
@@ -83,8 +83,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not drifts:
         print("drift: no changed guide with labelled blocks")
         return ExitCode.OK
-    sys.stdout.write(console_report(drifts))
-    if in_github_actions():
+    github = in_github_actions()
+    report = console_report(drifts)
+    sys.stdout.write(command_safe(report.rstrip("\n"), github) + "\n" if github else report)
+    if github:
         for line in annotation_lines(drifts):
             print(line)
     _append_step_summary(step_summary(drifts))

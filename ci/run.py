@@ -301,19 +301,19 @@ def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> 
 
 
 def _print_warnings(warnings: Sequence[tuple[str | None, Any]], github: bool) -> None:
-    from ci.report.github import annotation
+    from ci.report.github import annotation, command_safe
 
     for source_path, warning in warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        print(command_safe(f"warning: {warning}", github), file=sys.stderr)
         if github:
             print(annotation("warning", source_path, warning.line, "guide warning", warning.message))
 
 
 def _print_document_errors(problems: Sequence[Problem], source_paths: dict[str, str | None], github: bool) -> None:
     from ci.report.console import format_problems
-    from ci.report.github import problem_annotations
+    from ci.report.github import command_safe, problem_annotations
 
-    print(format_problems(problems), file=sys.stderr)
+    print(command_safe(format_problems(problems), github), file=sys.stderr)
     count = len(problems)
     print_error(f"{plural(count, 'document error')}; nothing was run")
     if github:

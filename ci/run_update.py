@@ -77,7 +77,10 @@ def _print_update(update: GuideUpdate) -> ExitCode:
     if not update.diff:
         print(f"{update.guide}: nothing to update", file=sys.stderr)
     else:
-        sys.stdout.writelines(update.diff)
+        from ci.report.github import command_safe, in_github_actions
+
+        diff, github = "".join(update.diff), in_github_actions()
+        sys.stdout.write(command_safe(diff.rstrip("\n"), github) + "\n" if github else diff)
         sys.stdout.flush()
         count = update.updated
         print(f"{update.guide}: updated {plural(count, '#test-result block')}", file=sys.stderr)

@@ -290,6 +290,24 @@ print(json.dumps({{\"home\": \"$HOME\"}})
     assert not any(first <= line <= first + 4 for line, _ in errors + warnings), found
 
 
+def test_guide_text_in_the_report_issues_no_workflow_command_in_a_pull_requests_check(repo: Repo) -> None:
+    """bash -n quotes the guide's line; under Actions the report around it is wrapped in stop-commands."""
+    base = repo.start()
+    repo.write("guide.md", f"{FENCE}shell #test-setup\nif then ##[error]from-the-author\n{FENCE}\n")
+    repo.commit("a guide with an injected command")
+    done = repo.drift("--base", base, "--no-pins", "guide.md", GITHUB_ACTIONS="true")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "bash -n: `if then ##[error]from-the-author'" in done.stdout
+    lines, stopped = done.stdout.split("\n"), None
+    for line in lines:  # as the runner reads them: no command inside a stop, `##[` anywhere outside one
+        if stopped is not None:
+            stopped = None if line == f"::{stopped}::" else stopped
+        elif line.startswith("::stop-commands::"):
+            stopped = line.removeprefix("::stop-commands::")
+        else:
+            assert line.startswith("::") or "##[" not in line, line
+
+
 def test_block_diff_table_in_the_step_summary(repo: Repo, tmp_path: Path) -> None:
     repo.write("docs/guide.md", BASE_GUIDE)
     repo.write("docs/notes.md", "# Notes without labels\n")

@@ -388,3 +388,17 @@ def test_a_file_name_a_block_made_is_listed_on_one_line_issuing_no_command(guide
     assert f"\n  {made}/a\\n::error::from-a-file-name (0 B)\n" in run.stdout
     assert "  ::warning::no-such-file*: matched no file" in run.stdout
     assert not [c for c in _runner_commands(run.stdout) if "error::" in c or "warning::" in c], run.stdout
+
+
+def test_guide_text_quoted_in_warnings_and_document_errors_issues_no_command_under_actions(guide_runner) -> None:
+    # in a pull request's check the guide is its author's: what the harness quotes of it is not read as a command
+    guide = (
+        f"{FENCE}shell #test-setup timeout='##[error]from-a-parameter'\necho ok\n{FENCE}\n\n"
+        f"{FENCE}shell #test-result id='##[add-mask]orphan'\nx\n{FENCE}\n"
+    )
+    run = guide_runner(guide, "--list", env={"GITHUB_ACTIONS": "true"})
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "bad duration '##[error]from-a-parameter'" in run.stderr
+    assert not [c for c in _runner_commands(run.stderr) if not c.startswith("::")], run.stderr
+    annotations = [c for c in _runner_commands(run.stdout) if c.startswith("::")]
+    assert annotations and all(c.startswith(("::error ", "::warning ")) for c in annotations), run.stdout

@@ -23,6 +23,7 @@ __all__ = [
     "StopCommands",
     "annotation",
     "code_span",
+    "command_safe",
     "escape_data",
     "escape_property",
     "failure_annotations",
@@ -87,6 +88,16 @@ class StopCommands:
         if LEGACY_COMMAND in text or any(line.lstrip().startswith("::") for line in text.split("\n")):
             return self.wrap(text)
         return text
+
+
+def command_safe(text: str, github: bool) -> str:
+    """TEXT to print as it is, or under Actions wrapped when it holds what the runner would read as a command.
+
+    For text printed outside the run's console that may quote a guide or a
+    block (guide warnings, document errors, the drift report, the --update
+    diff): in a pull request's check, the guide is the author's.
+    """
+    return StopCommands().guard(text) if github else text
 
 
 def _annotation_path(file: str) -> str:
