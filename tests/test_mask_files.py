@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from ci.core.text import Masker
 from ci.runner.masking import mask_file, mask_output_files, masking_lines
 
@@ -109,7 +111,7 @@ def test_no_line_when_no_file_held_a_secret(guide_runner) -> None:
 
 def test_a_file_is_masked_as_the_log_is_across_every_read_boundary(tmp_path: Path) -> None:
     masker = Masker.of([SECRET, "p4ss-w\u00f6rd-\udcff", "with newline\r\n"])
-    pieces = [*masker.secret_bytes, b"hf_s3cr3t", b"\xff\xfe", b"x", b"\n", b"\r\n", SECRET.encode()[5:]]
+    pieces = [*masker.secret_bytes, b"hf_s3cr3t", b"\xff\xfe", b"x", b"\n", b"\r\n", SECRET.encode()[5:], b"\0" * 30]
     chooser = random.Random(7)
     path = tmp_path / "out.txt"
     for _ in range(200):
@@ -195,3 +197,19 @@ def test_update_from_a_masked_run_leaves_a_body_holding_a_masked_secret_alone(gu
     assert "the run's output file was masked (--mask-files)" in update.stderr
     text = run.guide.read_text()
     assert "token=old" in text and "new text" in text and "***" not in text
+
+
+def test_a_sparse_file_stays_sparse_when_masked(tmp_path: Path) -> None:
+    path = tmp_path / "huge.stdout.txt"
+    with open(path, "wb") as handle:  # 64 MiB that take no room, the secret across the fourth read boundary
+        handle.truncate(64 * BOUNDARY)
+        handle.seek(4 * BOUNDARY - 7)
+        handle.write(SECRET.encode())
+    if path.stat().st_blocks * 512 >= BOUNDARY:
+        pytest.skip("this file system does not keep holes")
+    assert mask_file(path, Masker.of([SECRET])) is True
+    assert path.stat().st_size == 64 * BOUNDARY - len(SECRET) + 3
+    assert path.stat().st_blocks * 512 <= 4 * BOUNDARY  # the part around the secret, not 64 MiB of zeros
+    with open(path, "rb") as handle:
+        handle.seek(4 * BOUNDARY - 10)
+        assert handle.read(8) == b"\0\0\0***\0\0"

@@ -94,11 +94,17 @@ def mask_file(
             return False
         source.seek(0)
         mode = os.fstat(source.fileno()).st_mode & 0o7777
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:100]}.", suffix=".masking")
+        short = os.fsdecode(os.fsencode(path.name)[:100])  # in bytes: a name may be any bytes, up to 255 of them
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{short}.", suffix=".masking")
         try:
             with open(handle, "wb") as target:
                 for window in _windows(source, masker, ends_by, chunk_bytes):
-                    target.write(masker.mask_bytes(window))
+                    masked = masker.mask_bytes(window)
+                    if masked.count(0) == len(masked):  # a hole of a sparse file stays one
+                        target.seek(len(masked), os.SEEK_CUR)
+                    else:
+                        target.write(masked)
+                target.truncate()
                 os.fchmod(target.fileno(), mode)
             os.replace(temporary, path)
         except BaseException:
