@@ -88,6 +88,14 @@ def _add_choice_options(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="also mask this variable's value in every report (names ending in _TOKEN, _SECRET or _KEY, or holding PASSWORD, are masked anyway)",
     )
+    parser.add_argument(
+        "--mask-files",
+        action="store_true",
+        help=(
+            "at the end of the run, also mask the secret values in the files kept under the output directory"
+            " (block outputs, dumps, collected files), e.g. before uploading it as a CI artifact"
+        ),
+    )
     parser.add_argument("--keep-going", action="store_true", help="run the remaining blocks after a failure")
     parser.add_argument(
         "--stream",

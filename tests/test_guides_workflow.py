@@ -256,6 +256,22 @@ def test_the_action_passes_each_line_of_set_and_args_as_one_word(tmp_path: Path)
     assert argv[:2] == ["-m", "ci.run"]
     assert argv[-7:] == ["--keep-going", "--set", "model_dir=/data/my models", "--set", "fast=1", "--timeout", "30m"]
     assert "--workdir" not in argv and "--deadline" not in argv  # given only when set
+    assert "--mask-files" in argv  # by default: the output directory is meant for an artifact, which is not masked
+
+
+def test_the_action_masks_the_kept_files_unless_told_not_to(tmp_path: Path) -> None:
+    python = stand_in_python(tmp_path)
+    inputs = action_inputs({"guide": "g.md", "mask-files": "false"})
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    done = run_action_step("Run the guide", inputs, str(python.parent.parent), tmp_path, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "--mask-files" not in Path(f"{python}.args").read_text().splitlines()
+
+
+def test_the_guide_workflow_masks_the_files_it_uploads() -> None:
+    given = action_step(WORKFLOWS[GUIDE_RUN].jobs["run"])["with"]
+    assert str(given["mask-files"]).lower() == "true"
+    assert steps_using(WORKFLOWS[GUIDE_RUN], "run", "actions/upload-artifact")  # what the masking is for
 
 
 def test_the_documented_workflow_of_another_repository_uses_the_action_whole() -> None:

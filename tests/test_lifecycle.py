@@ -57,7 +57,7 @@ def test_secrets_are_masked_in_every_report(guide_runner, tmp_path: Path) -> Non
     assert "token=***" in run.stdout and "stderr ***" in run.stdout
     assert f"::add-mask::{secret}" in run.stdout.splitlines()[0:3]
     assert json.loads(reports["results.json"])["blocks"][0]["captured"] == {"leak": "***"}
-    # the files on disk keep everything: nothing is lost
+    # without --mask-files the files on disk keep everything: nothing is lost
     assert secret in (run.output_dir / run.block("leak")["stdout_path"]).read_text()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -61,6 +62,12 @@ _XML_INVALID = re.compile("[\ud800-\udfff\ufffe\uffff]")
 _HIDDEN = re.compile(f"{_ANSI.pattern}|\\r|{_CONTROL.pattern}")
 _HIDDEN_NAMES = {"\r": "carriage return", "\x00": "NUL", "\x1b": "escape", "\x7f": "delete"}
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_NOT_ESCAPED_BYTE = re.compile("[\ud800-\udc7f\udd00-\udfff]")  # a lone surrogate that os.fsdecode does not make
+
+
+def _encoding_errors(value: str) -> str:
+    """How VALUE's lone surrogates go back to bytes: a byte os.fsdecode took in (an env value's) as that byte."""
+    return "surrogatepass" if _NOT_ESCAPED_BYTE.search(value) else "surrogateescape"
 
 
 def _undecodable(found: re.Match[str], backslash: str) -> str:
@@ -144,6 +151,19 @@ class Masker:
             if value in text:
                 text = text.replace(value, MASK)
         return text
+
+    @functools.cached_property
+    def secret_bytes(self) -> tuple[bytes, ...]:
+        """The secrets as a file holds them (UTF-8; a byte an env value had that was not UTF-8, that byte), longest first."""
+        encoded = {value.encode("utf-8", _encoding_errors(value)) for value in self.secrets}
+        return tuple(sorted(encoded, key=len, reverse=True))
+
+    def mask_bytes(self, data: bytes) -> bytes:
+        """`mask` for bytes (a file's, maybe not UTF-8): each secret's bytes replaced by ***, the other bytes kept."""
+        for value in self.secret_bytes:
+            if value in data:
+                data = data.replace(value, MASK.encode())
+        return data
 
     @property
     def longest_chars(self) -> int:

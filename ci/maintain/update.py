@@ -16,11 +16,11 @@ from ci.core.match import matches
 from ci.core.model import DocumentError, Label, Plan, Status, Step
 from ci.core.plan import substitute
 from ci.core.source import redact_url
-from ci.core.text import Masker, secret_values
+from ci.core.text import MASK, Masker, secret_values
 from ci.maintain.guide import plan_without_running
 from ci.maintain.lastrun import read_stdout, recheck
 from ci.maintain.realign import CannotRewrite, updated_body
-from ci.record import LastRun, RecordedGuide, RecordError
+from ci.record import LastRun, RecordedBlock, RecordedGuide, RecordError
 
 __all__ = ["GuideNotUpdatable", "GuideSnapshot", "GuideUpdate", "SourceLines", "snapshot_guide", "update_guide"]
 
@@ -133,6 +133,15 @@ class _Rewrite:
     output: str
 
 
+def _masked_since(block: RecordedBlock) -> bool:
+    """Whether the block's stdout file is smaller than what it wrote: --mask-files replaced a secret by *** in it."""
+    try:
+        size = block.stdout_file.stat().st_size if block.stdout_file is not None else 0
+    except OSError:
+        return False
+    return block.stdout_bytes is not None and size < block.stdout_bytes
+
+
 def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], masker: Masker) -> list[_Rewrite]:
     """The result bodies to rewrite; blocks that cannot be rewritten are explained in `notes`."""
     tests: dict[str, Step] = {s.id: s for s in plan.steps if s.label is Label.TEST and s.id}
@@ -174,6 +183,12 @@ def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], masker: Mas
             )
         elif masker.mask(new_body) != new_body:  # a guide is published: a secret the block printed stays out
             notes.append(f"{where}: the new expected body would hold a secret value the block printed; left alone")
+        elif MASK in new_body and _masked_since(block):
+            notes.append(
+                f"{where}: the run's output file was masked (--mask-files), and the new expected body would hold"
+                f" {MASK} where the block printed a secret value, which no later run prints; left alone"
+                " (match that part with a wildcard)"
+            )
         elif len(new_body.encode("utf-8")) > MAX_BODY_BYTES:
             notes.append(f"{where}: the new expected body would hold over {MAX_BODY_BYTES} bytes; left alone")
         elif new_body != expected.body:

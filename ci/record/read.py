@@ -41,6 +41,7 @@ class RecordedBlock:
     start_s: float | None = None  # seconds from the guide's start; None when never started or not recorded (< 3)
     peak_rss_bytes: int | None = None
     cpu_s: float | None = None
+    stdout_bytes: int | None = None  # what the block wrote; a file kept smaller was masked since (--mask-files)
 
     @property
     def name(self) -> str:
@@ -155,6 +156,7 @@ def _recorded_block(raw: BlockRecord, directory: Path) -> RecordedBlock:
         start_s=_number(raw.get("start_s")),
         peak_rss_bytes=int(rss) if (rss := _number(raw.get("peak_rss_bytes"))) is not None else None,
         cpu_s=_number(raw.get("cpu_s")),
+        stdout_bytes=int(size) if (size := _number(raw.get("stdout_bytes"))) is not None else None,
     )
 
 
