@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ci.cli import ConsoleGuard, ExitCode, command_parser, fail, guarded_console, print_error
 from ci.core.text import plural
-from ci.run_update import UPDATE_EXIT_STATUS, UpdateAfterRun, update_from_run, update_usage_problem
+from ci.run_update import UPDATE_EXIT_STATUS, UpdateAfterRun, add_update_options, update_from_run, update_usage_problem
 
 if TYPE_CHECKING:
     from ci.core.model import Plan, Problem
@@ -65,11 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--error-marker", action="append", default=[], metavar="TEXT", help="another text that marks an error in stderr"
     )
     _add_choice_options(parser)
+    add_update_options(parser)
     return parser
 
 
 def _add_choice_options(parser: argparse.ArgumentParser) -> None:
-    """Which blocks run and how: --only/--from/--until, --list, masking, --keep-going, the log's detail, --update."""
+    """Which blocks run and how: --only/--from/--until, --list, masking, --keep-going, the log's detail."""
     parser.add_argument(
         "--only",
         action="append",
@@ -116,20 +117,6 @@ def _add_choice_options(parser: argparse.ArgumentParser) -> None:
             "after this long without a line about a running block, say it still runs"
             " (default 5m; at least 1s; 0 turns it off)"
         ),
-    )
-    parser.add_argument(
-        "--update",
-        action="store_true",
-        help=(
-            "run the guides as usual, then rewrite the #test-result bodies that mismatched with what was printed"
-            " (local guides only, each one named; the diff on stdout); an interrupted run, or a guide edited during"
-            " the run, is not updated"
-        ),
-    )
-    parser.add_argument(
-        "--from-run",
-        metavar="DIR",
-        help="with --update: update from the finished run kept in DIR (its --output-dir, a CI artifact); runs nothing",
     )
 
 

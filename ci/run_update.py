@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ci.maintain.update import GuideSnapshot, GuideUpdate
     from ci.record import LastRun
 
-__all__ = ["UPDATE_EXIT_STATUS", "UpdateAfterRun", "update_from_run", "update_usage_problem"]
+__all__ = ["UPDATE_EXIT_STATUS", "UpdateAfterRun", "add_update_options", "update_from_run", "update_usage_problem"]
 
 UPDATE_EXIT_STATUS = (
     "With --update (the run, then the update): 0 every block that ran passed or mismatched and every mismatch was"
@@ -32,6 +32,24 @@ UPDATE_EXIT_STATUS = (
     " guide given by URL, --list); an interrupted run updates nothing and exits 130/143/129."
     " With --update --from-run DIR: 0 every mismatch updated (or none), 1 some left alone, 2 bad input."
 )
+
+
+def add_update_options(parser: argparse.ArgumentParser) -> None:
+    """--update and --from-run."""
+    parser.add_argument(
+        "--update",
+        action="store_true",
+        help=(
+            "run the guides as usual, then rewrite the #test-result bodies that mismatched with what was printed"
+            " (local guides only, each one named; the diff on stdout); an interrupted run, or a guide edited during"
+            " the run, is not updated"
+        ),
+    )
+    parser.add_argument(
+        "--from-run",
+        metavar="DIR",
+        help="with --update: update from the finished run kept in DIR (its --output-dir, a CI artifact); runs nothing",
+    )
 
 
 def update_usage_problem(args: argparse.Namespace) -> str | None:

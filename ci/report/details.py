@@ -7,7 +7,8 @@ from pathlib import Path
 
 from ci.core.examine import SHOWN_END_LINES, cut_line, head_and_tail_lines
 from ci.core.model import BlockResult, BoundedText, DiagnosticResult, Divergence, Label, MatchReport, Status
-from ci.core.text import FULL_LIMIT_BYTES, Masker, human_size, plural, read_view, utf8_size
+from ci.core.streams import read_view
+from ci.core.text import FULL_LIMIT_BYTES, Masker, human_size, plural, utf8_size
 
 __all__ = ["block_details"]
 

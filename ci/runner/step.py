@@ -12,7 +12,8 @@ from pathlib import Path
 from ci.core.disk import full_disk, os_error_text
 from ci.core.model import BlockResult, BoundedText, Language, MatchReport, Status, Step, TrackedProcess
 from ci.core.plan import substitute
-from ci.core.text import NO_SECRETS, Masker, file_contains
+from ci.core.streams import file_contains
+from ci.core.text import NO_SECRETS, Masker
 from ci.runner.events import Events
 from ci.runner.mismatch import mismatch_message, mismatch_report
 from ci.runner.outputs import OutputFiles, file_sizes, output_stem
