@@ -224,7 +224,7 @@ def _run_guides(
                 keep_going=args.keep_going,
                 past_mismatch=bool(args.update),  # --update (without --from-run): mismatches are what it rewrites
                 # keeps guides apart; named as results.json names its files (a byte not UTF-8 as \xNN)
-                guide_dir=f"{index + 1}-{escape_undecodable(Path(plan.guide).stem)}" if len(plans) > 1 else "",
+                guide_dir=_guide_dir(index, plan.guide) if len(plans) > 1 else "",
                 deadline=deadline,
                 masker=console.masker,  # no output the run keeps is cut inside a secret
             )
@@ -248,6 +248,20 @@ def _run_guides(
         )
         raise
     return outcomes
+
+
+_GUIDE_DIR_BYTES = 60  # of the guide's name in its files' names: a block's file name must stay under 255 bytes
+
+
+def _guide_dir(index: int, guide: str) -> str:
+    """`2-quick-start`: what keeps the files of the guide at INDEX apart from the others' (its number makes it unique).
+
+    Its name is cut to _GUIDE_DIR_BYTES on a character boundary: a guide
+    named with the longest name a file system allows still has room for its
+    blocks' names after it.
+    """
+    name = escape_undecodable(Path(guide).stem).encode("utf-8", "surrogatepass")[:_GUIDE_DIR_BYTES]
+    return f"{index + 1}-{name.decode('utf-8', 'ignore')}"
 
 
 def _exit_status(outcomes: Sequence[GuideOutcome], signals: StopSignals, deadline: str | None) -> int:

@@ -1272,3 +1272,27 @@ def test_a_block_after_one_that_removed_the_output_directory_says_so(
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"the directory of its output files, {out / 'blocks'}, is gone" in done.stdout + done.stderr
     assert "on PATH" not in done.stdout + done.stderr
+
+
+def test_guides_with_the_longest_names_a_file_system_allows_run_together(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    # 250 bytes and 2-byte characters: a block's file name carries the guide's name, cut to leave it room
+    names = ["g" * 247 + ".md", "é" * 123 + "x.md"]
+    for name in names:
+        (tmp_path / name).write_text(f'{FENCE}shell #test-setup id="{"b" * 40}"\necho ok\n{FENCE}\n', encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "ci.run", *names, "--output-dir", "out"],
+        cwd=tmp_path,
+        env=harness_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    blocks = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))["blocks"]
+    assert [block["status"] for block in blocks] == ["passed", "passed"]
+    files = sorted(path.name for path in (tmp_path / "out" / "blocks").iterdir())
+    assert [name.split("-")[0] for name in files] == ["1", "2"], files  # each guide's own, told apart by number
+    assert all(len(name.encode()) < 255 for name in files)
+    assert [(tmp_path / "out" / block["stdout_path"]).read_text() for block in blocks] == ["ok\n", "ok\n"]
