@@ -326,6 +326,28 @@ def test_a_silent_block_gets_a_heartbeat_with_its_last_line(guide_runner) -> Non
     assert re.search(r"\n\[1/1\] slow: PASSED in [\d.]+s \(exit 0, stdout 11 B, stderr 0 B\)\n", _log(run))
 
 
+def test_a_heartbeat_says_no_output_yet_only_when_there_is_none(guide_runner) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup id="quiet"
+        sleep 2.5
+        {FENCE}
+
+        {FENCE}shell #test-setup id="blank"
+        printf '\\n\\n\\n'
+        sleep 2.5
+        {FENCE}
+        """,
+        "--heartbeat",
+        "1",
+    )
+    assert run.returncode == 0
+    beats = [line for line in _log(run).splitlines() if line.startswith("... still running")]
+    assert {line.split(": ", 1)[0] for line in beats} == {"... still running quiet", "... still running blank"}
+    assert all(line.endswith("stdout 0 B, stderr 0 B, no output yet") for line in beats if " quiet:" in line)
+    assert all(line.endswith("stdout 3 B, stderr 0 B, last line: (blank)") for line in beats if " blank:" in line)
+
+
 def test_heartbeat_zero_turns_it_off(guide_runner) -> None:
     run = guide_runner(SLOW_GUIDE, "--heartbeat", "0")
     assert run.returncode == 0

@@ -67,6 +67,7 @@ def heartbeat_line(name: str, elapsed_s: float, paths: Mapping[str, Path], maske
     """`... still running NAME: 5m00s, stdout 1.2 KiB, stderr 0 B, last line: TEXT` (the last line of the stream written last)."""
     sizes = []
     newest: tuple[int, str] | None = None  # (modification time, last line) of the stream written last
+    wrote = False
     for stream, path in paths.items():
         try:
             stat = os.stat(path)
@@ -74,11 +75,13 @@ def heartbeat_line(name: str, elapsed_s: float, paths: Mapping[str, Path], maske
             sizes.append(f"{stream} 0 B")
             continue
         sizes.append(f"{stream} {human_size(stat.st_size)}")
+        wrote = wrote or stat.st_size > 0
         if stat.st_size and (newest is None or stat.st_mtime_ns > newest[0]):
             line = _last_line(path, masker)
             if line is not None:
                 newest = (stat.st_mtime_ns, line)
-    said = f"last line: {newest[1]}" if newest is not None else "no output yet"
+    last = newest[1] if newest is not None else "(blank)"  # (blank): only blank lines at the end of what was written
+    said = f"last line: {last}" if wrote else "no output yet"
     return clean_text(f"... still running {name}: {_elapsed(elapsed_s)}, {', '.join(sizes)}, {said}", masker)
 
 
