@@ -306,3 +306,14 @@ def test_every_report_names_the_same_line(
     assert f"--- first failing expected line, mismatch-guide.md:{line} " in (failure.text or "")
     annotation = f"::error file=mismatch-guide.md,line={line},title=#test {block}%3A mismatch::"
     assert any(text.startswith(annotation) for text in done.stdout.splitlines()), done.stdout
+
+
+def test_an_empty_expected_output_is_said_to_be_empty(guide_runner) -> None:
+    run = guide_runner(
+        f'{FENCE}shell #test id="quiet"\necho noisy\n{FENCE}\n\n{FENCE}shell #test-result id="quiet"\n{FENCE}\n'
+    )
+    assert run.returncode == 1, run.stdout
+    assert "\n--- expected (empty: no output)\n" in run.stdout
+    assert (
+        "\n--- diff (- expected, + actual; lines a wildcard matched folded)\n@@ -1,1 +1,1 @@\n-\n+noisy\n" in run.stdout
+    )

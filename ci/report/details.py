@@ -103,7 +103,8 @@ def _mismatch_sections(
     where = f"{result.step.file}:{match.guide_line}"
     blamed = f"line {match.first_unmatched_line} of the expected output{_SAID[match.divergence]}"
     ends = f"first {SHOWN_END_LINES} and last {SHOWN_END_LINES} shown"
-    expected_title = f"expected ({_lines(match.expected_lines)}"
+    empty = match.expected_lines == 1 and not match.expected_head  # an empty #test-result: nothing to print
+    expected_title = "expected (empty: no output" if empty else f"expected ({_lines(match.expected_lines)}"
     expected_text = match.expected_head
     if match.expected_tail:
         whole = f"; the whole body is in {match.expected_path}" if match.expected_path else ""
