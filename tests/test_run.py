@@ -1215,14 +1215,14 @@ def test_a_guide_whose_workdir_an_earlier_guide_removed_fails_and_the_reports_ar
     assert "<testsuite" in (tmp_path / "junit.xml").read_text()
 
 
-def test_a_block_after_one_that_removed_the_output_directory_says_so(tmp_path: Path, run_harness) -> None:
+def test_a_block_after_one_that_removed_the_output_directory_says_so(tmp_path: Path, guide_runner) -> None:
     out = tmp_path / "out"
-    guide = tmp_path / "g.md"
-    guide.write_text(
+    done = guide_runner(
         f'{FENCE}shell #test-setup id="removes"\nrm -rf "{out}"\n{FENCE}\n\n'
-        f'{FENCE}shell #test-setup id="next"\necho hi\n{FENCE}\n'
+        f'{FENCE}shell #test-setup id="next"\necho hi\n{FENCE}\n',
+        "--keep-going",
+        name="g.md",
     )
-    done = run_harness(str(guide), "--output-dir", str(out), "--keep-going")
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"the directory of its output files, {out / 'blocks'}, is gone" in done.stdout + done.stderr
     assert "on PATH" not in done.stdout + done.stderr

@@ -224,13 +224,13 @@ def test_a_second_run_on_the_same_output_directory_is_refused_and_the_first_goes
     assert [b["status"] for b in record["blocks"]] == ["passed"] and "second" not in {b["id"] for b in record["blocks"]}
 
 
-def test_a_pid_file_that_cannot_be_written_stops_the_run_before_its_first_block(tmp_path: Path, run_harness) -> None:
+def test_a_pid_file_that_cannot_be_written_stops_the_run_before_its_first_block(tmp_path: Path, guide_runner) -> None:
     out = tmp_path / "out"
     (out / "harness.pid").mkdir(parents=True)  # left there by something else: the harness cannot write its file
     ran = tmp_path / "ran"
-    guide = tmp_path / "g.md"
-    guide.write_text(f"{FENCE}shell #test-setup\ntouch {ran}\n{FENCE}\n")
-    done = run_harness(str(guide), "--output-dir", str(out), "--junit", str(tmp_path / "junit.xml"))
+    done = guide_runner(
+        f"{FENCE}shell #test-setup\ntouch {ran}\n{FENCE}\n", "--junit", str(tmp_path / "junit.xml"), name="g.md"
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"[ERROR] cannot write the pid file {out / 'harness.pid'} (Is a directory); nothing was run." in done.stderr
     assert "or name another --output-dir" in done.stderr and "Traceback" not in done.stderr
