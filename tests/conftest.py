@@ -12,7 +12,7 @@ import sys
 import textwrap
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,7 +94,38 @@ def test_id() -> Iterator[str]:
 
 
 @pytest.fixture
-def guide_runner(tmp_path: Path, test_id: str):  # type: ignore[no-untyped-def]
+def harness_env(test_id: str) -> dict[str, str]:
+    """The environment for a harness started by hand (Popen) in a test."""
+    return {**base_env(), TEST_MARKER: test_id, "GITHUB_ACTIONS": "false"}
+
+
+@pytest.fixture
+def run_harness(tmp_path: Path, harness_env: dict[str, str]) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run `python -m MODULE ARGS...` to its end as a user would, its output captured, in the test's tmp_path."""
+
+    def run(
+        *args: str,
+        module: str = "ci.run",
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,  # merged over harness_env, which carries the test's marker
+        timeout_s: float = 60,
+        stdin: int | None = subprocess.DEVNULL,
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", module, *args],
+            cwd=tmp_path if cwd is None else cwd,
+            env={**harness_env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            stdin=stdin,
+        )
+
+    return run
+
+
+@pytest.fixture
+def guide_runner(tmp_path: Path, run_harness: Callable[..., subprocess.CompletedProcess[str]]):  # type: ignore[no-untyped-def]
     """Write a guide (dedented) and run `python -m ci.run` on it as a user would."""
 
     def run(
@@ -103,22 +134,7 @@ def guide_runner(tmp_path: Path, test_id: str):  # type: ignore[no-untyped-def]
         guide = tmp_path / name
         guide.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
         output_dir = tmp_path / "out"
-        full_env = {**base_env(), TEST_MARKER: test_id, "GITHUB_ACTIONS": "false", **(env or {})}
-        done = subprocess.run(
-            [sys.executable, "-m", "ci.run", str(guide), "--output-dir", str(output_dir), *args],
-            cwd=tmp_path,
-            env=full_env,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            stdin=subprocess.DEVNULL,
-        )
+        done = run_harness(str(guide), "--output-dir", str(output_dir), *args, env=env, timeout_s=timeout_s)
         return Run(done.returncode, done.stdout, done.stderr, output_dir, guide)
 
     return run
-
-
-@pytest.fixture
-def harness_env(test_id: str) -> dict[str, str]:
-    """The environment for a harness started by hand (Popen) in a test."""
-    return {**base_env(), TEST_MARKER: test_id, "GITHUB_ACTIONS": "false"}

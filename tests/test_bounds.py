@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -205,17 +203,10 @@ def test_a_url_that_never_finishes_is_given_up_at_the_time_limit() -> None:
     assert SECRET not in str(problem) and problem.file.endswith("/slow.md?token=***")
 
 
-def test_a_url_guide_over_the_size_limit_is_refused_with_exit_2(tmp_path: Path, harness_env: dict[str, str]) -> None:
+def test_a_url_guide_over_the_size_limit_is_refused_with_exit_2(tmp_path: Path, run_harness) -> None:
     """Before, the whole body was read into memory, however large (a 3000 MiB one took 6.2 GB)."""
     with _serving(_Huge) as base:
-        done = subprocess.run(
-            [sys.executable, "-m", "ci.run", f"{base}/huge.md?token={SECRET}", "--output-dir", str(tmp_path / "out")],
-            capture_output=True,
-            text=True,
-            env=harness_env,
-            cwd=tmp_path,
-            timeout=60,
-        )
+        done = run_harness(f"{base}/huge.md?token={SECRET}", "--output-dir", str(tmp_path / "out"))
     assert done.returncode == 2, done.stdout + done.stderr
     assert (
         "/huge.md?token=***: cannot fetch the guide: it is larger than 16.0 MiB, the limit for a guide read from a URL; download it and pass its path"

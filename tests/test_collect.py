@@ -203,7 +203,7 @@ def test_collect_copies_a_growing_file_as_it_was_when_the_copy_started(tmp_path:
     assert entry.note == "" or entry.note.startswith("it grew by")
 
 
-def test_several_guides_collect_apart(tmp_path: Path, harness_env: dict[str, str]) -> None:
+def test_several_guides_collect_apart(tmp_path: Path, run_harness) -> None:
     guides = []
     for number, word in ((1, "one"), (2, "two")):
         guide = tmp_path / f"g{number}.md"
@@ -211,14 +211,7 @@ def test_several_guides_collect_apart(tmp_path: Path, harness_env: dict[str, str
             f'---\nci:\n  collect: ["same.log"]\n---\n{FENCE}shell #test-setup\necho {word} > same.log\n{FENCE}\n'
         )
         guides.append(str(guide))
-    done = subprocess.run(
-        [sys.executable, "-m", "ci.run", *guides, "--output-dir", str(tmp_path / "out")],
-        cwd=tmp_path,
-        env=harness_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_harness(*guides, "--output-dir", str(tmp_path / "out"), timeout_s=120)
     assert done.returncode == 0, done.stdout + done.stderr
     record = json.loads((tmp_path / "out" / "results.json").read_text())
     copies = [g["collected"]["files"][0]["copied_to"] for g in record["guides"]]

@@ -30,7 +30,7 @@ def _harness(*args: str) -> list[str]:
     return [sys.executable, "-m", "ci.run", *args]
 
 
-def test_format_without_list_is_a_usage_error_and_runs_nothing(tmp_path: Path, harness_env: dict[str, str]) -> None:
+def test_format_without_list_is_a_usage_error_and_runs_nothing(tmp_path: Path, run_harness) -> None:
     ran = tmp_path / "ran"
     guide = _write_guide(
         tmp_path,
@@ -40,14 +40,7 @@ def test_format_without_list_is_a_usage_error_and_runs_nothing(tmp_path: Path, h
         {FENCE}
         """,
     )
-    done = subprocess.run(
-        _harness(str(guide), "--format", "json", "--output-dir", str(tmp_path / "out")),
-        env=harness_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
+    done = run_harness(str(guide), "--format", "json", "--output-dir", str(tmp_path / "out"))
     assert done.returncode == 2, done.stdout + done.stderr
     assert "[ERROR] --format json goes with --list, which prints the plan and runs nothing: add --list" in done.stderr
     assert not ran.exists()  # no block ran
@@ -119,12 +112,6 @@ for _ in $(seq 300); do [ -e "$GO" ] && break; sleep 0.1; done
 DAY_S = 86400.0
 
 
-def _run_without_output_dir(guide: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        _harness(str(guide)), env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
-    )
-
-
 def _outputs_named(stdout: str) -> Path:
     """The directory the log names as `full block outputs: DIR`."""
     (line,) = [line for line in stdout.splitlines() if line.startswith("full block outputs: ")]
@@ -154,7 +141,9 @@ def _wait_for_running_block(parent: Path, pid: int) -> Path:
     raise AssertionError(f"the run {pid} made no output directory under {parent}")
 
 
-def test_runs_without_output_dir_share_one_parent_whose_oldest_go(tmp_path: Path, harness_env: dict[str, str]) -> None:
+def test_runs_without_output_dir_share_one_parent_whose_oldest_go(
+    tmp_path: Path, harness_env: dict[str, str], run_harness
+) -> None:
     """The 10 newest are kept, and every one changed within the hour, and one a run is using (whatever its age)."""
     temporary, go = tmp_path / "tmp", tmp_path / "go"
     temporary.mkdir()
@@ -174,7 +163,7 @@ def test_runs_without_output_dir_share_one_parent_whose_oldest_go(tmp_path: Path
         os.utime(in_use, (time.time() - 3 * DAY_S,) * 2)  # the oldest of all: a run of three days
         old = [_earlier_run(parent, f"run-old{index}", 2 * DAY_S + index) for index in range(3)]
         recent = [_earlier_run(parent, f"run-recent{index}", 1800 + index) for index in range(10)]
-        done = _run_without_output_dir(_write_guide(tmp_path, QUICK, "quick.md"), env)
+        done = run_harness(str(_write_guide(tmp_path, QUICK, "quick.md")), env=env)
         left = sorted(parent.iterdir())  # while the first run still waits
         kept_its_blocks = (in_use / "blocks").is_dir()
     finally:
@@ -216,9 +205,7 @@ def _unremovable(directory: Path) -> Iterator[None]:
         subprocess.run(undo, check=True)
 
 
-def test_an_earlier_directory_that_cannot_be_removed_is_a_warning_only(
-    tmp_path: Path, harness_env: dict[str, str]
-) -> None:
+def test_an_earlier_directory_that_cannot_be_removed_is_a_warning_only(tmp_path: Path, run_harness) -> None:
     temporary = tmp_path / "tmp"
     parent = temporary / "guide-guard"
     parent.mkdir(parents=True, mode=0o700)
@@ -226,7 +213,7 @@ def test_an_earlier_directory_that_cannot_be_removed_is_a_warning_only(
         _earlier_run(parent, f"run-recent{index}", 1800 + index)
     stuck = _earlier_run(parent, "run-stuck", 2 * DAY_S)
     with _unremovable(stuck):
-        done = _run_without_output_dir(_write_guide(tmp_path, QUICK), {**harness_env, "TMPDIR": str(temporary)})
+        done = run_harness(str(_write_guide(tmp_path, QUICK)), env={"TMPDIR": str(temporary)})
     assert done.returncode == 0, done.stdout + done.stderr
     assert _outputs_named(done.stdout).parent == parent
     assert (
@@ -243,9 +230,7 @@ def test_an_earlier_directory_that_cannot_be_removed_is_a_warning_only(
         ("symbolic link", "it is not a directory (a symbolic link or a file is there)"),
     ],
 )
-def test_a_parent_that_is_not_safely_ours_is_not_used(
-    tmp_path: Path, harness_env: dict[str, str], kind: str, why: str
-) -> None:
+def test_a_parent_that_is_not_safely_ours_is_not_used(tmp_path: Path, run_harness, kind: str, why: str) -> None:
     """The run goes on in a plain temporary directory, and says why it is not under the shared parent."""
     temporary = tmp_path / "tmp"
     parent = temporary / "guide-guard"
@@ -257,7 +242,7 @@ def test_a_parent_that_is_not_safely_ours_is_not_used(
     else:
         parent.mkdir()
         parent.chmod(0o777)
-    done = _run_without_output_dir(_write_guide(tmp_path, QUICK), {**harness_env, "TMPDIR": str(temporary)})
+    done = run_harness(str(_write_guide(tmp_path, QUICK)), env={"TMPDIR": str(temporary)})
     assert done.returncode == 0, done.stdout + done.stderr
     outputs = _outputs_named(done.stdout)
     assert outputs.parent == temporary and outputs.name.startswith("guide-guard-run-")
@@ -300,12 +285,12 @@ def test_two_runs_pruning_at_once_both_keep_their_outputs_and_follow_no_link(
 
 
 @pytest.mark.parametrize("kind", ["missing", "a file"])
-def test_a_tmpdir_that_cannot_be_used_is_said(tmp_path: Path, harness_env: dict[str, str], kind: str) -> None:
+def test_a_tmpdir_that_cannot_be_used_is_said(tmp_path: Path, run_harness, kind: str) -> None:
     """Python's tempfile passes over such a TMPDIR for another directory without a word; the run says so."""
     wanted = tmp_path / "scratch"
     if kind == "a file":
         wanted.write_text("", encoding="utf-8")
-    done = _run_without_output_dir(_write_guide(tmp_path, QUICK), {**harness_env, "TMPDIR": str(wanted)})
+    done = run_harness(str(_write_guide(tmp_path, QUICK)), env={"TMPDIR": str(wanted)})
     outputs = _outputs_named(done.stdout)
     shutil.rmtree(outputs)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -341,20 +341,11 @@ def test_block_diff_table_in_the_step_summary(repo: Repo, tmp_path: Path) -> Non
     assert f"changed  #test id=version, line {version} (command, expected output)" in done.stdout
 
 
-def test_changed_result_is_rechecked_against_the_last_run(
-    repo: Repo, tmp_path: Path, harness_env: dict[str, str]
-) -> None:
+def test_changed_result_is_rechecked_against_the_last_run(repo: Repo, tmp_path: Path, run_harness) -> None:
     repo.write("guide.md", BASE_GUIDE)
     base = repo.commit("base")
     artifact = tmp_path / "artifact"
-    run = subprocess.run(
-        [sys.executable, "-m", "ci.run", "guide.md", "--output-dir", str(artifact)],
-        cwd=repo.path,
-        env=harness_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    run = run_harness("guide.md", "--output-dir", str(artifact), cwd=repo.path)
     assert run.returncode == 0, run.stdout + run.stderr
     started_at = json.loads((artifact / "results.json").read_text())["guides"][0]["started_at"]
 
@@ -559,19 +550,12 @@ def github_env(github: GitHubArtifacts) -> dict[str, str]:
 
 
 def test_the_last_run_is_the_newest_artifact_of_that_name_on_github(
-    repo: Repo, tmp_path: Path, harness_env: dict[str, str], github: GitHubArtifacts
+    repo: Repo, tmp_path: Path, run_harness, github: GitHubArtifacts
 ) -> None:
     repo.write("guide.md", BASE_GUIDE)
     base = repo.commit("base")
     report = tmp_path / "guide-guard-report"  # laid out as guide-run.yml uploads it
-    run = subprocess.run(
-        [sys.executable, "-m", "ci.run", "guide.md", "--output-dir", str(report / "outputs")],
-        cwd=repo.path,
-        env=harness_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    run = run_harness("guide.md", "--output-dir", str(report / "outputs"), cwd=repo.path)
     assert run.returncode == 0, run.stdout + run.stderr
     (report / "junit.xml").write_text("<testsuites/>")
     github.add(StoredArtifact(1, "specforge-npu-attempt-1", 100, "main", "2026-04-01T18:00:00Z", b"old and gone", True))

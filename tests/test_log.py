@@ -147,19 +147,10 @@ def test_the_recap_comes_after_the_processes_left_running(guide_runner) -> None:
     assert log.splitlines()[-2:][0] == "  FAILED server at guide.md:1: exit 2"
 
 
-def test_several_guides_end_with_one_recap_a_line_per_guide_and_the_runs_verdict(
-    tmp_path: Path, harness_env: dict[str, str]
-) -> None:
+def test_several_guides_end_with_one_recap_a_line_per_guide_and_the_runs_verdict(tmp_path: Path, run_harness) -> None:
     (tmp_path / "one.md").write_text(_blocks(2))
     (tmp_path / "two.md").write_text(f'{FENCE}shell #test-setup id="broken"\nexit 5\n{FENCE}\n\n{_blocks(1)}')
-    done = subprocess.run(
-        [sys.executable, "-m", "ci.run", "one.md", "two.md", "--output-dir", "out"],
-        cwd=tmp_path,
-        env=harness_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_harness("one.md", "two.md", "--output-dir", "out", timeout_s=120)
     assert done.returncode == 1
     tail = [re.sub(r"\d+\.\ds$", "Ns", line) for line in done.stdout.splitlines()[-5:]]
     assert tail == [
@@ -171,19 +162,10 @@ def test_several_guides_end_with_one_recap_a_line_per_guide_and_the_runs_verdict
     ]
 
 
-def test_an_interrupted_run_of_several_guides_says_which_it_never_got_to(
-    tmp_path: Path, harness_env: dict[str, str]
-) -> None:
+def test_an_interrupted_run_of_several_guides_says_which_it_never_got_to(tmp_path: Path, run_harness) -> None:
     (tmp_path / "one.md").write_text(_setup("stops-the-run", 'kill -TERM "$(cat out/harness.pid)"', "sleep 30"))
     (tmp_path / "two.md").write_text(_blocks(1))
-    done = subprocess.run(
-        [sys.executable, "-m", "ci.run", "one.md", "two.md", "--output-dir", "out"],
-        cwd=tmp_path,
-        env=harness_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_harness("one.md", "two.md", "--output-dir", "out", timeout_s=120)
     assert done.returncode == 143
     tail = [re.sub(r"\d+\.\ds$", "Ns", line) for line in done.stdout.splitlines()[-3:]]
     assert tail == [

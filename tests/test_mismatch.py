@@ -8,8 +8,8 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -212,16 +212,11 @@ def test_a_mismatch_in_a_loaded_value_points_at_its_placeholder(guide_runner, tm
 GOLDEN = Path(__file__).parent / "golden"
 
 
-def _run_golden_guide(tmp_path: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
+def _run_golden_guide(
+    run_harness: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path, *extra: str, **env: str
+) -> subprocess.CompletedProcess[str]:
     shutil.copy(GOLDEN / "mismatch-guide.md", tmp_path / "mismatch-guide.md")
-    return subprocess.run(
-        [sys.executable, "-m", "ci.run", "mismatch-guide.md", "--output-dir", "out", "--keep-going", *extra],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_harness("mismatch-guide.md", "--output-dir", "out", "--keep-going", *extra, env=env, timeout_s=120)
 
 
 def _normalised(text: str, tmp_path: Path) -> str:
@@ -231,9 +226,9 @@ def _normalised(text: str, tmp_path: Path) -> str:
     return re.sub(r"[0-9a-f]{32}", "TOKEN", text)
 
 
-def test_a_mismatch_view_leads_with_the_difference(tmp_path: Path, harness_env: dict[str, str]) -> None:
+def test_a_mismatch_view_leads_with_the_difference(tmp_path: Path, run_harness) -> None:
     """The first failing line and its guide line, the hunk, then both sides bounded with their files: golden."""
-    done = _run_golden_guide(tmp_path, harness_env)
+    done = _run_golden_guide(run_harness, tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     log = _normalised(done.stdout, tmp_path)
     golden = GOLDEN / "mismatch-console.txt"
@@ -254,10 +249,10 @@ def test_a_mismatch_view_leads_with_the_difference(tmp_path: Path, harness_env: 
 
 
 def test_a_run_failing_on_one_character_in_300_lines_is_a_short_log_that_ends_naming_it(
-    tmp_path: Path, harness_env: dict[str, str]
+    tmp_path: Path, run_harness
 ) -> None:
     """The whole job log of that run, as a person reads it: under 80 lines, the block and its guide line last."""
-    done = _run_golden_guide(tmp_path, harness_env, "--only", "long")
+    done = _run_golden_guide(run_harness, tmp_path, "--only", "long")
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) < 80, done.stdout
@@ -285,12 +280,10 @@ def _guide_line(guide: Path, text: str, after: str) -> int:
         ("goes-on", "b", "stdout goes on after the last expected line (its line 2, 'b'): 'c' (and 2 more lines)"),
     ],
 )
-def test_every_report_names_the_same_line(
-    tmp_path: Path, harness_env: dict[str, str], block: str, blamed: str, said: str
-) -> None:
+def test_every_report_names_the_same_line(tmp_path: Path, run_harness, block: str, blamed: str, said: str) -> None:
     """The console's verdict, JUnit, results.json and the annotation name the expected line to blame, as written."""
-    env = {**harness_env, "GITHUB_ACTIONS": "true", "GITHUB_WORKSPACE": str(tmp_path)}
-    done = _run_golden_guide(tmp_path, env, "--junit", "junit.xml")
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_WORKSPACE": str(tmp_path)}
+    done = _run_golden_guide(run_harness, tmp_path, "--junit", "junit.xml", **env)
     assert done.returncode == 1, done.stdout + done.stderr
     guide = tmp_path / "mismatch-guide.md"
     line = _guide_line(guide, blamed, f'```shell #test-result id="{block}"')

@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
-import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,20 +99,14 @@ def _errors(record: Any) -> list[str]:
     ]
 
 
-def _run(tmp_path: Path, env: dict[str, str], guides: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def _run(
+    run_harness: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path, guides: dict[str, str], *args: str
+) -> subprocess.CompletedProcess[str]:
     paths = []
     for name, text in guides.items():
         (tmp_path / name).write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
         paths.append(str(tmp_path / name))
-    return subprocess.run(
-        [sys.executable, "-m", "ci.run", *paths, "--output-dir", str(tmp_path / "out"), *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_harness(*paths, "--output-dir", str(tmp_path / "out"), *args, timeout_s=120)
 
 
 def _record(tmp_path: Path) -> dict[str, Any]:
@@ -154,10 +148,8 @@ def test_the_schema_names_the_keys_writer_and_reader_share(where: tuple[str, ...
     assert described["additionalProperties"] is False
 
 
-def test_a_run_of_several_guides_and_every_verdict_matches_the_schema(
-    tmp_path: Path, harness_env: dict[str, str]
-) -> None:
-    done = _run(tmp_path, harness_env, {"first.md": FIRST, "second.md": SECOND}, "--error-marker", "BOOM")
+def test_a_run_of_several_guides_and_every_verdict_matches_the_schema(tmp_path: Path, run_harness) -> None:
+    done = _run(run_harness, tmp_path, {"first.md": FIRST, "second.md": SECOND}, "--error-marker", "BOOM")
     assert done.returncode == 1, done.stdout + done.stderr
     record = _record(tmp_path)
     assert _errors(record) == []
@@ -183,8 +175,8 @@ def test_a_run_of_several_guides_and_every_verdict_matches_the_schema(
     assert record["guides"][1]["collected"] is None
 
 
-def test_the_schema_refuses_what_the_writer_never_writes(tmp_path: Path, harness_env: dict[str, str]) -> None:
-    done = _run(tmp_path, harness_env, {"first.md": FIRST})
+def test_the_schema_refuses_what_the_writer_never_writes(tmp_path: Path, run_harness) -> None:
+    done = _run(run_harness, tmp_path, {"first.md": FIRST})
     assert done.returncode == 1, done.stdout + done.stderr
     record = _record(tmp_path)
     assert _errors(record) == []
@@ -201,9 +193,7 @@ def test_the_schema_refuses_what_the_writer_never_writes(tmp_path: Path, harness
     assert _errors(missing_key) == ["blocks/1: 'code_sha256' is a required property"]
 
 
-def test_a_timeout_with_stack_dumps_and_a_leftover_match_the_schema(
-    tmp_path: Path, harness_env: dict[str, str]
-) -> None:
+def test_a_timeout_with_stack_dumps_and_a_leftover_match_the_schema(tmp_path: Path, run_harness) -> None:
     guide = f"""
     {FENCE}shell #test-setup
     nohup sleep 300 >/dev/null 2>&1 &
@@ -219,7 +209,7 @@ def test_a_timeout_with_stack_dumps_and_a_leftover_match_the_schema(
     waiting_for_the_capture_server()
     {FENCE}
     """
-    done = _run(tmp_path, harness_env, {"guide.md": guide}, "--grace", "1")
+    done = _run(run_harness, tmp_path, {"guide.md": guide}, "--grace", "1")
     assert done.returncode == 1, done.stdout + done.stderr
     record = _record(tmp_path)
     assert _errors(record) == []
@@ -230,10 +220,10 @@ def test_a_timeout_with_stack_dumps_and_a_leftover_match_the_schema(
     assert [p["command"] for p in record["guides"][0]["processes_ended"]] == ["sleep 300"]
 
 
-def test_an_interrupted_run_matches_the_schema(tmp_path: Path, harness_env: dict[str, str]) -> None:
+def test_an_interrupted_run_matches_the_schema(tmp_path: Path, run_harness) -> None:
     # the block's parent is the harness: the block stops the run as a cancelled CI job would
     guide = f'{FENCE}shell #test-setup id="cancels"\nkill -TERM $PPID; sleep 600\n{FENCE}\n'
-    done = _run(tmp_path, harness_env, {"guide.md": guide}, "--grace", "1")
+    done = _run(run_harness, tmp_path, {"guide.md": guide}, "--grace", "1")
     assert done.returncode == 128 + 15, done.stdout + done.stderr
     record = _record(tmp_path)
     assert _errors(record) == []
@@ -241,8 +231,8 @@ def test_an_interrupted_run_matches_the_schema(tmp_path: Path, harness_env: dict
     assert _by_name(record)["cancels"]["status"] == "error"
 
 
-def test_the_reader_gives_back_statuses_labels_and_values(tmp_path: Path, harness_env: dict[str, str]) -> None:
-    done = _run(tmp_path, harness_env, {"first.md": FIRST, "second.md": SECOND})
+def test_the_reader_gives_back_statuses_labels_and_values(tmp_path: Path, run_harness) -> None:
+    done = _run(run_harness, tmp_path, {"first.md": FIRST, "second.md": SECOND})
     assert done.returncode == 1, done.stdout + done.stderr
     run = read_run(tmp_path / "out")
     assert run.exit_status == 1
@@ -277,10 +267,8 @@ def _rewrite_version(tmp_path: Path, version: object) -> Path:
     return path
 
 
-def test_the_reader_reads_the_versions_it_knows_and_refuses_another(
-    tmp_path: Path, harness_env: dict[str, str]
-) -> None:
-    done = _run(tmp_path, harness_env, {"first.md": FIRST})
+def test_the_reader_reads_the_versions_it_knows_and_refuses_another(tmp_path: Path, run_harness) -> None:
+    done = _run(run_harness, tmp_path, {"first.md": FIRST})
     assert done.returncode == 1, done.stdout + done.stderr
     read_run(tmp_path / "out")  # this version reads
     _rewrite_version(tmp_path, 1)  # a run of an earlier guide-guard: version 2 only added an ended_by value
@@ -296,21 +284,13 @@ def test_the_reader_reads_the_versions_it_knows_and_refuses_another(
         read_run(tmp_path / "out")
 
 
-def test_update_refuses_a_run_of_a_newer_version_and_leaves_the_guide_alone(
-    tmp_path: Path, harness_env: dict[str, str]
-) -> None:
-    done = _run(tmp_path, harness_env, {"first.md": FIRST})
+def test_update_refuses_a_run_of_a_newer_version_and_leaves_the_guide_alone(tmp_path: Path, run_harness) -> None:
+    done = _run(run_harness, tmp_path, {"first.md": FIRST})
     assert done.returncode == 1, done.stdout + done.stderr
     path = _rewrite_version(tmp_path, RECORD_VERSION + 1)
     guide = tmp_path / "first.md"
     before = guide.read_text(encoding="utf-8")
-    update = subprocess.run(
-        [sys.executable, "-m", "ci.run", str(guide), "--update", "--from-run", str(tmp_path / "out")],
-        env=harness_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    update = run_harness(str(guide), "--update", "--from-run", str(tmp_path / "out"))
     assert update.returncode == 2
     assert f"--from-run: {path} is a run record of version {RECORD_VERSION + 1}" in update.stderr
     assert guide.read_text(encoding="utf-8") == before
@@ -322,9 +302,9 @@ def _steps(text: str) -> dict[str, Step]:
 
 
 def test_the_last_run_recheck_sets_results_as_written_now_against_the_recorded_stdout(
-    tmp_path: Path, harness_env: dict[str, str]
+    tmp_path: Path, run_harness
 ) -> None:
-    done = _run(tmp_path, harness_env, {"first.md": FIRST})
+    done = _run(run_harness, tmp_path, {"first.md": FIRST})
     assert done.returncode == 1, done.stdout + done.stderr
     recorded = read_run(tmp_path / "out").guide_for("first.md")
     assert recorded is not None

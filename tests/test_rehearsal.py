@@ -13,8 +13,8 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,18 +90,18 @@ class Rehearsed:
         return "\n".join(p["command"] for p in self.record["guides"][0]["processes_ended"])
 
 
-def rehearse(tmp_path: Path, env: dict[str, str], *args: str, guide: str = GUIDE, **variables: str) -> Rehearsed:
+def rehearse(
+    run_harness: Callable[..., subprocess.CompletedProcess[str]],
+    tmp_path: Path,
+    *args: str,
+    guide: str = GUIDE,
+    **variables: str,
+) -> Rehearsed:
     """Run the rehearsal of the guide with --output-dir in tmp_path; variables go into its environment."""
     output_dir = tmp_path / "rehearsal"
     started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "ci.rehearse", guide, "--output-dir", str(output_dir), *args],
-        cwd=REPO,
-        env={**env, **variables},
-        capture_output=True,
-        text=True,
-        timeout=240,
-        stdin=subprocess.DEVNULL,
+    done = run_harness(
+        guide, "--output-dir", str(output_dir), *args, module="ci.rehearse", cwd=REPO, env=variables, timeout_s=240
     )
     return Rehearsed(done.returncode, done.stdout, done.stderr, output_dir, time.monotonic() - started)
 
@@ -162,8 +162,8 @@ def assert_stops_at(run: Rehearsed, failing: str, message: str = "exit 1") -> No
     ]
 
 
-def test_the_whole_guide_passes_against_the_simulations(tmp_path: Path, harness_env: dict[str, str]) -> None:
-    run = rehearse(tmp_path, harness_env)
+def test_the_whole_guide_passes_against_the_simulations(tmp_path: Path, run_harness) -> None:
+    run = rehearse(run_harness, tmp_path)
 
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr
     assert list(run.statuses()) == BLOCK_IDS
@@ -249,8 +249,8 @@ def test_the_whole_guide_passes_against_the_simulations(tmp_path: Path, harness_
     assert_nothing_left(run)
 
 
-def test_a_commit_ref_takes_the_guides_fetch_by_hash_path(tmp_path: Path, harness_env: dict[str, str]) -> None:
-    run = rehearse(tmp_path, harness_env, "--ref", "commit", "--until", "specforge-install-source")
+def test_a_commit_ref_takes_the_guides_fetch_by_hash_path(tmp_path: Path, run_harness) -> None:
+    run = rehearse(run_harness, tmp_path, "--ref", "commit", "--until", "specforge-install-source")
 
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr
     ref = run.block("upstream_ref")["captured"]["upstream_ref"]
@@ -259,8 +259,8 @@ def test_a_commit_ref_takes_the_guides_fetch_by_hash_path(tmp_path: Path, harnes
     assert f"* branch            {ref} -> FETCH_HEAD" in run.output("specforge-install-source", "stderr")
 
 
-def test_without_namespaces_the_machine_is_shared_and_said_so(tmp_path: Path, harness_env: dict[str, str]) -> None:
-    run = rehearse(tmp_path, harness_env, "--until", "check-cann", REHEARSAL_SHARED="1")
+def test_without_namespaces_the_machine_is_shared_and_said_so(tmp_path: Path, run_harness) -> None:
+    run = rehearse(run_harness, tmp_path, "--until", "check-cann", REHEARSAL_SHARED="1")
 
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr
     assert run.statuses()["check-cann"] == "passed"
@@ -268,18 +268,12 @@ def test_without_namespaces_the_machine_is_shared_and_said_so(tmp_path: Path, ha
     assert "\n  not redirected: the guide's own /tmp/build-mooncake-pip.log, /tmp/smoke-mooncake.log," in run.stdout
 
 
-def test_a_temporary_rehearsal_keeps_every_path_it_printed(tmp_path: Path, harness_env: dict[str, str]) -> None:
+def test_a_temporary_rehearsal_keeps_every_path_it_printed(tmp_path: Path, run_harness) -> None:
     """Without --output-dir, a passing rehearsal's directory is under $TMPDIR/guide-guard/, and still there."""
     temporary = tmp_path / "tmp"
     temporary.mkdir()
-    done = subprocess.run(
-        [sys.executable, "-m", "ci.rehearse", GUIDE, "--until", "check-py"],
-        cwd=REPO,
-        env={**harness_env, "TMPDIR": str(temporary)},
-        capture_output=True,
-        text=True,
-        timeout=240,
-        stdin=subprocess.DEVNULL,
+    done = run_harness(
+        GUIDE, "--until", "check-py", module="ci.rehearse", cwd=REPO, env={"TMPDIR": str(temporary)}, timeout_s=240
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
     (root,) = (temporary / "guide-guard").iterdir()
@@ -296,16 +290,16 @@ def test_a_temporary_rehearsal_keeps_every_path_it_printed(tmp_path: Path, harne
     assert (root / "results.json").is_file() and (root / "sandbox" / "rehearsal-report.txt").is_file()
 
 
-def test_an_unknown_failure_knob_is_a_usage_error(tmp_path: Path, harness_env: dict[str, str]) -> None:
-    run = rehearse(tmp_path, harness_env, REHEARSAL_BREAK="mooncake-no-bnid")
+def test_an_unknown_failure_knob_is_a_usage_error(tmp_path: Path, run_harness) -> None:
+    run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="mooncake-no-bnid")
 
     assert run.returncode == 2
     assert "REHEARSAL_BREAK='mooncake-no-bnid' is not a failure knob; known: mooncake-no-bind," in run.stderr
     assert not run.output_dir.exists()
 
 
-def test_mooncake_never_binding_fails_its_start_block(tmp_path: Path, harness_env: dict[str, str]) -> None:
-    run = rehearse(tmp_path, harness_env, REHEARSAL_BREAK="mooncake-no-bind", SPECFORGE_MOONCAKE_READY_TIMEOUT="3")
+def test_mooncake_never_binding_fails_its_start_block(tmp_path: Path, run_harness) -> None:
+    run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="mooncake-no-bind", SPECFORGE_MOONCAKE_READY_TIMEOUT="3")
 
     assert_stops_at(run, "smoke-start-mooncake")
     assert_in_log_and_file(
@@ -320,8 +314,8 @@ def test_mooncake_never_binding_fails_its_start_block(tmp_path: Path, harness_en
     assert_nothing_left(run)
 
 
-def test_sglang_never_healthy_fails_at_the_guides_deadline(tmp_path: Path, harness_env: dict[str, str]) -> None:
-    run = rehearse(tmp_path, harness_env, REHEARSAL_BREAK="sglang-never-healthy", SPECFORGE_SGLANG_HEALTH_TIMEOUT="5")
+def test_sglang_never_healthy_fails_at_the_guides_deadline(tmp_path: Path, run_harness) -> None:
+    run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="sglang-never-healthy", SPECFORGE_SGLANG_HEALTH_TIMEOUT="5")
 
     assert_stops_at(run, "smoke-start-sglang")
     assert run.output("smoke-start-sglang", "stdout") == "smoke: waiting for SGLang /health (up to 5s)\n"
@@ -337,8 +331,8 @@ def test_sglang_never_healthy_fails_at_the_guides_deadline(tmp_path: Path, harne
     assert_nothing_left(run)
 
 
-def test_a_trainer_dying_at_start_fails_the_launch(tmp_path: Path, harness_env: dict[str, str]) -> None:
-    run = rehearse(tmp_path, harness_env, REHEARSAL_BREAK="trainer-dies")
+def test_a_trainer_dying_at_start_fails_the_launch(tmp_path: Path, run_harness) -> None:
+    run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="trainer-dies")
 
     assert_stops_at(run, "smoke-train-launch")
     assert_in_log_and_file(
@@ -371,8 +365,8 @@ def test_a_trainer_dying_at_start_fails_the_launch(tmp_path: Path, harness_env: 
     assert_nothing_left(run)
 
 
-def test_a_zombie_trainer_counts_as_exited(tmp_path: Path, harness_env: dict[str, str]) -> None:
-    run = rehearse(tmp_path, harness_env, REHEARSAL_BREAK="trainer-zombie")
+def test_a_zombie_trainer_counts_as_exited(tmp_path: Path, run_harness) -> None:
+    run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="trainer-zombie")
 
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr
     assert set(run.statuses().values()) == {"passed"}
@@ -387,8 +381,8 @@ def test_a_zombie_trainer_counts_as_exited(tmp_path: Path, harness_env: dict[str
     assert train_log.rstrip().endswith("trainer-zombie: mooncake_master went away; the last thread ends the process")
 
 
-def test_a_trainer_without_step_line_fails_the_monitor(tmp_path: Path, harness_env: dict[str, str]) -> None:
-    run = rehearse(tmp_path, harness_env, REHEARSAL_BREAK="trainer-no-step", SPECFORGE_TRAIN_TIMEOUT="0")
+def test_a_trainer_without_step_line_fails_the_monitor(tmp_path: Path, run_harness) -> None:
+    run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="trainer-no-step", SPECFORGE_TRAIN_TIMEOUT="0")
 
     assert_stops_at(run, "smoke-train-monitor")
     assert_in_log_and_file(
@@ -404,10 +398,8 @@ def test_a_trainer_without_step_line_fails_the_monitor(tmp_path: Path, harness_e
     assert_nothing_left(run)
 
 
-def test_a_trainer_hanging_after_its_step_gets_the_monitors_teardown(
-    tmp_path: Path, harness_env: dict[str, str]
-) -> None:
-    run = rehearse(tmp_path, harness_env, REHEARSAL_BREAK="trainer-hang", SPECFORGE_TRAIN_GRACE="0")
+def test_a_trainer_hanging_after_its_step_gets_the_monitors_teardown(tmp_path: Path, run_harness) -> None:
+    run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="trainer-hang", SPECFORGE_TRAIN_GRACE="0")
 
     # By the guide's design a hang after the step line is a success, with diagnostics.
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr
@@ -432,8 +424,8 @@ def test_a_trainer_hanging_after_its_step_gets_the_monitors_teardown(
     assert_nothing_left(run)
 
 
-def test_a_stale_master_of_a_previous_run_is_stopped_by_the_guide(tmp_path: Path, harness_env: dict[str, str]) -> None:
-    run = rehearse(tmp_path, harness_env, "--until", "smoke-start-mooncake", REHEARSAL_BREAK="mooncake-stale-master")
+def test_a_stale_master_of_a_previous_run_is_stopped_by_the_guide(tmp_path: Path, run_harness) -> None:
+    run = rehearse(run_harness, tmp_path, "--until", "smoke-start-mooncake", REHEARSAL_BREAK="mooncake-stale-master")
 
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr
     assert set(run.statuses().values()) == {"passed", "not_run"}
@@ -449,7 +441,7 @@ def test_a_stale_master_of_a_previous_run_is_stopped_by_the_guide(tmp_path: Path
     assert_nothing_left(run)
 
 
-def test_the_old_stop_pattern_leaves_the_stale_master_and_fails(tmp_path: Path, harness_env: dict[str, str]) -> None:
+def test_the_old_stop_pattern_leaves_the_stale_master_and_fails(tmp_path: Path, run_harness) -> None:
     # The guide as it was: `pkill -f '^mooncake_master'` never matches the running binary's command line.
     text = (REPO / GUIDE).read_text(encoding="utf-8")
     fixed = "pkill -9 -f '(^|/)mooncake_master( |$)'"
@@ -457,7 +449,7 @@ def test_the_old_stop_pattern_leaves_the_stale_master_and_fails(tmp_path: Path, 
     guide = tmp_path / "specforge-old-pattern.md"
     guide.write_text(text.replace(fixed, "pkill -9 -f '^mooncake_master'"), encoding="utf-8")
 
-    run = rehearse(tmp_path, harness_env, guide=str(guide), REHEARSAL_BREAK="mooncake-stale-master")
+    run = rehearse(run_harness, tmp_path, guide=str(guide), REHEARSAL_BREAK="mooncake-stale-master")
 
     assert_stops_at(run, "smoke-start-mooncake")
     assert_in_log_and_file(
@@ -474,8 +466,8 @@ def test_the_old_stop_pattern_leaves_the_stale_master_and_fails(tmp_path: Path, 
     assert_nothing_left(run)
 
 
-def test_a_trainer_dependency_missing_fails_the_install_block(tmp_path: Path, harness_env: dict[str, str]) -> None:
-    run = rehearse(tmp_path, harness_env, REHEARSAL_BREAK="specforge-missing-dep")
+def test_a_trainer_dependency_missing_fails_the_install_block(tmp_path: Path, run_harness) -> None:
+    run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="specforge-missing-dep")
 
     assert_stops_at(run, "specforge-install-source")
     assert_in_log_and_file(

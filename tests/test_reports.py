@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import junitparser
@@ -39,52 +40,39 @@ def _check_golden(name: str, actual: str) -> None:
     assert actual == expected, f"{path} differs (rerun with UPDATE_GOLDEN=1 and review the diff)"
 
 
-def _run_fixture(tmp_path: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
+def _run_fixture(
+    run_harness: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path, *extra: str, **env: str
+) -> subprocess.CompletedProcess[str]:
     guide = tmp_path / "report-guide.md"
     shutil.copy(GOLDEN / "report-guide.md", guide)
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ci.run",
-            "report-guide.md",
-            "--output-dir",
-            "out",
-            "--junit",
-            "junit.xml",
-            "--keep-going",
-            *extra,
-        ],
-        cwd=tmp_path,
+    return run_harness(
+        *("report-guide.md", "--output-dir", "out", "--junit", "junit.xml", "--keep-going", *extra),
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+        timeout_s=120,
     )
 
 
-def test_console_log_matches_golden(tmp_path: Path, harness_env: dict[str, str]) -> None:
-    done = _run_fixture(tmp_path, harness_env)
+def test_console_log_matches_golden(tmp_path: Path, run_harness) -> None:
+    done = _run_fixture(run_harness, tmp_path)
     assert done.returncode == 1
     _check_golden("console.txt", _normalise(done.stdout, tmp_path))
 
 
-def test_verbose_console_log_matches_golden(tmp_path: Path, harness_env: dict[str, str]) -> None:
-    done = _run_fixture(tmp_path, harness_env, "--verbose")
+def test_verbose_console_log_matches_golden(tmp_path: Path, run_harness) -> None:
+    done = _run_fixture(run_harness, tmp_path, "--verbose")
     assert done.returncode == 1
     _check_golden("console-verbose.txt", _normalise(done.stdout, tmp_path))
 
 
-def test_github_actions_console_log_matches_golden_in_colour(tmp_path: Path, harness_env: dict[str, str]) -> None:
-    env = {**harness_env, "GITHUB_ACTIONS": "true", "GITHUB_WORKSPACE": str(tmp_path)}
-    done = _run_fixture(tmp_path, env)
+def test_github_actions_console_log_matches_golden_in_colour(tmp_path: Path, run_harness) -> None:
+    done = _run_fixture(run_harness, tmp_path, GITHUB_ACTIONS="true", GITHUB_WORKSPACE=str(tmp_path))
     assert done.returncode == 1
     # the escape character written as \e, so that the golden file reads as text
     _check_golden("console-github.txt", _normalise(done.stdout, tmp_path).replace("\x1b", "\\e"))
 
 
-def test_junit_matches_golden_and_reads_back(tmp_path: Path, harness_env: dict[str, str]) -> None:
-    _run_fixture(tmp_path, harness_env)
+def test_junit_matches_golden_and_reads_back(tmp_path: Path, run_harness) -> None:
+    _run_fixture(run_harness, tmp_path)
     xml_text = (tmp_path / "junit.xml").read_text(encoding="utf-8")
     _check_golden("junit.xml", _normalise(xml_text, tmp_path))
     suites = list(junitparser.JUnitXml.fromfile(str(tmp_path / "junit.xml")))
@@ -142,15 +130,10 @@ def test_junit_names_survive_a_block_inserted_above_them(tmp_path: Path, harness
     assert after == ["new", *before]
 
 
-def test_github_actions_groups_annotations_and_summary(tmp_path: Path, harness_env: dict[str, str]) -> None:
+def test_github_actions_groups_annotations_and_summary(tmp_path: Path, run_harness) -> None:
     summary = tmp_path / "summary.md"
-    env = {
-        **harness_env,
-        "GITHUB_ACTIONS": "true",
-        "GITHUB_STEP_SUMMARY": str(summary),
-        "GITHUB_WORKSPACE": str(tmp_path),
-    }
-    done = _run_fixture(tmp_path, env)
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_WORKSPACE": str(tmp_path)}
+    done = _run_fixture(run_harness, tmp_path, **env)
     log = done.stdout
     assert log.count("::group::") == log.count("::endgroup::") == 4
     annotations = [line for line in log.splitlines() if line.startswith("::error ")]

@@ -700,7 +700,7 @@ def test_unreadable_and_non_utf8_guides_are_document_errors(tmp_path: Path) -> N
         assert message in done.stderr
 
 
-def test_guide_from_a_url(tmp_path: Path, harness_env: dict[str, str]) -> None:
+def test_guide_from_a_url(tmp_path: Path, run_harness) -> None:
     site = tmp_path / "site"
     site.mkdir()
     (site / "g.md").write_text(
@@ -711,17 +711,8 @@ def test_guide_from_a_url(tmp_path: Path, harness_env: dict[str, str]) -> None:
     thread.start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/g.md"
-        done = subprocess.run(
-            [sys.executable, "-m", "ci.run", url, "--output-dir", str(tmp_path / "out")],
-            capture_output=True,
-            text=True,
-            env=harness_env,
-            cwd=tmp_path,
-            timeout=60,
-        )
-        missing = subprocess.run(
-            [sys.executable, "-m", "ci.run", url + ".nope"], capture_output=True, text=True, timeout=60
-        )
+        done = run_harness(url, "--output-dir", str(tmp_path / "out"))
+        missing = run_harness(url + ".nope")
     finally:
         server.shutdown()
     assert done.returncode == 0, done.stdout + done.stderr
@@ -729,7 +720,7 @@ def test_guide_from_a_url(tmp_path: Path, harness_env: dict[str, str]) -> None:
     assert missing.returncode == 2 and "cannot fetch the guide" in missing.stderr
 
 
-def test_a_token_in_a_guide_url_is_shown_nowhere(tmp_path: Path, harness_env: dict[str, str]) -> None:
+def test_a_token_in_a_guide_url_is_shown_nowhere(tmp_path: Path, run_harness) -> None:
     site = tmp_path / "site"
     site.mkdir()
     (site / "g.md").write_text(f"{FENCE}shell #test-setup\necho remote; exit 1\n{FENCE}\n")
@@ -740,14 +731,7 @@ def test_a_token_in_a_guide_url_is_shown_nowhere(tmp_path: Path, harness_env: di
     base = f"http://reader:{token}-pw@127.0.0.1:{server.server_address[1]}"
     try:
         runs = [
-            subprocess.run(
-                [sys.executable, "-m", "ci.run", url, "--output-dir", str(tmp_path / "out"), "--junit", str(junit)],
-                capture_output=True,
-                text=True,
-                env=harness_env,
-                cwd=tmp_path,
-                timeout=60,
-            )
+            run_harness(url, "--output-dir", str(tmp_path / "out"), "--junit", str(junit))
             for url, junit in (
                 (f"{base}/g.md?token={token}&ref=main", tmp_path / "j.xml"),
                 (f"{base}/missing.md?token={token}", tmp_path / "missing.xml"),
@@ -1077,7 +1061,7 @@ def test_stream_shows_output_while_the_block_runs(tmp_path: Path, harness_env: d
     assert "second line" in rest
 
 
-def test_several_guides_run_in_order_each_with_its_own_stores(tmp_path: Path, harness_env: dict[str, str]) -> None:
+def test_several_guides_run_in_order_each_with_its_own_stores(tmp_path: Path, run_harness) -> None:
     one = tmp_path / "one.md"
     two = tmp_path / "two.md"
     one.write_text(f'{FENCE}shell #test-setup store="v"\necho one\n{FENCE}\n')
@@ -1085,14 +1069,7 @@ def test_several_guides_run_in_order_each_with_its_own_stores(tmp_path: Path, ha
         f'{FENCE}shell #test-setup store="v"\necho two\n{FENCE}\n\n'
         f'{FENCE}shell #test id="t" load="v>>V"\necho <V>\n{FENCE}\n\n{FENCE}shell #test-result id="t"\none\n{FENCE}\n'
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "ci.run", str(one), str(two), "--output-dir", "out", "--junit", "j.xml"],
-        cwd=tmp_path,
-        env=harness_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_harness(str(one), str(two), "--output-dir", "out", "--junit", "j.xml")
     assert done.returncode == 1
     record = json.loads((tmp_path / "out" / "results.json").read_text())
     assert [(b["guide"].rsplit("/", 1)[-1], b["status"]) for b in record["blocks"]] == [
@@ -1104,16 +1081,9 @@ def test_several_guides_run_in_order_each_with_its_own_stores(tmp_path: Path, ha
     assert done.stdout.index("one.md: PASSED") < done.stdout.index("two.md: FAILED")
 
 
-def test_the_demo_guide_passes(tmp_path: Path, harness_env: dict[str, str]) -> None:
+def test_the_demo_guide_passes(tmp_path: Path, run_harness) -> None:
     demo = Path(__file__).resolve().parents[1] / "docs" / "examples" / "demo.md"
-    done = subprocess.run(
-        [sys.executable, "-m", "ci.run", str(demo), "--output-dir", str(tmp_path / "out")],
-        cwd=tmp_path,
-        env=harness_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_harness(str(demo), "--output-dir", str(tmp_path / "out"), timeout_s=120)
     assert done.returncode == 0, done.stdout + done.stderr
     record = json.loads((tmp_path / "out" / "results.json").read_text())
     assert {b["status"] for b in record["blocks"]} == {"passed"}
@@ -1225,23 +1195,16 @@ def test_only_selects_an_id_holding_a_comma_and_still_splits_lists(guide_runner)
 
 
 def test_a_guide_whose_workdir_an_earlier_guide_removed_fails_and_the_reports_are_kept(
-    tmp_path: Path, harness_env: dict[str, str]
+    tmp_path: Path, run_harness
 ) -> None:
     workdir = tmp_path / "work"
     workdir.mkdir()
     first, second = tmp_path / "first.md", tmp_path / "second.md"
     first.write_text(f'{FENCE}shell #test-setup id="removes"\nrm -rf "{workdir}"\necho gone\n{FENCE}\n')
     second.write_text(f'{FENCE}shell #test-setup id="needs-it"\necho never\n{FENCE}\n')
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "ci.run", str(first), str(second), "--workdir", str(workdir)),
-            *("--output-dir", str(tmp_path / "out"), "--junit", str(tmp_path / "junit.xml")),
-        ],
-        cwd=tmp_path,
-        env=harness_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    done = run_harness(
+        *(str(first), str(second), "--workdir", str(workdir)),
+        *("--output-dir", str(tmp_path / "out"), "--junit", str(tmp_path / "junit.xml")),
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
@@ -1252,43 +1215,25 @@ def test_a_guide_whose_workdir_an_earlier_guide_removed_fails_and_the_reports_ar
     assert "<testsuite" in (tmp_path / "junit.xml").read_text()
 
 
-def test_a_block_after_one_that_removed_the_output_directory_says_so(
-    tmp_path: Path, harness_env: dict[str, str]
-) -> None:
+def test_a_block_after_one_that_removed_the_output_directory_says_so(tmp_path: Path, guide_runner) -> None:
     out = tmp_path / "out"
-    guide = tmp_path / "g.md"
-    guide.write_text(
+    done = guide_runner(
         f'{FENCE}shell #test-setup id="removes"\nrm -rf "{out}"\n{FENCE}\n\n'
-        f'{FENCE}shell #test-setup id="next"\necho hi\n{FENCE}\n'
-    )
-    done = subprocess.run(
-        [sys.executable, "-m", "ci.run", str(guide), "--output-dir", str(out), "--keep-going"],
-        cwd=tmp_path,
-        env=harness_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+        f'{FENCE}shell #test-setup id="next"\necho hi\n{FENCE}\n',
+        "--keep-going",
+        name="g.md",
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"the directory of its output files, {out / 'blocks'}, is gone" in done.stdout + done.stderr
     assert "on PATH" not in done.stdout + done.stderr
 
 
-def test_guides_with_the_longest_names_a_file_system_allows_run_together(
-    tmp_path: Path, harness_env: dict[str, str]
-) -> None:
+def test_guides_with_the_longest_names_a_file_system_allows_run_together(tmp_path: Path, run_harness) -> None:
     # 250 bytes and 2-byte characters: a block's file name carries the guide's name, cut to leave it room
     names = ["g" * 247 + ".md", "é" * 123 + "x.md"]
     for name in names:
         (tmp_path / name).write_text(f'{FENCE}shell #test-setup id="{"b" * 40}"\necho ok\n{FENCE}\n', encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "ci.run", *names, "--output-dir", "out"],
-        cwd=tmp_path,
-        env=harness_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_harness(*names, "--output-dir", "out")
     assert done.returncode == 0, done.stdout + done.stderr
     blocks = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))["blocks"]
     assert [block["status"] for block in blocks] == ["passed", "passed"]

@@ -192,7 +192,7 @@ def test_the_pid_file_names_the_harness_while_it_runs_and_is_gone_after(
 
 
 def test_a_second_run_on_the_same_output_directory_is_refused_and_the_first_goes_on(
-    tmp_path: Path, harness_env: dict[str, str]
+    tmp_path: Path, harness_env: dict[str, str], run_harness
 ) -> None:
     release, started = tmp_path / "release", tmp_path / "started"
     first_guide, second_guide = tmp_path / "first.md", tmp_path / "second.md"
@@ -209,14 +209,7 @@ def test_a_second_run_on_the_same_output_directory_is_refused_and_the_first_goes
     )
     try:
         _wait_for(started.exists, "the first run's block to start")
-        second = subprocess.run(
-            [sys.executable, "-m", "ci.run", str(second_guide), "--output-dir", "out"],
-            cwd=tmp_path,
-            env=harness_env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        second = run_harness(str(second_guide), "--output-dir", "out")
         assert second.returncode == 2, second.stdout + second.stderr
         assert f"[ERROR] --output-dir {tmp_path / 'out'} is in use by another run (pid {first.pid})" in second.stderr
         assert (tmp_path / "out" / "harness.pid").read_text().strip() == str(first.pid)  # not taken over
@@ -231,21 +224,12 @@ def test_a_second_run_on_the_same_output_directory_is_refused_and_the_first_goes
     assert [b["status"] for b in record["blocks"]] == ["passed"] and "second" not in {b["id"] for b in record["blocks"]}
 
 
-def test_a_pid_file_that_cannot_be_written_stops_the_run_before_its_first_block(
-    tmp_path: Path, harness_env: dict[str, str]
-) -> None:
+def test_a_pid_file_that_cannot_be_written_stops_the_run_before_its_first_block(tmp_path: Path, guide_runner) -> None:
     out = tmp_path / "out"
     (out / "harness.pid").mkdir(parents=True)  # left there by something else: the harness cannot write its file
     ran = tmp_path / "ran"
-    guide = tmp_path / "g.md"
-    guide.write_text(f"{FENCE}shell #test-setup\ntouch {ran}\n{FENCE}\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "ci.run", str(guide), "--output-dir", str(out), "--junit", str(tmp_path / "junit.xml")],
-        cwd=tmp_path,
-        env=harness_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    done = guide_runner(
+        f"{FENCE}shell #test-setup\ntouch {ran}\n{FENCE}\n", "--junit", str(tmp_path / "junit.xml"), name="g.md"
     )
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"[ERROR] cannot write the pid file {out / 'harness.pid'} (Is a directory); nothing was run." in done.stderr

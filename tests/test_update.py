@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -100,26 +100,15 @@ def test_updated_body_always_matches_the_new_output(body: list[str], output: lis
         assert new_body == "\n".join(body).rstrip("\n")  # a body that still matches is left as it is
 
 
-def run_guide(guide: Path, output_dir: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ci.run", str(guide), "--output-dir", str(output_dir), "--keep-going"],
-        cwd=guide.parent,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+RunHarness = Callable[..., subprocess.CompletedProcess[str]]  # the run_harness fixture
 
 
-def update(guide: Path, output_dir: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ci.run", str(guide), "--update", "--from-run", str(output_dir), *extra],
-        cwd=guide.parent,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def run_guide(run_harness: RunHarness, guide: Path, output_dir: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return run_harness(str(guide), "--output-dir", str(output_dir), "--keep-going", cwd=guide.parent, env=env)
+
+
+def update(run_harness: RunHarness, guide: Path, output_dir: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return run_harness(str(guide), "--update", "--from-run", str(output_dir), cwd=guide.parent, env=env)
 
 
 GUIDE = f"""\
@@ -175,13 +164,11 @@ stays
 
 @pytest.mark.parametrize("newline", ["\n", "\r\n"], ids=["lf", "crlf"])
 @pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"], ids=["no-bom", "bom"])
-def test_update_rewrites_only_the_mismatched_bodies(
-    tmp_path: Path, harness_env: dict[str, str], newline: str, bom: bytes
-) -> None:
+def test_update_rewrites_only_the_mismatched_bodies(tmp_path: Path, run_harness, newline: str, bom: bytes) -> None:
     guide = tmp_path / "guide.md"
     original = bom + GUIDE.replace("\n", newline).encode("utf-8")
     guide.write_bytes(original)
-    first = run_guide(guide, tmp_path / "out", harness_env)
+    first = run_guide(run_harness, guide, tmp_path / "out")
     assert first.returncode == 1, first.stdout + first.stderr
     statuses = {b["id"]: b["status"] for b in json.loads((tmp_path / "out" / "results.json").read_text())["blocks"]}
     assert statuses == {
@@ -192,7 +179,7 @@ def test_update_rewrites_only_the_mismatched_bodies(
         "quoted": "mismatch",
     }
 
-    done = update(guide, tmp_path / "out", harness_env)
+    done = update(run_harness, guide, tmp_path / "out")
     assert done.returncode == 0, done.stderr
     assert "updated 3 #test-result blocks" in done.stderr
     assert "-version 1.2" in done.stdout and "+version 1.3" in done.stdout
@@ -205,14 +192,14 @@ def test_update_rewrites_only_the_mismatched_bodies(
     )
     assert guide.read_bytes() == bom + expected.replace("\n", newline).encode("utf-8")
 
-    again = run_guide(guide, tmp_path / "out2", harness_env)
+    again = run_guide(run_harness, guide, tmp_path / "out2")
     assert again.returncode == 0, again.stdout + again.stderr
-    nothing = update(guide, tmp_path / "out2", harness_env)
+    nothing = update(run_harness, guide, tmp_path / "out2")
     assert nothing.returncode == 0 and nothing.stdout == ""
     assert "nothing to update" in nothing.stderr
 
 
-def test_update_leaves_alone_what_it_cannot_rewrite_safely(tmp_path: Path, harness_env: dict[str, str]) -> None:
+def test_update_leaves_alone_what_it_cannot_rewrite_safely(tmp_path: Path, run_harness) -> None:
     guide = tmp_path / "guide.md"
     text = f"""\
 {FENCE}shell #test id="fence"
@@ -240,10 +227,10 @@ echo 2
 {FENCE}
 """
     guide.write_text(text, encoding="utf-8")
-    assert run_guide(guide, tmp_path / "out", harness_env).returncode == 1
+    assert run_guide(run_harness, guide, tmp_path / "out").returncode == 1
     # the command changed after the run: its recorded output may be stale
     guide.write_text(text.replace("echo one", "echo three"), encoding="utf-8")
-    done = update(guide, tmp_path / "out", harness_env)
+    done = update(run_harness, guide, tmp_path / "out")
     assert done.returncode == 1, done.stderr
     assert "id='fence': the new output holds a line that would close the fence" in done.stderr
     assert "id='edited': the command changed since that run" in done.stderr
@@ -252,33 +239,28 @@ echo 2
     )
 
 
-def test_update_input_errors(tmp_path: Path, harness_env: dict[str, str]) -> None:
+def test_update_input_errors(tmp_path: Path, run_harness) -> None:
     guide = tmp_path / "guide.md"
     guide.write_text(f'{FENCE}shell #test id="a"\necho a\n{FENCE}\n\n{FENCE}shell #test-result id="a"\na\n{FENCE}\n')
-    missing = update(guide, tmp_path / "nowhere", harness_env)
+    missing = update(run_harness, guide, tmp_path / "nowhere")
     assert missing.returncode == 2
     assert "results.json does not exist" in missing.stderr
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "results.json").write_text(
         json.dumps({"version": 1, "exit_status": 1, "guides": [], "blocks": []})
     )
-    unrelated = update(guide, tmp_path / "other", harness_env)
+    unrelated = update(run_harness, guide, tmp_path / "other")
     assert unrelated.returncode == 2
     assert "is not a guide of the run" in unrelated.stderr
     (tmp_path / "other" / "results.json").write_text("[1, 2")
-    assert "is not valid JSON" in update(guide, tmp_path / "other", harness_env).stderr
-    alone = subprocess.run(
-        [sys.executable, "-m", "ci.run", str(guide), "--from-run", str(tmp_path / "other")],
-        capture_output=True,
-        text=True,
-        env=harness_env,
-    )
+    assert "is not valid JSON" in update(run_harness, guide, tmp_path / "other").stderr
+    alone = run_harness(str(guide), "--from-run", str(tmp_path / "other"))
     assert alone.returncode == 2
     assert "--from-run DIR goes with --update" in alone.stderr
     assert guide.read_text().count("echo a") == 1
 
 
-def test_update_finds_the_guide_under_another_path(tmp_path: Path, harness_env: dict[str, str]) -> None:
+def test_update_finds_the_guide_under_another_path(tmp_path: Path, run_harness) -> None:
     """The run was made from another directory (as CI does); the guide is found by its trailing path."""
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -286,26 +268,13 @@ def test_update_finds_the_guide_under_another_path(tmp_path: Path, harness_env: 
     guide.write_text(
         f'{FENCE}shell #test id="a"\necho new\n{FENCE}\n\n{FENCE}shell #test-result id="a"\nold\n{FENCE}\n'
     )
-    subprocess.run(
-        [sys.executable, "-m", "ci.run", "docs/g.md", "--output-dir", str(tmp_path / "out")],
-        cwd=tmp_path,
-        env=harness_env,
-        capture_output=True,
-        timeout=60,
-    )
-    done = subprocess.run(
-        [sys.executable, "-m", "ci.run", "g.md", "--update", "--from-run", "../out"],
-        cwd=docs,
-        env=harness_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    run_harness("docs/g.md", "--output-dir", str(tmp_path / "out"))
+    done = run_harness("g.md", "--update", "--from-run", "../out", cwd=docs)
     assert done.returncode == 0, done.stderr
     assert "\nnew\n" in guide.read_text()
 
 
-def test_a_loaded_value_of_several_lines_is_left_for_a_person(tmp_path: Path, harness_env: dict[str, str]) -> None:
+def test_a_loaded_value_of_several_lines_is_left_for_a_person(tmp_path: Path, run_harness) -> None:
     guide = tmp_path / "guide.md"
     text = f"""\
 {FENCE}shell #test-setup store="lines"
@@ -331,14 +300,14 @@ echo 2
 {FENCE}
 """
     guide.write_text(text, encoding="utf-8")
-    assert run_guide(guide, tmp_path / "out", harness_env).returncode == 1
-    done = update(guide, tmp_path / "out", harness_env)
+    assert run_guide(run_harness, guide, tmp_path / "out").returncode == 1
+    done = update(run_harness, guide, tmp_path / "out")
     assert done.returncode == 1, done.stderr
     assert "id='echoed': a loaded value spans several lines; update this #test-result by hand" in done.stderr
     assert guide.read_text(encoding="utf-8") == text.replace('id="simple"\n1\n', 'id="simple"\n2\n')
 
 
-def test_update_writes_no_secret_into_the_guide(tmp_path: Path, harness_env: dict[str, str]) -> None:
+def test_update_writes_no_secret_into_the_guide(tmp_path: Path, run_harness) -> None:
     secret = "hf_printed_by_a_block_77"
     guide = tmp_path / "guide.md"
     text = f"""\
@@ -362,9 +331,9 @@ token ... used
 {FENCE}
 """
     guide.write_text(text, encoding="utf-8")
-    env = {**harness_env, "HF_TOKEN": secret, "USER_NAME": "someone"}
-    assert run_guide(guide, tmp_path / "out", env).returncode == 1
-    done = update(guide, tmp_path / "out", env)
+    env = {"HF_TOKEN": secret, "USER_NAME": "someone"}
+    assert run_guide(run_harness, guide, tmp_path / "out", **env).returncode == 1
+    done = update(run_harness, guide, tmp_path / "out", **env)
     assert done.returncode == 1, done.stderr
     assert "id='login': the new expected body would hold a secret value the block printed; left alone" in done.stderr
     assert secret not in guide.read_text(encoding="utf-8")
@@ -375,9 +344,7 @@ token ... used
 
 
 @pytest.mark.parametrize("planted", ["absolute", "dot-dot", "symbolic-link"])
-def test_a_record_naming_a_file_outside_its_directory_is_refused(
-    tmp_path: Path, harness_env: dict[str, str], planted: str
-) -> None:
+def test_a_record_naming_a_file_outside_its_directory_is_refused(tmp_path: Path, run_harness, planted: str) -> None:
     """A run's record from elsewhere (a CI artifact) must not make the update copy a file of this machine into the
     guide: every output file it names is inside its own directory."""
     private = tmp_path / "private.txt"
@@ -387,7 +354,7 @@ def test_a_record_naming_a_file_outside_its_directory_is_refused(
     guide = tmp_path / "docs" / "guide.md"
     guide.write_text(text, encoding="utf-8")
     output_dir = tmp_path / "artifact"
-    assert run_guide(guide, output_dir, harness_env).returncode == 1
+    assert run_guide(run_harness, guide, output_dir).returncode == 1
     record = json.loads((output_dir / "results.json").read_text(encoding="utf-8"))
     (block,) = record["blocks"]
     if planted == "absolute":
@@ -398,7 +365,7 @@ def test_a_record_naming_a_file_outside_its_directory_is_refused(
         (output_dir / block["stdout_path"]).unlink()
         (output_dir / block["stdout_path"]).symlink_to(private)
     (output_dir / "results.json").write_text(json.dumps(record), encoding="utf-8")
-    done = update(guide, output_dir, harness_env)
+    done = update(run_harness, guide, output_dir)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "[ERROR] --from-run: " in done.stderr and "leads out of" in done.stderr
     assert guide.read_text(encoding="utf-8") == text

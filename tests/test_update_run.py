@@ -9,7 +9,6 @@ import re
 import shutil
 import stat
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,18 +25,6 @@ def _setup(ident: str, *body: str) -> str:
     return f'{FENCE}shell #test-setup id="{ident}"\n' + "\n".join(body) + f"\n{FENCE}\n"
 
 
-def _ci_run(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ci.run", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
-
-
 def _statuses(output_dir: Path) -> dict[str, str]:
     record = json.loads((output_dir / "results.json").read_text(encoding="utf-8"))
     return {b["id"]: b["status"] for b in record["blocks"]}
@@ -46,18 +33,14 @@ def _statuses(output_dir: Path) -> dict[str, str]:
 PROSE = "# A guide\r\n\r\nProse that stays byte for byte, trailing blanks too:   \r\n\r\n"
 
 
-def test_update_runs_the_guide_then_rewrites_only_the_mismatched_bodies(
-    tmp_path: Path, harness_env: dict[str, str]
-) -> None:
+def test_update_runs_the_guide_then_rewrites_only_the_mismatched_bodies(tmp_path: Path, run_harness) -> None:
     body = _test("changed", "echo pid $$; echo version 1.3", "pid ...\nversion 1.2") + "\n"
     body += _test("same", "echo same", "same") + "\n" + _test("also", "echo 2", "1")
     original = "\ufeff" + PROSE + body.replace("\n", "\r\n")
     guide = tmp_path / "guide.md"
     guide.write_bytes(original.encode("utf-8"))
 
-    done = _ci_run(
-        tmp_path, harness_env, "guide.md", "--update", "--keep-going", "--output-dir", "out", "--junit", "j.xml"
-    )
+    done = run_harness("guide.md", "--update", "--keep-going", "--output-dir", "out", "--junit", "j.xml")
 
     assert done.returncode == 0, done.stdout + done.stderr
     # the run, as a plain run reports it: its log, its verdict, every report on disk
@@ -73,18 +56,18 @@ def test_update_runs_the_guide_then_rewrites_only_the_mismatched_bodies(
     # only the two bodies changed, every other byte (BOM, CRLF, the wildcard, trailing blanks) kept
     expected = original.replace("version 1.2", "version 1.3").replace('"also"\r\n1\r\n', '"also"\r\n2\r\n')
     assert guide.read_bytes() == expected.encode("utf-8")
-    again = _ci_run(tmp_path, harness_env, "guide.md", "--update", "--output-dir", "out2")
+    again = run_harness("guide.md", "--update", "--output-dir", "out2")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "guide.md: nothing to update" in again.stderr
     assert guide.read_bytes() == expected.encode("utf-8")
 
 
-def test_update_honours_the_selection_and_the_default_output_dir(tmp_path: Path, harness_env: dict[str, str]) -> None:
+def test_update_honours_the_selection_and_the_default_output_dir(tmp_path: Path, run_harness) -> None:
     guide = tmp_path / "guide.md"
     text = _test("picked", "echo new", "old") + "\n" + _test("left", "echo 2", "1")
     guide.write_text(text, encoding="utf-8")
 
-    done = _ci_run(tmp_path, harness_env, "guide.md", "--update", "--only", "picked")
+    done = run_harness("guide.md", "--update", "--only", "picked")
 
     assert done.returncode == 0, done.stdout + done.stderr  # a block the selection left out is no failure
     kept = re.search(r"^full block outputs: (.+)$", done.stdout, re.MULTILINE)
@@ -169,14 +152,12 @@ def test_a_guide_edited_during_the_run_is_not_overwritten(guide_runner) -> None:
     assert run.guide.read_text(encoding="utf-8") == guide + edit  # the edit, and no update over it
 
 
-def test_several_guides_are_each_updated(tmp_path: Path, harness_env: dict[str, str]) -> None:
+def test_several_guides_are_each_updated(tmp_path: Path, run_harness) -> None:
     (tmp_path / "docs").mkdir()
     one, two = tmp_path / "one.md", tmp_path / "docs" / "two.md"
     one.write_text(_test("a", "echo new", "old"), encoding="utf-8")
     two.write_text(_test("b", "echo fine", "fine") + "\n" + _test("c", "echo 2", "1"), encoding="utf-8")
-    done = _ci_run(
-        tmp_path, harness_env, "one.md", "docs/two.md", "--update", "--output-dir", "out", "--workdir", "docs"
-    )
+    done = run_harness("one.md", "docs/two.md", "--update", "--output-dir", "out", "--workdir", "docs")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "one.md: updated 1 #test-result block\n" in done.stderr
     assert "docs/two.md: updated 1 #test-result block\n" in done.stderr
@@ -210,11 +191,11 @@ def test_several_guides_are_each_updated(tmp_path: Path, harness_env: dict[str, 
     ],
 )
 def test_what_cannot_be_updated_is_a_usage_error_before_anything_runs(
-    tmp_path: Path, harness_env: dict[str, str], args: list[str], message: str
+    tmp_path: Path, run_harness, args: list[str], message: str
 ) -> None:
     text = _setup("marks", "touch ran") + "\n" + _test("a", "echo new", "old")
     (tmp_path / "guide.md").write_text(text, encoding="utf-8")
-    done = _ci_run(tmp_path, harness_env, *args, "--output-dir", "out")
+    done = run_harness(*args, "--output-dir", "out")
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"[ERROR] {message}\n" in done.stderr
     assert "s3cr3t" not in done.stdout + done.stderr
@@ -222,15 +203,13 @@ def test_what_cannot_be_updated_is_a_usage_error_before_anything_runs(
     assert (tmp_path / "guide.md").read_text(encoding="utf-8") == text
 
 
-def test_a_guide_named_through_a_symbolic_link_is_updated_where_it_is(
-    tmp_path: Path, harness_env: dict[str, str]
-) -> None:
+def test_a_guide_named_through_a_symbolic_link_is_updated_where_it_is(tmp_path: Path, run_harness) -> None:
     (tmp_path / "docs").mkdir()
     real = tmp_path / "docs" / "guide.md"
     real.write_text(_test("a", "echo new", "old"), encoding="utf-8")
     link = tmp_path / "link.md"
     link.symlink_to("docs/guide.md")
-    done = _ci_run(tmp_path, harness_env, "link.md", "--update", "--output-dir", "out")
+    done = run_harness("link.md", "--update", "--output-dir", "out")
     assert done.returncode == 0, done.stdout + done.stderr
     assert link.is_symlink() and os.readlink(link) == "docs/guide.md"  # still the link it was
     assert '"a"\nnew\n' in real.read_text(encoding="utf-8")
@@ -249,9 +228,7 @@ def _immutable(directory: Path) -> Iterator[None]:
         subprocess.run(["chattr", "-i", str(directory)], check=True)
 
 
-def test_a_guide_that_cannot_be_written_is_said_and_the_others_are_still_updated(
-    tmp_path: Path, harness_env: dict[str, str]
-) -> None:
+def test_a_guide_that_cannot_be_written_is_said_and_the_others_are_still_updated(tmp_path: Path, run_harness) -> None:
     if shutil.which("chattr") is None:
         pytest.skip("chattr is not installed")
     (tmp_path / "locked").mkdir()
@@ -259,7 +236,7 @@ def test_a_guide_that_cannot_be_written_is_said_and_the_others_are_still_updated
     stuck.write_text(_test("a", "echo new", "old"), encoding="utf-8")
     other.write_text(_test("b", "echo 2", "1"), encoding="utf-8")
     with _immutable(tmp_path / "locked"):
-        done = _ci_run(tmp_path, harness_env, "locked/stuck.md", "other.md", "--update", "--output-dir", "out")
+        done = run_harness("locked/stuck.md", "other.md", "--update", "--output-dir", "out")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     assert (
@@ -283,12 +260,12 @@ def test_output_a_markdown_body_cannot_hold_is_left_alone_and_the_rest_updated(g
     assert run.guide.read_text(encoding="utf-8") == guide.replace('"plain"\n1\n', '"plain"\n2\n')
 
 
-def test_a_read_only_guide_is_not_replaced(tmp_path: Path, harness_env: dict[str, str]) -> None:
+def test_a_read_only_guide_is_not_replaced(tmp_path: Path, run_harness) -> None:
     """A rename would replace it all the same (and root may write anything): its mode says it is not to change."""
     guide = tmp_path / "guide.md"
     guide.write_text(_test("a", "echo new", "old"), encoding="utf-8")
     guide.chmod(0o444)
-    done = _ci_run(tmp_path, harness_env, "guide.md", "--update", "--output-dir", "out")
+    done = run_harness("guide.md", "--update", "--output-dir", "out")
     assert done.returncode == 1, done.stdout + done.stderr
     assert (
         "[ERROR] guide.md: the rewritten guide was not written because the file is read-only (mode 444):"
@@ -298,25 +275,25 @@ def test_a_read_only_guide_is_not_replaced(tmp_path: Path, harness_env: dict[str
     assert stat.S_IMODE(guide.stat().st_mode) == 0o444
 
 
-def test_a_guide_root_updates_keeps_its_owner(tmp_path: Path, harness_env: dict[str, str]) -> None:
+def test_a_guide_root_updates_keeps_its_owner(tmp_path: Path, run_harness) -> None:
     """An update run as root (a container over a checkout) leaves the guide its user's, not root's."""
     if os.geteuid() != 0:
         pytest.skip("only root may give a file to another user")
     guide = tmp_path / "guide.md"
     guide.write_text(_test("a", "echo new", "old"), encoding="utf-8")
     os.chown(guide, 65534, 65534)
-    done = _ci_run(tmp_path, harness_env, "guide.md", "--update", "--output-dir", "out")
+    done = run_harness("guide.md", "--update", "--output-dir", "out")
     assert done.returncode == 0, done.stdout + done.stderr
     assert '"a"\nnew\n' in guide.read_text(encoding="utf-8")
     assert (guide.stat().st_uid, guide.stat().st_gid) == (65534, 65534)
 
 
-def test_a_guide_with_the_longest_file_name_is_updated(tmp_path: Path, harness_env: dict[str, str]) -> None:
+def test_a_guide_with_the_longest_file_name_is_updated(tmp_path: Path, run_harness) -> None:
     """Its temporary file beside it is named within the file system's 255 bytes too."""
     name = "é" * 126 + ".md"  # 255 bytes in UTF-8
     guide = tmp_path / name
     guide.write_text(_test("a", "echo new", "old"), encoding="utf-8")
-    done = _ci_run(tmp_path, harness_env, name, "--update", "--output-dir", "out")
+    done = run_harness(name, "--update", "--output-dir", "out")
     assert done.returncode == 0, done.stdout + done.stderr
     assert '"a"\nnew\n' in guide.read_text(encoding="utf-8")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, "out"])
