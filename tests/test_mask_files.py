@@ -166,7 +166,7 @@ def test_files_the_masking_had_no_time_for_are_left_whole_and_named(tmp_path: Pa
     assert os.listdir(blocks) == ["001-leak.stdout.txt"]  # no temporary file left
 
 
-def test_update_from_a_masked_run_leaves_a_body_holding_a_masked_secret_alone(guide_runner, tmp_path: Path) -> None:
+def test_update_from_a_masked_run_leaves_a_body_holding_a_masked_secret_alone(guide_runner, run_harness) -> None:
     guide = f"""
         {FENCE}shell #test id="echo"
         echo "token=$HF_TOKEN"
@@ -186,13 +186,7 @@ def test_update_from_a_masked_run_leaves_a_body_holding_a_masked_secret_alone(gu
         """
     run = guide_runner(guide, "--mask-files", "--keep-going", env={"HF_TOKEN": SECRET})
     assert run.returncode == 1 and "masked secrets in 1 file" in run.stdout
-    update = subprocess.run(
-        [sys.executable, "-m", "ci.run", "--update", "--from-run", str(run.output_dir), str(run.guide)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "HF_TOKEN": SECRET},
-    )
+    update = run_harness("--update", "--from-run", str(run.output_dir), str(run.guide), env={"HF_TOKEN": SECRET})
     assert update.returncode == 1, update.stdout + update.stderr  # an update left undone
     assert "the run's output file was masked (--mask-files)" in update.stderr
     text = run.guide.read_text()

@@ -688,14 +688,14 @@ def test_document_error_runs_nothing(guide_runner, tmp_path: Path) -> None:
     assert not marker.exists()
 
 
-def test_unreadable_and_non_utf8_guides_are_document_errors(tmp_path: Path) -> None:
+def test_unreadable_and_non_utf8_guides_are_document_errors(tmp_path: Path, run_harness) -> None:
     bad = tmp_path / "latin1.md"
     bad.write_bytes(b"# Title\n\ncaf\xe9\n")
     for guide, message in (
         (bad, "latin1.md:3: the guide is not valid UTF-8"),
         (tmp_path / "missing.md", "cannot read the guide"),
     ):
-        done = subprocess.run([sys.executable, "-m", "ci.run", str(guide)], capture_output=True, text=True)
+        done = run_harness(str(guide))
         assert done.returncode == 2
         assert message in done.stderr
 
