@@ -249,7 +249,8 @@ def masked_to_show_hidden(text: str, masker: Masker) -> str:
     """
     masked = masker.mask(text)
     shown = without_hidden(masked)
-    return masker.mask(shown) if masker.mask(shown) != shown else masked
+    remasked = masker.mask(shown)
+    return remasked if remasked != shown else masked
 
 
 def hidden_characters(text: str) -> list[str]:
