@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from immutable import immutable
 
 FENCE = "```"
 
@@ -189,20 +190,17 @@ def _unremovable(directory: Path) -> Iterator[None]:
     inner = directory / "left-by-root"
     inner.mkdir()
     (inner / "log").write_text("x\n", encoding="utf-8")
-    if os.geteuid() == 0:
-        made = subprocess.run(["chattr", "+i", str(inner / "log")], capture_output=True, check=False)
-        if made.returncode != 0:
-            pytest.skip(f"chattr +i does not work here: {made.stderr.decode(errors='replace').strip()}")
-        undo = ["chattr", "-i", str(inner / "log")]
-    else:
-        inner.chmod(0o500)
-        undo = ["chmod", "700", str(inner)]
     changed = time.time() - 2 * DAY_S
     os.utime(directory, (changed, changed))
+    if os.geteuid() == 0:
+        with immutable(inner / "log"):
+            yield
+        return
+    inner.chmod(0o500)
     try:
         yield
     finally:
-        subprocess.run(undo, check=True)
+        inner.chmod(0o700)
 
 
 def test_an_earlier_directory_that_cannot_be_removed_is_a_warning_only(tmp_path: Path, run_harness) -> None:

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shutil
 import stat
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from immutable import immutable
 
 FENCE = "```"
 
@@ -216,26 +214,12 @@ def test_a_guide_named_through_a_symbolic_link_is_updated_where_it_is(tmp_path: 
     assert sorted(p.name for p in (tmp_path / "docs").iterdir()) == ["guide.md"]  # no temporary file left
 
 
-@contextlib.contextmanager
-def _immutable(directory: Path) -> Iterator[None]:
-    """DIRECTORY where no file can be made, even by root (chattr +i): as a read-only directory is to its user."""
-    made = subprocess.run(["chattr", "+i", str(directory)], capture_output=True, check=False)
-    if made.returncode != 0:
-        pytest.skip(f"chattr +i does not work here: {made.stderr.decode(errors='replace').strip()}")
-    try:
-        yield
-    finally:
-        subprocess.run(["chattr", "-i", str(directory)], check=True)
-
-
 def test_a_guide_that_cannot_be_written_is_said_and_the_others_are_still_updated(tmp_path: Path, run_harness) -> None:
-    if shutil.which("chattr") is None:
-        pytest.skip("chattr is not installed")
     (tmp_path / "locked").mkdir()
     stuck, other = tmp_path / "locked" / "stuck.md", tmp_path / "other.md"
     stuck.write_text(_test("a", "echo new", "old"), encoding="utf-8")
     other.write_text(_test("b", "echo 2", "1"), encoding="utf-8")
-    with _immutable(tmp_path / "locked"):
+    with immutable(tmp_path / "locked"):
         done = run_harness("locked/stuck.md", "other.md", "--update", "--output-dir", "out")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
