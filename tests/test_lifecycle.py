@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -240,10 +241,12 @@ def test_peak_memory_and_cpu_time_are_recorded(guide_runner) -> None:
 
 def test_setsid_nohup_server_is_found_and_ended(guide_runner, tmp_path: Path) -> None:
     pidfile = tmp_path / "server.pid"
+    # the interpreter itself: a `python` on PATH may be a shim (pyenv's is a script), seen under its own name
+    # when the teardown comes before its exec
     run = guide_runner(
         f"""
         {FENCE}shell #test-setup
-        setsid nohup python -c "import time; time.sleep(300)" >/dev/null 2>&1 < /dev/null &
+        setsid nohup {sys.executable} -c "import time; time.sleep(300)" >/dev/null 2>&1 < /dev/null &
         echo $! > {pidfile}
         {FENCE}
         """
