@@ -1,0 +1,208 @@
+"""Stand-ins for the third-party actions the workflows pin, for the Actions engine scenarios (tests/act).
+
+Each is a simulation and says so in its first line of output. Artifacts and caches live under one local
+directory, ACT_STANDIN_STORE, which the scenario gives act with `--env`: `artifacts/NAME/...` for
+upload-artifact and download-artifact, `caches/KEY.tar` for cache/restore and cache/save. What each copies
+of the real action (inputs, outputs, failure modes) is said at its function; what is invented is said
+there too. Inputs arrive as INPUT_* variables, which the composite action.yml beside sets from `inputs`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import fnmatch
+import os
+import shutil
+import sys
+import tarfile
+import venv
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["main"]
+
+
+def say(name: str, text: str) -> None:
+    print(f"[simulation] {name} stand-in (tests/act/actions): {text}", flush=True)
+
+
+def given(name: str, default: str = "") -> str:
+    return os.environ.get(f"INPUT_{name.upper().replace('-', '_')}", default).strip()
+
+
+def store() -> Path:
+    root = os.environ.get("ACT_STANDIN_STORE")
+    if not root:
+        sys.exit("ACT_STANDIN_STORE is not set: the scenario gives act `--env ACT_STANDIN_STORE=DIR`")
+    return Path(root)
+
+
+def write_output(name: str, value: str) -> None:
+    with open(os.environ["GITHUB_OUTPUT"], "a", encoding="utf-8") as outputs:
+        outputs.write(f"{name}={value}\n")
+
+
+def workspace_path(text: str) -> Path:
+    path = Path(os.path.expandvars(os.path.expanduser(text)))
+    return path if path.is_absolute() else Path(os.environ["GITHUB_WORKSPACE"]) / path
+
+
+def checkout() -> int:
+    """act copies the repository into the workspace itself (it skips checkout steps): nothing to do."""
+    say("actions/checkout", "the workspace is act's copy of the repository; nothing fetched")
+    return 0
+
+
+def setup_python() -> int:
+    """Puts a Python of the asked version first on PATH (GITHUB_PATH), as the real action does.
+
+    The real action takes it from the runner's tool cache, which a self-hosted runner keeps between jobs;
+    here the tool cache is the store's `toolcache/`, made once per scenario: a virtual environment of
+    `pythonX.Y` found on PATH (so that its bin directory holds nothing else), copied for each job (a job's
+    `pip install` stays its own). Where no `pythonX.Y` exists, the host's `python3` stands in, and that is
+    said (invented: the real one fails).
+    """
+    version = given("python-version") or "3"
+    found = shutil.which(f"python{version}") or shutil.which("python3")
+    if found is None:
+        print("::error::no python3 on PATH")
+        return 1
+    cached = store() / "toolcache" / f"python-{version}"
+    with open(store() / "toolcache.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (cached / "bin" / "python").exists():
+            venv.EnvBuilder(with_pip=True, symlinks=True).create(cached)
+    target = Path(os.environ["RUNNER_TEMP"]) / f"setup-python-{version}"
+    shutil.copytree(cached, target, symlinks=True, dirs_exist_ok=True)
+    say("actions/setup-python", f"python-version {version}: {found} in a venv at {target}, first on PATH")
+    with open(os.environ["GITHUB_PATH"], "a", encoding="utf-8") as path_file:
+        path_file.write(f"{target / 'bin'}\n")
+    write_output("python-path", str(target / "bin" / "python"))
+    return 0
+
+
+def upload_artifact() -> int:
+    """Copies `path` to the store under `name`; `if-no-files-found` and `overwrite` as the real v4+ action.
+
+    The real action refuses a name already uploaded in the run unless `overwrite: true` (HTTP 409).
+    """
+    name = given("name") or "artifact"
+    sources = [workspace_path(line) for line in given("path").splitlines() if line.strip()]
+    target = store() / "artifacts" / name
+    files = [source for source in sources if source.exists()]
+    if not files:
+        mode = given("if-no-files-found") or "warn"
+        message = f"No files were found with the provided path: {given('path')}. No artifacts will be uploaded."
+        say("actions/upload-artifact", message)
+        if mode == "error":
+            print(f"::error::{message}")
+            return 1
+        if mode == "warn":
+            print(f"::warning::{message}")
+        return 0
+    if target.exists():
+        if given("overwrite") != "true":
+            print(f"::error::Failed to CreateArtifact: an artifact with this name already exists: {name}")
+            return 1
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    for source in files:
+        if source.is_dir():
+            shutil.copytree(source, target, dirs_exist_ok=True, symlinks=True)
+        else:
+            shutil.copy2(source, target / source.name)
+    say("actions/upload-artifact", f"uploaded {name} ({', '.join(map(str, files))})")
+    write_output("artifact-id", name)
+    return 0
+
+
+def download_artifact() -> int:
+    """Copies the artifacts whose names match `pattern` (or `name`) to `path`, merged with `merge-multiple`."""
+    pattern = given("pattern") or given("name") or "*"
+    destination = workspace_path(given("path") or ".")
+    root = store() / "artifacts"
+    names = sorted(entry.name for entry in root.iterdir()) if root.is_dir() else []
+    matched = [name for name in names if fnmatch.fnmatchcase(name, pattern)]
+    say("actions/download-artifact", f"pattern {pattern}: {', '.join(matched) or 'no artifact'}")
+    if not matched and given("name"):
+        print(f"::error::Artifact not found for name: {given('name')}")
+        return 1
+    merge = given("merge-multiple") == "true" or bool(given("name"))
+    for name in matched:
+        shutil.copytree(root / name, destination if merge else destination / name, dirs_exist_ok=True)
+    return 0
+
+
+def cache_restore() -> int:
+    """The exact `key`, else the newest cache whose key starts with a `restore-keys` line, as the real one.
+
+    Outputs `cache-hit` (true only for the exact key), `cache-primary-key` and `cache-matched-key`;
+    `fail-on-cache-miss` fails the step when nothing matched.
+    """
+    key = given("key")
+    caches = store() / "caches"
+    candidates = sorted(caches.glob("*.tar"), key=lambda file: file.stat().st_mtime_ns, reverse=True)
+    keys = [file.name.removesuffix(".tar") for file in candidates]
+    matched = key if key in keys else None
+    for prefix in [line.strip() for line in given("restore-keys").splitlines() if line.strip()]:
+        if matched is None:
+            matched = next((found for found in keys if found.startswith(prefix)), None)
+    write_output("cache-primary-key", key)
+    if matched is None:
+        say("actions/cache/restore", f"no cache for key {key}")
+        if given("fail-on-cache-miss") == "true":
+            print(f"::error::Failed to restore cache entry. Exiting as fail-on-cache-miss is set. Input key: {key}")
+            return 1
+        return 0
+    with tarfile.open(caches / f"{matched}.tar") as archive:
+        # the "data" filter where this Python has it (3.12, and 3.11.4 and 3.10.12 on)
+        safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+        archive.extractall(os.environ["GITHUB_WORKSPACE"], **safe)  # type: ignore[arg-type]
+    say("actions/cache/restore", f"restored {matched} (asked {key})")
+    write_output("cache-hit", "true" if matched == key else "false")
+    write_output("cache-matched-key", matched)
+    return 0
+
+
+def cache_save() -> int:
+    """Saves `path` under `key`; a key that exists is kept, with a warning, as the real one does."""
+    key = given("key")
+    archive_path = store() / "caches" / f"{key}.tar"
+    if archive_path.exists():
+        say("actions/cache/save", f"cache {key} exists")
+        print(
+            f"::warning::Failed to save: Unable to reserve cache with key {key}, another job may be creating this cache."
+        )
+        return 0
+    archive_path.parent.mkdir(parents=True, exist_ok=True)
+    workspace = Path(os.environ["GITHUB_WORKSPACE"])
+    paths = [workspace_path(line) for line in given("path").splitlines() if line.strip()]
+    existing = [path for path in paths if path.exists()]
+    if not existing:
+        print(
+            "::warning::Path Validation Error: Path(s) specified in the action for caching do(es) not exist, hence no cache is being saved."
+        )
+        return 0
+    with tarfile.open(archive_path, "w") as archive:
+        for path in existing:
+            archive.add(path, arcname=os.path.relpath(path, workspace))
+    say("actions/cache/save", f"saved {key}")
+    return 0
+
+
+STAND_INS: dict[str, Callable[[], int]] = {
+    "checkout": checkout,
+    "setup-python": setup_python,
+    "upload-artifact": upload_artifact,
+    "download-artifact": download_artifact,
+    "cache-restore": cache_restore,
+    "cache-save": cache_save,
+}
+
+
+def main() -> int:
+    return STAND_INS[sys.argv[1]]()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
