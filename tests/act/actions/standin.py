@@ -13,9 +13,9 @@ import fcntl
 import fnmatch
 import os
 import shutil
+import subprocess
 import sys
 import tarfile
-import venv
 from collections.abc import Callable
 from pathlib import Path
 
@@ -56,29 +56,53 @@ def checkout() -> int:
 def setup_python() -> int:
     """Puts a Python of the asked version first on PATH (GITHUB_PATH), as the real action does.
 
-    The real action takes it from the runner's tool cache, which a self-hosted runner keeps between jobs;
-    here the tool cache is the store's `toolcache/`, made once per scenario: a virtual environment of
-    `pythonX.Y` found on PATH (so that its bin directory holds nothing else), copied for each job (a job's
-    `pip install` stays its own). Where no `pythonX.Y` exists, the host's `python3` stands in, and that is
-    said (invented: the real one fails).
+    The real action takes it from the runner's tool cache, which a self-hosted runner keeps between jobs.
+    Here the interpreter is pyenv's X.Y (its versions folder is this machine's tool cache), else a
+    `pythonX.Y` on PATH that really is X.Y; the job gets a virtual environment of it (so that its bin
+    directory holds nothing else), made once per scenario in the store's `toolcache/` and copied for each
+    job (a job's `pip install` stays its own). Where no X.Y exists, the host's `python3` stands in and
+    that is said (invented: the real action fails).
     """
     version = given("python-version") or "3"
-    found = shutil.which(f"python{version}") or shutil.which("python3")
+    found = find_python(version)
     if found is None:
-        print("::error::no python3 on PATH")
-        return 1
+        say("actions/setup-python", f"no Python {version} here: the host's python3 stands in for it")
+        found = shutil.which("python3") or sys.executable
     cached = store() / "toolcache" / f"python-{version}"
     with open(store() / "toolcache.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (cached / "bin" / "python").exists():
-            venv.EnvBuilder(with_pip=True, symlinks=True).create(cached)
+            subprocess.run([found, "-m", "venv", "--symlinks", str(cached)], check=True)
     target = Path(os.environ["RUNNER_TEMP"]) / f"setup-python-{version}"
     shutil.copytree(cached, target, symlinks=True, dirs_exist_ok=True)
-    say("actions/setup-python", f"python-version {version}: {found} in a venv at {target}, first on PATH")
+    actual = run_version(str(target / "bin" / "python"))
+    say("actions/setup-python", f"python-version {version}: Python {actual} ({found}) in a venv at {target}")
     with open(os.environ["GITHUB_PATH"], "a", encoding="utf-8") as path_file:
         path_file.write(f"{target / 'bin'}\n")
     write_output("python-path", str(target / "bin" / "python"))
+    write_output("python-version", actual)
     return 0
+
+
+def find_python(version: str) -> str | None:
+    """An interpreter of `version` (X or X.Y): pyenv's newest such version, else one on PATH."""
+    pyenv_versions = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    installed = sorted(pyenv_versions.glob(f"{version}.*/bin/python{version}"), key=lambda p: p.parts[-3])
+    candidates = [str(path) for path in installed[-1:]] + [shutil.which(f"python{version}") or ""]
+    for candidate in filter(None, candidates):
+        try:
+            actual = run_version(candidate)
+        except (OSError, subprocess.CalledProcessError):
+            continue  # a pyenv shim of a version pyenv does not enable
+        if actual == version or actual.startswith(f"{version}."):
+            return candidate
+    return None
+
+
+def run_version(python: str) -> str:
+    """`X.Y.Z` of an interpreter, as the real action's `python-version` output gives it."""
+    command = [python, "-c", "import platform; print(platform.python_version())"]
+    return subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip()
 
 
 def upload_artifact() -> int:
