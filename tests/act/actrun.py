@@ -16,12 +16,10 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 __all__ = ["RUNNER_LABELS", "ActProcess", "ActResult", "ActRunner", "pinned_actions"]
 
@@ -124,6 +122,16 @@ class ActRunner:
         self.store.mkdir(parents=True, exist_ok=True)
         copy_working_tree(REPO, self.workspace)
         self.actions = install_stand_ins(self.base / "actions")
+
+    def commit(self, message: str) -> str:
+        """Commits the workspace as it is now (a pull request's head); returns the commit."""
+        git = ["git", "-c", "user.name=act scenario", "-c", "user.email=act@example.invalid"]
+        subprocess.run([*git, "commit", "-q", "-a", "-m", message], cwd=self.workspace, check=True)
+        return self.head()
+
+    def head(self) -> str:
+        command = ["git", "rev-parse", "HEAD"]
+        return subprocess.run(command, cwd=self.workspace, check=True, capture_output=True, text=True).stdout.strip()
 
     def command(self, log_name: str) -> list[str]:
         argv = [self.act, self.event, "-W", self.workflow, "--json", "--no-cache-server"]
@@ -234,7 +242,7 @@ def copy_working_tree(source: Path, target: Path) -> None:
         (target / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(origin, target / relative, follow_symlinks=False)
     identity = ["-c", "user.name=act scenario", "-c", "user.email=act@example.invalid"]
-    for argv in (["init", "-q", "-b", "main"], ["add", "-A"], [*identity, "commit", "-q", "-m", "scenario"]):
+    for argv in (["init", "-q", "-b", "main"], ["add", "-A"], [*identity, "commit", "-q", "-m", "the base"]):
         subprocess.run(["git", *argv], cwd=target, check=True, capture_output=True)
 
 
@@ -249,8 +257,3 @@ def install_stand_ins(target: Path) -> Path:
         for action_file in (target / repository).rglob("action.yml"):
             shutil.copy2(STAND_INS / "standin.py", action_file.parent / "standin.py")
     return target
-
-
-def registry_entry(name: str) -> dict[str, Any]:
-    entries: Sequence[dict[str, Any]] = yaml.safe_load((REPO / "guides.yaml").read_text(encoding="utf-8"))["guides"]
-    return next(entry for entry in entries if entry["name"] == name)
