@@ -69,6 +69,7 @@ KEY_LABEL = "guide-guard.image-key"
 # conmon and podman's cleanup processes wait this long after a container exits (podman's default is 300 s).
 EXIT_COMMAND_DELAY_S = 5
 SERVICE_START_TIMEOUT_S = 30.0
+SERVICE_PROGRAMS = ("catatonit", "podman")
 SERVICE_STOP_TIMEOUT_S = 10.0
 INSTALL_HINT = f"apt-get update && apt-get install -y {' '.join(APT_PACKAGES)}"
 
@@ -231,27 +232,34 @@ def _service_pid(state_dir: Path) -> int | None:
         command_line = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except (OSError, ValueError):
         return None
-    if (
-        Path(command_line[0].decode(errors="replace")).name == "podman"
-        and f"unix://{paths['socket']}".encode() in command_line
-    ):
+    if _program(command_line[0]) in SERVICE_PROGRAMS and f"unix://{paths['socket']}".encode() in command_line:
         return pid
     return None
 
 
-def engine_processes(state_dir: Path) -> list[int]:
-    """The processes (conmon, podman's cleanup, the service) whose command line names this state directory."""
+def _program(argument_zero: bytes) -> str:
+    return Path(argument_zero.decode(errors="replace")).name
+
+
+def engine_processes(state_dir: Path, *, service: bool = True) -> list[int]:
+    """The live processes (conmon, podman's cleanup, the service) whose command line names this state directory.
+
+    Without SERVICE, the service's own processes (catatonit and podman) are left out.
+    """
     marker = str(state_dir).encode()
     found = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+        if not entry.name.isdigit():
             continue
         try:
+            # empty for a zombie, which holds nothing any more
             command_line = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        program = Path(command_line.split(b"\0", 1)[0].decode(errors="replace")).name
-        if program in ("conmon", "podman") and marker in command_line:
+        arguments = command_line.split(b"\0")
+        if _program(arguments[0]) not in ("conmon", "podman", "catatonit") or marker not in command_line:
+            continue
+        if service or b"service" not in arguments:
             found.append(int(entry.name))
     return found
 
@@ -265,9 +273,15 @@ def _start_service(state_dir: Path) -> None:
     # containers (they died with the previous service, or with the machine).
     shutil.rmtree(paths["run"], ignore_errors=True)
     paths["socket"].unlink(missing_ok=True)
+    command = ["podman", "system", "service", "--time=0", f"unix://{paths['socket']}"]
+    # conmon double-forks and is left to the nearest subreaper, which reaps it when it exits; without one,
+    # that is the machine's init, which may leave it a zombie for minutes. catatonit (podman recommends it)
+    # is one, and passes signals on to the service.
+    if shutil.which("catatonit"):
+        command = ["catatonit", "--", *command]
     with paths["log"].open("ab") as log:
         service = subprocess.Popen(
-            ["podman", "system", "service", "--time=0", f"unix://{paths['socket']}"],
+            command,
             env=podman_env(state_dir),
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -444,9 +458,9 @@ def _end(pids: Iterable[int], how: signal.Signals) -> None:
             os.kill(pid, how)
 
 
-def _wait_gone(state_dir: Path, timeout_s: float) -> list[int]:
+def _wait_gone(state_dir: Path, timeout_s: float, service: bool = True) -> list[int]:
     deadline = time.monotonic() + timeout_s
-    while (left := engine_processes(state_dir)) and time.monotonic() < deadline:
+    while (left := engine_processes(state_dir, service=service)) and time.monotonic() < deadline:
         time.sleep(0.2)
     return left
 
@@ -456,12 +470,15 @@ def _stop_service(state_dir: Path) -> None:
     if pid is not None:
         _end([pid], signal.SIGTERM)
         deadline = time.monotonic() + SERVICE_STOP_TIMEOUT_S
-        while _service_pid(state_dir) == pid and time.monotonic() < deadline:
-            # reaped here when this process started it, so that no zombie is left until this one exits
+        while time.monotonic() < deadline:
+            # reaped here when this process started it, so that it leaves no zombie while this one lives
             with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
+                if os.waitpid(pid, os.WNOHANG) != (0, 0):
+                    break
+            if _service_pid(state_dir) != pid:
+                break
             time.sleep(0.1)
-        if _service_pid(state_dir) == pid:
+        else:
             _end([pid], signal.SIGKILL)
     _paths(state_dir)["pid"].unlink(missing_ok=True)
 
@@ -472,11 +489,12 @@ def stop(state_dir: Path | None = None) -> None:
     if not _paths(state_dir)["containers_conf"].is_file() or shutil.which("podman") is None:
         return
     _podman(state_dir, "rm", "--force", "--all", "--time=0", check=False)
-    _stop_service(state_dir)
-    # conmon and podman's cleanup processes end EXIT_COMMAND_DELAY_S after their container; those still
-    # there well after that are stuck, and ours (their command line names our storage): ended by pid.
-    left = _wait_gone(state_dir, EXIT_COMMAND_DELAY_S + 10)
+    # conmon and podman's cleanup processes end EXIT_COMMAND_DELAY_S after their container, reaped by the
+    # service's catatonit while it runs; those still there well after that are stuck, and ours (their
+    # command line names our storage): ended by pid.
+    left = _wait_gone(state_dir, EXIT_COMMAND_DELAY_S + 10, service=False)
     _end(left, signal.SIGKILL)
+    _stop_service(state_dir)
     left = _wait_gone(state_dir, 5)
     if left:
         raise RuntimeError(f"processes of the engine in {state_dir} would not end: {left}")
