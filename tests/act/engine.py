@@ -55,7 +55,7 @@ SUITE = "bookworm"
 # The Debian packages that provide the engine: podman with runc (Debian's crun 1.8 refuses this VM's hybrid
 # cgroup layout) and mmdebstrap for the image.
 APT_PACKAGES = ("podman", "runc", "mmdebstrap")
-TOOLS = {"podman": "podman", "runc": "runc", "conmon": "podman", "mmdebstrap": "mmdebstrap"}
+TOOLS = {"podman": "podman", "runc": "runc", "conmon": "conmon", "mmdebstrap": "mmdebstrap"}
 # What the NPU job's steps need of the image (guide-run.yml, action.yml): bash and coreutils come with
 # minbase; python3-venv gives the venv its pip (ensurepip); procps for ps and the cancelled() step's checks;
 # nodejs because act runs a JavaScript action's `node` inside the job container.
