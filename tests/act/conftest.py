@@ -8,6 +8,7 @@ under GUIDE_GUARD_REQUIRE_EXTERNAL=1 (tests/outside.py), as in CI.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +21,12 @@ from outside import unavailable
 @pytest.fixture(scope="session")
 def container_engine() -> Iterator[engine.Engine]:
     """podman's Docker API with the job image, for the whole session; stopped at its end (the image is kept)."""
+    # One engine per state directory, started and stopped by the session: a second xdist worker would stop
+    # it under the first one's tests (and act names a job's container after the job alone, so two runs of
+    # one workflow at once collide). pyproject's -n 2 is for the default suite.
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")
+    if workers != "1":
+        pytest.fail(f"the act layer runs in one process, not {workers} xdist workers: run `pytest -n 0 tests/act`")
     try:
         engine.check()
     except engine.EngineUnavailable as reason:

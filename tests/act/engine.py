@@ -21,18 +21,20 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import re
 import resource
+import shlex
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -328,29 +330,64 @@ def debian_sources() -> list[Path]:
     return found
 
 
-def _build_image(state_dir: Path) -> None:
+@dataclass(frozen=True)
+class ImagePython:
+    """What pip needs to know of the image's interpreter to download wheels for it."""
+
+    version: str  # 3.11
+    glibc: str  # 2.36
+    machine: str  # x86_64
+
+
+def _image_id(state_dir: Path, label: str) -> tuple[str, str] | None:
+    """The image's ID and the value of one of its labels, or None where there is no image."""
+    inspected = _podman(
+        state_dir,
+        "image",
+        "inspect",
+        "--format",
+        f'{{{{.Id}}}} {{{{index .Config.Labels "{label}"}}}}',
+        IMAGE,
+        check=False,
+    )
+    if inspected.returncode != 0:
+        return None
+    image_id, _, value = inspected.stdout.strip().partition(" ")
+    return image_id, value
+
+
+def _build_image(state_dir: Path) -> ImagePython:
     """Build the job image with mmdebstrap and import it, unless an image with the same content key is there."""
     key = image_key()
-    inspected = _podman(
-        state_dir, "image", "inspect", "--format", f'{{{{index .Config.Labels "{KEY_LABEL}"}}}}', IMAGE, check=False
-    )
-    if inspected.returncode == 0 and inspected.stdout.strip() == key:
-        return
-    directories = f'mkdir -p "$1{IMAGE_HOME}" "$1{WHEELHOUSE_MOUNT}"'
+    facts_file = state_dir / "image.json"
+    present = _image_id(state_dir, KEY_LABEL)
+    if present is not None and present[1] == key and facts_file.is_file():
+        facts = json.loads(facts_file.read_text(encoding="utf-8"))
+        if facts.pop("image_id") == present[0]:
+            return ImagePython(**facts)
+    # What the wheelhouse needs to know of the image's Python, asked in the chroot while it is built: a
+    # container started for it would leave its conmon to the machine's init.
+    probe_file = state_dir / "image-python.txt"
+    probe = "import platform, sys; print('%d.%d' % sys.version_info[:2], platform.libc_ver()[1], platform.machine())"
+    hooks = [
+        f'mkdir -p "$1{IMAGE_HOME}" "$1{WHEELHOUSE_MOUNT}"',
+        f'chroot "$1" python3 -c {shlex.quote(probe)} > {shlex.quote(str(probe_file))}',
+    ]
+    build_log = (state_dir / "image-build.log").open("wb")
     build = subprocess.Popen(
         [
             "mmdebstrap",
             "--quiet",
             "--variant=minbase",
             f"--include={','.join(IMAGE_PACKAGES)}",
-            f"--customize-hook={directories}",
+            *(f"--customize-hook={hook}" for hook in hooks),
             "--format=tar",
             SUITE,
             "-",
             *map(str, debian_sources()),
         ],
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=build_log,
     )
     changes = [
         'CMD ["/bin/bash"]',
@@ -365,10 +402,12 @@ def _build_image(state_dir: Path) -> None:
         capture_output=True,
         text=True,
     )
-    assert build.stdout is not None and build.stderr is not None
+    assert build.stdout is not None
     build.stdout.close()
-    build_errors = build.stderr.read().decode(errors="replace")
-    if build.wait() != 0:
+    build.wait()
+    build_log.close()
+    if build.returncode != 0:
+        build_errors = (state_dir / "image-build.log").read_text(encoding="utf-8", errors="replace")
         raise EngineUnavailable(
             f"mmdebstrap could not build the image (exit status {build.returncode}):\n{build_errors[-2000:]}"
         )
@@ -376,6 +415,12 @@ def _build_image(state_dir: Path) -> None:
         raise EngineUnavailable(f"podman import failed (exit status {imported.returncode}):\n{imported.stderr[-2000:]}")
     # the image this one replaces, now untagged
     _podman(state_dir, "image", "prune", "--force", check=False)
+    version, glibc, machine = probe_file.read_text(encoding="utf-8").split()
+    built = _image_id(state_dir, KEY_LABEL)
+    assert built is not None
+    facts = {"version": version, "glibc": glibc, "machine": machine}
+    facts_file.write_text(json.dumps({"image_id": built[0], **facts}), encoding="utf-8")
+    return ImagePython(**facts)
 
 
 def _harness_requirements() -> list[str]:
@@ -388,20 +433,13 @@ def _harness_requirements() -> list[str]:
     return [*project["build-system"]["requires"], *project["project"]["dependencies"]]
 
 
-def _image_python(state_dir: Path) -> tuple[str, str, str]:
-    """The image's Python version (3.11), glibc version (2.36) and machine (x86_64)."""
-    probe = "import platform, sys; print('%d.%d' % sys.version_info[:2], platform.libc_ver()[1], platform.machine())"
-    shown = _podman(state_dir, "run", "--rm", "--network=none", IMAGE, "python3", "-c", probe).stdout.split()
-    return shown[0], shown[1], shown[2]
-
-
 def _normalized(distribution: str) -> str:
     return re.sub(r"[-_.]+", "-", distribution).lower()
 
 
-def _build_wheelhouse(state_dir: Path) -> Path:
+def _build_wheelhouse(state_dir: Path, image_python: ImagePython) -> Path:
     """A PEP 503 index (simple/NAME/index.html) of the wheels the harness needs in the image's Python."""
-    python_version, glibc, machine = _image_python(state_dir)
+    python_version, glibc, machine = image_python.version, image_python.glibc, image_python.machine
     requirements = _harness_requirements()
     key = hashlib.sha256(json.dumps([python_version, glibc, machine, requirements]).encode()).hexdigest()[:16]
     wheelhouse = _paths(state_dir)["wheelhouse"]
@@ -438,10 +476,11 @@ def start(state_dir: Path | None = None) -> Engine:
     """Configure podman, start its API service, build the image and the wheelhouse; reuse what is there."""
     state_dir = (state_dir or default_state_dir()).resolve()
     check()
-    write_config(state_dir)
-    _start_service(state_dir)
-    _build_image(state_dir)
-    wheelhouse = _build_wheelhouse(state_dir)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    with _locked(state_dir):
+        write_config(state_dir)
+        _start_service(state_dir)
+        wheelhouse = _build_wheelhouse(state_dir, _build_image(state_dir))
     return Engine(
         state_dir=state_dir,
         docker_host=f"unix://{_paths(state_dir)['socket']}",
@@ -450,6 +489,14 @@ def start(state_dir: Path | None = None) -> Engine:
         container_options=f"--volume {wheelhouse}:{WHEELHOUSE_MOUNT}:ro",
         index_url=f"file://{WHEELHOUSE_MOUNT}/simple",
     )
+
+
+@contextlib.contextmanager
+def _locked(state_dir: Path) -> Iterator[None]:
+    """One start or stop at a time in a state directory: two would start two services on one storage."""
+    with (state_dir / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _end(pids: Iterable[int], how: signal.Signals) -> None:
@@ -488,14 +535,18 @@ def stop(state_dir: Path | None = None) -> None:
     state_dir = (state_dir or default_state_dir()).resolve()
     if not _paths(state_dir)["containers_conf"].is_file() or shutil.which("podman") is None:
         return
-    _podman(state_dir, "rm", "--force", "--all", "--time=0", check=False)
-    # conmon and podman's cleanup processes end EXIT_COMMAND_DELAY_S after their container, reaped by the
-    # service's catatonit while it runs; those still there well after that are stuck, and ours (their
-    # command line names our storage): ended by pid.
-    left = _wait_gone(state_dir, EXIT_COMMAND_DELAY_S + 10, service=False)
-    _end(left, signal.SIGKILL)
-    _stop_service(state_dir)
-    left = _wait_gone(state_dir, 5)
+    with _locked(state_dir):
+        _podman(state_dir, "rm", "--force", "--all", "--time=0", check=False)
+        # conmon and podman's cleanup processes end EXIT_COMMAND_DELAY_S after their container, reaped by the
+        # service's catatonit while it runs; those still there well after that are stuck, and ours (their
+        # command line names our storage): ended by pid.
+        left = _wait_gone(state_dir, EXIT_COMMAND_DELAY_S + 10, service=False)
+        _end(left, signal.SIGKILL)
+        _stop_service(state_dir)
+        # a service that lost its pid file (two starts at once, before the lock) is ours all the same
+        _end(_wait_gone(state_dir, 1), signal.SIGTERM)
+        _end(_wait_gone(state_dir, SERVICE_STOP_TIMEOUT_S), signal.SIGKILL)
+        left = _wait_gone(state_dir, 5)
     if left:
         raise RuntimeError(f"processes of the engine in {state_dir} would not end: {left}")
 

@@ -55,6 +55,8 @@ def test_a_container_job_runs_its_steps_in_the_image_as_root(
     # as on GitHub, whose runner sets it in every job container; act leaves it to the image
     assert values["home"] == "/github/home"
     assert values["python"].startswith("Python 3.")
+    # what guide-run.yml's steps use beside python
+    assert values["tools"].split() == ["bash", "jq", "git", "ps", "node"]
     assert int(values["cap_eff"], 16) & (1 << CAP_SYS_PTRACE), f"no CAP_SYS_PTRACE in CapEff {values['cap_eff']}"
     # the steps were exec'd into the job container, whose own process is act's keep-alive
     assert values["pid1"].strip() == "tail -f /dev/null"
