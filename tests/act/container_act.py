@@ -1,4 +1,4 @@
-"""nektos/act on a workflow of tests/act/workflows, against the container engine (engine.py): its command and result."""
+"""nektos/act on a container job of tests/act/workflows, against the container engine (engine.py): command, result."""
 
 from __future__ import annotations
 
