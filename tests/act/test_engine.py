@@ -43,15 +43,18 @@ def container_engine() -> Iterator[engine.Engine]:
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")
     if workers != "1":
         pytest.fail(f"the container engine's tests run in one process, not {workers} xdist workers (-p no:xdist)")
+    state_dir = engine.default_state_dir()
     try:
-        engine.check()
+        # the tools first (engine.check), then what only a start shows: a service that does not answer, an
+        # image that mmdebstrap could not build
+        started = engine.start(state_dir)
     except engine.EngineUnavailable as reason:
+        engine.stop(state_dir)
         unavailable(
             f"no container engine for the act layer: {reason}", "Run `python tests/act/engine.py install` as root."
         )
-    state_dir = engine.default_state_dir()
     try:
-        yield engine.start(state_dir)
+        yield started
     finally:
         engine.stop(state_dir)
 
