@@ -115,6 +115,7 @@ class ActRunner:
     env: dict[str, str] = field(default_factory=dict)
     payload: dict[str, Any] | None = None
     extra_args: list[str] = field(default_factory=list)
+    docker_host: str | None = None  # a container engine's socket (engine.py): `container:` jobs run there
 
     def __post_init__(self) -> None:
         self.workspace = self.base / "repository"
@@ -129,17 +130,27 @@ class ActRunner:
         subprocess.run([*git, "commit", "-q", "-a", "-m", message], cwd=self.workspace, check=True)
         return self.head()
 
+    def commit_edits(self) -> None:
+        """What the scenario changed in the workspace, committed: the jobs check out commits."""
+        status = ["git", "status", "--porcelain"]
+        if subprocess.run(status, cwd=self.workspace, check=True, capture_output=True, text=True).stdout:
+            subprocess.run(["git", "add", "-A"], cwd=self.workspace, check=True)
+            self.commit("the scenario's edits")
+
     def head(self) -> str:
         command = ["git", "rev-parse", "HEAD"]
         return subprocess.run(command, cwd=self.workspace, check=True, capture_output=True, text=True).stdout.strip()
 
     def command(self, log_name: str) -> list[str]:
-        argv = [self.act, self.event, "-W", self.workflow, "--json", "--no-cache-server"]
+        argv = [self.act, self.event, "-W", self.workflow, "-C", str(self.workspace), "--json", "--no-cache-server"]
         for label in RUNNER_LABELS:
             argv += ["-P", f"{label}=-self-hosted"]
         for repository, commit in pinned_actions().items():
             argv += ["--local-repository", f"{repository}@{commit}={self.actions / repository}"]
         argv += ["--action-cache-path", str(self.base / f"act-cache-{log_name}")]
+        # the checkout stand-in clones the repository as the real one fetches it: act's own copy of the working
+        # directory would skip the checkout steps, and leaves nothing at all in a host job under --bind
+        argv += ["--no-skip-checkout", "--env", f"ACT_STANDIN_REPOSITORY={self.workspace}"]
         argv += ["--env", f"ACT_STANDIN_STORE={self.store}"]
         for flag, values in (("--input", self.inputs), ("--var", self.variables), ("--secret", self.secrets)):
             for name, value in values.items():
@@ -150,15 +161,23 @@ class ActRunner:
             event_file = self.base / f"event-{log_name}.json"
             event_file.write_text(json.dumps(self.payload), encoding="utf-8")
             argv += ["--eventpath", str(event_file)]
+        if self.docker_host is not None:
+            # a container job as on a self-hosted runner (tests/act/README.md): the local image as it is, the
+            # workspace bound at the host's path, the container removed with what runs in it, no engine
+            # socket inside it
+            argv += ["--pull=false", "--bind", "--rm", "--container-daemon-socket=-"]
         return argv + self.extra_args
 
     def environment(self) -> dict[str, str]:
         env = {name: value for name, value in os.environ.items() if not name.startswith(INHERITED_PREFIXES)}
         # no ~/.config/act/actrc of this machine's
         env["XDG_CONFIG_HOME"] = str(self.base / "config")
+        if self.docker_host is not None:
+            env["DOCKER_HOST"] = self.docker_host
         return env
 
     def start(self, log_name: str = "run") -> ActProcess:
+        self.commit_edits()
         log_file = self.base / f"act-{log_name}.jsonl"
         log = log_file.open("wb")
         process = subprocess.Popen(

@@ -76,9 +76,10 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def act(act_binary: str, wheelhouse: Path, tmp_path: Path) -> Callable[..., ActRunner]:
     """ActRunner(...) with this test's own directory and act, the jobs' pip reading the wheelhouse."""
 
-    def make(**settings: Any) -> ActRunner:
+    def make(mirror: bool = True, **settings: Any) -> ActRunner:
         base = tmp_path / f"act-{len(list(tmp_path.glob('act-*')))}"
-        env = {"PIP_FIND_LINKS": str(wheelhouse), "PIP_NO_INDEX": "1"} | settings.pop("env", {})
-        return ActRunner(act=act_binary, base=base, env=env, **settings)
+        # MIRROR false: a job container, which cannot see the host's folder, gets its own (engine.py)
+        env = {"PIP_FIND_LINKS": str(wheelhouse), "PIP_NO_INDEX": "1"} if mirror else {}
+        return ActRunner(act=act_binary, base=base, env=env | settings.pop("env", {}), **settings)
 
     return make

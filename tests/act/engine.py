@@ -59,9 +59,10 @@ SUITE = "bookworm"
 APT_PACKAGES = ("podman", "runc", "mmdebstrap")
 TOOLS = {"podman": "podman", "runc": "runc", "conmon": "conmon", "mmdebstrap": "mmdebstrap"}
 # What the NPU job's steps need of the image (guide-run.yml, action.yml): bash and coreutils come with
-# minbase; python3-venv gives the venv its pip (ensurepip); procps for ps and the cancelled() step's checks;
+# minbase; python-is-python3 the `python` a guide calls (the guides' images have it); python3-venv gives
+# the venv its pip (ensurepip); procps for ps and the cancelled() step's checks;
 # nodejs because act runs a JavaScript action's `node` inside the job container.
-IMAGE_PACKAGES = ("python3", "python3-venv", "procps", "jq", "git", "ca-certificates", "nodejs")
+IMAGE_PACKAGES = ("python3", "python-is-python3", "python3-venv", "procps", "jq", "git", "ca-certificates", "nodejs")
 # GitHub's runner sets HOME=/github/home in a job container (actions/runner#863); act does not
 # (nektos/act#710), so the image does.
 IMAGE_HOME = "/github/home"

@@ -13,13 +13,14 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NoReturn
 
 import container_act
 import engine
 import pytest
+from actrun import ActRunner
 
 REPO = Path(__file__).resolve().parents[2]
 REQUIRE_ENV = "GUIDE_GUARD_REQUIRE_EXTERNAL"
@@ -40,9 +41,7 @@ def container_engine() -> Iterator[engine.Engine]:
     # One engine per state directory, started and stopped here: a second xdist worker would stop it under the
     # first one's tests (and act names a job's container after the workflow and job alone, so two runs of one
     # workflow at once collide).
-    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")
-    if workers != "1":
-        pytest.fail(f"the container engine's tests run in one process, not {workers} xdist workers (-p no:xdist)")
+    # pytest.ini's `--dist loadfile` keeps this module on one worker
     state_dir = engine.default_state_dir()
     try:
         # the tools first (engine.check), then what only a start shows: a service that does not answer, an
@@ -220,3 +219,102 @@ def test_without_podman_the_engine_says_what_is_missing(monkeypatch: pytest.Monk
     for tool in ("podman", "runc", "conmon", "mmdebstrap"):
         assert tool in message
     assert engine.INSTALL_HINT in message
+
+
+# ---------------------------------------------------------------------------------------------------------
+# guide-run.yml's NPU job path: the registry entry's runner label and container image, under act on the engine
+
+RUN_JOB = "demo/guide run/docs/examples/demo.md"
+RUNNER_UID = 1000  # the runner's own user, who owns the directory above the workspace
+
+
+def npu_entry(runner: ActRunner, container_engine: engine.Engine) -> None:
+    """The demo entry of the workspace's registry as the specforge entry is: a self-hosted label and an image.
+
+    Its container options are this machine's runner setup: the wheelhouse (pip in the container cannot reach
+    the index), and the folder above the workspace (which holds the stand-ins' store too) mounted in, as
+    GitHub's runner mounts its whole work folder into a job container; act binds only the workspace.
+    """
+    registry = runner.workspace / "guides.yaml"
+    text = registry.read_text(encoding="utf-8")
+    work = runner.workspace.parent
+    options = f"{container_engine.container_options} --volume {work}:{work}"
+    entry = (
+        "  - name: demo\n"
+        "    guide: docs/examples/demo.md\n"
+        "    runner: [linux-aarch64-a2-4]\n"
+        f"    image: {container_engine.image}\n"
+        f"    container_options: {options}\n"
+    )
+    start = text.index("  - name: demo")
+    end = text.index("schedule: weekly", start)
+    registry.write_text(text[:start] + entry + "    " + text[end:], encoding="utf-8")
+    runner.variables["GUIDE_GUARD_PIP_INDEX_URL"] = container_engine.index_url
+    # the runner made the workspace's parent as its own user before the container started (guide-run.yml's
+    # hand-back step gives what root wrote back to that user)
+    os.chown(runner.workspace.parent, RUNNER_UID, RUNNER_UID)
+
+
+def owners(directory: Path) -> set[int]:
+    return {path.lstat().st_uid for path in directory.rglob("*")}
+
+
+def test_the_npu_job_runs_the_guide_in_its_image_and_hands_its_files_back(
+    container_engine: engine.Engine, act: Callable[..., ActRunner]
+) -> None:
+    runner = act(inputs={"name": "demo"}, docker_host=container_engine.docker_host, mirror=False)
+    npu_entry(runner, container_engine)
+    result = runner.run()
+
+    assert result.job(RUN_JOB) == "success", result.log_file
+    outputs = result.outputs(RUN_JOB, "guide")
+    assert (outputs["verdict"], outputs["exit_status"]) == ("passed", "0")
+    report = result.artifact("demo-attempt-1")
+    # the blocks ran in the image: its Python, as root, with HOME /github/home
+    image_python = (report / "outputs" / "blocks" / "003-check-python.stdout.txt").read_text()
+    assert image_python == f"Python {container_engine_python(container_engine)}\n"
+    # SYS_PTRACE is in the container's options: the harness can take stack dumps, and says no warning
+    assert "ptrace" not in result.output_text(RUN_JOB).lower()
+    assert json.loads((result.artifact("guide-status-demo") / "demo.json").read_text())["verdict"] == "passed"
+    # what root wrote in the workspace (the reports, the harness's venv is elsewhere) is the runner's again
+    assert (runner.workspace / "guide-guard-report" / "outputs" / "results.json").is_file()
+    assert owners(runner.workspace / "guide-guard-report") == {RUNNER_UID}
+    assert not containers(container_engine)
+
+
+def test_a_cancelled_npu_job_is_stopped_by_its_stop_step_and_keeps_its_reports(
+    container_engine: engine.Engine, act: Callable[..., ActRunner]
+) -> None:
+    runner = act(inputs={"name": "demo"}, docker_host=container_engine.docker_host, mirror=False)
+    npu_entry(runner, container_engine)
+    guide = runner.workspace / "docs" / "examples" / "demo.md"
+    text = guide.read_text(encoding="utf-8")
+    marker = "## Start a server in the background\n"
+    wait_block = '```shell #test id="wait"\nsleep 300\n```\n\n```shell #test-result id="wait"\n```\n\n'
+    fence_line = text[: text.index(marker)].count("\n") + 1
+    guide.write_text(text.replace(marker, wait_block + marker), encoding="utf-8")
+
+    run = runner.start()
+    run.wait_for(f"at docs/examples/demo.md:{fence_line}")
+    run.interrupt()
+    result = run.wait()
+
+    steps = result.step_results(RUN_JOB)
+    assert steps["Stop the harness (the run was cancelled)"] == "success", steps
+    assert "stopped; its reports are in guide-guard-report" in result.output_text(RUN_JOB)
+    record = json.loads((result.artifact("demo-attempt-1") / "outputs" / "results.json").read_text())
+    # `docker exec` passed act's cancel on to nobody: the stop step's SIGTERM is what ended the harness
+    assert record["guides"][0]["interrupted_by_signal"] == signal.SIGTERM
+    wait = next(block for block in record["blocks"] if block["id"] == "wait")
+    assert wait["status"] == "error" and wait["message"].startswith("interrupted by signal 15")
+    assert owners(runner.workspace / "guide-guard-report") == {RUNNER_UID}
+    assert not containers(container_engine)
+    assert not host_processes_named("sleep 300")
+
+
+def container_engine_python(container_engine: engine.Engine) -> str:
+    """The X.Y.Z of the image's python3, asked of the image itself."""
+    command = ["podman", "run", "--rm", container_engine.image, "python3", "-c"]
+    asked = [*command, "import platform; print(platform.python_version())"]
+    found = subprocess.run(asked, env=container_engine.podman_env, check=True, capture_output=True, text=True)
+    return found.stdout.strip()

@@ -48,8 +48,23 @@ def workspace_path(text: str) -> Path:
 
 
 def checkout() -> int:
-    """act copies the repository into the workspace itself (it skips checkout steps): nothing to do."""
-    say("actions/checkout", "the workspace is act's copy of the repository; nothing fetched")
+    """Clones the scenario's repository (ACT_STANDIN_REPOSITORY) at GITHUB_SHA into the workspace, as the real
+    action fetches it: `fetch-depth` commits (1 by default, 0 for the whole history).
+
+    A workspace that is that repository already (a container job's, bound at its host path) is left as it is.
+    """
+    source = Path(os.environ["ACT_STANDIN_REPOSITORY"])
+    workspace = Path(os.environ["GITHUB_WORKSPACE"])
+    if workspace.resolve() == source.resolve():
+        say("actions/checkout", f"the workspace is the repository itself ({source}): nothing to fetch")
+        return 0
+    depth = given("fetch-depth") or "1"
+    command = ["git", "clone", "--quiet", "--no-checkout"] + (["--depth", depth] if depth != "0" else [])
+    subprocess.run([*command, source.resolve().as_uri(), str(workspace)], check=True)
+    subprocess.run(
+        ["git", "-C", str(workspace), "checkout", "--quiet", "--detach", os.environ["GITHUB_SHA"]], check=True
+    )
+    say("actions/checkout", f"cloned {source} at {os.environ['GITHUB_SHA']} (fetch-depth {depth})")
     return 0
 
 
