@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -193,7 +194,39 @@ def test_document_errors_become_annotations(guide_runner) -> None:
         env={"GITHUB_ACTIONS": "true"},
     )
     assert run.returncode == 2
-    assert "::error file=" in run.stdout and ",line=1,title=guide document error::" in run.stdout
+    assert "::error file=" in run.stderr and ",line=1,title=guide document error::" in run.stderr
+
+
+def test_under_actions_the_list_is_the_plan_alone(guide_runner, tmp_path: Path) -> None:
+    """`--list` and `--list --format json` print the plan on stdout, warnings and document errors on stderr,
+    their annotations too: under GitHub Actions stdout is still a plan a workflow step can read."""
+    warned = f"""
+        {FENCE}shell #test-setup store="name"
+        echo hi
+        {FENCE}
+
+        {FENCE}shell #test-result id="nowhere"
+        hi
+        {FENCE}
+        """
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_WORKSPACE": str(tmp_path)}
+    run = guide_runner(warned, "--list", "--format", "json", env=env)
+    assert run.returncode == 0, run.stderr
+    assert [entry["store"] for entry in json.loads(run.stdout)] == ["name"]
+    assert "::warning file=guide.md,line=5,title=guide warning::" in run.stderr
+    run = guide_runner(warned, "--list", env=env)
+    assert run.returncode == 0, run.stderr
+    assert "::" not in run.stdout and "::warning file=" in run.stderr
+    broken = f"""
+        {FENCE}shell #test id="lonely"
+        echo hi
+        {FENCE}
+        """
+    for args in (("--list",), ("--list", "--format", "json")):
+        run = guide_runner(broken, *args, env=env)
+        assert run.returncode == 2
+        assert run.stdout == "", "nothing is listed when the guide has document errors"
+        assert "::error file=guide.md,line=1,title=guide document error::" in run.stderr
 
 
 @pytest.mark.parametrize(
