@@ -47,7 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("passed", "failed"),
         help="record the outcome of the run that tested --ref, instead of deciding",
     )
-    parser.add_argument("--ref", metavar="REF", help="with --record-result: the upstream ref that run tested")
+    parser.add_argument(
+        "--ref",
+        metavar="REF",
+        help="with --record-result: the upstream ref that run tested; empty when it had none (no ci.upstream)",
+    )
     watch = parser.add_argument_group("what to watch (each overrides the guide's ci.upstream; guides.yaml passes them)")
     watch.add_argument(
         "--repo", metavar="OWNER/NAME", help="the GitHub repository whose releases or branch are watched"
@@ -123,9 +127,11 @@ def _guide_facts(name: str) -> tuple[str, Mapping[str, str]]:
 def _usage_problem(args: argparse.Namespace) -> str | None:
     if args.max_retries < 0:
         return "--max-retries must be 0 or more"
-    if args.record_result and not args.ref:
-        return "--record-result needs --ref REF: the upstream ref the run tested"
-    if args.ref and not args.record_result:
+    # An empty --ref is a run without an upstream ref (a guide that watches none, as the workflow passes it),
+    # not a missing one: the caller still says which ref the run tested.
+    if args.record_result and args.ref is None:
+        return "--record-result needs --ref REF: the upstream ref the run tested (--ref '' for a run without one)"
+    if args.ref is not None and not args.record_result:
         return "--ref goes with --record-result"
     unknown = sorted(set(_signal_names(args.signals)) - set(WATCHABLE))
     if unknown:
@@ -194,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _StateFileError as exc:
         return fail(str(exc))
     if args.record_result:
-        new_state = record_result(state, args.record_result, args.ref, now=_now())
+        new_state = record_result(state, args.record_result, args.ref or None, now=_now())
         _write_json(state_path, new_state)
         print(json.dumps(new_state["last_result"] | {"failures_in_a_row": new_state["failures_in_a_row"]}))
         return ExitCode.OK

@@ -295,13 +295,17 @@ def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> 
     return run(args, plans, left_out, settings, after=update)
 
 
+# The annotations of warnings and document errors go to stderr, beside the lines they repeat: stdout is the
+# plan of --list (JSON with --format json), which must stay readable under Actions too, and the runner reads
+# workflow commands on both streams. On one stream, an annotation also always comes after the stop-commands
+# that wrap the quoted guide text before it, never inside it.
 def _print_warnings(warnings: Sequence[tuple[str | None, Any]], github: bool) -> None:
     from ci.report.github import annotation, command_safe
 
     for source_path, warning in warnings:
         print(command_safe(f"warning: {warning}", github), file=sys.stderr)
         if github:
-            print(annotation("warning", source_path, warning.line, "guide warning", warning.message))
+            print(annotation("warning", source_path, warning.line, "guide warning", warning.message), file=sys.stderr)
 
 
 def _print_document_errors(problems: Sequence[Problem], source_paths: dict[str, str | None], github: bool) -> None:
@@ -313,7 +317,7 @@ def _print_document_errors(problems: Sequence[Problem], source_paths: dict[str, 
     print_error(f"{plural(count, 'document error')}; nothing was run")
     if github:
         for text in problem_annotations(problems, source_paths):
-            print(text)
+            print(text, file=sys.stderr)
 
 
 def _output_problem(args: argparse.Namespace) -> str | None:

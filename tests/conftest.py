@@ -22,6 +22,15 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# The suite runs as outside GitHub Actions, whoever runs it. As a step of a CI job it would inherit the job's
+# own files and variables: every harness a test starts with GITHUB_ACTIONS=true would append its summary and
+# fake verdicts to the job's $GITHUB_STEP_SUMMARY and $GITHUB_OUTPUT, and GITHUB_ACTIONS=true would change
+# what the tests that do not set it see. They are taken out of os.environ itself, before any test runs, so
+# that every process a test starts (by base_env() or from os.environ) is clean; a test that wants one sets it.
+RUNNER_VARIABLE_PREFIXES = ("GITHUB_", "RUNNER_")
+for _name in [name for name in os.environ if name.startswith(RUNNER_VARIABLE_PREFIXES)]:
+    del os.environ[_name]
+
 # Hundreds of harnesses start during the suite; where PYTHONDONTWRITEBYTECODE is set (as on our CI
 # machines) each would compile ci/ again. Compile it once up front.
 # Not the rehearsal's simulations (every folder of ci/rehearsal/, and its build_backend.py).
@@ -96,7 +105,7 @@ def test_id() -> Iterator[str]:
 @pytest.fixture
 def harness_env(test_id: str) -> dict[str, str]:
     """The environment for a harness started by hand (Popen) in a test."""
-    return {**base_env(), TEST_MARKER: test_id, "GITHUB_ACTIONS": "false"}
+    return {**base_env(), TEST_MARKER: test_id}
 
 
 @pytest.fixture

@@ -126,9 +126,7 @@ def repo(tmp_path: Path, pypi: WebStub) -> Repo:
         "PYTHONPATH": str(ROOT),
         "PYPI_URL": pypi.url,
         "GUIDE_GUARD_HTTP_TIMEOUT": "0.5",
-        "GITHUB_ACTIONS": "false",
     }
-    env.pop("GITHUB_STEP_SUMMARY", None)
     (tmp_path / "repo").mkdir()
     return Repo(tmp_path / "repo", env)
 

@@ -58,7 +58,7 @@ class Installed:
         return subprocess.run(
             list(argv),
             cwd=self.elsewhere,
-            env={**(env or os.environ), "PATH": path, "GITHUB_ACTIONS": "false"},
+            env={**(env or os.environ), "PATH": path},
             capture_output=True,
             text=True,
             timeout=timeout_s,

@@ -566,3 +566,45 @@ def test_command_line_end_to_end(stub: WebStub, env: dict[str, str], guide: Path
     assert decision["need_to_test"] is True and decision["ref"] == "v0.4.0"
     assert "a run is needed (ref v0.4.0)" in done.stderr
     assert outputs(env)["ref"] == "v0.4.0"
+
+
+def test_a_run_without_an_upstream_ref_is_recorded(env: dict[str, str], tmp_path: Path) -> None:
+    """The registry's demo entry watches no upstream, so the workflow's record job passes `--ref ""`."""
+    state = tmp_path / "state.json"
+
+    def monitor(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "ci.monitor", "docs/examples/demo.md", "--state", str(state), *args],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=Path(__file__).resolve().parents[1],
+        )
+
+    def decision() -> dict[str, Any]:
+        done = monitor()
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    first = decision()
+    assert first["need_to_test"] is True and first["ref"] is None
+    recorded = monitor("--record-result", "passed", "--ref", "")
+    assert recorded.returncode == 0, recorded.stderr
+    assert json.loads(recorded.stdout) == {
+        "result": "passed",
+        "ref": None,
+        "recorded_at": json.loads(state.read_text())["last_result"]["recorded_at"],
+        "failures_in_a_row": 0,
+    }
+    second = decision()
+    assert second["need_to_test"] is False
+    assert second["reason"] == "nothing changed since the last check"
+    assert second["signals"]["retry"]["detail"] == "the previous run passed"
+
+    # a failed run without a ref is retried like any other
+    recorded = monitor("--record-result", "failed", "--ref", "")
+    assert recorded.returncode == 0, recorded.stderr
+    third = decision()
+    assert third["need_to_test"] is True
+    assert third["reason"] == "the previous run failed: retry 1 of 2"

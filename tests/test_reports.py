@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -193,7 +194,39 @@ def test_document_errors_become_annotations(guide_runner) -> None:
         env={"GITHUB_ACTIONS": "true"},
     )
     assert run.returncode == 2
-    assert "::error file=" in run.stdout and ",line=1,title=guide document error::" in run.stdout
+    assert "::error file=" in run.stderr and ",line=1,title=guide document error::" in run.stderr
+
+
+def test_under_actions_the_list_is_the_plan_alone(guide_runner, tmp_path: Path) -> None:
+    """`--list` and `--list --format json` print the plan on stdout, warnings and document errors on stderr,
+    their annotations too: under GitHub Actions stdout is still a plan a workflow step can read."""
+    warned = f"""
+        {FENCE}shell #test-setup store="name"
+        echo hi
+        {FENCE}
+
+        {FENCE}shell #test-result id="nowhere"
+        hi
+        {FENCE}
+        """
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_WORKSPACE": str(tmp_path)}
+    run = guide_runner(warned, "--list", "--format", "json", env=env)
+    assert run.returncode == 0, run.stderr
+    assert [entry["store"] for entry in json.loads(run.stdout)] == ["name"]
+    assert "::warning file=guide.md,line=5,title=guide warning::" in run.stderr
+    run = guide_runner(warned, "--list", env=env)
+    assert run.returncode == 0, run.stderr
+    assert "::" not in run.stdout and "::warning file=" in run.stderr
+    broken = f"""
+        {FENCE}shell #test id="lonely"
+        echo hi
+        {FENCE}
+        """
+    for args in (("--list",), ("--list", "--format", "json")):
+        run = guide_runner(broken, *args, env=env)
+        assert run.returncode == 2
+        assert run.stdout == "", "nothing is listed when the guide has document errors"
+        assert "::error file=guide.md,line=1,title=guide document error::" in run.stderr
 
 
 @pytest.mark.parametrize(
@@ -226,6 +259,14 @@ def test_a_table_cell_stays_one_cell_on_one_line() -> None:
     assert table_cell("a | b\nc\x1b[31m") == "a \\| b c"
 
 
+# The process the block leaves running. It opens the FIFO `started` for writing, which returns only once the
+# block's `cat started` has opened it for reading, so the block ends only after the python has started: the
+# run's end finds it as python, never as the shell forked to start it (`bash -c` and the whole block, which
+# the summary's 200-character cut would shorten before the pixel) nor in the middle of its exec() (no command
+# line yet). `exec -a python` keeps its command line the same length wherever the checkout is.
+LEFT_RUNNING = 'import time; open("started", "w").close(); time.sleep(300)'
+
+
 def test_guide_and_output_text_cannot_disguise_the_log(guide_runner, tmp_path: Path) -> None:
     summary = tmp_path / "summary.md"
     run = guide_runner(
@@ -236,7 +277,9 @@ def test_guide_and_output_text_cannot_disguise_the_log(guide_runner, tmp_path: P
 
         {FENCE}shell #test-setup
         printf 'red \\xc2\\x9b31mtext\\xc2\\x9b0m and \\xe2\\x80\\xaereversed\\xe2\\x80\\xac\\n'
-        {sys.executable} -c 'import time; time.sleep(300)' '`![pixel](http://example.invalid/p.png)`' &
+        mkfifo started
+        exec -a python {sys.executable} -c '{LEFT_RUNNING}' '`![pixel](http://example.invalid/p.png)`' &
+        cat started
         exit 1
         {FENCE}
         """,
@@ -255,13 +298,8 @@ def test_guide_and_output_text_cannot_disguise_the_log(guide_runner, tmp_path: P
             "\x80" <= c <= "\x9f" or c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069" for c in text
         )
     assert "red text and <U+202E>reversed<U+202C>" in run.stdout
-    leftovers = [line for line in summary.read_text(encoding="utf-8").splitlines() if "time.sleep(300)" in line]
-    # the command line's backticks stay inside the code span: its fence is longer than any run in it
-    # (a span whose text starts with a backtick is padded with a space; the forked shell's starts with `bash`)
-    assert leftovers and all(
-        line.startswith("- pid ") and (" `` " in line or " ``bash -c " in line) for line in leftovers
-    ), leftovers
-    # (seen as python once it has exec()ed, or as the shell forked to run it just before)
-    for line in leftovers:
-        span = line[line.index(" ``") + 3 : line.rindex("`` (from #1)")]
-        assert "time.sleep(300)" in span and "`![pixel](http://example.invalid/p.png)`" in span, line
+    [leftover] = [line for line in summary.read_text(encoding="utf-8").splitlines() if "time.sleep(300)" in line]
+    # the command line's backticks stay inside the code span: its fence is longer than any run in it, and
+    # the span is padded with a space, as its text ends with a backtick
+    command = f"python -c {LEFT_RUNNING} `![pixel](http://example.invalid/p.png)`"
+    assert re.fullmatch(rf"- pid \d+ `` {re.escape(command)} `` \(from #1\): SIGTERM", leftover), leftover

@@ -1592,6 +1592,44 @@ def test_the_harness_writes_the_outcome_the_record_job_reads(guide_runner, tmp_p
     assert set(action_outputs) == set(written) - {"earlier"} | {"duration_s"}
 
 
+# ci.run with ExitCode turned into text as Python 3.10 turns an IntEnum (`ExitCode.FAILED`, not `1`): 3.11 made
+# str() and format() of an IntEnum its number, so without this only a 3.10 interpreter would show the difference.
+# Run with -m from the test's directory; every report must still write the number.
+ENUM_TEXT_AS_IN_PYTHON_310 = """\
+import enum
+import runpy
+
+from ci.cli import ExitCode
+
+ExitCode.__str__ = enum.Enum.__str__
+ExitCode.__format__ = enum.Enum.__format__
+runpy.run_module("ci.run", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_every_report_writes_the_exit_status_as_a_number(run_harness, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "enum_text_as_in_python_310.py").write_text(ENUM_TEXT_AS_IN_PYTHON_310, encoding="utf-8")
+    (tmp_path / "guide.md").write_text(OUTCOME_GUIDE, encoding="utf-8")
+    outputs, summary = tmp_path / "github_output", tmp_path / "summary.md"
+    done = run_harness(
+        *("guide.md", "--output-dir", "out", "--junit", "junit.xml"),
+        module="enum_text_as_in_python_310",
+        env={"GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(outputs), "GITHUB_STEP_SUMMARY": str(summary)},
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert read_github_output(outputs.read_text(encoding="utf-8"))["exit_status"] == "1"
+    record = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    assert record["exit_status"] == 1
+    texts = {
+        "the log": done.stdout + done.stderr,
+        "$GITHUB_OUTPUT": outputs.read_text(encoding="utf-8"),
+        "$GITHUB_STEP_SUMMARY": summary.read_text(encoding="utf-8"),
+        "results.json": (tmp_path / "out" / "results.json").read_text(encoding="utf-8"),
+        "the JUnit report": (tmp_path / "junit.xml").read_text(encoding="utf-8"),
+    }
+    assert not {name: text for name, text in texts.items() if "ExitCode" in text}
+
+
 def test_several_failing_blocks_are_listed_one_per_line(guide_runner, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     outputs = tmp_path / "github_output"
     guide = OUTCOME_GUIDE.replace('id="never"', 'id="mismatched"').replace("\nnever\n```", "\nsomething else\n```")

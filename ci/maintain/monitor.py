@@ -138,6 +138,11 @@ def _model_signal(state: Mapping[str, Any], seen: Observations) -> dict[str, Any
     return _signal(QUIET, f"{seen.model} is still at {_short(seen.model_sha)}", current=current, previous=previous)
 
 
+def _on(ref: str | None) -> str:
+    """Which ref a recorded run tested, for a detail: ' (on v0.4.0)', or nothing for a run without a ref."""
+    return f" (on {ref})" if ref else ""
+
+
 def _retry_signal(state: Mapping[str, Any], max_retries: int) -> dict[str, Any]:
     last = state.get("last_result") if isinstance(state.get("last_result"), dict) else None
     failures = int(state.get("failures_in_a_row") or 0)
@@ -146,9 +151,9 @@ def _retry_signal(state: Mapping[str, Any], max_retries: int) -> dict[str, Any]:
     if last is None:
         return _signal(QUIET, "no run recorded yet", **counts)
     if last.get("result") != "failed":
-        return _signal(QUIET, f"the previous run passed (on {last.get('ref')})", **counts)
+        return _signal(QUIET, f"the previous run passed{_on(last.get('ref'))}", **counts)
     if retries < max_retries:
-        detail = f"the previous run failed (on {last.get('ref')}): retry {retries + 1} of {max_retries}"
+        detail = f"the previous run failed{_on(last.get('ref'))}: retry {retries + 1} of {max_retries}"
         return _signal(FIRED, detail, **counts)
     detail = (
         f"the previous run failed {plural(failures, 'time')} in a row; "
@@ -230,8 +235,11 @@ def decide(
     return decision, new_state
 
 
-def record_result(state: Mapping[str, Any], result: str, ref: str, *, now: str) -> dict[str, Any]:
-    """The state after a finished run (pure): its outcome, and the failures in a row that retries count."""
+def record_result(state: Mapping[str, Any], result: str, ref: str | None, *, now: str) -> dict[str, Any]:
+    """The state after a finished run (pure): its outcome, and the failures in a row that retries count.
+
+    REF is the upstream ref the run tested; None for a run without one (a guide that watches no upstream).
+    """
     new_state = dict(state)
     new_state["version"] = STATE_VERSION
     new_state["last_result"] = {"result": result, "ref": ref, "recorded_at": now}

@@ -149,7 +149,7 @@ def run_record(outcomes: Sequence[GuideOutcome], exit_status: int, base: Path, *
     """The run record: every block of every guide, plus per-guide verdicts and leftovers."""
     return {
         "version": RECORD_VERSION,
-        "exit_status": exit_status,
+        "exit_status": int(exit_status),  # the number, not the ExitCode member the run may pass
         "harness_peak_rss_bytes": _own_peak_rss_bytes(),
         "guides": [
             {

@@ -254,7 +254,8 @@ def step_outputs(outcomes: Sequence[GuideOutcome], exit_status: int, *, masker: 
     return "".join(
         [
             output_entry("verdict", verdict),
-            output_entry("exit_status", str(exit_status)),
+            # int(): an ExitCode is an IntEnum, whose str() is `ExitCode.FAILED` on Python 3.10, not `1`
+            output_entry("exit_status", str(int(exit_status))),
             output_entry("counts", json.dumps(counts, separators=(",", ":"))),
             output_entry("failing", "\n".join(failing)),
             output_entry("duration_s", f"{sum(outcome.duration_s for outcome in outcomes):.1f}"),
