@@ -49,6 +49,7 @@ class ActResult:
     records: list[dict[str, Any]]
     store: Path
     log_file: Path
+    run_id: str  # github.run_id: the artifacts are this run's
 
     def _of(self, job: str) -> Iterator[dict[str, Any]]:
         for record in self.records:
@@ -92,7 +93,7 @@ class ActResult:
         return "".join(record["msg"] for record in self._of(job) if record.get("raw_output"))
 
     def artifact(self, name: str) -> Path:
-        path = self.store / "artifacts" / name
+        path = self.store / "artifacts" / self.run_id / name
         assert path.is_dir(), f"no artifact {name!r}; uploaded: {sorted(p.name for p in path.parent.glob('*'))}"
         return path
 
@@ -189,7 +190,8 @@ class ActRunner:
             start_new_session=True,
         )
         log.close()
-        return ActProcess(process, log_file, self.store)
+        # act's github.run_id is 1 unless the scenario gives one
+        return ActProcess(process, log_file, self.store, self.env.get("GITHUB_RUN_ID", "1"))
 
     def run(self, log_name: str = "run", timeout_s: float = 600) -> ActResult:
         return self.start(log_name).wait(timeout_s)
@@ -202,6 +204,7 @@ class ActProcess:
     process: subprocess.Popen[bytes]
     log_file: Path
     store: Path
+    run_id: str
 
     def wait_for(self, text: str, timeout_s: float = 300) -> None:
         """Waits until the log holds `text` (act prints as it goes); fails if act ends first."""
@@ -231,7 +234,7 @@ class ActProcess:
         finally:
             # nothing act started may outlive it (its steps run in its process group in host mode)
             self.kill()
-        return ActResult(returncode, read_records(self.log_file), self.store, self.log_file)
+        return ActResult(returncode, read_records(self.log_file), self.store, self.log_file, self.run_id)
 
 
 def read_records(log_file: Path) -> list[dict[str, Any]]:

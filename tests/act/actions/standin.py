@@ -1,7 +1,7 @@
 """Stand-ins for the third-party actions the workflows pin, for the Actions engine scenarios (tests/act).
 
 Each is a simulation and says so in its first line of output. Artifacts and caches live under one local
-directory, ACT_STANDIN_STORE, which the scenario gives act with `--env`: `artifacts/NAME/...` for
+directory, ACT_STANDIN_STORE, which the scenario gives act with `--env`: `artifacts/RUN_ID/NAME/...` for
 upload-artifact and download-artifact, `caches/KEY.tar` for cache/restore and cache/save. What each copies
 of the real action (inputs, outputs, failure modes) is said at its function; what is invented is said
 there too. Inputs arrive as INPUT_* variables, which the composite action.yml beside sets from `inputs`.
@@ -35,6 +35,11 @@ def store() -> Path:
     if not root:
         sys.exit("ACT_STANDIN_STORE is not set: the scenario gives act `--env ACT_STANDIN_STORE=DIR`")
     return Path(root)
+
+
+def artifacts() -> Path:
+    """This workflow run's artifacts: as on GitHub, a name is unique within a run, and only there."""
+    return store() / "artifacts" / os.environ["GITHUB_RUN_ID"]
 
 
 def write_output(name: str, value: str) -> None:
@@ -127,7 +132,7 @@ def upload_artifact() -> int:
     """
     name = given("name") or "artifact"
     sources = [workspace_path(line) for line in given("path").splitlines() if line.strip()]
-    target = store() / "artifacts" / name
+    target = artifacts() / name
     files = [source for source in sources if source.exists()]
     if not files:
         mode = given("if-no-files-found") or "warn"
@@ -159,7 +164,7 @@ def download_artifact() -> int:
     """Copies the artifacts whose names match `pattern` (or `name`) to `path`, merged with `merge-multiple`."""
     pattern = given("pattern") or given("name") or "*"
     destination = workspace_path(given("path") or ".")
-    root = store() / "artifacts"
+    root = artifacts()
     names = sorted(entry.name for entry in root.iterdir()) if root.is_dir() else []
     matched = [name for name in names if fnmatch.fnmatchcase(name, pattern)]
     say("actions/download-artifact", f"pattern {pattern}: {', '.join(matched) or 'no artifact'}")
