@@ -212,7 +212,9 @@ def run_action_step(name: str, inputs: dict[str, str], venv: str, workspace: Pat
     [step] = [s for _, step_name, s in ACTION.steps() if step_name == name]
     context = {f"inputs.{key}": value for key, value in inputs.items()} | {"steps.install.outputs.venv": venv}
     step_env = {key: render(value, context) for key, value in step["env"].items()}
-    return run_step_script(step, workspace, {**env, **step_env}, shell_job="action", workflow=ACTION)
+    # GITHUB_ACTION_PATH: the runner's path of the action, this checkout (its steps source ci/shell/ from it)
+    script_env = {**env, **step_env, "GITHUB_ACTION_PATH": str(ROOT)}
+    return run_step_script(step, workspace, script_env, shell_job="action", workflow=ACTION)
 
 
 def test_the_action_runs_the_demo_guide_as_the_demo_workflow_asks(tmp_path: Path, harness_env: dict[str, str]) -> None:

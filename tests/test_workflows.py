@@ -1301,25 +1301,40 @@ def cancel_violations(workflow: Workflow) -> list[str]:
     return problems
 
 
-def login_shell_violations(workflow: Workflow) -> list[str]:
-    """Point 3: the harness runs in a login shell, so the blocks see the image's /etc/profile environment."""
+# A reader's login environment with the job's PATH kept (ci/shell/login-profile.bash): a shell that reads no
+# profile itself (`bash -l` would reset PATH before the script could keep it), and the file sourced first.
+LOGIN_SHELL = "bash --noprofile --norc -e {0}"
+LOGIN_PROFILE = 'source "$GITHUB_ACTION_PATH/ci/shell/login-profile.bash"'
+
+
+def login_shell_violations(workflow: Workflow, action: Workflow = ACTION) -> list[str]:
+    """Point 3: the harness runs in a reader's login environment, so the blocks see the image's /etc/profile
+    environment, and the job's PATH (setup-python's, GITHUB_PATH's, the image's ENV) stays in front.
+
+    Every step of a guide job that installs or calls the harness runs in the composite action (ACTION, for a
+    step that uses `./`), whose run steps source ci/shell/login-profile.bash before anything else, in a
+    shell that reads no profile of its own.
+    """
     problems = []
     for job_id in guide_jobs(workflow):
         for step in workflow.jobs[job_id]["steps"]:
-            action = local_action(step)
+            uses_action = local_action(step) is not None
             # the action's steps: every one that installs or calls the harness
-            inner = [(action, "action", s) for _, _, s in action.steps()] if action else [(workflow, job_id, step)]
+            inner = [(action, "action", s) for _, _, s in action.steps()] if uses_action else [(workflow, job_id, step)]
             for where, where_job, candidate in inner:
-                if (
-                    calls_the_harness(candidate)
-                    or "$HARNESS_VENV" in str(candidate.get("run", ""))
-                    or ("GITHUB_ACTION_PATH" in str(candidate.get("run", "")))
-                ):
-                    shell = step_shell(where, where_job, candidate)
-                    if shell != "bash -el {0}":
-                        problems.append(
-                            f"{where.name} {where_job} {candidate.get('name')!r}: shell {shell!r}, not `bash -el {{0}}`"
-                        )
+                script = str(candidate.get("run", ""))
+                if not (calls_the_harness(candidate) or "$HARNESS_VENV" in script or "GITHUB_ACTION_PATH" in script):
+                    continue
+                name = f"{where.name} {where_job} {candidate.get('name')!r}"
+                if where is workflow:
+                    problems.append(f"{name}: runs the harness itself, outside the action (action.yml)")
+                    continue
+                shell = step_shell(where, where_job, candidate)
+                if shell != LOGIN_SHELL:
+                    problems.append(f"{name}: shell {shell!r}, not `{LOGIN_SHELL}`")
+                first_line = next((line.strip() for line in script.splitlines() if line.strip()), "")
+                if first_line != LOGIN_PROFILE:
+                    problems.append(f"{name}: its first line is {first_line!r}, not `{LOGIN_PROFILE}`")
     return problems
 
 
@@ -1465,7 +1480,16 @@ def test_the_runner_rules_catch_the_job_as_it_was() -> None:
     assert {name for name, problems in found.items() if not problems} == set(), found
     assert "upload-artifact may fail or stall" in found["storage_violations"][0]
     assert "miss ['counts', 'exit_status', 'failing', 'verdict']" in found["storage_violations"][1]
-    assert "shell None" in found["login_shell_violations"][0]
+    assert "runs the harness itself, outside the action" in found["login_shell_violations"][0]
+    # the action as it was before ci/shell/login-profile.bash: `bash -el`, whose Debian /etc/profile reset
+    # PATH (setup-python's Python lost), and no profile sourced by the script
+    login_action = re.sub(
+        rf"^\s*{re.escape(LOGIN_PROFILE)}\n", "", ACTION.text.replace(LOGIN_SHELL, "bash -el {0}"), flags=re.M
+    )
+    as_it_was = login_shell_violations(WORKFLOWS[GUIDE_RUN], action_as_workflow(login_action))
+    assert len(as_it_was) == 6, as_it_was
+    assert "shell 'bash -el {0}', not `bash --noprofile --norc -e {0}`" in as_it_was[0]
+    assert "its first line is 'set -euo pipefail', not `source" in as_it_was[1]
     assert [p.split(": ", 1)[1].split(";")[0] for p in found["hub_cache_violations"]] == [
         "HF_HOME ''",
         "HF_ENDPOINT set from an expression is empty when unset",
@@ -1766,6 +1790,7 @@ def run_the_guide_path(directory: Path, context: dict[str, str], env: dict[str, 
     script_env = {**env, **{k: render(v, context) for k, v in merged.items()}, **exported, **step_env, **inner_env}
     run_outputs = directory / f"github-output-{uuid.uuid4().hex}"
     script_env["GITHUB_OUTPUT"] = str(run_outputs)
+    script_env["GITHUB_ACTION_PATH"] = str(ROOT)  # the runner's path of the action: this checkout
     ran = run_step_script(run_step, directory, script_env, workflow=ACTION, shell_job="action")
     written = read_github_output(run_outputs.read_text(encoding="utf-8")) if run_outputs.exists() else {}
     return GuidePath(prepared, ran, given, written)
@@ -2001,37 +2026,50 @@ def test_the_stop_step_leaves_alone_a_process_that_took_a_stale_pid(
 PROFILE_GUIDE = """
 ```shell #test id="profile"
 echo "${GUIDE_GUARD_FROM_PROFILE:-not set}"
+guide-guard-job-tool
 ```
 
 ```shell #test-result id="profile"
 exported by the profile
+the job's tool
 ```
 """
 
 
-@pytest.mark.parametrize("shell,passes", [("workflow", True), ("bash -e {0}", False)])
+@pytest.mark.parametrize("shell,passes", [("action", True), ("bash -e {0}", False)])
 def test_a_variable_exported_by_a_profile_script_reaches_the_blocks(
     shell: str, passes: bool, tmp_path: Path, harness_env: dict[str, str]
 ) -> None:
-    """The harness step's real login shell, with a HOME whose ~/.bash_profile exports what CANN's set_env.sh would;
-    GitHub's default `bash -e {0}` (the control) never reads it."""
+    """The harness step's own shell and first line (it sources ci/shell/login-profile.bash), with a HOME whose
+    ~/.bash_profile exports what CANN's set_env.sh would and sets PATH afresh, as Debian's /etc/profile does:
+    the blocks get the variable, and the job's PATH still finds the job's tool. GitHub's default
+    `bash -e {0}` without that line (the control) reads no profile."""
     [run_step] = [s for _, name, s in ACTION.steps() if name == "Run the guide"]
     home = tmp_path / "home"
     home.mkdir()
-    (home / ".bash_profile").write_text("export GUIDE_GUARD_FROM_PROFILE='exported by the profile'\n")
+    (home / ".bash_profile").write_text(
+        "export GUIDE_GUARD_FROM_PROFILE='exported by the profile'\nPATH=/usr/bin:/bin\n", encoding="utf-8"
+    )
+    job_bin = tmp_path / "job-bin"  # what setup-python or GITHUB_PATH put first on the job's PATH
+    job_bin.mkdir()
+    (job_bin / "guide-guard-job-tool").write_text('#!/bin/sh\necho "the job\'s tool"\n', encoding="utf-8")
+    (job_bin / "guide-guard-job-tool").chmod(0o755)
     (tmp_path / "guide.md").write_text(PROFILE_GUIDE.lstrip(), encoding="utf-8")
     script = tmp_path / "step.sh"
-    script.write_text('"$HARNESS_PYTHON" -m ci.run guide.md --output-dir out\n', encoding="utf-8")
+    harness = '"$HARNESS_PYTHON" -m ci.run guide.md --output-dir out\n'
+    if shell == "action":
+        first_line = str(run_step["run"]).splitlines()[0]
+        assert first_line == LOGIN_PROFILE
+        script.write_text(f"{first_line}\n{harness}", encoding="utf-8")
+        argv = step_argv(step_shell(ACTION, "action", run_step), script)
+    else:
+        script.write_text(harness, encoding="utf-8")
+        argv = step_argv(shell, script)
     env = {k: v for k, v in harness_env.items() if k != "GUIDE_GUARD_FROM_PROFILE"}
-    argv = step_argv(step_shell(ACTION, "action", run_step) if shell == "workflow" else shell, script)
+    env |= {"HOME": str(home), "HARNESS_PYTHON": sys.executable, "GITHUB_ACTION_PATH": str(ROOT)}
+    env["PATH"] = f"{job_bin}{os.pathsep}{env['PATH']}"
     done = subprocess.run(
-        argv,
-        cwd=tmp_path,
-        env={**env, "HOME": str(home), "HARNESS_PYTHON": sys.executable},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
+        argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
     )
     status = json.loads((tmp_path / "out" / "results.json").read_text())["blocks"][0]["status"]
     assert (done.returncode, status) == ((0, "passed") if passes else (1, "mismatch")), done.stdout + done.stderr
