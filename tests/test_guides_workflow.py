@@ -25,15 +25,16 @@ from test_workflows import (
     action_step,
     documented_workflow,
     evaluate,
+    fill_references,
     harness_calls,
     parse_workflow,
     permission_violations,
     pinning_violations,
     possible_values,
     read_github_output,
-    render,
     run_step_script,
     stand_in_python,
+    step_env,
     steps_using,
 )
 
@@ -121,18 +122,19 @@ def test_the_registry_knows_guide_runs_margin_and_the_job_limit_rule() -> None:
 # ---------------------------------------------------------------------------------------------------------
 # guide-run.yml's status job and guides.yml's board job
 
+# case: (the status step's env: as GitHub gives it from the decide and run jobs, the verdict written)
 STATUS_CASES = {
-    # case: (context of the status step's expressions, the verdict written)
-    "a passing run": ({"needs.run.result": "success", "needs.run.outputs.verdict": "passed"}, "passed"),
-    "a failing run": ({"needs.run.result": "failure", "needs.run.outputs.verdict": "failed"}, "failed"),
+    "a passing run": ({"RUN_RESULT": "success", "VERDICT": "passed"}, "passed"),
+    "a failing run": ({"RUN_RESULT": "failure", "VERDICT": "failed"}, "failed"),
     "no reason tonight": (
-        {"needs.run.result": "skipped", "needs.decide.result": "success", "needs.decide.outputs.need-to-test": "false"},
+        {"RUN_RESULT": "skipped", "DECIDE_RESULT": "success", "NEED_TO_TEST": "false", "VERDICT_ATTEMPT": ""},
         "not_run",
     ),
-    "a failed decision": ({"needs.run.result": "skipped", "needs.decide.result": "failure"}, "no_verdict"),
-    "a cancelled run": ({"needs.run.result": "cancelled"}, "no_verdict"),
+    "a failed decision": ({"RUN_RESULT": "skipped", "DECIDE_RESULT": "failure", "VERDICT_ATTEMPT": ""}, "no_verdict"),
+    "a cancelled run": ({"RUN_RESULT": "cancelled", "VERDICT_ATTEMPT": ""}, "no_verdict"),
+    # after "re-run failed jobs": attempt 2 failed before its harness wrote a verdict, attempt 1's shows through
     "a re-run showing its previous attempt's verdict": (
-        {"needs.run.result": "failure", "needs.run.outputs.verdict": "passed", "needs.run.outputs.attempt": "2"},
+        {"RUN_RESULT": "failure", "VERDICT": "passed", "RUN_ATTEMPT": "2"},
         "no_verdict",
     ),
 }
@@ -140,25 +142,26 @@ STATUS_CASES = {
 
 @pytest.mark.parametrize("case", STATUS_CASES)
 def test_the_status_job_writes_the_file_the_board_reads(case: str, tmp_path: Path) -> None:
-    """The status step's real script (jq), its env: evaluated as GitHub would; the board reads what it wrote."""
+    """The status step's real script (jq), its env: given as GitHub would; the board reads what it wrote."""
     if shutil.which("jq") is None:
         pytest.skip("jq is not installed (GitHub's runners have it)")
     workflow = WORKFLOWS[GUIDE_RUN]
     step = step_named(workflow, "status", "Write the guide's status")
-    context, verdict = STATUS_CASES[case]
-    context = {
-        "inputs.report-name": "demo",
-        "inputs.guide": "docs/examples/demo.md",
-        "inputs.upstream-ref": "main",
-        "needs.run.outputs.attempt": "1",
-        "needs.run.outputs.verdict-attempt": "1" if "needs.run.outputs.verdict" in context else "",
-        "needs.run.outputs.counts": '{"passed":5}',
-        "needs.run.outputs.duration": "12.5",
-        "github.server_url": "https://github.com",
-        "github.repository": "o/r",
-        "github.run_id": "42",
-    } | context
-    env = {"PATH": os.environ["PATH"], **{name: render(value, context) for name, value in step["env"].items()}}
+    values, verdict = STATUS_CASES[case]
+    values = {
+        "NAME": "demo",
+        "GUIDE": "docs/examples/demo.md",
+        "DECIDE_RESULT": "skipped",
+        "NEED_TO_TEST": "",
+        "VERDICT": "",
+        "RUN_ATTEMPT": "1",
+        "VERDICT_ATTEMPT": "1",
+        "COUNTS": '{"passed":5}',
+        "DURATION": "12.5",
+        "REF": "main",
+        "RUN_URL": "https://github.com/o/r/actions/runs/42",
+    } | values
+    env = {"PATH": os.environ["PATH"], **step_env(workflow, "status", step, values)}
     done = run_step_script(step, tmp_path, env, shell_job="status")
     assert done.returncode == 0, done.stdout + done.stderr
     [status] = read_statuses([tmp_path / "guide-status"], {})
@@ -208,12 +211,26 @@ def action_inputs(given: dict[str, Any]) -> dict[str, str]:
     return {name: str(given.get(name, spec.get("default", ""))) for name, spec in declared.items()}
 
 
-def run_action_step(name: str, inputs: dict[str, str], venv: str, workspace: Path, env: dict[str, str]) -> Any:
+# The action's run step sets these two from expressions (`inputs.keep-going == 'true' && 'yes' || ''`,
+# `inputs.mask-files != 'false' && 'yes' || ''`): a test gives their values, as they come out of its inputs.
+DEFAULT_FLAGS = {"KEEP_GOING": "", "MASK_FILES": "yes"}
+
+
+def run_action_step(
+    name: str,
+    inputs: dict[str, str],
+    venv: str,
+    workspace: Path,
+    env: dict[str, str],
+    flags: dict[str, str] | None = None,
+) -> Any:
+    """The action's step NAME, its real script in its shell, with INPUTS (the plain `${{ inputs.X }}`), VENV as
+    the install step's output and FLAGS (the run step's KEEP_GOING and MASK_FILES) given directly."""
     [step] = [s for _, step_name, s in ACTION.steps() if step_name == name]
-    context = {f"inputs.{key}": value for key, value in inputs.items()} | {"steps.install.outputs.venv": venv}
-    step_env = {key: render(value, context) for key, value in step["env"].items()}
+    known = {f"inputs.{key}": value for key, value in inputs.items()} | {"steps.install.outputs.venv": venv}
+    given = {key: value for key, value in (flags or DEFAULT_FLAGS).items() if key in step["env"]}
     # GITHUB_ACTION_PATH: the runner's path of the action, this checkout (its steps source ci/shell/ from it)
-    script_env = {**env, **step_env, "GITHUB_ACTION_PATH": str(ROOT)}
+    script_env = {**env, **step_env(ACTION, "action", step, given, known), "GITHUB_ACTION_PATH": str(ROOT)}
     return run_step_script(step, workspace, script_env, shell_job="action", workflow=ACTION)
 
 
@@ -240,8 +257,8 @@ def test_the_action_runs_the_demo_guide_as_the_demo_workflow_asks(tmp_path: Path
     written = read_github_output(outputs.read_text(encoding="utf-8"))
     assert written["verdict"] == "passed" and json.loads(written["counts"]) == {"passed": 8}
     last = demo.jobs["demo"]["steps"][-1]
-    context = {f"steps.demo.outputs.{name}": value for name, value in written.items()}
-    last_env = {name: render(value, context) for name, value in last["env"].items()}
+    known = {f"steps.demo.outputs.{name}": value for name, value in written.items()}
+    last_env = {name: fill_references(value, known) for name, value in last["env"].items()}
     checked_last = run_step_script(last, workspace, {**env, **last_env}, shell_job="demo", workflow=demo)
     assert checked_last.returncode == 0, checked_last.stdout + checked_last.stderr
 
@@ -252,7 +269,8 @@ def test_the_action_passes_each_line_of_set_and_args_as_one_word(tmp_path: Path)
         {"guide": "g.md", "set": "model_dir=/data/my models\n\nfast=1", "args": "--timeout\n30m", "keep-going": "true"}
     )
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
-    done = run_action_step("Run the guide", inputs, str(python.parent.parent), tmp_path, env)
+    flags = DEFAULT_FLAGS | {"KEEP_GOING": "yes"}  # keep-going true
+    done = run_action_step("Run the guide", inputs, str(python.parent.parent), tmp_path, env, flags)
     assert done.returncode == 0, done.stdout + done.stderr
     argv = Path(f"{python}.args").read_text().splitlines()
     assert argv[:2] == ["-m", "ci.run"]
@@ -265,7 +283,8 @@ def test_the_action_masks_the_kept_files_unless_told_not_to(tmp_path: Path) -> N
     python = stand_in_python(tmp_path)
     inputs = action_inputs({"guide": "g.md", "mask-files": "false"})
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
-    done = run_action_step("Run the guide", inputs, str(python.parent.parent), tmp_path, env)
+    flags = DEFAULT_FLAGS | {"MASK_FILES": ""}  # mask-files false
+    done = run_action_step("Run the guide", inputs, str(python.parent.parent), tmp_path, env, flags)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "--mask-files" not in Path(f"{python}.args").read_text().splitlines()
 

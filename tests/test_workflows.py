@@ -1650,67 +1650,67 @@ def test_the_record_job_records_the_harnesss_verdict(result: str, verdict: str |
     assert evaluate(record_step["env"]["RESULT"], context) == recorded
 
 
-FAILED_ATTEMPT = {"verdict": "failed", "exit_status": "1", "counts": '{"passed":1,"failed":1}', "failing": "broken"}
-PASSED_ATTEMPT = {"verdict": "passed", "exit_status": "0", "counts": '{"passed":2}', "failing": ""}
-# What the record job prints and records after the run job's attempts: (result, what the harness's step wrote,
-# None when the attempt never started the job). The record job runs again with every attempt of the run job.
+# What the record job prints and records after the run job's attempts, as the record step's env: gets it from
+# the run job's result and outputs. As the runner does (actions/runner#2598), a job output that is empty in an
+# attempt keeps the previous attempt's value; `attempt` is the attempt that ran the job, `verdict-attempt` the
+# attempt whose harness wrote a verdict; RESULT is what the step's expression gives (passed only for a run
+# job that succeeded with the verdict passed). The record job runs again with every attempt of the run job.
+FAILED_RUN = {
+    "RUN_RESULT": "failure",
+    "VERDICT": "failed",
+    "COUNTS": '{"passed":1,"failed":1}',
+    "FAILING": "broken",
+    "RUN_ATTEMPT": "1",
+    "VERDICT_ATTEMPT": "1",
+    "RESULT": "failed",
+}
 RECORD_PRINT_CASES = {
     # also what a re-run of `record` alone sees: the run job's outputs and result stay those of its attempt
-    "a failed run": ([("failure", FAILED_ATTEMPT)], "harness verdict: failed;", "failed"),
+    "a failed run": (FAILED_RUN, "harness verdict: failed;"),
+    # attempt 2 failed before the harness wrote anything: attempt 1's outcome shows through
     "a re-run that failed before the harness wrote anything (actions/runner#2598)": (
-        [("failure", FAILED_ATTEMPT), ("failure", {})],
+        FAILED_RUN | {"RUN_ATTEMPT": "2"},
         "harness verdict: none (the run job ended 'failure' without one)",
-        "failed",
     ),
+    # the harness of attempt 2 passed; its empty `failing` kept attempt 1's list
     "a re-run that passed after a failed attempt": (
-        [("failure", FAILED_ATTEMPT), ("success", PASSED_ATTEMPT)],
+        FAILED_RUN
+        | {
+            "RUN_RESULT": "success",
+            "VERDICT": "passed",
+            "COUNTS": '{"passed":2}',
+            "RUN_ATTEMPT": "2",
+            "VERDICT_ATTEMPT": "2",
+            "RESULT": "passed",
+        },
         "harness verdict: passed;",
-        "passed",
     ),
+    # attempt 2 never started the job: every output is attempt 1's
     "a re-run cancelled before its job started": (
-        [("failure", FAILED_ATTEMPT), ("cancelled", None)],
+        FAILED_RUN | {"RUN_RESULT": "cancelled"},
         "harness verdict: none (the run job ended 'cancelled' without one)",
-        "failed",
     ),
     # the harness, stopped by the stop step, wrote its outputs after the runner had read them (docs/ci.md)
-    "a cancelled run": ([("cancelled", {})], "harness verdict: none (the run job ended 'cancelled'", "failed"),
+    "a cancelled run": (
+        {"RUN_RESULT": "cancelled", "VERDICT": "", "COUNTS": "", "FAILING": "", "RUN_ATTEMPT": "1"}
+        | {"VERDICT_ATTEMPT": "", "RESULT": "failed"},
+        "harness verdict: none (the run job ended 'cancelled'",
+    ),
 }
-
-
-def run_job_outputs(attempts: list[tuple[str, dict[str, str] | None]]) -> tuple[str, dict[str, str]]:
-    """The run job's result and outputs as `record` sees them after ATTEMPTS, each job output evaluated from
-    what the harness's step wrote in that attempt. As the runner does (actions/runner#2598), an output that
-    is empty in an attempt keeps the previous attempt's value; a job that never started evaluates none."""
-    job = WORKFLOWS[GUIDE_RUN].jobs["run"]
-    harness_id = job["steps"][harness_step_index(job)]["id"]
-    outputs: dict[str, str] = {}
-    for number, (_, written) in enumerate(attempts, start=1):
-        if written is None:
-            continue
-        context = {"github.run_attempt": str(number), "inputs.upstream-ref": "main"}
-        context |= {f"steps.{harness_id}.outputs.{name}": value for name, value in written.items()}
-        for name, expression in job["outputs"].items():
-            value = evaluate(str(expression), context)
-            if value:
-                outputs[name] = value
-    return attempts[-1][0], outputs
 
 
 @pytest.mark.parametrize("case", RECORD_PRINT_CASES)
 def test_the_record_job_prints_only_the_latest_attempts_outcome(case: str, tmp_path: Path) -> None:
-    """The record step's real script, its env: evaluated from the run job's outputs; a stand-in `python`
-    notes what the monitor would be asked to record."""
-    attempts, printed, recorded = RECORD_PRINT_CASES[case]
+    """The record step's real script, its env: given as the run job's attempts leave it; a stand-in `python`
+    notes what the monitor is asked to record."""
+    values, printed = RECORD_PRINT_CASES[case]
     workflow = WORKFLOWS[GUIDE_RUN]
     [step] = [s for j, name, s in workflow.steps() if j == "record" and name == "Record"]
-    result, outputs = run_job_outputs(attempts)
-    context = {"needs.run.result": result, "inputs.guide": "docs/g.md", "needs.decide.outputs.ref": "v1"}
-    context |= {f"needs.run.outputs.{name}": value for name, value in outputs.items()}
-    values = {name: evaluate(str(value), context) for name, value in step["env"].items() if "${{" in str(value)}
     stand_in = tmp_path / "bin" / "python"
     stand_in.parent.mkdir()
     stand_in.write_text('#!/bin/sh\nprintf \'%s\\n\' "$@" > "$0.args"\n')
     stand_in.chmod(0o755)
+    values = {"GUIDE": "docs/g.md", "REF": "v1"} | values
     env = {"PATH": f"{stand_in.parent}{os.pathsep}{os.environ['PATH']}", **step_env(workflow, "record", step, values)}
     done = run_step_script(step, tmp_path, env, shell_job="record")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -1718,7 +1718,8 @@ def test_the_record_job_prints_only_the_latest_attempts_outcome(case: str, tmp_p
     # the failing blocks are printed only beside the verdict that found them
     assert ("failing blocks:\nbroken" in done.stdout) == printed.startswith("harness verdict: failed"), done.stdout
     monitor_args = Path(f"{stand_in}.args").read_text().splitlines()
-    assert monitor_args[monitor_args.index("--record-result") + 1] == recorded
+    assert monitor_args[monitor_args.index("--record-result") + 1] == values["RESULT"]
+    assert monitor_args[monitor_args.index("--ref") + 1] == "v1"
 
 
 def test_the_upload_can_neither_stall_the_job_nor_turn_it_red() -> None:
@@ -1743,9 +1744,38 @@ def test_the_upload_can_neither_stall_the_job_nor_turn_it_red() -> None:
 # 2. Cancellation and the job's time limit inside a container
 
 
-def render(value: object, context: dict[str, str]) -> str:
-    """VALUE with each `${{ }}` in it evaluated in CONTEXT (a name it lacks is null, as on GitHub)."""
-    return EXPRESSION.sub(lambda match: evaluate(match[0], context), str(value))
+# One context name in `${{ }}`, no operator, no function: what a test that runs a step's script fills in
+# from values it gives. An expression with operators is GitHub's to evaluate (tests/act runs the workflows
+# under a real Actions engine); a test gives the variable set from it its value directly.
+PLAIN_REFERENCE = re.compile(r"\$\{\{\s*([A-Za-z_][\w.-]*)\s*\}\}")
+
+
+def fill_references(value: object, known: dict[str, str]) -> str:
+    """VALUE as the runner passes it on, each plain `${{ NAME }}` in it taken from KNOWN (a YAML boolean is
+    `true` or `false`). Anything else in `${{ }}` fails the test: give that value directly instead."""
+    if isinstance(value, bool):
+        return str(value).lower()
+
+    def lookup(match: re.Match[str]) -> str:
+        assert match[1] in known, f"give the test a value for {match[1]} (in {value!r})"
+        return known[match[1]]
+
+    text = PLAIN_REFERENCE.sub(lookup, str(value))
+    assert "${{" not in text, f"{value!r} is more than a plain reference: give the test its value directly"
+    return text
+
+
+def step_env(
+    workflow: Workflow, job_id: str, step: dict[str, Any], values: dict[str, str], known: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The step's environment from the workflow's, job's and step's env:. VALUES gives variables their values
+    directly, by name (those an expression with operators sets); every other `${{ }}` must be a plain
+    reference, filled from KNOWN."""
+    merged = {**(workflow.doc.get("env") or {}), **(workflow.jobs[job_id].get("env") or {}), **(step.get("env") or {})}
+    assert set(values) <= set(merged), f"the step sets no {sorted(set(values) - set(merged))}"
+    return {
+        name: values[name] if name in values else fill_references(value, known or {}) for name, value in merged.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -1759,41 +1789,58 @@ class GuidePath:
     outputs: dict[str, str]  # what the run step wrote to $GITHUB_OUTPUT
 
 
-def run_the_guide_path(directory: Path, context: dict[str, str], env: dict[str, str]) -> GuidePath:
+def run_the_guide_path(
+    directory: Path, given: dict[str, str], env: dict[str, str], upstream_ref: str = ""
+) -> GuidePath:
     """guide-run.yml's prepare step and the action's "Run the guide" step, their real scripts in their own
-    shells, in DIRECTORY (the workspace). CONTEXT gives the expressions their values (`inputs.X`, `vars.X`,
-    `needs...`, `steps.install.outputs.venv`: the harness's venv); ENV is the process environment around them
-    (PATH, HOME, RUNNER_TEMP, ...). What the prepare step writes to $GITHUB_ENV reaches the run step."""
+    shells, in DIRECTORY (the workspace). GIVEN fills the plain `${{ }}` references (`inputs.X`, `vars.X`,
+    `steps.install.outputs.venv`: the harness's venv) over the inputs' defaults and unset variables;
+    UPSTREAM_REF is what the action step's `needs.decide.outputs.ref || inputs.upstream-ref` gives. ENV is
+    the process environment around them (PATH, HOME, RUNNER_TEMP, ...). What the prepare step writes to
+    $GITHUB_ENV reaches the run step."""
     workflow = WORKFLOWS[GUIDE_RUN]
     job = workflow.jobs["run"]
     [prepare] = [step for step in job["steps"] if step.get("id") == "prepare"]
+    declared = workflow.doc["on"]["workflow_call"]["inputs"]
+    known = {f"inputs.{name}": fill_references(spec.get("default", ""), {}) for name, spec in declared.items()}
+    known |= {"vars.HF_ENDPOINT": "", "vars.GUIDE_GUARD_PIP_INDEX_URL": "", "secrets.HF_TOKEN": ""} | given
     files = {name: directory / f"github-{name.lower()}-{uuid.uuid4().hex}" for name in ("OUTPUT", "ENV")}
     for file in files.values():
         file.touch()
     around = {**env, "GITHUB_OUTPUT": str(files["OUTPUT"]), "GITHUB_ENV": str(files["ENV"])}
-    merged = {**(workflow.doc.get("env") or {}), **(job.get("env") or {})}
-    context = {f"env.{name}": str(value) for name, value in merged.items()} | context
-    job_env = {name: render(value, context) for name, value in {**merged, **prepare["env"]}.items()}
-    prepared = run_step_script(prepare, directory, {**around, **job_env})
+    prepared = run_step_script(prepare, directory, {**around, **step_env(workflow, "run", prepare, {}, known)})
     if prepared.returncode != 0:
         return GuidePath(prepared, None, {}, {})
     outputs = read_github_output(files["OUTPUT"].read_text(encoding="utf-8"))
     exported = read_github_output(files["ENV"].read_text(encoding="utf-8"))
-    context |= {f"steps.prepare.outputs.{name}": value for name, value in outputs.items()}
+    job_env = {
+        name: fill_references(value, known)
+        for name, value in {**(workflow.doc.get("env") or {}), **(job.get("env") or {})}.items()
+    }
+    known |= {f"steps.prepare.outputs.{name}": value for name, value in outputs.items()}
+    known |= {f"env.{name}": value for name, value in job_env.items()}
     step = action_step(job)
     declared = ACTION.doc["action"]["inputs"]
-    given = {name: render(step["with"].get(name, spec.get("default", "")), context) for name, spec in declared.items()}
-    inner_context = context | {f"inputs.{name}": value for name, value in given.items()}
+    inputs = {
+        name: fill_references(step["with"].get(name, spec.get("default", "")), known) for name, spec in declared.items()
+    }
+    assert step["env"]["UPSTREAM_REF"] == "${{ needs.decide.outputs.ref || inputs.upstream-ref }}"
+    step_level = {
+        name: upstream_ref if name == "UPSTREAM_REF" else fill_references(value, known)
+        for name, value in step["env"].items()
+    }
     [run_step] = [s for _, name, s in ACTION.steps() if name == "Run the guide"]
-    step_env = {name: render(value, context) for name, value in (step.get("env") or {}).items()}
-    inner_env = {name: render(value, inner_context) for name, value in run_step["env"].items()}
-    script_env = {**env, **{k: render(v, context) for k, v in merged.items()}, **exported, **step_env, **inner_env}
+    # the action's two flags set from expressions, as they come out of guide-run.yml's inputs
+    assert (inputs["keep-going"], inputs["mask-files"]) == ("false", "true")
+    inner_known = {f"inputs.{name}": value for name, value in inputs.items()}
+    inner_known["steps.install.outputs.venv"] = known["steps.install.outputs.venv"]
+    inner = step_env(ACTION, "action", run_step, {"KEEP_GOING": "", "MASK_FILES": "yes"}, inner_known)
     run_outputs = directory / f"github-output-{uuid.uuid4().hex}"
-    script_env["GITHUB_OUTPUT"] = str(run_outputs)
+    script_env = {**env, **job_env, **exported, **step_level, **inner, "GITHUB_OUTPUT": str(run_outputs)}
     script_env["GITHUB_ACTION_PATH"] = str(ROOT)  # the runner's path of the action: this checkout
     ran = run_step_script(run_step, directory, script_env, workflow=ACTION, shell_job="action")
     written = read_github_output(run_outputs.read_text(encoding="utf-8")) if run_outputs.exists() else {}
-    return GuidePath(prepared, ran, given, written)
+    return GuidePath(prepared, ran, inputs, written)
 
 
 def stand_in_python(directory: Path) -> Path:
@@ -1814,10 +1861,10 @@ def run_the_run_step(job_minutes: str, directory: Path) -> tuple[subprocess.Comp
     python = stand_in_python(directory)
     (directory / "home").mkdir()
     (directory / "temp").mkdir()
-    context = {"inputs.guide": "guide.md", "inputs.timeout-minutes": job_minutes}
-    context["steps.install.outputs.venv"] = str(python.parent.parent)
+    given = {"inputs.guide": "guide.md", "inputs.timeout-minutes": job_minutes}
+    given["steps.install.outputs.venv"] = str(python.parent.parent)
     env = {"PATH": os.environ["PATH"], "HOME": str(directory / "home"), "RUNNER_TEMP": str(directory / "temp")}
-    path = run_the_guide_path(directory, context, env)
+    path = run_the_guide_path(directory, given, env)
     noted = Path(f"{python}.args")
     return path.run or path.prepare, noted.read_text().splitlines() if noted.exists() else None
 
@@ -2086,14 +2133,6 @@ exit 3
 """
 
 
-def step_env(workflow: Workflow, job_id: str, step: dict[str, Any], values: dict[str, str]) -> dict[str, str]:
-    """The step's environment from the workflow's, job's and step's env:, with VALUES for the expressions."""
-    merged = {**(workflow.doc.get("env") or {}), **(workflow.jobs[job_id].get("env") or {}), **(step.get("env") or {})}
-    unknown = sorted(name for name, value in merged.items() if "${{" in str(value) and name not in values)
-    assert not unknown, f"give the test a value for {unknown}"
-    return {name: str(values.get(name, value)) for name, value in merged.items()}
-
-
 @pytest.mark.parametrize("mirror", ["http://hub-mirror.invalid", ""])
 def test_the_run_step_as_the_runner_starts_it(mirror: str, tmp_path: Path, harness_env: dict[str, str]) -> None:
     """The prepare step and the action's run step, their real scripts in their shells: the blocks get HF_HOME,
@@ -2105,10 +2144,9 @@ def test_the_run_step_as_the_runner_starts_it(mirror: str, tmp_path: Path, harne
     (home / ".bash_profile").write_text("export GUIDE_GUARD_FROM_PROFILE=yes\n")
     (tmp_path / "guide.md").write_text(STEP_GUIDE.lstrip(), encoding="utf-8")
     (tmp_path / "runner-temp").mkdir()
-    context = {
+    given = {
         "inputs.guide": "guide.md",
         "inputs.timeout-minutes": "300",
-        "needs.decide.outputs.ref": "v0.2.0",
         "vars.HF_ENDPOINT": mirror,
         "steps.install.outputs.venv": sys.prefix,  # this test's environment stands in for the harness's venv
     }
@@ -2118,7 +2156,8 @@ def test_the_run_step_as_the_runner_starts_it(mirror: str, tmp_path: Path, harne
         "RUNNER_TEMP": str(tmp_path / "runner-temp"),
         "GITHUB_ACTIONS": "true",
     }
-    path = run_the_guide_path(tmp_path, context, env)
+    # the ref the monitor picked (needs.decide.outputs.ref), which wins over the input
+    path = run_the_guide_path(tmp_path, given, env, upstream_ref="v0.2.0")
     assert path.run is not None, path.prepare.stdout + path.prepare.stderr
     assert path.run.returncode == 1, path.run.stdout + path.run.stderr
     report_dir = tmp_path / WORKFLOWS[GUIDE_RUN].doc["env"]["REPORT_DIR"]
@@ -2135,9 +2174,9 @@ def test_the_run_step_as_the_runner_starts_it(mirror: str, tmp_path: Path, harne
 def test_a_hub_mirror_with_a_line_break_is_refused(tmp_path: Path) -> None:
     """$GITHUB_ENV takes one variable a line: a mirror holding a line break could set another (LD_PRELOAD=...)."""
     (tmp_path / "temp").mkdir()
-    context = {"inputs.guide": "g.md", "inputs.timeout-minutes": "300", "vars.HF_ENDPOINT": "http://m\nLD_PRELOAD=x"}
+    given = {"inputs.guide": "g.md", "inputs.timeout-minutes": "300", "vars.HF_ENDPOINT": "http://m\nLD_PRELOAD=x"}
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "RUNNER_TEMP": str(tmp_path / "temp")}
-    path = run_the_guide_path(tmp_path, context, env)
+    path = run_the_guide_path(tmp_path, given, env)
     assert path.run is None and path.prepare.returncode == 2
     assert "::error title=HF_ENDPOINT::" in path.prepare.stdout
 
