@@ -824,14 +824,23 @@ def test_the_specforge_run_uses_the_guides_image_and_upstream_ref() -> None:
     assert "UPSTREAM_REF:?" in guide_text
     assert given["upstream-ref"] == "main"
     assert given["runner-labels"] == '["linux-aarch64-a2-4"]' and given["monitor"] is True
-    # the repository variables of docs/ci.md still win over the registry, as they did over the workflow
+    # the repository variables of docs/ci.md (SPECFORGE_RUNNER_LABELS, ...) still win over the registry, as
+    # they did over the workflow: each input is the entry's variable, when set, else the registry's value
+    # (`||` gives its first operand that is set; GitHub evaluates it, no scenario sets a variable)
+    from ci.maintain.registry import load_registry
+
     matrix_call = WORKFLOWS["guides.yml"].jobs["run"]["with"]
-    context = {"matrix.variables": "SPECFORGE", "matrix.runner-labels": '["linux-aarch64-a2-4"]'}
-    variable = {"vars.SPECFORGE_RUNNER_LABELS": '["self-hosted", "npu"]'}
-    assert evaluate(matrix_call["runner-labels"], context) == '["linux-aarch64-a2-4"]'
-    assert evaluate(matrix_call["runner-labels"], context | variable) == '["self-hosted", "npu"]'
-    for name, variable_name in (("container-options", "CONTAINER_OPTIONS"), ("upstream-ref", "UPSTREAM_REF")):
-        assert f"vars[format('{{0}}_{variable_name}', matrix.variables)]" in matrix_call[name]
+    [row] = [
+        row for row in load_registry(ROOT / "guides.yaml").matrix()["include"] if row["guide"] == "docs/specforge.md"
+    ]
+    assert row["variables"] == "SPECFORGE"
+    for name, variable_name in (
+        ("runner-labels", "RUNNER_LABELS"),
+        ("container-options", "CONTAINER_OPTIONS"),
+        ("upstream-ref", "UPSTREAM_REF"),
+    ):
+        variable = f"vars[format('{{0}}_{variable_name}', matrix.variables)]"
+        assert matrix_call[name].endswith(f"{variable} || matrix.{name} }}}}"), matrix_call[name]
 
 
 def test_the_monitor_decides_before_the_run_and_records_after_it() -> None:
@@ -850,10 +859,10 @@ def test_the_monitor_decides_before_the_run_and_records_after_it() -> None:
     # the run passes the ref it gave the blocks on, and that is the ref recorded; a run that never
     # started passes nothing on, and the ref it would have tested is recorded
     assert jobs["run"]["outputs"]["ref"] == run_step["env"]["UPSTREAM_REF"]
-    context = {"needs.decide.outputs.ref": "v0.2.0", "inputs.upstream-ref": "main"}
-    assert evaluate(record_step["env"]["REF"], {**context, "needs.run.outputs.ref": "v0.2.0"}) == "v0.2.0"
-    assert evaluate(record_step["env"]["REF"], context) == "v0.2.0"
-    assert evaluate(record_step["env"]["REF"], {"inputs.upstream-ref": "main"}) == "main"
+    # (`||` gives its first operand that is set: the run's ref, else the monitor's, else the caller's)
+    assert (
+        record_step["env"]["REF"] == "${{ needs.run.outputs.ref || needs.decide.outputs.ref || inputs.upstream-ref }}"
+    )
     # the outcome is recorded even when the run failed or was cancelled, so the monitor retries it
     assert jobs["record"]["needs"] == ["decide", "run"]
     assert jobs["record"]["if"] == "${{ always() && needs.decide.outputs.need-to-test == 'true' }}"
@@ -874,17 +883,20 @@ def test_the_monitors_state_is_kept_in_the_cache_on_github_hosted_runners() -> N
     [record_save] = steps_using(workflow, "record", "actions/cache/save")
     state = "${{ env.MONITOR_STATE }}"
     assert {s["with"]["path"] for s in (decide_restore, decide_save, record_restore, record_save)} == {state}
+    # the keys of run 42's first attempt, each plain reference filled in: decide's job env and outputs first
+    run = {"inputs.report-name": "demo", "github.run_id": "42", "github.run_attempt": "1"}
+    decide = {"env.STATE_KEY": fill_references(workflow.jobs["decide"]["env"]["STATE_KEY"], run)} | run
+    state_key = fill_references(workflow.jobs["decide"]["outputs"]["state-key"], decide)
+    record = run | {"needs.decide.outputs.state-key": state_key}
     # record continues from what decide saved in this run, and never from nothing
-    assert resolve(workflow, "record", record_restore["with"]["key"]) == resolve(
-        workflow, "decide", decide_save["with"]["key"]
-    )
+    assert fill_references(record_restore["with"]["key"], record) == fill_references(decide_save["with"]["key"], decide)
     assert record_restore["with"]["fail-on-cache-miss"]
     # a cache entry cannot be overwritten: every save is a new key that the next decide's restore prefix finds
-    prefix = decide_restore["with"]["restore-keys"]
+    prefix = fill_references(decide_restore["with"]["restore-keys"], run)
     keys = [
-        resolve(workflow, "decide", decide_restore["with"]["key"]),
-        resolve(workflow, "decide", decide_save["with"]["key"]),
-        resolve(workflow, "record", record_save["with"]["key"]),
+        fill_references(decide_restore["with"]["key"], decide),
+        fill_references(decide_save["with"]["key"], decide),
+        fill_references(record_save["with"]["key"], record),
     ]
     assert all(key.startswith(prefix) for key in keys) and len(set(keys[1:])) == 2
     # a new attempt of record saves under a new key of its own
@@ -1384,12 +1396,16 @@ def cleanup_violations(workflow: Workflow) -> list[str]:
     return problems
 
 
+NEEDS_OUTPUT = re.compile(r"\$\{\{\s*needs\.([\w-]+)\.outputs\.([\w-]+)\s*\}\}")
+
+
 def rerun_violations(workflow: Workflow) -> list[str]:
     """Point 10b: a cache entry a job must find was named by the job that saved it, whatever the attempt.
 
     "Re-run failed jobs" runs the failed jobs and those after them in a new attempt; the jobs that passed
-    keep their outputs but do not run again, so a key built from the restoring job's own github.run_attempt
-    names an entry nobody saved.
+    keep their outputs but do not run again, so a key the restoring job builds itself (from its own
+    github.run_attempt) names an entry nobody saved. The key must be one job output of a job it needs, one
+    whose value is, as written, the key of a cache step of that job.
     """
     problems = []
     for job_id, job in workflow.jobs.items():
@@ -1400,20 +1416,18 @@ def rerun_violations(workflow: Workflow) -> list[str]:
             ):
                 continue
             key = str(step["with"]["key"])
-            own = re.sub(r"\$\{\{\s*needs\.[\w-]+\.outputs\.[\w-]+\s*\}\}", "", key)
-            if "github.run_attempt" in resolve(workflow, job_id, own):
-                problems.append(f"{workflow.name} {job_id}: restores {key!r}, built from its own attempt")
+            found = NEEDS_OUTPUT.fullmatch(key.strip())
+            if found is None:
+                problems.append(f"{workflow.name} {job_id}: restores {key!r}, built by itself, from its own attempt")
                 continue
-            savers = {
-                saver
-                for saver in re.findall(r"needs\.([\w-]+)\.outputs\.", key)
-                if any(
-                    str(s.get("uses", "")).startswith("actions/cache")
-                    and resolve(workflow, saver, str(s["with"]["key"])) == resolve(workflow, job_id, key)
-                    for s in workflow.jobs[saver].get("steps") or []
-                )
+            saver, output = found[1], found[2]
+            passed_on = str((workflow.jobs.get(saver, {}).get("outputs") or {}).get(output))
+            saved = {
+                str(s["with"]["key"])
+                for s in workflow.jobs.get(saver, {}).get("steps") or []
+                if str(s.get("uses", "")).startswith("actions/cache")
             }
-            if not savers:
+            if passed_on not in saved:
                 problems.append(
                     f"{workflow.name} {job_id}: restores {key!r}, which no job it needs passed on as the key it saved"
                 )
@@ -1494,7 +1508,7 @@ def test_the_runner_rules_catch_the_job_as_it_was() -> None:
         "HF_HOME ''",
         "HF_ENDPOINT set from an expression is empty when unset",
     ]
-    assert "built from its own attempt" in found["rerun_violations"][0]
+    assert "built by itself, from its own attempt" in found["rerun_violations"][0]
     # taking the key from a job output that is not the key the job saved is caught too
     elsewhere = BEFORE_THE_RUNNER_RULES.replace(
         'key: "state-${{ github.run_id }}-${{ github.run_attempt }}", fail',
@@ -1632,22 +1646,15 @@ def test_nothing_is_written_outside_github_actions(guide_runner, tmp_path: Path)
     assert run.returncode == 1 and not outputs.exists()
 
 
-RECORD_CASES = [
-    # (the run job's result, the verdict it passed on, what is recorded)
-    ("success", "passed", "passed"),
-    ("failure", "failed", "failed"),
-    ("failure", "interrupted", "failed"),
-    ("cancelled", None, "failed"),  # cancelled before the harness started, or killed before it finished
-    ("success", None, "failed"),  # no verdict is never a pass
-    ("cancelled", "passed", "failed"),  # a re-run that stopped early, showing its previous attempt's outputs
-]
-
-
-@pytest.mark.parametrize("result,verdict,recorded", RECORD_CASES)
-def test_the_record_job_records_the_harnesss_verdict(result: str, verdict: str | None, recorded: str) -> None:
+def test_the_record_job_records_a_pass_only_for_a_run_job_that_passed() -> None:
+    """A run job that failed, or was cancelled (before the harness started, or killed before it finished),
+    or passed on no verdict, or showed its previous attempt's verdict after stopping early in a re-run, is
+    recorded as failed: passed needs both the job's success and the harness's verdict passed."""
     [record_step] = [s for j, name, s in WORKFLOWS[GUIDE_RUN].steps() if j == "record" and name == "Record"]
-    context = {"needs.run.result": result} | ({"needs.run.outputs.verdict": verdict} if verdict else {})
-    assert evaluate(record_step["env"]["RESULT"], context) == recorded
+    # GitHub evaluates it (`a && b && 'passed'` is 'passed' only when both hold; `|| 'failed'` otherwise)
+    assert record_step["env"]["RESULT"] == (
+        "${{ needs.run.result == 'success' && needs.run.outputs.verdict == 'passed' && 'passed' || 'failed' }}"
+    )
 
 
 # What the record job prints and records after the run job's attempts, as the record step's env: gets it from
@@ -1730,12 +1737,9 @@ def test_the_upload_can_neither_stall_the_job_nor_turn_it_red() -> None:
     [warn] = [s for s in workflow.jobs["run"]["steps"] if f"steps.{upload['id']}.outcome" in str(s.get("if", ""))]
     assert "::warning" in warn["run"]
     # A failed upload's outcome is `failure`; one that stalls after the job was cancelled is stopped at its
-    # time limit and marked `cancelled` by the runner, and must warn as well.
-    warned = {
-        outcome: evaluate(warn["if"], {"always()": "true", f"steps.{upload['id']}.outcome": outcome})
-        for outcome in ("success", "failure", "cancelled", "skipped")
-    }
-    assert warned == {"success": "false", "failure": "true", "cancelled": "true", "skipped": "false"}
+    # time limit and marked `cancelled` by the runner, and must warn as well: anything but success or skipped
+    outcome = f"steps.{upload['id']}.outcome"
+    assert warn["if"] == f"always() && {outcome} != 'success' && {outcome} != 'skipped'"
     # and nothing after the run job reads the artifact
     assert not [s for j, _, s in workflow.steps() if j != "run" and "download-artifact" in str(s.get("uses", ""))]
 
