@@ -1,6 +1,7 @@
 """The registry's workflows: guides.yml's matrix, guide-run.yml's status job, the board job, and the composite
-action (action.yml) as the demo workflow and another repository use it. The rules every workflow follows
-(security, pinning, actionlint, the runner rules) are in test_workflows.py and cover these files too.
+action (action.yml) as another repository uses it. The rules every workflow follows (security, pinning,
+actionlint, the runner rules) are in test_workflows.py and cover these files too; what these workflows do
+end to end, run by a real Actions engine, is in tests/act.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from test_workflows import (
     WorkflowLoader,
     action_step,
     documented_workflow,
-    fill_references,
     harness_calls,
     parse_workflow,
     permission_violations,
@@ -94,17 +94,17 @@ def test_each_cron_runs_its_group_and_a_dispatch_its_choice() -> None:
     ]
 
 
-@pytest.mark.parametrize("entry,group", [("", "nightly"), ("", "weekly"), ("demo", "nightly")])
-def test_the_matrix_step_emits_the_registrys_matrix(entry: str, group: str, tmp_path: Path) -> None:
+# A named entry's matrix is tests/act's: test_guides_workflow.py dispatches the demo entry, which alone runs.
+@pytest.mark.parametrize("group", ["nightly", "weekly"])
+def test_the_matrix_step_emits_the_registrys_matrix(group: str, tmp_path: Path) -> None:
     """The step's real script, run in the checkout: the output the run job's strategy reads is the matrix."""
     step = step_named(GUIDES, "matrix", "The matrix of the group")
     outputs = tmp_path / "github_output"
-    env = python_on_path(tmp_path) | {"ENTRY": entry, "GROUP": group, "GITHUB_OUTPUT": str(outputs)}
+    env = python_on_path(tmp_path) | {"ENTRY": "", "GROUP": group, "GITHUB_OUTPUT": str(outputs)}
     done = run_step_script(step, tmp_path, env, shell_job="matrix", workflow=GUIDES, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     written = read_github_output(outputs.read_text(encoding="utf-8"))
-    registry = load_registry(ROOT / "guides.yaml")
-    expected = registry.matrix(names=[entry]) if entry else registry.matrix(group)
+    expected = load_registry(ROOT / "guides.yaml").matrix(group)
     assert json.loads(written["matrix"]) == expected
     assert written["count"] == str(len(expected["include"]))
     assert GUIDES.jobs["matrix"]["outputs"] == {
@@ -122,10 +122,9 @@ def test_the_registry_knows_guide_runs_margin_and_the_job_limit_rule() -> None:
 # ---------------------------------------------------------------------------------------------------------
 # guide-run.yml's status job and guides.yml's board job
 
-# case: (the status step's env: as GitHub gives it from the decide and run jobs, the verdict written)
+# case: (the status step's env: as GitHub gives it from the decide and run jobs, the verdict written). A passing
+# and a failing run are tests/act's (test_guides_workflow.py: the status file passed, and failed, to the board).
 STATUS_CASES = {
-    "a passing run": ({"RUN_RESULT": "success", "VERDICT": "passed"}, "passed"),
-    "a failing run": ({"RUN_RESULT": "failure", "VERDICT": "failed"}, "failed"),
     "no reason tonight": (
         {"RUN_RESULT": "skipped", "DECIDE_RESULT": "success", "NEED_TO_TEST": "false", "VERDICT_ATTEMPT": ""},
         "not_run",
@@ -233,35 +232,6 @@ def run_action_step(
     # GITHUB_ACTION_PATH: the runner's path of the action, this checkout (its steps source ci/shell/ from it)
     script_env = {**env, **step_env(ACTION, "action", step, given, known), "GITHUB_ACTION_PATH": str(ROOT)}
     return run_step_script(step, workspace, script_env, shell_job="action", workflow=ACTION)
-
-
-def test_the_action_runs_the_demo_guide_as_the_demo_workflow_asks(tmp_path: Path, harness_env: dict[str, str]) -> None:
-    """action-demo.yml's inputs through the action's check and run steps (the harness is this environment,
-    as the install step would make it): the guide passes, the outputs say so, the reports are where the
-    workflow's last step looks, and that step, run for real, agrees."""
-    demo = WORKFLOWS["action-demo.yml"]
-    inputs = action_inputs(action_step(demo.jobs["demo"])["with"])
-    assert inputs["guide"] == "docs/examples/demo.md"
-    workspace = tmp_path / "workspace"
-    (workspace / "docs" / "examples").mkdir(parents=True)
-    shutil.copy(ROOT / "docs" / "examples" / "demo.md", workspace / "docs" / "examples" / "demo.md")
-    outputs = tmp_path / "github_output"
-    # the job's python (setup-python's, in the workflow) first on PATH, also after a login shell's /etc/profile
-    bin_dir = Path(python_on_path(tmp_path)["PATH"].split(os.pathsep)[0])
-    (tmp_path / ".bash_profile").write_text(f'export PATH="{bin_dir}:$PATH"\n', encoding="utf-8")
-    env = {**harness_env, "GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(outputs), "HOME": str(tmp_path)}
-    env["GITHUB_STEP_SUMMARY"] = str(tmp_path / "summary.md")
-    checked = run_action_step("Check the guide", inputs, sys.prefix, workspace, env)
-    assert checked.returncode == 0, checked.stdout + checked.stderr
-    ran = run_action_step("Run the guide", inputs, sys.prefix, workspace, env)
-    assert ran.returncode == 0, ran.stdout + ran.stderr
-    written = read_github_output(outputs.read_text(encoding="utf-8"))
-    assert written["verdict"] == "passed" and json.loads(written["counts"]) == {"passed": 8}
-    last = demo.jobs["demo"]["steps"][-1]
-    known = {f"steps.demo.outputs.{name}": value for name, value in written.items()}
-    last_env = {name: fill_references(value, known) for name, value in last["env"].items()}
-    checked_last = run_step_script(last, workspace, {**env, **last_env}, shell_job="demo", workflow=demo)
-    assert checked_last.returncode == 0, checked_last.stdout + checked_last.stderr
 
 
 def test_the_action_passes_each_line_of_set_and_args_as_one_word(tmp_path: Path) -> None:
