@@ -1,6 +1,7 @@
 """The registry's workflows: guides.yml's matrix, guide-run.yml's status job, the board job, and the composite
-action (action.yml) as the demo workflow and another repository use it. The rules every workflow follows
-(security, pinning, actionlint, the runner rules) are in test_workflows.py and cover these files too.
+action (action.yml) as another repository uses it. The rules every workflow follows (security, pinning,
+actionlint, the runner rules) are in test_workflows.py and cover these files too; what these workflows do
+end to end, run by a real Actions engine, is in tests/act.
 """
 
 from __future__ import annotations
@@ -24,16 +25,15 @@ from test_workflows import (
     WorkflowLoader,
     action_step,
     documented_workflow,
-    evaluate,
     harness_calls,
     parse_workflow,
     permission_violations,
     pinning_violations,
     possible_values,
     read_github_output,
-    render,
     run_step_script,
     stand_in_python,
+    step_env,
     steps_using,
 )
 
@@ -73,16 +73,17 @@ def test_the_matrix_job_consumes_exactly_the_registrys_keys() -> None:
     # one concurrency group per guide, never cancelling a run that started
     assert job["concurrency"] == {"group": "guide-${{ matrix.name }}", "cancel-in-progress": False}
     # an empty group would be an empty matrix, which GitHub refuses: the job is skipped instead
-    assert evaluate(job["if"], {"needs.matrix.outputs.count": "0"}) == "false"
-    assert evaluate(job["if"], {"needs.matrix.outputs.count": "2"}) == "true"
+    assert job["if"] == "needs.matrix.outputs.count != '0'"
 
 
 def test_each_cron_runs_its_group_and_a_dispatch_its_choice() -> None:
     step = step_named(GUIDES, "matrix", "The matrix of the group")
-    crons = [entry["cron"] for entry in GUIDES.doc["on"]["schedule"]]
-    groups = {cron: evaluate(step["env"]["GROUP"], {"github.event.schedule": cron}) for cron in crons}
-    assert sorted(groups.values()) == sorted(GROUPS), groups
-    assert evaluate(step["env"]["GROUP"], {"inputs.group": "weekly"}) == "weekly"
+    nightly, weekly = [entry["cron"] for entry in GUIDES.doc["on"]["schedule"]]
+    assert nightly != weekly and sorted(GROUPS) == ["nightly", "weekly"]
+    # GitHub evaluates it: a dispatch's choice, else the weekly cron's group, else (the other cron) nightly
+    assert step["env"]["GROUP"] == (
+        f"${{{{ inputs.group || (github.event.schedule == '{weekly}' && 'weekly') || 'nightly' }}}}"
+    )
     assert set(possible_values(step["env"]["GROUP"])) == set(GROUPS)
     dispatch = GUIDES.doc["on"]["workflow_dispatch"]["inputs"]
     assert dispatch["group"]["options"] == list(GROUPS)
@@ -93,17 +94,17 @@ def test_each_cron_runs_its_group_and_a_dispatch_its_choice() -> None:
     ]
 
 
-@pytest.mark.parametrize("entry,group", [("", "nightly"), ("", "weekly"), ("demo", "nightly")])
-def test_the_matrix_step_emits_the_registrys_matrix(entry: str, group: str, tmp_path: Path) -> None:
+# A named entry's matrix is tests/act's: test_guides_workflow.py dispatches the demo entry, which alone runs.
+@pytest.mark.parametrize("group", ["nightly", "weekly"])
+def test_the_matrix_step_emits_the_registrys_matrix(group: str, tmp_path: Path) -> None:
     """The step's real script, run in the checkout: the output the run job's strategy reads is the matrix."""
     step = step_named(GUIDES, "matrix", "The matrix of the group")
     outputs = tmp_path / "github_output"
-    env = python_on_path(tmp_path) | {"ENTRY": entry, "GROUP": group, "GITHUB_OUTPUT": str(outputs)}
+    env = python_on_path(tmp_path) | {"ENTRY": "", "GROUP": group, "GITHUB_OUTPUT": str(outputs)}
     done = run_step_script(step, tmp_path, env, shell_job="matrix", workflow=GUIDES, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     written = read_github_output(outputs.read_text(encoding="utf-8"))
-    registry = load_registry(ROOT / "guides.yaml")
-    expected = registry.matrix(names=[entry]) if entry else registry.matrix(group)
+    expected = load_registry(ROOT / "guides.yaml").matrix(group)
     assert json.loads(written["matrix"]) == expected
     assert written["count"] == str(len(expected["include"]))
     assert GUIDES.jobs["matrix"]["outputs"] == {
@@ -121,18 +122,18 @@ def test_the_registry_knows_guide_runs_margin_and_the_job_limit_rule() -> None:
 # ---------------------------------------------------------------------------------------------------------
 # guide-run.yml's status job and guides.yml's board job
 
+# case: (the status step's env: as GitHub gives it from the decide and run jobs, the verdict written). A passing
+# and a failing run are tests/act's (test_guides_workflow.py: the status file passed, and failed, to the board).
 STATUS_CASES = {
-    # case: (context of the status step's expressions, the verdict written)
-    "a passing run": ({"needs.run.result": "success", "needs.run.outputs.verdict": "passed"}, "passed"),
-    "a failing run": ({"needs.run.result": "failure", "needs.run.outputs.verdict": "failed"}, "failed"),
     "no reason tonight": (
-        {"needs.run.result": "skipped", "needs.decide.result": "success", "needs.decide.outputs.need-to-test": "false"},
+        {"RUN_RESULT": "skipped", "DECIDE_RESULT": "success", "NEED_TO_TEST": "false", "VERDICT_ATTEMPT": ""},
         "not_run",
     ),
-    "a failed decision": ({"needs.run.result": "skipped", "needs.decide.result": "failure"}, "no_verdict"),
-    "a cancelled run": ({"needs.run.result": "cancelled"}, "no_verdict"),
+    "a failed decision": ({"RUN_RESULT": "skipped", "DECIDE_RESULT": "failure", "VERDICT_ATTEMPT": ""}, "no_verdict"),
+    "a cancelled run": ({"RUN_RESULT": "cancelled", "VERDICT_ATTEMPT": ""}, "no_verdict"),
+    # after "re-run failed jobs": attempt 2 failed before its harness wrote a verdict, attempt 1's shows through
     "a re-run showing its previous attempt's verdict": (
-        {"needs.run.result": "failure", "needs.run.outputs.verdict": "passed", "needs.run.outputs.attempt": "2"},
+        {"RUN_RESULT": "failure", "VERDICT": "passed", "RUN_ATTEMPT": "2"},
         "no_verdict",
     ),
 }
@@ -140,25 +141,26 @@ STATUS_CASES = {
 
 @pytest.mark.parametrize("case", STATUS_CASES)
 def test_the_status_job_writes_the_file_the_board_reads(case: str, tmp_path: Path) -> None:
-    """The status step's real script (jq), its env: evaluated as GitHub would; the board reads what it wrote."""
+    """The status step's real script (jq), its env: given as GitHub would; the board reads what it wrote."""
     if shutil.which("jq") is None:
         pytest.skip("jq is not installed (GitHub's runners have it)")
     workflow = WORKFLOWS[GUIDE_RUN]
     step = step_named(workflow, "status", "Write the guide's status")
-    context, verdict = STATUS_CASES[case]
-    context = {
-        "inputs.report-name": "demo",
-        "inputs.guide": "docs/examples/demo.md",
-        "inputs.upstream-ref": "main",
-        "needs.run.outputs.attempt": "1",
-        "needs.run.outputs.verdict-attempt": "1" if "needs.run.outputs.verdict" in context else "",
-        "needs.run.outputs.counts": '{"passed":5}',
-        "needs.run.outputs.duration": "12.5",
-        "github.server_url": "https://github.com",
-        "github.repository": "o/r",
-        "github.run_id": "42",
-    } | context
-    env = {"PATH": os.environ["PATH"], **{name: render(value, context) for name, value in step["env"].items()}}
+    values, verdict = STATUS_CASES[case]
+    values = {
+        "NAME": "demo",
+        "GUIDE": "docs/examples/demo.md",
+        "DECIDE_RESULT": "skipped",
+        "NEED_TO_TEST": "",
+        "VERDICT": "",
+        "RUN_ATTEMPT": "1",
+        "VERDICT_ATTEMPT": "1",
+        "COUNTS": '{"passed":5}',
+        "DURATION": "12.5",
+        "REF": "main",
+        "RUN_URL": "https://github.com/o/r/actions/runs/42",
+    } | values
+    env = {"PATH": os.environ["PATH"], **step_env(workflow, "status", step, values)}
     done = run_step_script(step, tmp_path, env, shell_job="status")
     assert done.returncode == 0, done.stdout + done.stderr
     [status] = read_statuses([tmp_path / "guide-status"], {})
@@ -180,7 +182,8 @@ def test_the_status_job_runs_whatever_happened_on_a_github_hosted_runner() -> No
 def test_the_board_job_renders_this_runs_statuses_over_the_previous_board() -> None:
     job = GUIDES.jobs["board"]
     assert job["needs"] == ["matrix", "run"] and job["runs-on"] == "ubuntu-latest"
-    assert evaluate(job["if"], {"always()": "true", "needs.matrix.result": "success"}) == "true"
+    # also after a failed or cancelled run, whenever the registry was read
+    assert job["if"] == "${{ always() && needs.matrix.result == 'success' }}"
     [download] = steps_using(GUIDES, "board", "actions/download-artifact")
     status_upload = steps_using(WORKFLOWS[GUIDE_RUN], "status", "actions/upload-artifact")[0]["with"]["name"]
     assert download["with"]["pattern"] == status_upload.split("${{")[0] + "*"
@@ -208,40 +211,27 @@ def action_inputs(given: dict[str, Any]) -> dict[str, str]:
     return {name: str(given.get(name, spec.get("default", ""))) for name, spec in declared.items()}
 
 
-def run_action_step(name: str, inputs: dict[str, str], venv: str, workspace: Path, env: dict[str, str]) -> Any:
+# The action's run step sets these two from expressions (`inputs.keep-going == 'true' && 'yes' || ''`,
+# `inputs.mask-files != 'false' && 'yes' || ''`): a test gives their values, as they come out of its inputs.
+DEFAULT_FLAGS = {"KEEP_GOING": "", "MASK_FILES": "yes"}
+
+
+def run_action_step(
+    name: str,
+    inputs: dict[str, str],
+    venv: str,
+    workspace: Path,
+    env: dict[str, str],
+    flags: dict[str, str] | None = None,
+) -> Any:
+    """The action's step NAME, its real script in its shell, with INPUTS (the plain `${{ inputs.X }}`), VENV as
+    the install step's output and FLAGS (the run step's KEEP_GOING and MASK_FILES) given directly."""
     [step] = [s for _, step_name, s in ACTION.steps() if step_name == name]
-    context = {f"inputs.{key}": value for key, value in inputs.items()} | {"steps.install.outputs.venv": venv}
-    step_env = {key: render(value, context) for key, value in step["env"].items()}
-    return run_step_script(step, workspace, {**env, **step_env}, shell_job="action", workflow=ACTION)
-
-
-def test_the_action_runs_the_demo_guide_as_the_demo_workflow_asks(tmp_path: Path, harness_env: dict[str, str]) -> None:
-    """action-demo.yml's inputs through the action's check and run steps (the harness is this environment,
-    as the install step would make it): the guide passes, the outputs say so, the reports are where the
-    workflow's last step looks, and that step, run for real, agrees."""
-    demo = WORKFLOWS["action-demo.yml"]
-    inputs = action_inputs(action_step(demo.jobs["demo"])["with"])
-    assert inputs["guide"] == "docs/examples/demo.md"
-    workspace = tmp_path / "workspace"
-    (workspace / "docs" / "examples").mkdir(parents=True)
-    shutil.copy(ROOT / "docs" / "examples" / "demo.md", workspace / "docs" / "examples" / "demo.md")
-    outputs = tmp_path / "github_output"
-    # the job's python (setup-python's, in the workflow) first on PATH, also after a login shell's /etc/profile
-    bin_dir = Path(python_on_path(tmp_path)["PATH"].split(os.pathsep)[0])
-    (tmp_path / ".bash_profile").write_text(f'export PATH="{bin_dir}:$PATH"\n', encoding="utf-8")
-    env = {**harness_env, "GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(outputs), "HOME": str(tmp_path)}
-    env["GITHUB_STEP_SUMMARY"] = str(tmp_path / "summary.md")
-    checked = run_action_step("Check the guide", inputs, sys.prefix, workspace, env)
-    assert checked.returncode == 0, checked.stdout + checked.stderr
-    ran = run_action_step("Run the guide", inputs, sys.prefix, workspace, env)
-    assert ran.returncode == 0, ran.stdout + ran.stderr
-    written = read_github_output(outputs.read_text(encoding="utf-8"))
-    assert written["verdict"] == "passed" and json.loads(written["counts"]) == {"passed": 8}
-    last = demo.jobs["demo"]["steps"][-1]
-    context = {f"steps.demo.outputs.{name}": value for name, value in written.items()}
-    last_env = {name: render(value, context) for name, value in last["env"].items()}
-    checked_last = run_step_script(last, workspace, {**env, **last_env}, shell_job="demo", workflow=demo)
-    assert checked_last.returncode == 0, checked_last.stdout + checked_last.stderr
+    known = {f"inputs.{key}": value for key, value in inputs.items()} | {"steps.install.outputs.venv": venv}
+    given = {key: value for key, value in (flags or DEFAULT_FLAGS).items() if key in step["env"]}
+    # GITHUB_ACTION_PATH: the runner's path of the action, this checkout (its steps source ci/shell/ from it)
+    script_env = {**env, **step_env(ACTION, "action", step, given, known), "GITHUB_ACTION_PATH": str(ROOT)}
+    return run_step_script(step, workspace, script_env, shell_job="action", workflow=ACTION)
 
 
 def test_the_action_passes_each_line_of_set_and_args_as_one_word(tmp_path: Path) -> None:
@@ -250,7 +240,8 @@ def test_the_action_passes_each_line_of_set_and_args_as_one_word(tmp_path: Path)
         {"guide": "g.md", "set": "model_dir=/data/my models\n\nfast=1", "args": "--timeout\n30m", "keep-going": "true"}
     )
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
-    done = run_action_step("Run the guide", inputs, str(python.parent.parent), tmp_path, env)
+    flags = DEFAULT_FLAGS | {"KEEP_GOING": "yes"}  # keep-going true
+    done = run_action_step("Run the guide", inputs, str(python.parent.parent), tmp_path, env, flags)
     assert done.returncode == 0, done.stdout + done.stderr
     argv = Path(f"{python}.args").read_text().splitlines()
     assert argv[:2] == ["-m", "ci.run"]
@@ -263,7 +254,8 @@ def test_the_action_masks_the_kept_files_unless_told_not_to(tmp_path: Path) -> N
     python = stand_in_python(tmp_path)
     inputs = action_inputs({"guide": "g.md", "mask-files": "false"})
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
-    done = run_action_step("Run the guide", inputs, str(python.parent.parent), tmp_path, env)
+    flags = DEFAULT_FLAGS | {"MASK_FILES": ""}  # mask-files false
+    done = run_action_step("Run the guide", inputs, str(python.parent.parent), tmp_path, env, flags)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "--mask-files" not in Path(f"{python}.args").read_text().splitlines()
 

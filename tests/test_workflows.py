@@ -824,14 +824,23 @@ def test_the_specforge_run_uses_the_guides_image_and_upstream_ref() -> None:
     assert "UPSTREAM_REF:?" in guide_text
     assert given["upstream-ref"] == "main"
     assert given["runner-labels"] == '["linux-aarch64-a2-4"]' and given["monitor"] is True
-    # the repository variables of docs/ci.md still win over the registry, as they did over the workflow
+    # the repository variables of docs/ci.md (SPECFORGE_RUNNER_LABELS, ...) still win over the registry, as
+    # they did over the workflow: each input is the entry's variable, when set, else the registry's value
+    # (`||` gives its first operand that is set; GitHub evaluates it, no scenario sets a variable)
+    from ci.maintain.registry import load_registry
+
     matrix_call = WORKFLOWS["guides.yml"].jobs["run"]["with"]
-    context = {"matrix.variables": "SPECFORGE", "matrix.runner-labels": '["linux-aarch64-a2-4"]'}
-    variable = {"vars.SPECFORGE_RUNNER_LABELS": '["self-hosted", "npu"]'}
-    assert evaluate(matrix_call["runner-labels"], context) == '["linux-aarch64-a2-4"]'
-    assert evaluate(matrix_call["runner-labels"], context | variable) == '["self-hosted", "npu"]'
-    for name, variable_name in (("container-options", "CONTAINER_OPTIONS"), ("upstream-ref", "UPSTREAM_REF")):
-        assert f"vars[format('{{0}}_{variable_name}', matrix.variables)]" in matrix_call[name]
+    [row] = [
+        row for row in load_registry(ROOT / "guides.yaml").matrix()["include"] if row["guide"] == "docs/specforge.md"
+    ]
+    assert row["variables"] == "SPECFORGE"
+    for name, variable_name in (
+        ("runner-labels", "RUNNER_LABELS"),
+        ("container-options", "CONTAINER_OPTIONS"),
+        ("upstream-ref", "UPSTREAM_REF"),
+    ):
+        variable = f"vars[format('{{0}}_{variable_name}', matrix.variables)]"
+        assert matrix_call[name].endswith(f"{variable} || matrix.{name} }}}}"), matrix_call[name]
 
 
 def test_the_monitor_decides_before_the_run_and_records_after_it() -> None:
@@ -850,10 +859,10 @@ def test_the_monitor_decides_before_the_run_and_records_after_it() -> None:
     # the run passes the ref it gave the blocks on, and that is the ref recorded; a run that never
     # started passes nothing on, and the ref it would have tested is recorded
     assert jobs["run"]["outputs"]["ref"] == run_step["env"]["UPSTREAM_REF"]
-    context = {"needs.decide.outputs.ref": "v0.2.0", "inputs.upstream-ref": "main"}
-    assert evaluate(record_step["env"]["REF"], {**context, "needs.run.outputs.ref": "v0.2.0"}) == "v0.2.0"
-    assert evaluate(record_step["env"]["REF"], context) == "v0.2.0"
-    assert evaluate(record_step["env"]["REF"], {"inputs.upstream-ref": "main"}) == "main"
+    # (`||` gives its first operand that is set: the run's ref, else the monitor's, else the caller's)
+    assert (
+        record_step["env"]["REF"] == "${{ needs.run.outputs.ref || needs.decide.outputs.ref || inputs.upstream-ref }}"
+    )
     # the outcome is recorded even when the run failed or was cancelled, so the monitor retries it
     assert jobs["record"]["needs"] == ["decide", "run"]
     assert jobs["record"]["if"] == "${{ always() && needs.decide.outputs.need-to-test == 'true' }}"
@@ -874,17 +883,20 @@ def test_the_monitors_state_is_kept_in_the_cache_on_github_hosted_runners() -> N
     [record_save] = steps_using(workflow, "record", "actions/cache/save")
     state = "${{ env.MONITOR_STATE }}"
     assert {s["with"]["path"] for s in (decide_restore, decide_save, record_restore, record_save)} == {state}
+    # the keys of run 42's first attempt, each plain reference filled in: decide's job env and outputs first
+    run = {"inputs.report-name": "demo", "github.run_id": "42", "github.run_attempt": "1"}
+    decide = {"env.STATE_KEY": fill_references(workflow.jobs["decide"]["env"]["STATE_KEY"], run)} | run
+    state_key = fill_references(workflow.jobs["decide"]["outputs"]["state-key"], decide)
+    record = run | {"needs.decide.outputs.state-key": state_key}
     # record continues from what decide saved in this run, and never from nothing
-    assert resolve(workflow, "record", record_restore["with"]["key"]) == resolve(
-        workflow, "decide", decide_save["with"]["key"]
-    )
+    assert fill_references(record_restore["with"]["key"], record) == fill_references(decide_save["with"]["key"], decide)
     assert record_restore["with"]["fail-on-cache-miss"]
     # a cache entry cannot be overwritten: every save is a new key that the next decide's restore prefix finds
-    prefix = decide_restore["with"]["restore-keys"]
+    prefix = fill_references(decide_restore["with"]["restore-keys"], run)
     keys = [
-        resolve(workflow, "decide", decide_restore["with"]["key"]),
-        resolve(workflow, "decide", decide_save["with"]["key"]),
-        resolve(workflow, "record", record_save["with"]["key"]),
+        fill_references(decide_restore["with"]["key"], decide),
+        fill_references(decide_save["with"]["key"], decide),
+        fill_references(record_save["with"]["key"], record),
     ]
     assert all(key.startswith(prefix) for key in keys) and len(set(keys[1:])) == 2
     # a new attempt of record saves under a new key of its own
@@ -1057,135 +1069,6 @@ def test_doc_drift_asks_for_the_artifact_the_npu_run_uploads_with_only_actions_r
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Expressions, as far as these workflows use them in `if:`, `env:` and keys
-
-EXPRESSION_TOKEN = re.compile(
-    r"\s*(?:(?P<string>'(?:[^']|'')*')|(?P<op>==|!=|&&|\|\||!|\(|\)|\[|\]|,)|(?P<name>[A-Za-z_][\w.-]*))"
-)
-
-
-def evaluate(expression: str, context: dict[str, str]) -> str:
-    """A `${{ }}` expression of context names, string literals, ==, !=, !, &&, || and parentheses, as GitHub
-    evaluates it: a name not in the context is null (an output never set, a job that never ran), which
-    compares as ''; strings compare case-insensitively; && and || give one of their operands. A call without
-    arguments (`always()`) takes its value from the context under its own text.
-    """
-    text = expression.strip()
-    if text.startswith("${{"):
-        assert text.endswith("}}"), expression
-        text = text[3:-2]
-    tokens: list[tuple[str, str]] = []
-    position = 0
-    while text[position:].strip():
-        match = EXPRESSION_TOKEN.match(text, position)
-        assert match is not None, f"cannot read {text[position:]!r} in {expression!r}"
-        kind = match.lastgroup
-        assert kind is not None
-        tokens.append((kind, match[kind]))
-        position = match.end()
-
-    def truthy(value: object) -> bool:
-        return value not in (None, "", False)
-
-    def primary() -> object:
-        kind, token = tokens.pop(0)
-        if token == "(":
-            value = either()
-            assert tokens.pop(0) == ("op", ")"), expression
-            return value
-        if kind == "string":
-            return token[1:-1].replace("''", "'")
-        if kind == "name" and token in ("true", "false"):
-            return token == "true"
-        if kind == "name" and tokens[:2] == [("op", "("), ("op", ")")]:
-            del tokens[:2]  # a status function (always(), cancelled()): its value is the context's
-            return context.get(f"{token}()")
-        if kind == "name" and token == "format" and tokens[:1] == [("op", "(")]:
-            tokens.pop(0)
-            arguments = [either()]
-            while tokens.pop(0) == ("op", ","):
-                arguments.append(either())
-            text = str(arguments[0])
-            for index, argument in enumerate(arguments[1:]):
-                text = text.replace(f"{{{index}}}", "" if argument is None else str(argument))
-            return text
-        assert kind == "name", f"unexpected {token!r} in {expression!r}"
-        if tokens[:1] == [("op", "[")]:  # vars[KEY]: the context's `vars.KEY`
-            tokens.pop(0)
-            key = either()
-            assert tokens.pop(0) == ("op", "]"), expression
-            return context.get(f"{token}.{key}")
-        return context.get(token)
-
-    def unary() -> object:
-        if tokens[0] == ("op", "!"):
-            tokens.pop(0)
-            return not truthy(unary())
-        return primary()
-
-    def comparison() -> object:
-        left = unary()
-        while tokens and tokens[0] in (("op", "=="), ("op", "!=")):
-            operator = tokens.pop(0)[1]
-            right = unary()
-            same = str(left or "").casefold() == str(right or "").casefold()
-            left = same if operator == "==" else not same
-        return left
-
-    def both() -> object:
-        value = comparison()
-        while tokens and tokens[0] == ("op", "&&"):
-            tokens.pop(0)
-            right = comparison()
-            value = right if truthy(value) else value
-        return value
-
-    def either() -> object:
-        value = both()
-        while tokens and tokens[0] == ("op", "||"):
-            tokens.pop(0)
-            right = both()
-            value = value if truthy(value) else right
-        return value
-
-    result = either()
-    assert not tokens, f"{expression!r}: {tokens} left over"
-    return "" if result is None else str(result).lower() if isinstance(result, bool) else str(result)
-
-
-def test_the_expression_reader_agrees_with_github_on_the_forms_used_here() -> None:
-    assert evaluate("${{ a == 'x' && 'yes' || 'no' }}", {"a": "X"}) == "yes"
-    assert evaluate("${{ a == 'x' && 'yes' || 'no' }}", {}) == "no"
-    assert evaluate("${{ a || b }}", {"b": "v"}) == "v"
-    assert evaluate("${{ !(a == 'x') && (b != '') }}", {"a": "y", "b": "1"}) == "true"
-    assert evaluate("${{ a && 'set' }}", {}) == ""
-    assert evaluate("${{ cancelled() && a != 'x' }}", {"cancelled()": "true", "a": "y"}) == "true"
-    assert evaluate("${{ cancelled() && a != 'x' }}", {"a": "y"}) == ""
-    assert (
-        evaluate("${{ vars[format('{0}_LABELS', m.prefix)] || 'x' }}", {"m.prefix": "P", "vars.P_LABELS": "l"}) == "l"
-    )
-    assert evaluate("${{ vars[format('{0}_LABELS', m.prefix)] || 'x' }}", {"m.prefix": "P"}) == "x"
-
-
-def resolve(workflow: Workflow, job_id: str, text: str) -> str:
-    """TEXT with `${{ env.X }}` taken from the job's or the workflow's env and `${{ needs.J.outputs.O }}`
-    from job J's outputs (resolved in J): the expression a cache key is made of, whichever job names it."""
-    job = workflow.jobs[job_id]
-    env = {**(workflow.doc.get("env") or {}), **(job.get("env") or {})}
-
-    def replace(match: re.Match[str]) -> str:
-        inner = match[0][3:-2].strip()
-        if inner.startswith("env.") and inner[4:] in env:
-            return resolve(workflow, job_id, str(env[inner[4:]]))
-        needed = re.fullmatch(r"needs\.([\w-]+)\.outputs\.([\w-]+)", inner)
-        if needed and needed[2] in (workflow.jobs[needed[1]].get("outputs") or {}):
-            return resolve(workflow, needed[1], str(workflow.jobs[needed[1]]["outputs"][needed[2]]))
-        return match[0]
-
-    return EXPRESSION.sub(replace, text)
-
-
-# ---------------------------------------------------------------------------------------------------------
 # The NPU job on a real runner (docs/ci.md): each rule applies to every self-hosted job that runs a guide,
 # and is shown to fail on a job written the way guide-run.yml's was before these rules.
 
@@ -1301,25 +1184,40 @@ def cancel_violations(workflow: Workflow) -> list[str]:
     return problems
 
 
-def login_shell_violations(workflow: Workflow) -> list[str]:
-    """Point 3: the harness runs in a login shell, so the blocks see the image's /etc/profile environment."""
+# A reader's login environment with the job's PATH kept (ci/shell/login-profile.bash): a shell that reads no
+# profile itself (`bash -l` would reset PATH before the script could keep it), and the file sourced first.
+LOGIN_SHELL = "bash --noprofile --norc -e {0}"
+LOGIN_PROFILE = 'source "$GITHUB_ACTION_PATH/ci/shell/login-profile.bash"'
+
+
+def login_shell_violations(workflow: Workflow, action: Workflow = ACTION) -> list[str]:
+    """Point 3: the harness runs in a reader's login environment, so the blocks see the image's /etc/profile
+    environment, and the job's PATH (setup-python's, GITHUB_PATH's, the image's ENV) stays in front.
+
+    Every step of a guide job that installs or calls the harness runs in the composite action (ACTION, for a
+    step that uses `./`), whose run steps source ci/shell/login-profile.bash before anything else, in a
+    shell that reads no profile of its own.
+    """
     problems = []
     for job_id in guide_jobs(workflow):
         for step in workflow.jobs[job_id]["steps"]:
-            action = local_action(step)
+            uses_action = local_action(step) is not None
             # the action's steps: every one that installs or calls the harness
-            inner = [(action, "action", s) for _, _, s in action.steps()] if action else [(workflow, job_id, step)]
+            inner = [(action, "action", s) for _, _, s in action.steps()] if uses_action else [(workflow, job_id, step)]
             for where, where_job, candidate in inner:
-                if (
-                    calls_the_harness(candidate)
-                    or "$HARNESS_VENV" in str(candidate.get("run", ""))
-                    or ("GITHUB_ACTION_PATH" in str(candidate.get("run", "")))
-                ):
-                    shell = step_shell(where, where_job, candidate)
-                    if shell != "bash -el {0}":
-                        problems.append(
-                            f"{where.name} {where_job} {candidate.get('name')!r}: shell {shell!r}, not `bash -el {{0}}`"
-                        )
+                script = str(candidate.get("run", ""))
+                if not (calls_the_harness(candidate) or "$HARNESS_VENV" in script or "GITHUB_ACTION_PATH" in script):
+                    continue
+                name = f"{where.name} {where_job} {candidate.get('name')!r}"
+                if where is workflow:
+                    problems.append(f"{name}: runs the harness itself, outside the action (action.yml)")
+                    continue
+                shell = step_shell(where, where_job, candidate)
+                if shell != LOGIN_SHELL:
+                    problems.append(f"{name}: shell {shell!r}, not `{LOGIN_SHELL}`")
+                first_line = next((line.strip() for line in script.splitlines() if line.strip()), "")
+                if first_line != LOGIN_PROFILE:
+                    problems.append(f"{name}: its first line is {first_line!r}, not `{LOGIN_PROFILE}`")
     return problems
 
 
@@ -1369,12 +1267,16 @@ def cleanup_violations(workflow: Workflow) -> list[str]:
     return problems
 
 
+NEEDS_OUTPUT = re.compile(r"\$\{\{\s*needs\.([\w-]+)\.outputs\.([\w-]+)\s*\}\}")
+
+
 def rerun_violations(workflow: Workflow) -> list[str]:
     """Point 10b: a cache entry a job must find was named by the job that saved it, whatever the attempt.
 
     "Re-run failed jobs" runs the failed jobs and those after them in a new attempt; the jobs that passed
-    keep their outputs but do not run again, so a key built from the restoring job's own github.run_attempt
-    names an entry nobody saved.
+    keep their outputs but do not run again, so a key the restoring job builds itself (from its own
+    github.run_attempt) names an entry nobody saved. The key must be one job output of a job it needs, one
+    whose value is, as written, the key of a cache step of that job.
     """
     problems = []
     for job_id, job in workflow.jobs.items():
@@ -1385,20 +1287,18 @@ def rerun_violations(workflow: Workflow) -> list[str]:
             ):
                 continue
             key = str(step["with"]["key"])
-            own = re.sub(r"\$\{\{\s*needs\.[\w-]+\.outputs\.[\w-]+\s*\}\}", "", key)
-            if "github.run_attempt" in resolve(workflow, job_id, own):
-                problems.append(f"{workflow.name} {job_id}: restores {key!r}, built from its own attempt")
+            found = NEEDS_OUTPUT.fullmatch(key.strip())
+            if found is None:
+                problems.append(f"{workflow.name} {job_id}: restores {key!r}, built by itself, from its own attempt")
                 continue
-            savers = {
-                saver
-                for saver in re.findall(r"needs\.([\w-]+)\.outputs\.", key)
-                if any(
-                    str(s.get("uses", "")).startswith("actions/cache")
-                    and resolve(workflow, saver, str(s["with"]["key"])) == resolve(workflow, job_id, key)
-                    for s in workflow.jobs[saver].get("steps") or []
-                )
+            saver, output = found[1], found[2]
+            passed_on = str((workflow.jobs.get(saver, {}).get("outputs") or {}).get(output))
+            saved = {
+                str(s["with"]["key"])
+                for s in workflow.jobs.get(saver, {}).get("steps") or []
+                if str(s.get("uses", "")).startswith("actions/cache")
             }
-            if not savers:
+            if passed_on not in saved:
                 problems.append(
                     f"{workflow.name} {job_id}: restores {key!r}, which no job it needs passed on as the key it saved"
                 )
@@ -1465,12 +1365,21 @@ def test_the_runner_rules_catch_the_job_as_it_was() -> None:
     assert {name for name, problems in found.items() if not problems} == set(), found
     assert "upload-artifact may fail or stall" in found["storage_violations"][0]
     assert "miss ['counts', 'exit_status', 'failing', 'verdict']" in found["storage_violations"][1]
-    assert "shell None" in found["login_shell_violations"][0]
+    assert "runs the harness itself, outside the action" in found["login_shell_violations"][0]
+    # the action as it was before ci/shell/login-profile.bash: `bash -el`, whose Debian /etc/profile reset
+    # PATH (setup-python's Python lost), and no profile sourced by the script
+    login_action = re.sub(
+        rf"^\s*{re.escape(LOGIN_PROFILE)}\n", "", ACTION.text.replace(LOGIN_SHELL, "bash -el {0}"), flags=re.M
+    )
+    as_it_was = login_shell_violations(WORKFLOWS[GUIDE_RUN], action_as_workflow(login_action))
+    assert len(as_it_was) == 6, as_it_was
+    assert "shell 'bash -el {0}', not `bash --noprofile --norc -e {0}`" in as_it_was[0]
+    assert "its first line is 'set -euo pipefail', not `source" in as_it_was[1]
     assert [p.split(": ", 1)[1].split(";")[0] for p in found["hub_cache_violations"]] == [
         "HF_HOME ''",
         "HF_ENDPOINT set from an expression is empty when unset",
     ]
-    assert "built from its own attempt" in found["rerun_violations"][0]
+    assert "built by itself, from its own attempt" in found["rerun_violations"][0]
     # taking the key from a job output that is not the key the job saved is caught too
     elsewhere = BEFORE_THE_RUNNER_RULES.replace(
         'key: "state-${{ github.run_id }}-${{ github.run_attempt }}", fail',
@@ -1646,85 +1555,78 @@ def test_nothing_is_written_outside_github_actions(guide_runner, tmp_path: Path)
     assert run.returncode == 1 and not outputs.exists()
 
 
-RECORD_CASES = [
-    # (the run job's result, the verdict it passed on, what is recorded)
-    ("success", "passed", "passed"),
-    ("failure", "failed", "failed"),
-    ("failure", "interrupted", "failed"),
-    ("cancelled", None, "failed"),  # cancelled before the harness started, or killed before it finished
-    ("success", None, "failed"),  # no verdict is never a pass
-    ("cancelled", "passed", "failed"),  # a re-run that stopped early, showing its previous attempt's outputs
-]
-
-
-@pytest.mark.parametrize("result,verdict,recorded", RECORD_CASES)
-def test_the_record_job_records_the_harnesss_verdict(result: str, verdict: str | None, recorded: str) -> None:
+def test_the_record_job_records_a_pass_only_for_a_run_job_that_passed() -> None:
+    """A run job that failed, or was cancelled (before the harness started, or killed before it finished),
+    or passed on no verdict, or showed its previous attempt's verdict after stopping early in a re-run, is
+    recorded as failed: passed needs both the job's success and the harness's verdict passed."""
     [record_step] = [s for j, name, s in WORKFLOWS[GUIDE_RUN].steps() if j == "record" and name == "Record"]
-    context = {"needs.run.result": result} | ({"needs.run.outputs.verdict": verdict} if verdict else {})
-    assert evaluate(record_step["env"]["RESULT"], context) == recorded
+    # GitHub evaluates it (`a && b && 'passed'` is 'passed' only when both hold; `|| 'failed'` otherwise)
+    assert record_step["env"]["RESULT"] == (
+        "${{ needs.run.result == 'success' && needs.run.outputs.verdict == 'passed' && 'passed' || 'failed' }}"
+    )
 
 
-FAILED_ATTEMPT = {"verdict": "failed", "exit_status": "1", "counts": '{"passed":1,"failed":1}', "failing": "broken"}
-PASSED_ATTEMPT = {"verdict": "passed", "exit_status": "0", "counts": '{"passed":2}', "failing": ""}
-# What the record job prints and records after the run job's attempts: (result, what the harness's step wrote,
-# None when the attempt never started the job). The record job runs again with every attempt of the run job.
+# What the record job prints and records after the run job's attempts, as the record step's env: gets it from
+# the run job's result and outputs. As the runner does (actions/runner#2598), a job output that is empty in an
+# attempt keeps the previous attempt's value; `attempt` is the attempt that ran the job, `verdict-attempt` the
+# attempt whose harness wrote a verdict; RESULT is what the step's expression gives (passed only for a run
+# job that succeeded with the verdict passed). The record job runs again with every attempt of the run job.
+FAILED_RUN = {
+    "RUN_RESULT": "failure",
+    "VERDICT": "failed",
+    "COUNTS": '{"passed":1,"failed":1}',
+    "FAILING": "broken",
+    "RUN_ATTEMPT": "1",
+    "VERDICT_ATTEMPT": "1",
+    "RESULT": "failed",
+}
 RECORD_PRINT_CASES = {
     # also what a re-run of `record` alone sees: the run job's outputs and result stay those of its attempt
-    "a failed run": ([("failure", FAILED_ATTEMPT)], "harness verdict: failed;", "failed"),
+    "a failed run": (FAILED_RUN, "harness verdict: failed;"),
+    # attempt 2 failed before the harness wrote anything: attempt 1's outcome shows through
     "a re-run that failed before the harness wrote anything (actions/runner#2598)": (
-        [("failure", FAILED_ATTEMPT), ("failure", {})],
+        FAILED_RUN | {"RUN_ATTEMPT": "2"},
         "harness verdict: none (the run job ended 'failure' without one)",
-        "failed",
     ),
+    # the harness of attempt 2 passed; its empty `failing` kept attempt 1's list
     "a re-run that passed after a failed attempt": (
-        [("failure", FAILED_ATTEMPT), ("success", PASSED_ATTEMPT)],
+        FAILED_RUN
+        | {
+            "RUN_RESULT": "success",
+            "VERDICT": "passed",
+            "COUNTS": '{"passed":2}',
+            "RUN_ATTEMPT": "2",
+            "VERDICT_ATTEMPT": "2",
+            "RESULT": "passed",
+        },
         "harness verdict: passed;",
-        "passed",
     ),
+    # attempt 2 never started the job: every output is attempt 1's
     "a re-run cancelled before its job started": (
-        [("failure", FAILED_ATTEMPT), ("cancelled", None)],
+        FAILED_RUN | {"RUN_RESULT": "cancelled"},
         "harness verdict: none (the run job ended 'cancelled' without one)",
-        "failed",
     ),
     # the harness, stopped by the stop step, wrote its outputs after the runner had read them (docs/ci.md)
-    "a cancelled run": ([("cancelled", {})], "harness verdict: none (the run job ended 'cancelled'", "failed"),
+    "a cancelled run": (
+        {"RUN_RESULT": "cancelled", "VERDICT": "", "COUNTS": "", "FAILING": "", "RUN_ATTEMPT": "1"}
+        | {"VERDICT_ATTEMPT": "", "RESULT": "failed"},
+        "harness verdict: none (the run job ended 'cancelled'",
+    ),
 }
-
-
-def run_job_outputs(attempts: list[tuple[str, dict[str, str] | None]]) -> tuple[str, dict[str, str]]:
-    """The run job's result and outputs as `record` sees them after ATTEMPTS, each job output evaluated from
-    what the harness's step wrote in that attempt. As the runner does (actions/runner#2598), an output that
-    is empty in an attempt keeps the previous attempt's value; a job that never started evaluates none."""
-    job = WORKFLOWS[GUIDE_RUN].jobs["run"]
-    harness_id = job["steps"][harness_step_index(job)]["id"]
-    outputs: dict[str, str] = {}
-    for number, (_, written) in enumerate(attempts, start=1):
-        if written is None:
-            continue
-        context = {"github.run_attempt": str(number), "inputs.upstream-ref": "main"}
-        context |= {f"steps.{harness_id}.outputs.{name}": value for name, value in written.items()}
-        for name, expression in job["outputs"].items():
-            value = evaluate(str(expression), context)
-            if value:
-                outputs[name] = value
-    return attempts[-1][0], outputs
 
 
 @pytest.mark.parametrize("case", RECORD_PRINT_CASES)
 def test_the_record_job_prints_only_the_latest_attempts_outcome(case: str, tmp_path: Path) -> None:
-    """The record step's real script, its env: evaluated from the run job's outputs; a stand-in `python`
-    notes what the monitor would be asked to record."""
-    attempts, printed, recorded = RECORD_PRINT_CASES[case]
+    """The record step's real script, its env: given as the run job's attempts leave it; a stand-in `python`
+    notes what the monitor is asked to record."""
+    values, printed = RECORD_PRINT_CASES[case]
     workflow = WORKFLOWS[GUIDE_RUN]
     [step] = [s for j, name, s in workflow.steps() if j == "record" and name == "Record"]
-    result, outputs = run_job_outputs(attempts)
-    context = {"needs.run.result": result, "inputs.guide": "docs/g.md", "needs.decide.outputs.ref": "v1"}
-    context |= {f"needs.run.outputs.{name}": value for name, value in outputs.items()}
-    values = {name: evaluate(str(value), context) for name, value in step["env"].items() if "${{" in str(value)}
     stand_in = tmp_path / "bin" / "python"
     stand_in.parent.mkdir()
     stand_in.write_text('#!/bin/sh\nprintf \'%s\\n\' "$@" > "$0.args"\n')
     stand_in.chmod(0o755)
+    values = {"GUIDE": "docs/g.md", "REF": "v1"} | values
     env = {"PATH": f"{stand_in.parent}{os.pathsep}{os.environ['PATH']}", **step_env(workflow, "record", step, values)}
     done = run_step_script(step, tmp_path, env, shell_job="record")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -1732,7 +1634,8 @@ def test_the_record_job_prints_only_the_latest_attempts_outcome(case: str, tmp_p
     # the failing blocks are printed only beside the verdict that found them
     assert ("failing blocks:\nbroken" in done.stdout) == printed.startswith("harness verdict: failed"), done.stdout
     monitor_args = Path(f"{stand_in}.args").read_text().splitlines()
-    assert monitor_args[monitor_args.index("--record-result") + 1] == recorded
+    assert monitor_args[monitor_args.index("--record-result") + 1] == values["RESULT"]
+    assert monitor_args[monitor_args.index("--ref") + 1] == "v1"
 
 
 def test_the_upload_can_neither_stall_the_job_nor_turn_it_red() -> None:
@@ -1743,12 +1646,9 @@ def test_the_upload_can_neither_stall_the_job_nor_turn_it_red() -> None:
     [warn] = [s for s in workflow.jobs["run"]["steps"] if f"steps.{upload['id']}.outcome" in str(s.get("if", ""))]
     assert "::warning" in warn["run"]
     # A failed upload's outcome is `failure`; one that stalls after the job was cancelled is stopped at its
-    # time limit and marked `cancelled` by the runner, and must warn as well.
-    warned = {
-        outcome: evaluate(warn["if"], {"always()": "true", f"steps.{upload['id']}.outcome": outcome})
-        for outcome in ("success", "failure", "cancelled", "skipped")
-    }
-    assert warned == {"success": "false", "failure": "true", "cancelled": "true", "skipped": "false"}
+    # time limit and marked `cancelled` by the runner, and must warn as well: anything but success or skipped
+    outcome = f"steps.{upload['id']}.outcome"
+    assert warn["if"] == f"always() && {outcome} != 'success' && {outcome} != 'skipped'"
     # and nothing after the run job reads the artifact
     assert not [s for j, _, s in workflow.steps() if j != "run" and "download-artifact" in str(s.get("uses", ""))]
 
@@ -1757,9 +1657,38 @@ def test_the_upload_can_neither_stall_the_job_nor_turn_it_red() -> None:
 # 2. Cancellation and the job's time limit inside a container
 
 
-def render(value: object, context: dict[str, str]) -> str:
-    """VALUE with each `${{ }}` in it evaluated in CONTEXT (a name it lacks is null, as on GitHub)."""
-    return EXPRESSION.sub(lambda match: evaluate(match[0], context), str(value))
+# One context name in `${{ }}`, no operator, no function: what a test that runs a step's script fills in
+# from values it gives. An expression with operators is GitHub's to evaluate (tests/act runs the workflows
+# under a real Actions engine); a test gives the variable set from it its value directly.
+PLAIN_REFERENCE = re.compile(r"\$\{\{\s*([A-Za-z_][\w.-]*)\s*\}\}")
+
+
+def fill_references(value: object, known: dict[str, str]) -> str:
+    """VALUE as the runner passes it on, each plain `${{ NAME }}` in it taken from KNOWN (a YAML boolean is
+    `true` or `false`). Anything else in `${{ }}` fails the test: give that value directly instead."""
+    if isinstance(value, bool):
+        return str(value).lower()
+
+    def lookup(match: re.Match[str]) -> str:
+        assert match[1] in known, f"give the test a value for {match[1]} (in {value!r})"
+        return known[match[1]]
+
+    text = PLAIN_REFERENCE.sub(lookup, str(value))
+    assert "${{" not in text, f"{value!r} is more than a plain reference: give the test its value directly"
+    return text
+
+
+def step_env(
+    workflow: Workflow, job_id: str, step: dict[str, Any], values: dict[str, str], known: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The step's environment from the workflow's, job's and step's env:. VALUES gives variables their values
+    directly, by name (those an expression with operators sets); every other `${{ }}` must be a plain
+    reference, filled from KNOWN."""
+    merged = {**(workflow.doc.get("env") or {}), **(workflow.jobs[job_id].get("env") or {}), **(step.get("env") or {})}
+    assert set(values) <= set(merged), f"the step sets no {sorted(set(values) - set(merged))}"
+    return {
+        name: values[name] if name in values else fill_references(value, known or {}) for name, value in merged.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -1773,40 +1702,58 @@ class GuidePath:
     outputs: dict[str, str]  # what the run step wrote to $GITHUB_OUTPUT
 
 
-def run_the_guide_path(directory: Path, context: dict[str, str], env: dict[str, str]) -> GuidePath:
+def run_the_guide_path(
+    directory: Path, given: dict[str, str], env: dict[str, str], upstream_ref: str = ""
+) -> GuidePath:
     """guide-run.yml's prepare step and the action's "Run the guide" step, their real scripts in their own
-    shells, in DIRECTORY (the workspace). CONTEXT gives the expressions their values (`inputs.X`, `vars.X`,
-    `needs...`, `steps.install.outputs.venv`: the harness's venv); ENV is the process environment around them
-    (PATH, HOME, RUNNER_TEMP, ...). What the prepare step writes to $GITHUB_ENV reaches the run step."""
+    shells, in DIRECTORY (the workspace). GIVEN fills the plain `${{ }}` references (`inputs.X`, `vars.X`,
+    `steps.install.outputs.venv`: the harness's venv) over the inputs' defaults and unset variables;
+    UPSTREAM_REF is what the action step's `needs.decide.outputs.ref || inputs.upstream-ref` gives. ENV is
+    the process environment around them (PATH, HOME, RUNNER_TEMP, ...). What the prepare step writes to
+    $GITHUB_ENV reaches the run step."""
     workflow = WORKFLOWS[GUIDE_RUN]
     job = workflow.jobs["run"]
     [prepare] = [step for step in job["steps"] if step.get("id") == "prepare"]
+    declared = workflow.doc["on"]["workflow_call"]["inputs"]
+    known = {f"inputs.{name}": fill_references(spec.get("default", ""), {}) for name, spec in declared.items()}
+    known |= {"vars.HF_ENDPOINT": "", "vars.GUIDE_GUARD_PIP_INDEX_URL": "", "secrets.HF_TOKEN": ""} | given
     files = {name: directory / f"github-{name.lower()}-{uuid.uuid4().hex}" for name in ("OUTPUT", "ENV")}
     for file in files.values():
         file.touch()
     around = {**env, "GITHUB_OUTPUT": str(files["OUTPUT"]), "GITHUB_ENV": str(files["ENV"])}
-    merged = {**(workflow.doc.get("env") or {}), **(job.get("env") or {})}
-    context = {f"env.{name}": str(value) for name, value in merged.items()} | context
-    job_env = {name: render(value, context) for name, value in {**merged, **prepare["env"]}.items()}
-    prepared = run_step_script(prepare, directory, {**around, **job_env})
+    prepared = run_step_script(prepare, directory, {**around, **step_env(workflow, "run", prepare, {}, known)})
     if prepared.returncode != 0:
         return GuidePath(prepared, None, {}, {})
     outputs = read_github_output(files["OUTPUT"].read_text(encoding="utf-8"))
     exported = read_github_output(files["ENV"].read_text(encoding="utf-8"))
-    context |= {f"steps.prepare.outputs.{name}": value for name, value in outputs.items()}
+    job_env = {
+        name: fill_references(value, known)
+        for name, value in {**(workflow.doc.get("env") or {}), **(job.get("env") or {})}.items()
+    }
+    known |= {f"steps.prepare.outputs.{name}": value for name, value in outputs.items()}
+    known |= {f"env.{name}": value for name, value in job_env.items()}
     step = action_step(job)
     declared = ACTION.doc["action"]["inputs"]
-    given = {name: render(step["with"].get(name, spec.get("default", "")), context) for name, spec in declared.items()}
-    inner_context = context | {f"inputs.{name}": value for name, value in given.items()}
+    inputs = {
+        name: fill_references(step["with"].get(name, spec.get("default", "")), known) for name, spec in declared.items()
+    }
+    assert step["env"]["UPSTREAM_REF"] == "${{ needs.decide.outputs.ref || inputs.upstream-ref }}"
+    step_level = {
+        name: upstream_ref if name == "UPSTREAM_REF" else fill_references(value, known)
+        for name, value in step["env"].items()
+    }
     [run_step] = [s for _, name, s in ACTION.steps() if name == "Run the guide"]
-    step_env = {name: render(value, context) for name, value in (step.get("env") or {}).items()}
-    inner_env = {name: render(value, inner_context) for name, value in run_step["env"].items()}
-    script_env = {**env, **{k: render(v, context) for k, v in merged.items()}, **exported, **step_env, **inner_env}
+    # the action's two flags set from expressions, as they come out of guide-run.yml's inputs
+    assert (inputs["keep-going"], inputs["mask-files"]) == ("false", "true")
+    inner_known = {f"inputs.{name}": value for name, value in inputs.items()}
+    inner_known["steps.install.outputs.venv"] = known["steps.install.outputs.venv"]
+    inner = step_env(ACTION, "action", run_step, {"KEEP_GOING": "", "MASK_FILES": "yes"}, inner_known)
     run_outputs = directory / f"github-output-{uuid.uuid4().hex}"
-    script_env["GITHUB_OUTPUT"] = str(run_outputs)
+    script_env = {**env, **job_env, **exported, **step_level, **inner, "GITHUB_OUTPUT": str(run_outputs)}
+    script_env["GITHUB_ACTION_PATH"] = str(ROOT)  # the runner's path of the action: this checkout
     ran = run_step_script(run_step, directory, script_env, workflow=ACTION, shell_job="action")
     written = read_github_output(run_outputs.read_text(encoding="utf-8")) if run_outputs.exists() else {}
-    return GuidePath(prepared, ran, given, written)
+    return GuidePath(prepared, ran, inputs, written)
 
 
 def stand_in_python(directory: Path) -> Path:
@@ -1827,10 +1774,10 @@ def run_the_run_step(job_minutes: str, directory: Path) -> tuple[subprocess.Comp
     python = stand_in_python(directory)
     (directory / "home").mkdir()
     (directory / "temp").mkdir()
-    context = {"inputs.guide": "guide.md", "inputs.timeout-minutes": job_minutes}
-    context["steps.install.outputs.venv"] = str(python.parent.parent)
+    given = {"inputs.guide": "guide.md", "inputs.timeout-minutes": job_minutes}
+    given["steps.install.outputs.venv"] = str(python.parent.parent)
     env = {"PATH": os.environ["PATH"], "HOME": str(directory / "home"), "RUNNER_TEMP": str(directory / "temp")}
-    path = run_the_guide_path(directory, context, env)
+    path = run_the_guide_path(directory, given, env)
     noted = Path(f"{python}.args")
     return path.run or path.prepare, noted.read_text().splitlines() if noted.exists() else None
 
@@ -2039,37 +1986,50 @@ def test_the_stop_step_leaves_alone_a_process_that_took_a_stale_pid(
 PROFILE_GUIDE = """
 ```shell #test id="profile"
 echo "${GUIDE_GUARD_FROM_PROFILE:-not set}"
+guide-guard-job-tool
 ```
 
 ```shell #test-result id="profile"
 exported by the profile
+the job's tool
 ```
 """
 
 
-@pytest.mark.parametrize("shell,passes", [("workflow", True), ("bash -e {0}", False)])
+@pytest.mark.parametrize("shell,passes", [("action", True), ("bash -e {0}", False)])
 def test_a_variable_exported_by_a_profile_script_reaches_the_blocks(
     shell: str, passes: bool, tmp_path: Path, harness_env: dict[str, str]
 ) -> None:
-    """The harness step's real login shell, with a HOME whose ~/.bash_profile exports what CANN's set_env.sh would;
-    GitHub's default `bash -e {0}` (the control) never reads it."""
+    """The harness step's own shell and first line (it sources ci/shell/login-profile.bash), with a HOME whose
+    ~/.bash_profile exports what CANN's set_env.sh would and sets PATH afresh, as Debian's /etc/profile does:
+    the blocks get the variable, and the job's PATH still finds the job's tool. GitHub's default
+    `bash -e {0}` without that line (the control) reads no profile."""
     [run_step] = [s for _, name, s in ACTION.steps() if name == "Run the guide"]
     home = tmp_path / "home"
     home.mkdir()
-    (home / ".bash_profile").write_text("export GUIDE_GUARD_FROM_PROFILE='exported by the profile'\n")
+    (home / ".bash_profile").write_text(
+        "export GUIDE_GUARD_FROM_PROFILE='exported by the profile'\nPATH=/usr/bin:/bin\n", encoding="utf-8"
+    )
+    job_bin = tmp_path / "job-bin"  # what setup-python or GITHUB_PATH put first on the job's PATH
+    job_bin.mkdir()
+    (job_bin / "guide-guard-job-tool").write_text('#!/bin/sh\necho "the job\'s tool"\n', encoding="utf-8")
+    (job_bin / "guide-guard-job-tool").chmod(0o755)
     (tmp_path / "guide.md").write_text(PROFILE_GUIDE.lstrip(), encoding="utf-8")
     script = tmp_path / "step.sh"
-    script.write_text('"$HARNESS_PYTHON" -m ci.run guide.md --output-dir out\n', encoding="utf-8")
+    harness = '"$HARNESS_PYTHON" -m ci.run guide.md --output-dir out\n'
+    if shell == "action":
+        first_line = str(run_step["run"]).splitlines()[0]
+        assert first_line == LOGIN_PROFILE
+        script.write_text(f"{first_line}\n{harness}", encoding="utf-8")
+        argv = step_argv(step_shell(ACTION, "action", run_step), script)
+    else:
+        script.write_text(harness, encoding="utf-8")
+        argv = step_argv(shell, script)
     env = {k: v for k, v in harness_env.items() if k != "GUIDE_GUARD_FROM_PROFILE"}
-    argv = step_argv(step_shell(ACTION, "action", run_step) if shell == "workflow" else shell, script)
+    env |= {"HOME": str(home), "HARNESS_PYTHON": sys.executable, "GITHUB_ACTION_PATH": str(ROOT)}
+    env["PATH"] = f"{job_bin}{os.pathsep}{env['PATH']}"
     done = subprocess.run(
-        argv,
-        cwd=tmp_path,
-        env={**env, "HOME": str(home), "HARNESS_PYTHON": sys.executable},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
+        argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
     )
     status = json.loads((tmp_path / "out" / "results.json").read_text())["blocks"][0]["status"]
     assert (done.returncode, status) == ((0, "passed") if passes else (1, "mismatch")), done.stdout + done.stderr
@@ -2086,14 +2046,6 @@ exit 3
 """
 
 
-def step_env(workflow: Workflow, job_id: str, step: dict[str, Any], values: dict[str, str]) -> dict[str, str]:
-    """The step's environment from the workflow's, job's and step's env:, with VALUES for the expressions."""
-    merged = {**(workflow.doc.get("env") or {}), **(workflow.jobs[job_id].get("env") or {}), **(step.get("env") or {})}
-    unknown = sorted(name for name, value in merged.items() if "${{" in str(value) and name not in values)
-    assert not unknown, f"give the test a value for {unknown}"
-    return {name: str(values.get(name, value)) for name, value in merged.items()}
-
-
 @pytest.mark.parametrize("mirror", ["http://hub-mirror.invalid", ""])
 def test_the_run_step_as_the_runner_starts_it(mirror: str, tmp_path: Path, harness_env: dict[str, str]) -> None:
     """The prepare step and the action's run step, their real scripts in their shells: the blocks get HF_HOME,
@@ -2105,10 +2057,9 @@ def test_the_run_step_as_the_runner_starts_it(mirror: str, tmp_path: Path, harne
     (home / ".bash_profile").write_text("export GUIDE_GUARD_FROM_PROFILE=yes\n")
     (tmp_path / "guide.md").write_text(STEP_GUIDE.lstrip(), encoding="utf-8")
     (tmp_path / "runner-temp").mkdir()
-    context = {
+    given = {
         "inputs.guide": "guide.md",
         "inputs.timeout-minutes": "300",
-        "needs.decide.outputs.ref": "v0.2.0",
         "vars.HF_ENDPOINT": mirror,
         "steps.install.outputs.venv": sys.prefix,  # this test's environment stands in for the harness's venv
     }
@@ -2118,7 +2069,8 @@ def test_the_run_step_as_the_runner_starts_it(mirror: str, tmp_path: Path, harne
         "RUNNER_TEMP": str(tmp_path / "runner-temp"),
         "GITHUB_ACTIONS": "true",
     }
-    path = run_the_guide_path(tmp_path, context, env)
+    # the ref the monitor picked (needs.decide.outputs.ref), which wins over the input
+    path = run_the_guide_path(tmp_path, given, env, upstream_ref="v0.2.0")
     assert path.run is not None, path.prepare.stdout + path.prepare.stderr
     assert path.run.returncode == 1, path.run.stdout + path.run.stderr
     report_dir = tmp_path / WORKFLOWS[GUIDE_RUN].doc["env"]["REPORT_DIR"]
@@ -2135,9 +2087,9 @@ def test_the_run_step_as_the_runner_starts_it(mirror: str, tmp_path: Path, harne
 def test_a_hub_mirror_with_a_line_break_is_refused(tmp_path: Path) -> None:
     """$GITHUB_ENV takes one variable a line: a mirror holding a line break could set another (LD_PRELOAD=...)."""
     (tmp_path / "temp").mkdir()
-    context = {"inputs.guide": "g.md", "inputs.timeout-minutes": "300", "vars.HF_ENDPOINT": "http://m\nLD_PRELOAD=x"}
+    given = {"inputs.guide": "g.md", "inputs.timeout-minutes": "300", "vars.HF_ENDPOINT": "http://m\nLD_PRELOAD=x"}
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "RUNNER_TEMP": str(tmp_path / "temp")}
-    path = run_the_guide_path(tmp_path, context, env)
+    path = run_the_guide_path(tmp_path, given, env)
     assert path.run is None and path.prepare.returncode == 2
     assert "::error title=HF_ENDPOINT::" in path.prepare.stdout
 
