@@ -241,13 +241,16 @@ def test_peak_memory_and_cpu_time_are_recorded(guide_runner) -> None:
 
 def test_setsid_nohup_server_is_found_and_ended(guide_runner, tmp_path: Path) -> None:
     pidfile = tmp_path / "server.pid"
+    ready = tmp_path / "server.ready"
     # the interpreter itself: a `python` on PATH may be a shim (pyenv's is a script), seen under its own name
-    # when the teardown comes before its exec
+    # when the teardown comes before its exec. The block ends once the server runs: a teardown that came
+    # while setsid and nohup were still exec'ing would see their command lines, not the server's
     run = guide_runner(
         f"""
         {FENCE}shell #test-setup
-        setsid nohup {sys.executable} -c "import time; time.sleep(300)" >/dev/null 2>&1 < /dev/null &
+        setsid nohup {sys.executable} -c "import pathlib, time; pathlib.Path('{ready}').touch(); time.sleep(300)" >/dev/null 2>&1 < /dev/null &
         echo $! > {pidfile}
+        until [ -e {ready} ]; do sleep 0.05; done
         {FENCE}
         """
     )
