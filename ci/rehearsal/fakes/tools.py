@@ -42,14 +42,74 @@ NPU_SMI_CARD = """\
 # -- uv -----------------------------------------------------------------------------------------
 
 
+REAL_UV_ENV = "REHEARSAL_REAL_UV"  # the real uv, when the rehearsal runs it (--real): this fake records, then execs it
+TOOL_ENV = "REHEARSAL_TOOL"  # set when this program re-runs itself under another interpreter: the tool's name
+NO_VENV = (
+    "error: No virtual environment found; run `uv venv` to create an environment, "
+    "or pass `--system` to install into a non-virtual environment"
+)
+
+
 def uv(argv: list[str]) -> int:
-    """`uv pip install`: local projects and the simulated index's stand-ins, built and installed offline."""
+    """`uv pip install`: the real uv where the rehearsal has one, else a simulation of its offline installs."""
+    real = os.environ.get(REAL_UV_ENV, "")
+    if real:
+        os.execv(real, ["uv", *argv])  # recorded by main(); the real one reads UV_OFFLINE and UV_FIND_LINKS
     if argv[:2] != ["pip", "install"]:
         say(f"uv: only `uv pip install` is simulated, not `uv {' '.join(argv)}`")
         return 2
+    options, python, system = [], None, os.environ.get("UV_SYSTEM_PYTHON", "") in ("1", "true")
+    args = iter(argv[2:])
+    for arg in args:
+        if arg.partition("=")[0] in ("-p", "--python"):
+            python = arg.partition("=")[2] or next(args, "")
+        elif arg == "--system":
+            system = True
+        else:
+            options.append(arg)
+    target = _target_interpreter(python, system)
+    if target is None:
+        return 2
+    # The installs happen in a copy of this program run by the target interpreter, so that its paths are
+    # the target environment's (a virtualenv's or a system Python's), as with the real uv.
+    program = os.path.realpath(sys.argv[0])
+    return os.spawnve(os.P_WAIT, target, [target, program, *options], {**os.environ, TOOL_ENV: "uv-install"})
+
+
+def _target_interpreter(python: str | None, system: bool) -> str | None:
+    """The interpreter whose environment uv installs into, found as the real uv finds it; None: refused (said)."""
+    import shutil
+
+    if python is not None:
+        found = python if os.sep in python else shutil.which(python)
+        if found is None or not os.access(found, os.X_OK):
+            print(
+                f"error: No virtual environment or system Python installation found for path `{python}`; "
+                "run `uv venv` to create an environment",
+                file=sys.stderr,
+            )
+            return None
+        return found
+    if system:
+        found = shutil.which("python3") or shutil.which("python")
+        if found is None:
+            print("error: No system Python installation found", file=sys.stderr)
+        return found
+    for variable in ("VIRTUAL_ENV", "CONDA_PREFIX"):
+        if os.environ.get(variable):
+            return os.path.join(os.environ[variable], "bin", "python")
+    for directory in [Path.cwd(), *Path.cwd().parents]:
+        if (directory / ".venv" / "pyvenv.cfg").is_file():
+            return str(directory / ".venv" / "bin" / "python")
+    print(NO_VENV, file=sys.stderr)
+    return None
+
+
+def uv_install(argv: list[str]) -> int:
+    """The installs of `uv pip install`, run by the target environment's interpreter."""
     quiet = False
     requirements: list[str] = []
-    args = iter(argv[2:])
+    args = iter(argv)
     for arg in args:
         if arg == "--no-deps":
             continue  # the stand-ins declare no dependencies
@@ -351,6 +411,7 @@ def curl(argv: list[str]) -> int:
 
 TOOLS: dict[str, Callable[[list[str]], int]] = {
     "uv": uv,
+    "uv-install": uv_install,
     "apt-get": apt_get,
     "npu-smi": npu_smi,
     "pkill": pkill,
@@ -359,12 +420,13 @@ TOOLS: dict[str, Callable[[list[str]], int]] = {
 
 
 def main() -> int:
-    name = os.path.basename(sys.argv[0])
+    name = os.environ.pop(TOOL_ENV, "") or os.path.basename(sys.argv[0])
     tool = TOOLS.get(name)
     if tool is None:
         say(f"{name}: not one of the rehearsal's fake tools ({', '.join(TOOLS)})")
         return 2
-    rehearsal_simulation.record(name)
+    if name != "uv-install":  # the second half of a recorded `uv` call
+        rehearsal_simulation.record(name, real=name == "uv" and bool(os.environ.get(REAL_UV_ENV)))
     return tool(sys.argv[1:])
 
 

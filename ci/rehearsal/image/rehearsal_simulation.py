@@ -11,6 +11,7 @@ from typing import TextIO
 PREFIX = "[simulation]"
 SANDBOX_ENV = "REHEARSAL_SANDBOX"  # the rehearsal's sandbox directory
 BREAK_ENV = "REHEARSAL_BREAK"  # the failure knob in effect, if any
+BLOCK_ENV = "GUIDE_GUARD_BLOCK"  # set by the harness in every block's environment
 
 
 def say(text: str, stream: TextIO | None = None) -> None:
@@ -32,14 +33,16 @@ def _append(name: str, line: str) -> None:
         handle.write(line + "\n")
 
 
-def record(tool: str, argv: list[str] | None = None) -> None:
-    """Append this call (tool, argv, cwd) to the sandbox's calls.jsonl."""
+def record(tool: str, argv: list[str] | None = None, *, real: bool = False) -> None:
+    """Append this call (tool, argv, cwd, the block that made it, real or simulated) to the sandbox's calls.jsonl."""
     entry = {
         "tool": tool,
         "argv": list(sys.argv[1:] if argv is None else argv),
         "cwd": os.getcwd(),
         "pid": os.getpid(),
         "time": round(time.time(), 3),
+        "block": os.environ.get(BLOCK_ENV),  # the harness's marker of the block whose process tree this is
+        "real": real,
     }
     _append("calls.jsonl", json.dumps(entry))
 
