@@ -50,6 +50,29 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="no effect, kept for old command lines: a temporary directory is always kept now, until pruned",
     )
+    parts = parser.add_mutually_exclusive_group()
+    parts.add_argument(
+        "--real",
+        dest="mode",
+        action="store_const",
+        const="real",
+        help="run the real uv and the real Mooncake wheel's mooncake_master where they can be had here "
+        "(each says why when it cannot; GUIDE_GUARD_REQUIRE_EXTERNAL=1 makes that an error)",
+    )
+    parts.add_argument(
+        "--simulated",
+        dest="mode",
+        action="store_const",
+        const="simulated",
+        help="stand-ins only: seconds, offline, nothing from outside the checkout (the default)",
+    )
+    parser.set_defaults(mode="simulated")
+    parser.add_argument(
+        "--wheelhouse",
+        metavar="DIR",
+        help="--real: the wheels the guide installs (python -m ci.rehearsal.parts fetch DIR); "
+        "default $GUIDE_GUARD_WHEELHOUSE",
+    )
     parser.add_argument(
         "--ref",
         choices=("tag", "commit"),
@@ -59,8 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _usage_problem(guide: str, passed_on: Sequence[str]) -> str | None:
+def _usage_problem(args: argparse.Namespace, passed_on: Sequence[str]) -> str | None:
     """What is wrong with the command line or the failure knob, if anything."""
+    guide = args.guide
+    if args.wheelhouse is not None and args.mode != "real":
+        return "--wheelhouse is for --real: the stand-ins need no wheels"
     if any(arg == "--workdir" or arg.startswith("--workdir=") for arg in passed_on):
         return "--workdir is the rehearsal's: every block runs in the sandbox"
     knob = os.environ.get(BREAK_ENV, "")
@@ -103,7 +129,7 @@ def _forwarding_signals() -> Iterator[_Forwarder]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, passed_on = parser.parse_known_args(argv)
-    problem = _usage_problem(args.guide, passed_on)
+    problem = _usage_problem(args, passed_on)
     if problem is not None:
         return fail(problem, parser)
     if not sys.platform.startswith("linux"):
@@ -120,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     scratch = scratch_files(Path(args.guide).read_text(encoding="utf-8"))
     try:
-        plan = set_up(args.output_dir, ref_kind=args.ref, scratch=scratch)
+        plan = set_up(args.output_dir, ref_kind=args.ref, scratch=scratch, mode=args.mode, wheelhouse=args.wheelhouse)
     except SetupError as exc:
         print_error(f"rehearsal: {exc}")
         return ExitCode.USAGE

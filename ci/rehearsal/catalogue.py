@@ -9,6 +9,7 @@ from __future__ import annotations
 import platform
 
 from ci.rehearsal.model import UPSTREAM_URL, Sandbox, Simulation
+from ci.rehearsal.parts import Parts
 
 __all__ = ["simulations"]
 
@@ -69,18 +70,22 @@ _MODEL = Simulation(
 )
 
 
-def simulations(sandbox: Sandbox) -> list[Simulation]:
-    """The simulations a rehearsal in this sandbox runs with, in the order the report lists them."""
+def simulations(sandbox: Sandbox, parts: Parts) -> list[Simulation]:
+    """The simulations a rehearsal in this sandbox runs with, in the order the report lists them.
+
+    A part that runs real (parts) is not one of them: the report lists it under the real parts.
+    """
     python = platform.python_version()
     version_answer = "" if python.startswith("3.11.") else f"`python --version` says 3.11 while Python {python} runs"
+    kind = "a system Python (no virtualenv)" if sandbox.system_python else "a virtualenv"
     return [
         _TOOLS,
-        _UV,
+        *([] if parts.uv.real else [_UV]),
         _PKILL,
-        Simulation("python", "the image's Python 3.11", f"sandbox venv on Python {python}", version_answer),
+        Simulation("python", "the image's Python 3.11", f"{kind} in the sandbox, Python {python}", version_answer),
         _TORCH,
         _SGLANG,
-        _MOONCAKE,
+        *([] if parts.mooncake.real else [_MOONCAKE]),
         _ACCELERATE,
         Simulation(
             "SpecForge",

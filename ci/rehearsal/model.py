@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ci.rehearsal.parts import Parts
+
 __all__ = [
     "ASSETS",
     "BREAK_ENV",
@@ -13,6 +15,7 @@ __all__ = [
     "MOONCAKE_PORTS",
     "SANDBOX_ENV",
     "SHARED_ENV",
+    "SYSTEM_PYTHON_KNOB",
     "UPSTREAM_TAG",
     "UPSTREAM_URL",
     "Override",
@@ -27,11 +30,13 @@ ASSETS = Path(__file__).resolve().parent
 SANDBOX_ENV = "REHEARSAL_SANDBOX"  # every simulation finds the sandbox (and its call log) through it
 BREAK_ENV = "REHEARSAL_BREAK"  # the failure knob the simulations obey
 SHARED_ENV = "REHEARSAL_SHARED"  # set to 1: no private namespaces, the machine's loopback and /tmp
+SYSTEM_PYTHON_KNOB = "uv-no-venv"  # the knob that gives the guide a system Python instead of a virtualenv
 
 # REHEARSAL_BREAK values: which simulation misbehaves, and which block should then report it.
 KNOBS = {
     "mooncake-no-bind": "mooncake_master never binds its RPC port: smoke-start-mooncake fails after its 30 s wait",
     "mooncake-stale-master": "a mooncake_master of a previous run holds the guide's ports: smoke-start-mooncake stops it",
+    "uv-no-venv": "the image's Python is a system one with no virtualenv active: a bare `uv pip install` refuses",
     "specforge-missing-dep": "specforge train needs a module --no-deps did not install: specforge-install-source names it",
     "sglang-never-healthy": "SGLang answers /health with 503 for ever: smoke-start-sglang fails at its deadline",
     "trainer-dies": "specforge train fails at start: smoke-train-launch reports it died within the liveness wait",
@@ -59,14 +64,24 @@ class Sandbox:
 
     root: Path  # --output-dir, or a temporary directory: ci.run's results.json and blocks/ go here too
     base: Path  # root/sandbox: the simulation's files
+    system_python: bool = False  # the image's Python is a system one, not a virtualenv (REHEARSAL_BREAK=uv-no-venv)
 
     @property
     def bin(self) -> Path:
         return self.base / "bin"  # fake tools and the `python` shim, first on PATH
 
     @property
-    def venv(self) -> Path:
-        return self.base / "venv"  # where `uv pip install` puts packages (mooncake, specforge, accelerate)
+    def python_env(self) -> Path:
+        """The image's Python environment, where `uv pip install` puts packages (mooncake, specforge, ...)."""
+        return self.base / ("system-python" if self.system_python else "venv")
+
+    @property
+    def wheels(self) -> Path:
+        return self.base / "wheels"  # what the real uv installs from: the stand-ins' wheels and the wheelhouse's
+
+    @property
+    def cann_runtime(self) -> Path:
+        return self.ascend_root / "ascend-toolkit" / "latest" / "lib64"  # CANN's runtime libraries (stand-ins)
 
     @property
     def workdir(self) -> Path:
@@ -116,6 +131,7 @@ class Rehearsal:
     env: dict[str, str]  # the whole environment ci.run gets
     shared: str | None  # why the machine's loopback and /tmp are shared; None: private namespaces
     scratch: list[str]  # the guide's own /tmp files (redirected into the sandbox unless shared)
+    parts: Parts  # uv and Mooncake: real or stand-ins, and why
     simulations: list[Simulation] = field(default_factory=list)
     overrides: list[Override] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the rehearsal itself set up and what became of it

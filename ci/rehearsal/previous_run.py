@@ -70,7 +70,7 @@ def start_stale_master(plan: Rehearsal) -> StaleMaster | None:
     log = sandbox.base / "previous-run-mooncake.log"
     with open(log, "wb") as output:
         process = subprocess.Popen(
-            [str(sandbox.venv / "bin" / command[0]), *command[1:]],
+            [str(sandbox.python_env / "bin" / command[0]), *command[1:]],
             env=plan.env,
             cwd=sandbox.workdir,
             stdin=subprocess.DEVNULL,

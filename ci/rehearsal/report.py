@@ -21,6 +21,7 @@ def render(plan: Rehearsal, guide: str, hub: FakeHub, exit_status: int, leftover
     """The report printed at the end of a rehearsal and kept as sandbox/rehearsal-report.txt."""
     sandbox = plan.sandbox
     lines = [f"=== rehearsal of {guide}: simulations, no NPU, no network (everything on 127.0.0.1)"]
+    lines += _parts(plan)
     if plan.shared is None:
         lines.append("isolation: private network namespace (loopback only) and mount namespace")
     else:
@@ -46,6 +47,7 @@ def render(plan: Rehearsal, guide: str, hub: FakeHub, exit_status: int, leftover
     calls = ", ".join(f"{tool} x{n}" for tool, n in sorted(counts.items())) or "none"
     recorded = f" ({sandbox.calls})" if sandbox.calls.exists() else ""
     lines.append(f"calls recorded by the simulations: {calls}{recorded}")
+    lines += _parts_per_block(sandbox)
     lines += plan.notes
     for pid, name in leftovers.items():
         lines.append(f"[ERROR] rehearsal: simulated process {pid} ({name}) outlived the run; killed")
@@ -73,6 +75,48 @@ def _did_not_pass(sandbox: Sandbox) -> list[str]:
     if len(failing) > _NAMED:
         lines.append(f"  ... and {len(failing) - _NAMED} more (results.json lists them all)")
     return lines
+
+
+def _parts(plan: Rehearsal) -> list[str]:
+    """Which of the parts that can run real here did (--real), and why each other one is a stand-in."""
+    parts = plan.parts
+    if parts.mode == "simulated":
+        return ["parts (--simulated): uv and Mooncake are stand-ins (--real runs the real ones where they can be had)"]
+    lines = ["parts (--real):"]
+    for part in (parts.uv, parts.mooncake):
+        lines.append(f"  {part.name}: {'real, ' if part.real else ''}{part.how}")
+    return lines
+
+
+def _parts_per_block(sandbox: Sandbox) -> list[str]:
+    """Per block, the parts it reached (as they recorded themselves), real or simulated."""
+    try:
+        blocks = json.loads((sandbox.root / "results.json").read_text(encoding="utf-8"))["blocks"]
+        names = {str(block["ordinal"]): block["id"] or block["store"] or f"#{block['ordinal']}" for block in blocks}
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    used: dict[str, dict[str, bool]] = {}
+    for call in _calls(sandbox):
+        tag = str(call.get("block") or "").rsplit("-", 1)[-1]
+        if tag in names:
+            tool = str(call.get("tool", "?")).removeprefix("import ")
+            used.setdefault(tag, {})[tool] = used.get(tag, {}).get(tool, False) or bool(call.get("real"))
+    lines = ["parts per block (as each part recorded itself; bash, git, curl and the coreutils are the machine's):"]
+    for tag, name in names.items():
+        if tag in used:
+            real = ", ".join(sorted(tool for tool, is_real in used[tag].items() if is_real)) or "-"
+            simulated = ", ".join(sorted(tool for tool, is_real in used[tag].items() if not is_real)) or "-"
+            lines.append(f"  {name}: real: {real}; simulated: {simulated}")
+    return lines if len(lines) > 1 else []
+
+
+def _calls(sandbox: Sandbox) -> list[dict[str, object]]:
+    calls = []
+    with contextlib.suppress(OSError):
+        for line in sandbox.calls.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError):
+                calls.append(json.loads(line))
+    return calls
 
 
 def _call_counts(sandbox: Sandbox) -> Counter[str]:

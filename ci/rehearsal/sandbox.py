@@ -13,12 +13,14 @@ from pathlib import Path
 
 from ci.core.tools import find_tool
 from ci.rehearsal.catalogue import simulations
+from ci.rehearsal.interpreter import make_python
 from ci.rehearsal.model import (
     ASSETS,
     BREAK_ENV,
     GUIDE_PORTS,
     KNOBS,
     SANDBOX_ENV,
+    SYSTEM_PYTHON_KNOB,
     UPSTREAM_TAG,
     UPSTREAM_URL,
     Override,
@@ -28,6 +30,8 @@ from ci.rehearsal.model import (
     Simulation,
 )
 from ci.rehearsal.namespaces import isolate, redirect_scratch
+from ci.rehearsal.parts import REQUIRE_ENV, Parts, choose_parts
+from ci.rehearsal.real import use_real_parts
 from ci.temporary import make_temporary_outputs
 
 __all__ = ["FAKE_TOOLS", "check_machine", "prepare", "set_up"]
@@ -39,15 +43,22 @@ _FIXED_GIT_DATE = "2026-01-01T00:00:00+0000"  # the stand-in's commit hash is th
 _SANDBOX_MARKER = ".guide-guard-rehearsal"  # the file that makes a directory a sandbox this command may delete
 
 
-def set_up(output_dir: str | None, *, ref_kind: str, scratch: list[str]) -> Rehearsal:
+def set_up(
+    output_dir: str | None, *, ref_kind: str, scratch: list[str], mode: str, wheelhouse: str | None
+) -> Rehearsal:
     """Isolate this process, check the machine and prepare the sandbox under output_dir, or else under a new
     temporary directory in $TMPDIR/guide-guard/ (ci.temporary: kept, so that every path printed stays good, and
     pruned with the temporary outputs of runs).
 
-    Raises SetupError; a temporary directory made is kept, as the paths its message may name.
+    mode is "simulated" or "real" (ci/rehearsal/parts.py). Raises SetupError, also when a real part cannot be
+    had and GUIDE_GUARD_REQUIRE_EXTERNAL=1; a temporary directory made is kept, as the paths its message may name.
     """
     shared = isolate()
     check_machine()
+    parts = choose_parts(mode, wheelhouse, isolated=shared is None)
+    if parts.fallbacks and os.environ.get(REQUIRE_ENV) == "1":
+        reasons = "; ".join(f"{part.name}: {part.how}" for part in parts.fallbacks)
+        raise SetupError(f"--real with {REQUIRE_ENV}=1, and a real part cannot be had here ({reasons})")
     if output_dir is not None:
         root = Path(output_dir).absolute()
     else:
@@ -60,7 +71,7 @@ def set_up(output_dir: str | None, *, ref_kind: str, scratch: list[str]) -> Rehe
         for warning in made.warnings:
             print(f"warning: {warning}", file=sys.stderr, flush=True)
         root = made.path
-    plan = prepare(root, ref_kind=ref_kind, shared=shared, scratch=scratch)
+    plan = prepare(root, ref_kind=ref_kind, shared=shared, scratch=scratch, parts=parts)
     if shared is None:
         redirect_scratch(scratch, plan.sandbox.base / "guide-tmp")
     return plan
@@ -92,47 +103,6 @@ def _run(argv: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str]
 
 def _copy_tree(source: Path, target: Path) -> None:
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"), dirs_exist_ok=True)
-
-
-def _harness_site_dirs() -> list[str]:
-    """The harness's own package directories: huggingface_hub, click, PyYAML, pip come from here."""
-    return [
-        entry
-        for entry in sys.path
-        if os.path.basename(entry.rstrip("/")) in ("site-packages", "dist-packages") and os.path.isdir(entry)
-    ]
-
-
-def make_python(sandbox: Sandbox) -> Path:
-    """A virtualenv for `uv pip install`, seeing the simulated image's packages and the harness's own."""
-    _run([sys.executable, "-m", "venv", "--without-pip", str(sandbox.venv)])
-    python = sandbox.venv / "bin" / "python"
-    site_packages = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).strip())
-    lines = [str(sandbox.base / "image"), str(sandbox.base / "sgl-workspace" / "sglang" / "python")]
-    # `import` lines in a .pth run at start-up: addsitedir also reads the harness's own .pth files
-    lines += [f"import site; site.addsitedir({entry!r})" for entry in _harness_site_dirs()]
-    (site_packages / "zz-rehearsal-image.pth").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    version = platform.python_version()
-    if version.startswith("3.11."):
-        version_answer = ""
-    else:  # the image has Python 3.11; say so, and which Python really runs
-        version_answer = (
-            'if [ "$#" -eq 1 ] && { [ "$1" = "--version" ] || [ "$1" = "-V" ]; }; then\n'
-            f'    echo "Python 3.11.x [simulation: the image\'s Python 3.11; the rehearsal runs Python {version}]"\n'
-            "    exit 0\n"
-            "fi\n"
-        )
-    for name in ("python", "python3"):
-        shim = sandbox.bin / name
-        shim.write_text(
-            "#!/bin/sh\n"
-            f"# [simulation] guide-guard rehearsal: `{name}` is the sandbox's interpreter (Python {version}),\n"
-            "# which sees the simulated image's packages (torch, torch_npu, sglang) and what uv installed.\n"
-            f'{version_answer}exec {python} "$@"\n',
-            encoding="utf-8",
-        )
-        shim.chmod(0o755)
-    return python
 
 
 def install_fake_tools(sandbox: Sandbox, python: Path) -> list[str]:
@@ -209,9 +179,10 @@ def make_upstream(sandbox: Sandbox) -> tuple[str, Path]:
     return commit, gitconfig
 
 
-def prepare(root: Path, *, ref_kind: str, shared: str | None, scratch: list[str]) -> Rehearsal:
+def prepare(root: Path, *, ref_kind: str, shared: str | None, scratch: list[str], parts: Parts) -> Rehearsal:
     """Build the sandbox under root and the environment ci.run gets; nothing is started yet."""
-    sandbox = Sandbox(root=root, base=root / "sandbox")
+    system_python = os.environ.get(BREAK_ENV) == SYSTEM_PYTHON_KNOB
+    sandbox = Sandbox(root=root, base=root / "sandbox", system_python=system_python)
     if sandbox.base.exists():
         if not (sandbox.base / _SANDBOX_MARKER).exists():
             raise SetupError(f"{sandbox.base} exists and is not a rehearsal sandbox")
@@ -224,7 +195,7 @@ def prepare(root: Path, *, ref_kind: str, shared: str | None, scratch: list[str]
     make_image(sandbox)
     commit, gitconfig = make_upstream(sandbox)
 
-    plan = Rehearsal(sandbox=sandbox, env=_inherited_env(), shared=shared, scratch=scratch)
+    plan = Rehearsal(sandbox=sandbox, env=_inherited_env(), shared=shared, scratch=scratch, parts=parts)
     _override_machine(plan)
     plan.override("GIT_CONFIG_GLOBAL", str(gitconfig), f"url.insteadOf sends {UPSTREAM_URL} to the local repository")
     plan.override("GIT_CONFIG_NOSYSTEM", "1", "the machine's git config cannot redirect the clone elsewhere")
@@ -232,7 +203,8 @@ def prepare(root: Path, *, ref_kind: str, shared: str | None, scratch: list[str]
     why = "the stand-in's release tag" if ref_kind == "tag" else f"the commit of the stand-in's {UPSTREAM_TAG}"
     plan.override("UPSTREAM_REF", upstream_ref, why)
     _override_guide(plan)
-    plan.simulations += simulations(sandbox)
+    plan.simulations += simulations(sandbox, parts)
+    use_real_parts(plan, parts)
     if "curl" in tools:
         plan.simulations.append(Simulation("curl", "curl", "fake: this machine has no curl"))
     return plan
@@ -251,10 +223,15 @@ def _inherited_env() -> dict[str, str]:
 def _override_machine(plan: Rehearsal) -> None:
     """The sandbox's tools, interpreter, home and temporary directory instead of the machine's."""
     sandbox = plan.sandbox
-    plan.override(
-        "PATH", f"{sandbox.bin}:{sandbox.venv / 'bin'}:{os.environ.get('PATH', os.defpath)}", "fake tools first"
-    )
-    plan.override("VIRTUAL_ENV", str(sandbox.venv), "`uv pip install` installs into the sandbox's virtualenv")
+    path = f"{sandbox.bin}:{sandbox.python_env / 'bin'}:{os.environ.get('PATH', os.defpath)}"
+    plan.override("PATH", path, "fake tools first")
+    if sandbox.system_python:
+        plan.overrides.append(Override("VIRTUAL_ENV", "(unset)", "the image's Python is a system one: no virtualenv"))
+    else:
+        plan.override("VIRTUAL_ENV", str(sandbox.python_env), "`uv pip install` installs into the sandbox's venv")
+    plan.env["REHEARSAL_ISOLATION"] = (
+        "shared" if plan.shared else "private"
+    )  # the stand-ins bind 0.0.0.0 only if private
     plan.override("HOME", str(sandbox.base / "home"), "no tool writes to the real home directory")
     plan.override("TMPDIR", str(sandbox.base / "tmp"), "temporary files of pip and Python stay in the sandbox")
     plan.override("PYTHONDONTWRITEBYTECODE", "1", "no bytecode written anywhere; existing caches are still read")
