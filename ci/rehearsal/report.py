@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections import Counter
 from collections.abc import Mapping
 
@@ -57,6 +58,7 @@ def render(plan: Rehearsal, guide: str, hub: FakeHub, exit_status: int, leftover
     return "\n".join(lines)
 
 
+_BLOCK_TAG = re.compile(r"(\d+)(-diagnostic-\d+)?$")
 _NAMED = 10  # failing blocks named again at the end: ci.run's recap above names up to 50, results.json all
 
 
@@ -97,9 +99,12 @@ def _parts_per_block(sandbox: Sandbox) -> list[str]:
         return []
     used: dict[str, dict[str, bool]] = {}
     for call in _calls(sandbox):
-        tag = str(call.get("block") or "").rsplit("-", 1)[-1]
+        # the harness's marker: [GUIDE_DIR-]ORDINAL, and ORDINAL-diagnostic-N for the guide's ci.diagnostics
+        found = _BLOCK_TAG.search(str(call.get("block") or ""))
+        tag = found.group(1) if found else ""
         if tag in names:
             tool = str(call.get("tool", "?")).removeprefix("import ")
+            tool += " (ci.diagnostics)" if found and found.group(2) else ""
             used.setdefault(tag, {})[tool] = used.get(tag, {}).get(tool, False) or bool(call.get("real"))
     lines = ["parts per block (as each part recorded itself; bash, git, curl and the coreutils are the machine's):"]
     for tag, name in names.items():
