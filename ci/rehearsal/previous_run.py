@@ -57,7 +57,8 @@ def start_stale_master(plan: Rehearsal) -> StaleMaster | None:
         return None
     sandbox = plan.sandbox
     install = subprocess.run(
-        [str(sandbox.bin / "uv"), "pip", "install", "--quiet", _WHEEL],
+        # into the guide's interpreter, a virtualenv's or a system one (REHEARSAL_BREAK=uv-no-venv)
+        [str(sandbox.bin / "uv"), "pip", "install", "--quiet", "--python", str(sandbox.bin / "python"), _WHEEL],
         env=plan.env,
         capture_output=True,
         text=True,
