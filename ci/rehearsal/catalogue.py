@@ -47,9 +47,10 @@ _SGLANG = Simulation(
 _MOONCAKE = Simulation(
     "mooncake-transfer-engine-npu 0.3.13.post1",
     "Mooncake's NPU wheel",
-    "stand-in installed by uv; mooncake_master execs the program in site-packages/mooncake and binds "
-    "its HTTP metadata, metrics and RPC ports",
-    "it listens on 127.0.0.1 only, a port it cannot bind ends it with one line, and mooncake.store moves no data",
+    "stand-in installed by uv; mooncake_master execs the program in site-packages/mooncake, which binds "
+    "its HTTP metadata, admin (metrics) and RPC ports and logs as the real binary was seen to",
+    "it listens on 127.0.0.1 only, unless the rehearsal has its private network namespace (then 0.0.0.0, as "
+    "the real one); its HTTP services answer only what the stand-ins ask; mooncake.store moves no data",
 )
 _ACCELERATE = Simulation(
     "accelerate",
