@@ -48,9 +48,10 @@ _SGLANG = Simulation(
 _MOONCAKE = Simulation(
     "mooncake-transfer-engine-npu 0.3.13.post1",
     "Mooncake's NPU wheel",
-    "stand-in installed by uv; mooncake_master execs the program in site-packages/mooncake and binds "
-    "its HTTP metadata, metrics and RPC ports",
-    "it listens on 127.0.0.1 only, a port it cannot bind ends it with one line, and mooncake.store moves no data",
+    "stand-in installed by uv; mooncake_master execs the program in site-packages/mooncake, which binds "
+    "its HTTP metadata, admin (metrics) and RPC ports and logs as the real binary was seen to",
+    "it listens on 127.0.0.1 only, unless the rehearsal has its private network namespace (then 0.0.0.0, as "
+    "the real one); its HTTP services answer only what the stand-ins ask; mooncake.store moves no data",
 )
 _ACCELERATE = Simulation(
     "accelerate",
@@ -59,14 +60,17 @@ _ACCELERATE = Simulation(
     "nothing of accelerate but accelerate.utils.set_seed exists",
 )
 _SPECFORGE_INVENTED = (
-    "the top-level help text, the apply script's --target and what the patch changes, the NPU recipe and "
-    "the fields it accepts, the receive_buffers and producer_claim failures, one step in a second"
+    "the top-level help text, the apply script's --target and what the patch changes, the NPU recipe's "
+    "values (its keys are the AMD recipe's), the receive_buffers and producer_claim failures, one step in "
+    "a second; deployment.disaggregated.receive_buffers, which the guide overrides, is in SpecForge's "
+    "schema only after 0ae3171e (read in a copy whose commit was not identified)"
 )
 _MODEL = Simulation(
     "Qwen/Qwen3.5-4B",
     "the Hugging Face Hub",
     "fake Hub on 127.0.0.1 for the real huggingface_hub client; a few-byte model",
-    "the model's files: a config with a few fields and one 232-byte tensor",
+    "the model's files: a config in Qwen3.5's layout with a tiny text model (and a top-level layer_types "
+    "copy for the SGLang stand-in), one 232-byte tensor",
 )
 
 

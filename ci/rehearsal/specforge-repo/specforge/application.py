@@ -20,18 +20,23 @@ if broken("specforge-missing-dep"):
 
 
 def check_inputs(cfg: dict[str, Any]) -> None:
-    """The model's embedding tensor and the JSONL conversations, as the real run resolves them."""
-    names = checks.model_tensor_names(config.get(cfg, "model.target_model_path"))
+    """The model's embedding tensor (named and shaped as its text config says) and the JSONL conversations."""
+    model_path = config.get(cfg, "model.target_model_path")
+    shapes = checks.model_tensors(model_path)
     key = config.get(cfg, "model.embedding_key")
-    if key not in names:
-        raise KeyError(f"model.embedding_key {key!r} is not a tensor of the target model: {sorted(names)}")
+    if key not in shapes:
+        raise KeyError(f"model.embedding_key {key!r} is not a tensor of the target model: {sorted(shapes)}")
+    text = checks.text_config(model_path)
+    expected = [text.get("vocab_size"), text.get("hidden_size")]
+    if shapes[key] != expected:
+        raise ValueError(f"{key} has shape {shapes[key]}, the text config says [vocab_size, hidden_size] = {expected}")
     rows = checks.conversations(config.get(cfg, "data.train_data_path"))
     print(f"train: {len(rows)} conversation(s)", flush=True)
 
 
 def produce(cfg: dict[str, Any]) -> None:
     """Producer: send the first prompt to the capture server, which captures its hidden states."""
-    url = config.get(cfg, "deployment.disaggregated.capture_server_url").rstrip("/") + "/generate"
+    url = config.get(cfg, "deployment.disaggregated.server_urls")[0].rstrip("/") + "/generate"
     row = checks.conversations(config.get(cfg, "data.train_data_path"))[0]
     prompt = next(turn["content"] for turn in row["conversations"] if turn["role"] == "user")
     body = json.dumps({"text": prompt, "sampling_params": {"max_new_tokens": 0}, "spec_capture": True}).encode()

@@ -9,20 +9,32 @@ from pathlib import Path
 from typing import Any
 
 
-def model_tensor_names(model_path: str) -> set[str]:
-    """Tensor names in the model's safetensors headers (no weights are read)."""
+def model_tensors(model_path: str) -> dict[str, list[int]]:
+    """Tensor names and shapes in the model's safetensors headers (no weights are read)."""
     root = Path(model_path)
     if not (root / "config.json").is_file():
         raise FileNotFoundError(f"model.target_model_path {model_path!r} has no config.json")
-    names: set[str] = set()
+    shapes: dict[str, list[int]] = {}
     for weights in sorted(root.glob("*.safetensors")):
         with open(weights, "rb") as handle:
             (header_bytes,) = struct.unpack("<Q", handle.read(8))
             header = json.loads(handle.read(header_bytes))
-        names.update(name for name in header if name != "__metadata__")
-    if not names:
+        shapes.update({name: entry["shape"] for name, entry in header.items() if name != "__metadata__"})
+    if not shapes:
         raise FileNotFoundError(f"model.target_model_path {model_path!r} has no *.safetensors weights")
-    return names
+    return shapes
+
+
+def text_config(model_path: str) -> dict[str, Any]:
+    """The language model's settings: `text_config` of a multimodal config (Qwen3.5's layout), else the top level.
+
+    transformers' Qwen3_5Config nests the text model's settings (hidden_size,
+    vocab_size, layer_types, ...) under `text_config`, as get_text_config()
+    resolves them for any model.
+    """
+    config = json.loads((Path(model_path) / "config.json").read_text(encoding="utf-8"))
+    nested = config.get("text_config")
+    return nested if isinstance(nested, dict) else config
 
 
 def conversations(data_path: str) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ from typing import Any
 import rehearsal_simulation
 from rehearsal_simulation import broken, say
 
-from specforge import application, checks, config, distributed
+from specforge import application, checks, config, distributed, process_plan
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _SYS_EXIT = {"x86_64": 60, "aarch64": 93, "riscv64": 93}  # exit(2): ends the calling thread only
@@ -26,34 +26,32 @@ _LAUNCHER_WAIT_CAP_S = 600.0  # never outlive a forgotten launching shell by mor
 
 def run(config_path: str, role: str, overrides: tuple[str, ...], *, plan: bool) -> int:
     out = sys.stdout
-    say("specforge train: guide-guard rehearsal stand-in (checks its inputs, runs no model)", out)
+    say("specforge train: guide-guard rehearsal stand-in (checks its inputs, runs no model)")
     launching_shell = os.getppid()
     _signal_when_parent_exits()
     try:
         cfg = config.load(config_path, overrides)
+        rendered = process_plan.render(cfg, config_path, role, overrides)
     except config.ConfigError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 2
-    mode = config.get(cfg, "deployment.mode")
-    roles = ["producer", "consumer"] if role in ("auto", "both") and mode == "online" else [role]
     if plan:
-        for name in roles:
-            print(f"plan: {name} (mode={mode}, nproc_per_node={config.get(cfg, 'deployment.trainer.nproc_per_node')})")
+        print(rendered)
         return 0
     rehearsal_simulation.register_process("specforge train")
-    output_dir = _claim_output_dir(cfg)
+    control_dir = _claim_control_dir(cfg)
     application.check_inputs(cfg)
     distributed.init_distributed(int(config.get(cfg, "deployment.trainer.nproc_per_node")))
     from accelerate.utils import set_seed  # the real _train() imports it lazily, as here
 
-    set_seed(0)
+    set_seed(int(config.get(cfg, "training.seed")))
     master = config.get(cfg, "deployment.disaggregated.mooncake_master_server_addr")
     if broken("trainer-dies"):
         say("REHEARSAL_BREAK=trainer-dies: the trainer fails at start, as with no mooncake_master", out)
         raise RuntimeError(f"mooncake: Client not available: master {master} refused the connection")
     checks.connect_mooncake(master).close()
     application.produce(cfg)
-    consumer = _start_consumer(cfg, output_dir)
+    consumer = _start_consumer(cfg, control_dir)
     code = consumer.wait()
     if code != 0:
         raise RuntimeError(f"consumer worker pid {consumer.pid} exited with {code}")
@@ -113,17 +111,19 @@ def _leave_zombie_leader(master: str) -> None:
     libc.syscall(number, 0)
 
 
-def _claim_output_dir(cfg: dict[str, Any]) -> Path:
-    output_dir = Path(config.get(cfg, "run.output_dir"))
-    claim = output_dir / "producer_claim"
+def _claim_control_dir(cfg: dict[str, Any]) -> Path:
+    """The producer's claim on the run's control_dir (the guide's comment: a stale one stops the run)."""
+    control_dir = Path(config.get(cfg, "deployment.disaggregated.control_dir"))
+    claim = control_dir / "producer_claim"
     if claim.exists():
+        output_dir = config.get(cfg, "output_dir")
         raise RuntimeError(f"_claim_fresh_control_path: {claim} is left from an earlier run; remove {output_dir}")
-    output_dir.mkdir(parents=True, exist_ok=True)
+    control_dir.mkdir(parents=True, exist_ok=True)
     claim.write_text(f"{os.getpid()}\n", encoding="utf-8")
-    return output_dir
+    return control_dir
 
 
-def _start_consumer(cfg: dict[str, Any], output_dir: Path) -> subprocess.Popen[bytes]:
-    resolved = output_dir / "resolved_config.json"
+def _start_consumer(cfg: dict[str, Any], control_dir: Path) -> subprocess.Popen[bytes]:
+    resolved = control_dir / "resolved_config.json"
     resolved.write_text(json.dumps(cfg, indent=2), encoding="utf-8")
     return subprocess.Popen([sys.executable, "-m", "specforge.worker", "--role", "consumer", str(resolved)])
