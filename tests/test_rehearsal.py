@@ -217,8 +217,18 @@ def test_the_whole_guide_passes_against_the_simulations(tmp_path: Path, run_harn
     # Each fake recorded its calls; the real huggingface_hub client went to the fake Hub.
     tools = {call["tool"] for call in run.calls()}
     assert {"uv", "apt-get", "pkill", "mooncake_master", "sglang.launch_server", "specforge"} <= tools
+    # Every install goes to the environment of the `python` the later blocks run, named by --python.
     uv_calls = [call["argv"] for call in run.calls() if call["tool"] == "uv"]
-    assert ["pip", "install", "--no-deps", "."] in uv_calls
+    python = ["--python", f"{sandbox}/bin/python"]
+    assert ["pip", "install", *python, "--no-deps", "."] in uv_calls
+    assert all(argv[2:4] == python for argv in uv_calls), uv_calls
+    # The base spec-capture patch, then the Ascend companion patch; the capture server reached Mooncake at
+    # its first capture, mounting its segment as the companion patch says.
+    assert run.output("smoke-apply-patches", "stderr").startswith("smoke: Ascend companion patch applied to ")
+    sglang_log = (run.output_dir / "collected" / "tmp" / "smoke-sglang.log").read_text(encoding="utf-8")
+    ready = sglang_log.index("The server is fired up and ready to roll!")
+    assert sglang_log.index("spec-capture: first capture: setting up the Mooncake store") > ready
+    assert "mooncake store: mounted a 34359738368-byte segment, location=cpu, protocol=tcp\n" in sglang_log
     hub_log = (run.sandbox / "hub.log").read_text(encoding="utf-8")
     assert "GET /api/models/Qwen/Qwen3.5-4B/revision/main -> 200" in hub_log
     assert re.search(r"GET /Qwen/Qwen3.5-4B/resolve/[0-9a-f]{40}/model.safetensors -> 200", hub_log)
@@ -420,7 +430,8 @@ def test_a_trainer_hanging_after_its_step_gets_the_monitors_teardown(tmp_path: P
     for line in diagnostics.splitlines():
         assert line.rstrip() in section, f"missing from the job log: {line!r}"
     assert "omitted; the whole stream is on disk" not in section.split("[18/18] smoke-train-monitor: PASSED")[0]
-    assert ["pip", "install", "--quiet", "py-spy"] in [c["argv"] for c in run.calls() if c["tool"] == "uv"]
+    py_spy = ["pip", "install", "--python", f"{run.sandbox}/bin/python", "--quiet", "py-spy"]
+    assert py_spy in [c["argv"] for c in run.calls() if c["tool"] == "uv"]
     assert_nothing_left(run)
 
 
@@ -477,3 +488,4 @@ def test_a_trainer_dependency_missing_fails_the_install_block(tmp_path: Path, ru
         "specforge-install-source: FAILED - `specforge train` imports specforge.application, which needs yunchang "
         "(No module named 'yunchang')",
     )
+
