@@ -489,3 +489,31 @@ def test_a_trainer_dependency_missing_fails_the_install_block(tmp_path: Path, ru
         "(No module named 'yunchang')",
     )
 
+
+def test_a_checkout_without_the_ascend_companion_patch_fails_at_the_first_capture(tmp_path: Path, run_harness) -> None:
+    # A liveness wait well above the second the trainer needs to die: the launch block, not the monitor, fails.
+    run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="ascend-patch-missing", SPECFORGE_TRAIN_LIVENESS_WAIT="10")
+
+    # The patch block warns and goes on; the server starts healthy, as it reaches Mooncake only at the first capture.
+    assert_stops_at(run, "smoke-train-launch")
+    assert re.fullmatch(
+        r"smoke: WARNING - no Ascend companion patch in this SpecForge checkout \(\S+/SpecForge/patches/sglang/"
+        r"v0\.5\.18/spec-capture-ascend-mount\.patch missing; .* specforge train fails at launch\n",
+        run.output("smoke-apply-patches", "stderr"),
+    )
+    assert_in_log_and_file(
+        run,
+        "smoke-train-launch",
+        "stdout",
+        "smoke: FAILED - specforge train died within 10s of launch",
+        "urllib.error.HTTPError: HTTP Error 500: spec-capture failed: spec-capture mooncake setup failed (status -1)",
+    )
+    # The server's log says why, in the guide's diagnostics and in what the run collected.
+    (sglang_tail,) = [
+        d for d in run.block("smoke-train-launch")["diagnostics"] if d["command"] == "tail -n 100 /tmp/smoke-sglang.log"
+    ]
+    rejected = "E mooncake store: cannot mount a 34359738368-byte segment: location:* is not supported"
+    assert rejected in (run.output_dir / sglang_tail["output_path"]).read_text(encoding="utf-8")
+    assert rejected in run.stdout
+    assert "REHEARSAL_BREAK=ascend-patch-missing  (the SpecForge checkout has no Ascend companion patch" in run.stdout
+    assert_nothing_left(run)
