@@ -275,7 +275,8 @@ def test_without_namespaces_the_machine_is_shared_and_said_so(tmp_path: Path, ru
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr
     assert run.statuses()["check-cann"] == "passed"
     assert "\nisolation: none (REHEARSAL_SHARED=1); the machine's loopback and /tmp are shared\n" in run.stdout
-    assert "\n  not redirected: the guide's own /tmp/build-mooncake-pip.log, /tmp/smoke-mooncake.log," in run.stdout
+    own = "/tmp/build-mooncake-pip.log, /tmp/smoke-ascend-patch.log, /tmp/smoke-mooncake.log,"
+    assert f"\n  not redirected: the guide's own {own}" in run.stdout
 
 
 def test_a_temporary_rehearsal_keeps_every_path_it_printed(tmp_path: Path, run_harness) -> None:
