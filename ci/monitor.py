@@ -184,6 +184,12 @@ def _decide(args: argparse.Namespace, state_path: Path, state: Mapping[str, Any]
     _write_json(state_path, new_state)
     verdict = "a run is needed" if decision["need_to_test"] else "no run needed"
     print(f"{shown}: {verdict} (ref {decision['ref'] or 'unknown'}): {decision['reason']}", file=sys.stderr)
+    if decision["upstream_drift"]:
+        print(
+            f"note: {shown}: {decision['upstream_drift']}; a run against {decision['ref']} tests an upstream the "
+            "guide's expected outputs were not written for (ci.upstream.written_for)",
+            file=sys.stderr,
+        )
     return ExitCode.OK
 
 

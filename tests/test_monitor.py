@@ -608,3 +608,35 @@ def test_a_run_without_an_upstream_ref_is_recorded(env: dict[str, str], tmp_path
     third = decision()
     assert third["need_to_test"] is True
     assert third["reason"] == "the previous run failed: retry 1 of 2"
+
+
+def test_the_ref_the_guide_is_written_for_is_compared_with_the_latest_release(
+    stub: WebStub, env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    publish(stub, tag="v0.4.0")
+    guide = tmp_path / "guide.md"
+    written_for = '    written_for: "main with PR #825"\n'
+    guide.write_text(GUIDE.replace("    model: org/tiny-model\n", "    model: org/tiny-model\n" + written_for))
+    state = tmp_path / "state.json"
+
+    decision, stderr = check(guide, state, capsys)
+    drift = "the guide is written for main with PR #825; upstream's latest release is v0.4.0"
+    assert decision["upstream_drift"] == drift
+    assert decision["signals"]["release"]["written_for"] == "main with PR #825"
+    assert decision["reason"].endswith(f"; {drift} (also: guide, model)")
+    note = (
+        f"note: {guide}: {drift}; a run against v0.4.0 tests an upstream the guide's expected outputs were not "
+        "written for (ci.upstream.written_for)\n"
+    )
+    assert stderr.endswith(note)
+    # on every check, not only when a new release fires the signal
+    decision, stderr = check(guide, state, capsys)
+    assert decision["need_to_test"] is False and decision["reason"] == "nothing changed since the last check"
+    assert decision["signals"]["release"]["detail"] == f"v0.4.0 is still the latest release; {drift}"
+    assert stderr.endswith(note)
+    # once the guide is written for the latest release, nothing is noted
+    guide.write_text(
+        GUIDE.replace("    model: org/tiny-model\n", "    model: org/tiny-model\n    written_for: v0.4.0\n")
+    )
+    decision, stderr = check(guide, state, capsys)
+    assert decision["upstream_drift"] is None and "note:" not in stderr

@@ -237,3 +237,32 @@ def test_record_result(state: dict[str, Any], result: str, failures: int, retrie
     assert (new_state["failures_in_a_row"], new_state.get("retries_in_a_row", 0)) == (failures, retries)
     assert new_state["version"] == STATE_VERSION
     assert state == before
+
+
+def test_the_release_signal_compares_the_latest_release_with_the_ref_the_guide_is_written_for() -> None:
+    # written for an older release: said in the release signal's detail, the reason and upstream_drift
+    decision, _ = decide(remembered(), seen(written_for="v0.9"), max_retries=2, now=NOW)
+    release = decision["signals"]["release"]
+    assert release["status"] == "quiet"  # the comparison never fires a run by itself
+    assert release["detail"] == (
+        "v1.0 is still the latest release; the guide is written for v0.9; upstream's latest release is v1.0"
+    )
+    assert release["written_for"] == "v0.9"
+    assert decision["upstream_drift"] == "the guide is written for v0.9; upstream's latest release is v1.0"
+    assert decision["reason"] == "nothing changed since the last check"
+    # a new release carries the comparison into the reason
+    newer = seen(written_for="v0.9", release=Release(ref="v1.1", commit_sha=SHA_B, source="release"))
+    decision, _ = decide(remembered(), newer, max_retries=2, now=NOW)
+    assert decision["reason"] == (
+        f"new upstream release v1.1 of {REPO} (was v1.0); the guide is written for v0.9; upstream's latest release is v1.1"
+    )
+    # written for the latest release: no drift
+    decision, _ = decide(remembered(), seen(written_for="v1.0"), max_retries=2, now=NOW)
+    assert decision["signals"]["release"]["detail"].endswith("; the guide is written for v1.0, this release")
+    assert decision["upstream_drift"] is None
+    # nothing to compare with: the release is unknown, or the guide names nothing
+    unknown = seen(written_for="v0.9", release=None, release_error="GitHub API down")
+    decision, _ = decide(remembered(), unknown, max_retries=2, now=NOW)
+    assert decision["signals"]["release"]["detail"] == "GitHub API down" and decision["upstream_drift"] is None
+    decision, _ = decide(remembered(), SEEN, max_retries=2, now=NOW)
+    assert "written_for" not in decision["signals"]["release"] and decision["upstream_drift"] is None

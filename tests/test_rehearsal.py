@@ -217,8 +217,18 @@ def test_the_whole_guide_passes_against_the_simulations(tmp_path: Path, run_harn
     # Each fake recorded its calls; the real huggingface_hub client went to the fake Hub.
     tools = {call["tool"] for call in run.calls()}
     assert {"uv", "apt-get", "pkill", "mooncake_master", "sglang.launch_server", "specforge"} <= tools
+    # Every install goes to the environment of the `python` the later blocks run, named by --python.
     uv_calls = [call["argv"] for call in run.calls() if call["tool"] == "uv"]
-    assert ["pip", "install", "--no-deps", "."] in uv_calls
+    python = ["--python", f"{sandbox}/bin/python"]
+    assert ["pip", "install", *python, "--no-deps", "."] in uv_calls
+    assert all(argv[2:4] == python for argv in uv_calls), uv_calls
+    # The base spec-capture patch, then the Ascend companion patch; the capture server reached Mooncake at
+    # its first capture, mounting its segment as the companion patch says.
+    assert run.output("smoke-apply-patches", "stderr").startswith("smoke: Ascend companion patch applied to ")
+    sglang_log = (run.output_dir / "collected" / "tmp" / "smoke-sglang.log").read_text(encoding="utf-8")
+    ready = sglang_log.index("The server is fired up and ready to roll!")
+    assert sglang_log.index("spec-capture: first capture: setting up the Mooncake store") > ready
+    assert "mooncake store: mounted a 34359738368-byte segment, location=cpu, protocol=tcp\n" in sglang_log
     hub_log = (run.sandbox / "hub.log").read_text(encoding="utf-8")
     assert "GET /api/models/Qwen/Qwen3.5-4B/revision/main -> 200" in hub_log
     assert re.search(r"GET /Qwen/Qwen3.5-4B/resolve/[0-9a-f]{40}/model.safetensors -> 200", hub_log)
@@ -267,7 +277,8 @@ def test_without_namespaces_the_machine_is_shared_and_said_so(tmp_path: Path, ru
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr
     assert run.statuses()["check-cann"] == "passed"
     assert "\nisolation: none (REHEARSAL_SHARED=1); the machine's loopback and /tmp are shared\n" in run.stdout
-    assert "\n  not redirected: the guide's own /tmp/build-mooncake-pip.log, /tmp/smoke-mooncake.log," in run.stdout
+    own = "/tmp/build-mooncake-pip.log, /tmp/smoke-ascend-patch.log, /tmp/smoke-mooncake.log,"
+    assert f"\n  not redirected: the guide's own {own}" in run.stdout
 
 
 def test_a_temporary_rehearsal_keeps_every_path_it_printed(tmp_path: Path, run_harness) -> None:
@@ -422,7 +433,8 @@ def test_a_trainer_hanging_after_its_step_gets_the_monitors_teardown(tmp_path: P
     for line in diagnostics.splitlines():
         assert line.rstrip() in section, f"missing from the job log: {line!r}"
     assert "omitted; the whole stream is on disk" not in section.split("[18/18] smoke-train-monitor: PASSED")[0]
-    assert ["pip", "install", "--quiet", "py-spy"] in [c["argv"] for c in run.calls() if c["tool"] == "uv"]
+    py_spy = ["pip", "install", "--python", f"{run.sandbox}/bin/python", "--quiet", "py-spy"]
+    assert py_spy in [c["argv"] for c in run.calls() if c["tool"] == "uv"]
     assert_nothing_left(run)
 
 
@@ -479,3 +491,32 @@ def test_a_trainer_dependency_missing_fails_the_install_block(tmp_path: Path, ru
         "specforge-install-source: FAILED - `specforge train` imports specforge.application, which needs yunchang "
         "(No module named 'yunchang')",
     )
+
+
+def test_a_checkout_without_the_ascend_companion_patch_fails_at_the_first_capture(tmp_path: Path, run_harness) -> None:
+    # A liveness wait well above the second the trainer needs to die: the launch block, not the monitor, fails.
+    run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="ascend-patch-missing", SPECFORGE_TRAIN_LIVENESS_WAIT="10")
+
+    # The patch block warns and goes on; the server starts healthy, as it reaches Mooncake only at the first capture.
+    assert_stops_at(run, "smoke-train-launch")
+    assert re.fullmatch(
+        r"smoke: WARNING - no Ascend companion patch in this SpecForge checkout \(\S+/SpecForge/patches/sglang/"
+        r"v0\.5\.18/spec-capture-ascend-mount\.patch missing; .* specforge train fails at launch\n",
+        run.output("smoke-apply-patches", "stderr"),
+    )
+    assert_in_log_and_file(
+        run,
+        "smoke-train-launch",
+        "stdout",
+        "smoke: FAILED - specforge train died within 10s of launch",
+        "urllib.error.HTTPError: HTTP Error 500: spec-capture failed: spec-capture mooncake setup failed (status -1)",
+    )
+    # The server's log says why, in the guide's diagnostics and in what the run collected.
+    (sglang_tail,) = [
+        d for d in run.block("smoke-train-launch")["diagnostics"] if d["command"] == "tail -n 100 /tmp/smoke-sglang.log"
+    ]
+    rejected = "E mooncake store: cannot mount a 34359738368-byte segment: location:* is not supported"
+    assert rejected in (run.output_dir / sglang_tail["output_path"]).read_text(encoding="utf-8")
+    assert rejected in run.stdout
+    assert "REHEARSAL_BREAK=ascend-patch-missing  (the SpecForge checkout has no Ascend companion patch" in run.stdout
+    assert_nothing_left(run)

@@ -49,16 +49,17 @@ def run_block(
 ) -> subprocess.CompletedProcess[str]:
     """Run the block with bash; PATH holds the stubs (shell scripts) and links to the real `tools` only."""
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    bin_dir.mkdir(exist_ok=True)  # a second run of a block finds the first one's
     for name, script in stubs.items():
         (bin_dir / name).write_text("#!/bin/sh\n" + script, encoding="utf-8")
         (bin_dir / name).chmod(0o755)
     for tool in tools:
         found = sys.executable if tool == "python" else shutil.which(tool)
         assert found, f"the test needs {tool}"
-        (bin_dir / tool).symlink_to(found)
+        if not (bin_dir / tool).exists():
+            (bin_dir / tool).symlink_to(found)
     scratch = tmp_path / "tmp"
-    scratch.mkdir()
+    scratch.mkdir(exist_ok=True)
     body = block_body(block_id).replace("/tmp/", f"{scratch}/")
     return subprocess.run(
         [shutil.which("bash") or "/bin/bash", "-c", body],
@@ -101,6 +102,29 @@ def test_a_failing_apt_get_install_is_named_too(tmp_path: Path, harness_env: dic
     assert done.returncode == 1
     assert done.stderr.startswith("build-mooncake: FAILED - apt-get install libibverbs1 libcurl4 libnuma1:\n")
     assert done.stderr.endswith("E: Unable to locate package libnuma1\n")
+
+
+def _check_cann(tmp_path: Path, env: dict[str, str], ascend_root: Path) -> subprocess.CompletedProcess[str]:
+    return run_block("check-cann", tmp_path, {**env, "SPECFORGE_ASCEND_ROOT": str(ascend_root)}, {}, ("uname", "grep"))
+
+
+def test_check_cann_reads_the_install_info_of_the_cann_8_5_layout(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    done = _check_cann(tmp_path, harness_env, _ascend_root(tmp_path, "cann", "8.5.0", atb_dir=None))
+
+    assert (done.returncode, done.stdout, done.stderr) == (0, "version=8.5.0\n", "")
+
+
+def test_check_cann_without_install_info_says_where_it_looked(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    root = tmp_path / "Ascend"
+    root.mkdir()
+    done = _check_cann(tmp_path, harness_env, root)
+
+    arch = f"{platform.machine()}-linux"
+    assert done.stdout == "ascend_toolkit_install.info MISSING\n"  # the expected output's mismatch
+    assert done.stderr == (
+        f"check-cann: no ascend_toolkit_install.info under {root}/ascend-toolkit/latest/{arch}/ (before CANN 8.5) "
+        f"or {root}/cann/{arch}/ (CANN 8.5 and later)\n"
+    )
 
 
 def _ascend_root(tmp_path: Path, info_dir: str, version: str, atb_dir: str | None) -> Path:
@@ -226,3 +250,102 @@ def test_the_stop_pattern_matches_the_real_command_lines(command_line: str, matc
     # the block's own bash (`bash -c BODY`) is never a match: pkill would end the block itself
     own = subprocess.run(["grep", "-qE", pattern], input=body.replace("\n", " "), text=True, timeout=10)
     assert own.returncode == 1
+
+
+# smoke-apply-patches against the rehearsal's stand-ins: its SpecForge checkout (apply script, base and Ascend
+# companion patches) and its editable sglang 0.5.18, a git work tree as in the image.
+STANDINS = ROOT / "ci" / "rehearsal"
+PATCH_TOOLS = ("python", "git", "bash", "tail", "grep", "cp", "rm", "dirname", "basename")
+COMPANION = "SpecForge/patches/sglang/v0.5.18/spec-capture-ascend-mount.patch"
+APPLIED_OUTPUT = "smoke: applying spec-capture patches for sglang 0.5.18\nsmoke: patches + apt deps applied\n"
+
+
+def _checkouts(tmp_path: Path, env: dict[str, str]) -> dict[str, str]:
+    """SpecForge/ and sglang/ under tmp_path; the environment in which `python` sees that sglang as 0.5.18."""
+    for part in ("scripts", "patches"):
+        shutil.copytree(STANDINS / "specforge-repo" / part, tmp_path / "SpecForge" / part)
+    shutil.copytree(STANDINS / "sglang", tmp_path / "sglang", ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run(["git", "init", "-q", str(tmp_path / "sglang")], check=True, timeout=30)
+    metadata = tmp_path / "site" / "sglang-0.5.18.dist-info" / "METADATA"
+    metadata.parent.mkdir(parents=True)
+    metadata.write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.18\n", encoding="utf-8")
+    return {
+        **env,
+        "PYTHONPATH": f"{tmp_path / 'site'}:{tmp_path / 'sglang' / 'python'}",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+
+
+def _sink(tmp_path: Path) -> str:
+    return (tmp_path / "sglang" / "python" / "sglang" / "srt" / "spec_capture_sink.py").read_text(encoding="utf-8")
+
+
+def test_the_ascend_companion_patch_goes_on_after_the_base_patch_once(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    env = _checkouts(tmp_path, harness_env)
+    first = run_block("smoke-apply-patches", tmp_path, env, {}, PATCH_TOOLS)
+
+    assert (first.returncode, first.stdout) == (0, APPLIED_OUTPUT), first.stderr
+    assert first.stderr == f"smoke: Ascend companion patch applied to {tmp_path}/sglang/python\n"
+    patched = _sink(tmp_path)
+    assert 'store.allocate_and_mount_segment(segment_size, self.protocol, "cpu")' in patched
+
+    # A second run on the patched checkout changes nothing and passes.
+    second = run_block("smoke-apply-patches", tmp_path, env, {}, PATCH_TOOLS)
+
+    assert (second.returncode, second.stdout) == (0, APPLIED_OUTPUT), second.stderr
+    assert second.stderr == f"smoke: Ascend companion patch already applied to {tmp_path}/sglang/python\n"
+    assert _sink(tmp_path) == patched
+
+
+def test_a_companion_patch_that_does_not_apply_fails_with_git_applys_output(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    env = _checkouts(tmp_path, harness_env)
+    companion = tmp_path / COMPANION
+    # written for another base patch: one line of its context differs from the sink the base patch adds
+    text = companion.read_text(encoding="utf-8")
+    context = "     def connect(self, store: Any) -> None:\n"
+    assert text.count(context) == 1
+    companion.write_text(text.replace(context, "     def connect(self, store: Any, retries: int) -> None:\n"))
+
+    done = run_block("smoke-apply-patches", tmp_path, env, {}, PATCH_TOOLS)
+
+    assert done.returncode == 1
+    assert done.stdout == "smoke: applying spec-capture patches for sglang 0.5.18\n"
+    assert done.stderr.startswith(
+        f"smoke: FAILED - the Ascend companion patch {companion} neither applies to the sglang checkout at "
+        f"{tmp_path}/sglang/python nor is already applied there (git apply's output below): "
+    )
+    assert "error: python/sglang/srt/spec_capture_sink.py: patch does not apply\n" in done.stderr
+    assert "allocate_and_mount_segment" not in _sink(tmp_path)  # the base patch only, as the script left it
+
+
+def test_the_companion_patch_without_the_apply_script_is_refused(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    env = _checkouts(tmp_path, harness_env)
+    (tmp_path / "SpecForge" / "scripts" / "apply_sglang_spec_capture_patch.sh").unlink()
+
+    done = run_block("smoke-apply-patches", tmp_path, env, {}, PATCH_TOOLS)
+
+    assert done.returncode == 1
+    assert done.stderr == (
+        "smoke: FAILED - SpecForge/scripts/apply_sglang_spec_capture_patch.sh missing while "
+        f"{tmp_path / COMPANION} exists: SpecForge's Ascend tutorial applies that companion patch after the "
+        "script's base patch, so neither was applied; use a complete SpecForge checkout "
+        "(specforge-install-source), then run this block again\n"
+    )
+    assert not (tmp_path / "sglang" / "python" / "sglang" / "srt" / "spec_capture_sink.py").exists()
+
+
+def test_a_checkout_without_the_companion_patch_is_a_warning(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    env = _checkouts(tmp_path, harness_env)
+    (tmp_path / COMPANION).unlink()
+
+    done = run_block("smoke-apply-patches", tmp_path, env, {}, PATCH_TOOLS)
+
+    assert (done.returncode, done.stdout) == (0, APPLIED_OUTPUT), done.stderr
+    assert done.stderr.startswith(
+        f"smoke: WARNING - no Ascend companion patch in this SpecForge checkout ({tmp_path / COMPANION} missing; "
+    )
+    assert "class SpecCaptureSink" in _sink(tmp_path)

@@ -201,7 +201,11 @@ def test_front_matter(plan: list[dict], guide_text: str) -> None:
     assert ci["timeout"] == 10800
     assert "ERR99999" in ci["error_markers"]
     assert "applicaiton exception" in ci["error_markers"]
-    assert ci["upstream"] == {"repo": "sgl-project/SpecForge", "model": "Qwen/Qwen3.5-4B"}
+    assert ci["upstream"] == {
+        "repo": "sgl-project/SpecForge",
+        "model": "Qwen/Qwen3.5-4B",
+        "written_for": "main with PR #825 (click CLI), without PR #873",  # the expected `specforge --help`'s
+    }
     assert all(b["timeout_s"] == 10800 for b in plan)
 
 

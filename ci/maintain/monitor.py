@@ -21,6 +21,7 @@ __all__ = [
     "Release",
     "decide",
     "record_result",
+    "upstream_drift",
 ]
 
 STATE_VERSION = 1
@@ -58,6 +59,7 @@ class Observations:
     branch_sha: str | None = None
     branch_error: str | None = None
     watched: frozenset[str] = frozenset(WATCHABLE)  # the signals asked for; the others are skipped
+    written_for: str | None = None  # ci.upstream.written_for: the upstream ref the guide's expected outputs follow
 
 
 def _short(sha: str | None) -> str:
@@ -68,7 +70,28 @@ def _signal(status: str, detail: str, **values: Any) -> dict[str, Any]:
     return {"status": status, "detail": detail, **values}
 
 
+def upstream_drift(seen: Observations) -> str | None:
+    """What differs between the ref the guide is written for and the upstream's latest release; None: nothing.
+
+    Nothing differs when the guide names no ci.upstream.written_for, when the latest release is unknown
+    (not watched, not found, or the lookup failed), or when it is the one the guide is written for.
+    """
+    if seen.written_for is None or seen.release is None or seen.written_for == seen.release.ref:
+        return None
+    return f"the guide is written for {seen.written_for}; upstream's latest {seen.release.source} is {seen.release.ref}"
+
+
 def _release_signal(state: Mapping[str, Any], seen: Observations) -> dict[str, Any]:
+    """The release signal; its detail also says how the latest release compares with ci.upstream.written_for."""
+    signal = _release_finding(state, seen)
+    if seen.written_for is None or signal["status"] not in (FIRED, QUIET) or seen.release is None:
+        return signal
+    drift = upstream_drift(seen)
+    comparison = drift or f"the guide is written for {seen.written_for}, this {seen.release.source}"
+    return {**signal, "detail": f"{signal['detail']}; {comparison}", "written_for": seen.written_for}
+
+
+def _release_finding(state: Mapping[str, Any], seen: Observations) -> dict[str, Any]:
     previous = state.get("upstream") if isinstance(state.get("upstream"), dict) else None
     before = {k: previous.get(k) for k in ("repo", "ref", "commit_sha")} if previous else None
     if seen.repo is None:
@@ -216,6 +239,7 @@ def decide(
         "ref": ref,
         "commit_sha": commit_sha,
         "reason": _reason(signals),
+        "upstream_drift": upstream_drift(seen),
         "signals": signals,
         "checked_at": now,
     }

@@ -152,7 +152,7 @@ def observe(
 ) -> Observations:
     """Look up what is watched of UPSTREAM (repo, model, model_revision: the guide's ci.upstream or the command
     line's) and of BRANCH; a lookup that fails leaves its value None and says why. A signal not in WATCHED is
-    not looked up."""
+    not looked up. UPSTREAM's written_for is passed on as it is, for the release signal to compare."""
     repo = upstream.get("repo") or None
     model = upstream.get("model") or None
     release = release_error = model_sha = model_error = branch_sha = branch_error = None
@@ -176,4 +176,5 @@ def observe(
         branch_sha=branch_sha,
         branch_error=branch_error,
         watched=watched,
+        written_for=upstream.get("written_for") or None,
     )

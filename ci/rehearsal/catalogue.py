@@ -41,9 +41,10 @@ _TORCH = Simulation(
 _SGLANG = Simulation(
     "sglang 0.5.18",
     "the image's editable sglang",
-    "package; launch_server serves /health on loopback",
+    "package; launch_server serves /health on loopback and reaches Mooncake at the first capture",
     "what the spec-capture patch adds and checks (the --chunked-prefill-size -1 assert, the MOONCAKE_* "
-    "variables, libatb.so for a hybrid model), and healthy one second after start",
+    "variables, libatb.so for a hybrid model), healthy one second after start, and Mooncake's refusal of the "
+    "wildcard segment on an Ascend host (the message is upstream's, the status -1 and the log lines are not)",
 )
 _MOONCAKE = Simulation(
     "mooncake-transfer-engine-npu 0.3.13.post1",
@@ -60,10 +61,11 @@ _ACCELERATE = Simulation(
     "nothing of accelerate but accelerate.utils.set_seed exists",
 )
 _SPECFORGE_INVENTED = (
-    "the top-level help text, the apply script's --target and what the patch changes, the NPU recipe's "
-    "values (its keys are the AMD recipe's), the receive_buffers and producer_claim failures, one step in "
-    "a second; deployment.disaggregated.receive_buffers, which the guide overrides, is in SpecForge's "
-    "schema only after 0ae3171e (read in a copy whose commit was not identified)"
+    "the top-level help text, the apply script's --target and what the patch changes, the Ascend companion "
+    "patch's content (a patch of the stand-in's own sink), the NPU recipe's values (its keys are the AMD "
+    "recipe's), the receive_buffers and producer_claim failures, one step in a second; "
+    "deployment.disaggregated.receive_buffers, which the guide overrides, is in SpecForge's schema only "
+    "after 0ae3171e (read in a copy whose commit was not identified)"
 )
 _MODEL = Simulation(
     "Qwen/Qwen3.5-4B",

@@ -37,6 +37,7 @@ KNOBS = {
     "mooncake-no-bind": "mooncake_master never binds its RPC port: smoke-start-mooncake fails after its 30 s wait",
     "mooncake-stale-master": "a mooncake_master of a previous run holds the guide's ports: smoke-start-mooncake stops it",
     "uv-no-venv": "the image's Python is a system one with no virtualenv active: a bare `uv pip install` refuses",
+    "ascend-patch-missing": "the SpecForge checkout has no Ascend companion patch: smoke-train-launch fails at the first capture",
     "specforge-missing-dep": "specforge train needs a module --no-deps did not install: specforge-install-source names it",
     "sglang-never-healthy": "SGLang answers /health with 503 for ever: smoke-start-sglang fails at its deadline",
     "trainer-dies": "specforge train fails at start: smoke-train-launch reports it died within the liveness wait",

@@ -152,6 +152,9 @@ def make_upstream(sandbox: Sandbox) -> tuple[str, Path]:
     """The local SpecForge repository (bare, tagged) and the git config that points the guide's URL at it."""
     source = sandbox.base / "git" / "specforge-src"
     _copy_tree(ASSETS / "specforge-repo", source)
+    if os.environ.get(BREAK_ENV) == "ascend-patch-missing":  # an older checkout, from before the companion patch
+        for companion in source.glob("patches/sglang/*/spec-capture-ascend-mount.patch"):
+            companion.unlink()
     shutil.copy(ASSETS / "build_backend.py", source / "rehearsal_build_backend.py")
     who = {
         "GIT_AUTHOR_NAME": "guide-guard rehearsal",

@@ -1,4 +1,8 @@
-"""[simulation] `python -m sglang.launch_server`: checks its arguments and environment, then serves /health."""
+"""[simulation] `python -m sglang.launch_server`: checks its arguments and environment, then serves /health.
+
+With --enable-spec-capture it reaches Mooncake only at the first capture (a /generate that asks for one),
+as the real capture sink does, not at start-up: a store that cannot be set up fails that capture.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import json
 import os
 import socket
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -65,6 +70,54 @@ def check_metadata_server(url: str) -> None:
         raise RuntimeError(f"MOONCAKE_METADATA_SERVER {url!r} not reachable: {exc}") from exc
 
 
+class MooncakeStore:
+    """[simulation] Mooncake's store client as the capture sink calls it; no data moves.
+
+    On an Ascend host (ASCEND_RT_VISIBLE_DEVICES set) Mooncake refuses a segment whose location is the
+    wildcard, which is what setup() registers its global segment with: SpecForge's Ascend companion patch
+    makes the sink register none in setup() and mount the segment with location "cpu" instead.
+    """
+
+    def setup(self, master: str, metadata_server: str, global_segment_size: int, protocol: str) -> int:
+        connect_store(master)
+        if metadata_server:
+            check_metadata_server(metadata_server)
+        return self.allocate_and_mount_segment(global_segment_size, protocol, "*") if global_segment_size else 0
+
+    def allocate_and_mount_segment(self, size: int, protocol: str, location: str) -> int:
+        devices = os.environ.get("ASCEND_RT_VISIBLE_DEVICES")
+        if location == "*" and devices:
+            print(
+                f"E mooncake store: cannot mount a {size}-byte segment: location:* is not supported "
+                f"(Ascend host, ASCEND_RT_VISIBLE_DEVICES={devices})",
+                flush=True,
+            )
+            return -1
+        print(f"mooncake store: mounted a {size}-byte segment, location={location}, protocol={protocol}", flush=True)
+        return 0
+
+
+class Capture:
+    """The capture sink, set up at the first capture; a failed setup is tried again at the next one."""
+
+    def __init__(self, sink: Any) -> None:
+        self.sink = sink
+        self.lock = threading.Lock()
+
+    def first_or_next(self) -> dict[str, Any]:
+        """What the capture of one request says; RuntimeError when the Mooncake store cannot be set up."""
+        with self.lock:
+            if self.sink.store is None:
+                print("spec-capture: first capture: setting up the Mooncake store", flush=True)
+                try:
+                    self.sink.connect(MooncakeStore())
+                except RuntimeError as exc:
+                    print(f"spec-capture: capture failed: {exc}", flush=True)
+                    raise
+                print("spec-capture: mooncake sink connected", flush=True)
+        return dict(self.sink.describe())
+
+
 def require_libatb() -> None:
     """Hybrid (Mamba/GDN) models make torch_npu lazy-load libatb.so during graph capture."""
     for directory in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
@@ -73,7 +126,7 @@ def require_libatb() -> None:
     raise OSError("libatb.so: cannot open shared object file: No such file or directory")
 
 
-def serve(args: argparse.Namespace, capture: dict[str, Any] | None) -> None:
+def serve(args: argparse.Namespace, capture: Capture | None) -> None:
     unhealthy = broken("sglang-never-healthy")
 
     class Handler(BaseHTTPRequestHandler):
@@ -103,9 +156,19 @@ def serve(args: argparse.Namespace, capture: dict[str, Any] | None) -> None:
             if self.path != "/generate":
                 self._answer(404, b"not found\n")
                 return
+            captured = None
+            if capture is not None and request.get("spec_capture"):
+                try:
+                    captured = capture.first_or_next()
+                except RuntimeError as exc:
+                    # the reason phrase carries the error to the client (urllib's HTTPError shows it)
+                    self.send_response(500, f"spec-capture failed: {exc}")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
             answer = {
                 "text": "",
-                "meta_info": {"prompt_tokens": len(str(request.get("text", "")).split()), "spec_capture": capture},
+                "meta_info": {"prompt_tokens": len(str(request.get("text", "")).split()), "spec_capture": captured},
                 "simulation": True,
             }
             self._answer(200, json.dumps(answer).encode(), "application/json")
@@ -129,11 +192,7 @@ def main() -> int:
             raise AssertionError("--enable-spec-capture needs --chunked-prefill-size -1 (one prefill pass)")
         from sglang.srt.spec_capture_sink import SpecCaptureSink
 
-        sink = SpecCaptureSink(args.spec_capture_method, args.spec_capture_aux_layer_ids)
-        connect_store(sink.master)
-        if sink.metadata_server:
-            check_metadata_server(sink.metadata_server)
-        capture = sink.describe()
+        capture = Capture(SpecCaptureSink(args.spec_capture_method, args.spec_capture_aux_layer_ids))
     if "linear_attention" in model_config.get("layer_types", []) and args.attention_backend == "ascend":
         require_libatb()
     time.sleep(STARTUP_S)
