@@ -1,29 +1,24 @@
 """The rehearsal with its real parts (--real): the real uv and the real Mooncake NPU wheel's mooncake_master.
 
-A layer of its own, run by .ci/run after the suite (`pytest -m real_parts tests/test_rehearsal_real.py`;
-the suite's own run deselects it: pyproject.toml's addopts): each test is a whole rehearsal, and they need
-what the repository does not carry, the wheels the guide installs (`python -m ci.rehearsal.parts fetch DIR`,
-then GUIDE_GUARD_WHEELHOUSE=DIR) and Debian's libibverbs1. Without them each test is skipped saying so, or
+A layer of its own, run by .ci/run after the suite (`pytest -m real_parts`, which also takes the --real
+cases of tests/test_rehearsal.py; the suite's own run deselects them: pyproject.toml's addopts): each test is
+a whole rehearsal, and they need what the repository does not carry, the wheels the guide installs
+(`python -m ci.rehearsal.parts fetch DIR`, then GUIDE_GUARD_WHEELHOUSE=DIR), the real uv and Debian's
+libibverbs1 (tests/real_parts.py). Without them each test is skipped saying so, or
 fails under GUIDE_GUARD_REQUIRE_EXTERNAL=1, as .ci/run sets.
 """
 
 from __future__ import annotations
 
-import ctypes
-import os
 import re
-import shutil
-import sys
 from pathlib import Path
 
 import pytest
-from outside import unavailable
+from real_parts import require_real_parts
 from test_rehearsal import (
     BLOCK_IDS,
     GUIDE,
     REPO,
-    Rehearsed,
-    assert_in_log_and_file,
     assert_nothing_left,
     assert_stops_at,
     rehearse,
@@ -31,33 +26,12 @@ from test_rehearsal import (
 
 pytestmark = [pytest.mark.real_parts, pytest.mark.xdist_group("guide-ports")]
 
-HOW = (
-    "Fetch the wheels the guide installs with `python -m ci.rehearsal.parts fetch DIR` and set "
-    "GUIDE_GUARD_WHEELHOUSE=DIR; install uv (`pip install -e '.[real]'`) and Debian's libibverbs1, as .ci/run does."
-)
 SOURCE_TEXT_UV = "uv pip install "  # the source text's install, before the guide named its interpreter
 
 
 @pytest.fixture
 def wheelhouse() -> Path:
-    """The wheels the guide installs; the real uv beside this Python; the Mooncake wheel's system library."""
-    configured = os.environ.get("GUIDE_GUARD_WHEELHOUSE", "")
-    if not configured or not Path(configured).is_dir():
-        unavailable(f"no wheelhouse (GUIDE_GUARD_WHEELHOUSE={configured!r})", HOW)
-    if not (Path(sys.executable).parent / "uv").is_file() and shutil.which("uv") is None:
-        unavailable("the real uv is not installed", HOW)
-    try:
-        ctypes.CDLL("libibverbs.so.1")
-    except OSError:
-        unavailable("libibverbs.so.1 cannot be loaded", HOW)
-    return Path(configured)
-
-
-def _nothing_left(run: Rehearsed) -> None:
-    """No process of the run survived it (the rehearsal's sweep finds them by marker; the stand-ins register)."""
-    if (run.sandbox / "processes.txt").exists():
-        assert_nothing_left(run)
-    assert "outlived the run" not in run.stdout, run.stdout[-2000:]
+    return require_real_parts()
 
 
 def _real_lines(stdout: str) -> list[str]:
@@ -106,26 +80,7 @@ def test_a_stale_real_master_is_stopped_by_the_guide(tmp_path: Path, run_harness
     assert "\n  the guide stopped it during the run (SIGKILL)\n" in run.stdout
     previous = (run.sandbox / "previous-run-mooncake.log").read_text(encoding="utf-8")
     assert "master.cpp" in previous and "Master service started on port 35551" in previous
-    _nothing_left(run)
-
-
-def test_the_old_stop_pattern_leaves_the_real_master_and_fails(tmp_path: Path, run_harness, wheelhouse: Path) -> None:
-    text = (REPO / GUIDE).read_text(encoding="utf-8")
-    fixed = "pkill -9 -f '(^|/)mooncake_master( |$)'"
-    guide = tmp_path / "specforge-old-pattern.md"
-    guide.write_text(text.replace(fixed, "pkill -9 -f '^mooncake_master'"), encoding="utf-8")
-
-    run = rehearse(run_harness, tmp_path, "--real", guide=str(guide), REHEARSAL_BREAK="mooncake-stale-master")
-
-    assert_stops_at(run, "smoke-start-mooncake")
-    assert_in_log_and_file(
-        run,
-        "smoke-start-mooncake",
-        "stderr",
-        "smoke: FAILED - port(s) 35551 35880 35903 on 127.0.0.1 still in use after stopping old mooncake_master",
-    )
-    assert re.search(r"^\[ERROR\] rehearsal: the previous run's mooncake_master \(pid \d+\) outlived", run.stdout, re.M)
-    _nothing_left(run)
+    assert_nothing_left(run, stand_ins_ran=False)
 
 
 def test_the_real_uv_refuses_the_source_texts_install_without_a_virtualenv(
@@ -160,3 +115,22 @@ def test_with_a_system_python_the_guide_passes_with_the_real_parts(
     assert (site / "mooncake" / "mooncake_master").read_bytes()[:4] == b"\x7fELF"
     assert (site / "huggingface_hub").is_dir() and (site / "specforge").is_dir()
     assert_nothing_left(run)
+
+
+def test_without_the_ascend_companion_patch_the_first_capture_fails_against_the_real_master(
+    tmp_path: Path, run_harness, wheelhouse: Path
+) -> None:
+    """The real master is up and the server healthy; the capture's segment mount is what fails, at launch."""
+    run = rehearse(
+        run_harness, tmp_path, "--real", REHEARSAL_BREAK="ascend-patch-missing", SPECFORGE_TRAIN_LIVENESS_WAIT="10"
+    )
+
+    assert_stops_at(run, "smoke-train-launch")
+    assert "smoke: WARNING - no Ascend companion patch in this SpecForge checkout" in run.output(
+        "smoke-apply-patches", "stderr"
+    )
+    assert "spec-capture mooncake setup failed" in run.output("smoke-train-launch", "stdout")
+    master_log = (run.output_dir / "collected" / "tmp" / "smoke-mooncake.log").read_text(encoding="utf-8")
+    assert "Master service started on port 35551" in master_log
+    assert _real_lines(run.stdout)[1].startswith("  mooncake: real, ")
+    assert_nothing_left(run, stand_ins_ran=False)

@@ -12,12 +12,12 @@ import json
 import platform
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from ports import free_ports
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "specforge.md"
@@ -193,20 +193,10 @@ def test_a_missing_atb_dir_is_a_warning_naming_the_version(tmp_path: Path, harne
     )
 
 
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for sock in sockets:
-        sock.bind(("127.0.0.1", 0))
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
-
-
 def test_a_master_that_exits_at_once_fails_the_readiness_loop_at_once(
     tmp_path: Path, harness_env: dict[str, str]
 ) -> None:
-    rpc, http, metrics = _free_ports(3)
+    rpc, http, metrics = free_ports(3)
     stubs = {
         "pkill": "exit 1\n",
         "mooncake_master": 'echo "E mooncake_master: Failed to start HTTP metadata server" >&2\nexit 1\n',

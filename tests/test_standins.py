@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ports import free_ports
 
 from ci.rehearsal.fake_hub import EMBEDDING_TENSOR, hub_repositories
 
@@ -34,16 +35,6 @@ def stand_in_env(*paths: Path, **extra: str) -> dict[str, str]:
     env.update(PYTHONPATH=os.pathsep.join(str(path) for path in (*paths, REHEARSAL / "image")))
     env.update(PYTHONDONTWRITEBYTECODE="1", **extra)
     return env
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for sock in sockets:
-        sock.bind(("127.0.0.1", 0))
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
 
 
 def guide_flags(rpc: int, metadata: int, metrics: int) -> list[str]:
@@ -341,3 +332,19 @@ def test_train_checks_the_embedding_against_the_text_config(tmp_path: Path) -> N
     done = check_inputs()
     assert done.returncode == 1
     assert "the text config says [vocab_size, hidden_size] = [4, 3]" in done.stderr
+
+
+def test_the_sglang_stand_in_reads_the_hybrid_layers_where_qwen3_5_keeps_them(tmp_path: Path) -> None:
+    """Qwen3.5's layer_types live under text_config: a hybrid model on the ascend backend needs libatb.so."""
+    model = tmp_path / "model"
+    model.mkdir()
+    shutil.copy(REHEARSAL / "hub" / "Qwen" / "Qwen3.5-4B" / "config.json", model / "config.json")
+    config = json.loads((model / "config.json").read_text(encoding="utf-8"))
+    assert "layer_types" not in config and "linear_attention" in config["text_config"]["layer_types"]
+    command = [sys.executable, "-m", "sglang.launch_server", "--model-path", str(model), "--attention-backend"]
+    env = stand_in_env(REHEARSAL / "sglang" / "python", LD_LIBRARY_PATH=str(tmp_path))
+
+    done = subprocess.run([*command, "ascend"], env=env, capture_output=True, text=True, timeout=DEADLINE_S)
+
+    assert done.returncode != 0
+    assert "libatb.so: cannot open shared object file" in done.stderr

@@ -71,8 +71,7 @@ _MODEL = Simulation(
     "Qwen/Qwen3.5-4B",
     "the Hugging Face Hub",
     "fake Hub on 127.0.0.1 for the real huggingface_hub client; a few-byte model",
-    "the model's files: a config in Qwen3.5's layout with a tiny text model (and a top-level layer_types "
-    "copy for the SGLang stand-in), one 232-byte tensor",
+    "the model's files: a config in Qwen3.5's layout with a tiny text model, one 232-byte tensor",
 )
 
 

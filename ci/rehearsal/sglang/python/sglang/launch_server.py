@@ -193,7 +193,9 @@ def main() -> int:
         from sglang.srt.spec_capture_sink import SpecCaptureSink
 
         capture = Capture(SpecCaptureSink(args.spec_capture_method, args.spec_capture_aux_layer_ids))
-    if "linear_attention" in model_config.get("layer_types", []) and args.attention_backend == "ascend":
+    # a multimodal checkpoint keeps its language model's settings under text_config (Qwen3.5's layout)
+    layer_types = model_config.get("text_config", model_config).get("layer_types", [])
+    if "linear_attention" in layer_types and args.attention_backend == "ascend":
         require_libatb()
     time.sleep(STARTUP_S)
     serve(args, capture)
