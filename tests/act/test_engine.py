@@ -271,7 +271,8 @@ def test_a_cancelled_npu_job_is_stopped_by_its_stop_step_and_keeps_its_reports(
     guide = runner.workspace / "docs" / "examples" / "demo.md"
     text = guide.read_text(encoding="utf-8")
     marker = "## Start a server in the background\n"
-    wait_block = '```shell #test id="wait"\nsleep 300\n```\n\n```shell #test-result id="wait"\n```\n\n'
+    # a command line no other test uses: the check below looks at every process of the host
+    wait_block = '```shell #test id="wait"\nsleep 317\n```\n\n```shell #test-result id="wait"\n```\n\n'
     fence_line = text[: text.index(marker)].count("\n") + 1
     guide.write_text(text.replace(marker, wait_block + marker), encoding="utf-8")
 
@@ -290,7 +291,7 @@ def test_a_cancelled_npu_job_is_stopped_by_its_stop_step_and_keeps_its_reports(
     assert wait["status"] == "error" and wait["message"].startswith("interrupted by signal 15")
     assert owners(runner.workspace / "guide-guard-report") == {RUNNER_UID}
     assert not containers(container_engine)
-    assert not host_processes_named("sleep 300")
+    assert not host_processes_named("sleep 317")
 
 
 def container_engine_python(container_engine: engine.Engine) -> str:
