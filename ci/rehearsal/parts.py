@@ -86,7 +86,7 @@ def choose_parts(mode: str, wheelhouse: str | None, *, isolated: bool) -> Parts:
         why = uv_problem or house_problem or "no wheelhouse"
         return _stand_ins(mode, f"the stand-in: {why}", "the stand-in: the real wheel needs the real uv")
     uv = Part("uv", True, f"{uv_program} ({_version(uv_program)}), offline against the wheels of {house}")
-    wheel = _compatible_wheel(house, "mooncake_transfer_engine_npu", "0.3.13.post1")
+    wheel = _compatible_wheel(house, *MOONCAKE_WHEEL.split("=="))
     problems = [] if wheel else [f"no {MOONCAKE_WHEEL} wheel for this Python and machine in {house}"]
     problems += [f"{name} cannot be loaded (Debian: apt-get install {_package(name)})" for name in _missing_libraries()]
     if not isolated:
@@ -121,12 +121,12 @@ def _wheelhouse_problem(house: Path | None) -> str:
         return f"no wheelhouse ({hint}, or {WHEELHOUSE_ENV}=DIR)"
     if not house.is_dir():
         return f"the wheelhouse {house} is not a directory ({hint})"
-    if _compatible_wheel(house, "huggingface_hub", None) is None:
+    if _compatible_wheel(house, "huggingface_hub") is None:
         return f"the wheelhouse {house} has no huggingface_hub wheel ({hint})"
     return ""
 
 
-def _compatible_wheel(house: Path, name: str, version: str | None) -> Path | None:
+def _compatible_wheel(house: Path, name: str, version: str | None = None) -> Path | None:
     """A wheel of the project in the wheelhouse that this interpreter can install, if any."""
     from packaging.tags import sys_tags
     from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
