@@ -41,14 +41,13 @@ def _real_directory(parent: int, name: str) -> int:
 
 
 def _directory(directory: Path, within: Path | None) -> int:
-    """A descriptor of DIRECTORY. Below WITHIN (taken as it is, made when missing: the user named it), each directory
-    on the way is a real one, made when missing; with no WITHIN, DIRECTORY is taken as it is."""
+    """A descriptor of DIRECTORY. Below WITHIN (taken as it is: the user named it; FileNotFoundError when it is gone),
+    each directory on the way is a real one, made when missing; with no WITHIN, DIRECTORY is taken as it is."""
     if within is None:
         return os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     names = directory.relative_to(within).parts  # ValueError for a file outside it: a bug of the caller
     if ".." in names:
         raise OSError(errno.EINVAL, "a `..` would lead out of the output directory", str(directory))
-    os.makedirs(within, exist_ok=True)  # as the user named it (the output directory): links there are theirs
     descriptor = os.open(within, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for name in names:

@@ -210,6 +210,7 @@ def _copy_tail(pattern: str, source: str, target: Path, within: Path, budget: _B
             return failed(_kind(status.st_mode))
         size = status.st_size
         try:
+            within.mkdir(parents=True, exist_ok=True)  # the output directory, as the user named it
             out = create_fresh(target, within=within)
         except OSError as exc:
             return failed(f"cannot write {target} ({exc.strerror or exc})", size)

@@ -140,7 +140,8 @@ def run_guide(
 def _context(
     plan: Plan, left_out: Mapping[int, str], options: RunOptions, supervisor: ProcessSupervisor, listener: Listener
 ) -> StepContext:
-    make_directories(options.output_dir / "blocks", within=options.output_dir)
+    options.output_dir.mkdir(parents=True, exist_ok=True)  # as the user named it
+    make_directories(options.output_dir / "blocks", within=options.output_dir)  # but blocks/ is the run's own
     runnable = [step for step in plan.steps if step.skip_reason is None and step.ordinal not in left_out]
     paths = {
         step.ordinal: output_paths(output_stem(options.output_dir, options.file_prefix, step)) for step in runnable
