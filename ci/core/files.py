@@ -85,11 +85,14 @@ def create_fresh(path: Path, *, within: Path, mode: int = _NEW_FILE_MODE) -> int
     directories from WITHIN down are made real ones (see the module). OSError
     when it cannot be made (a directory at PATH, a full disk).
     """
-    directory = _directory(path.parent, within)
     try:
-        return _create(directory, path.name, mode)
-    finally:
-        os.close(directory)
+        directory = _directory(path.parent, within)
+        try:
+            return _create(directory, path.name, mode)
+        finally:
+            os.close(directory)
+    except OSError as exc:  # named by the whole path, not the last name the walk used
+        raise type(exc)(exc.errno, exc.strerror, str(path)) from None
 
 
 def rename_within(source: Path, target: Path, *, within: Path) -> None:
