@@ -24,6 +24,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from ci.cli import ExitCode, command_parser, fail, guarded_command, print_error
+from ci.core.files import write_atomically
 from ci.rehearsal.model import ASSETS, BREAK_ENV, KNOBS
 from ci.temporary import KEEP_NEWEST
 
