@@ -94,7 +94,7 @@ def _read_state(path: Path) -> dict[str, Any]:
 def _write_json(path: Path, data: Mapping[str, Any]) -> None:
     """Write the state whole or not at all: a killed monitor never leaves half a state."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    write_atomically(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n", updating=True)
 
 
 def _github_output(decision: Mapping[str, Any]) -> None:

@@ -145,15 +145,15 @@ def _check_file(name: str, registered: set[str], *, shellcheck: str | None, stat
     from ci.core.model import DocumentError
     from ci.core.parse import parse_guide
     from ci.core.plan import guides_without_blocks
-    from ci.core.source import read_guide
+    from ci.core.source import read_guide, read_local_guide
     from ci.maintain.drift import Finding, Severity, contract_findings, static_findings
     from ci.maintain.drift.contract import document_error_findings
     from ci.maintain.drift.findings import CONTRACT
 
     try:
-        loose = Path(name).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        return [Finding(CONTRACT, Severity.ERROR, name, 0, f"cannot read it: {exc.strerror or exc}")]
+        loose = read_local_guide(Path(name), name).decode("utf-8", errors="replace")
+    except DocumentError as error:  # unreadable, too large
+        return document_error_findings(name, error)
     if not parse_guide(loose, name).blocks and os.path.realpath(name) not in registered:
         return None
     try:

@@ -24,6 +24,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from ci.cli import ExitCode, command_parser, fail, guarded_command, print_error
+from ci.core.files import write_atomically
 from ci.rehearsal.model import ASSETS, BREAK_ENV, KNOBS
 from ci.temporary import KEEP_NEWEST
 
@@ -158,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"rehearsal: {args.guide} against simulations; sandbox {plan.sandbox.base}", flush=True)
     exit_status, leftovers = _run(plan, command, hub)
     text = render(plan, args.guide, hub, int(exit_status), leftovers)
-    (plan.sandbox.base / "rehearsal-report.txt").write_text(text + "\n", encoding="utf-8")
+    write_atomically(plan.sandbox.base / "rehearsal-report.txt", text + "\n")  # a new file: never through a link
     print(text, flush=True)
     # kept, even after a passing run: every path printed above stays good (a temporary one goes when pruned)
     where = "" if args.output_dir else f" (a temporary directory: the {KEEP_NEWEST} newest are kept)"

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ci.cli import ConsoleGuard, ExitCode, command_parser, fail, guarded_console, print_error
 from ci.core.text import plural
+from ci.report_paths import report_path_problem
 from ci.run_update import UPDATE_EXIT_STATUS, UpdateAfterRun, add_update_options, update_from_run, update_usage_problem
 
 if TYPE_CHECKING:
@@ -285,7 +286,12 @@ def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> 
         else:
             _print_plan_text(plans)
         return ExitCode.OK
-    problem = _output_problem(args)
+    problem = _output_problem(args) or report_path_problem(
+        [name for name in args.guides if not name.startswith(("http://", "https://"))],
+        args.output_dir,
+        args.junit,
+        settings.workdir,
+    )
     if problem:
         return fail(problem, parser)
     from ci.session import run

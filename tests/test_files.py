@@ -18,13 +18,42 @@ def test_a_new_file_is_written_with_its_line_endings_as_given(tmp_path: Path) ->
     assert os.listdir(tmp_path) == ["guide.md"]
 
 
-def test_replacing_keeps_the_permission_bits(tmp_path: Path) -> None:
+def test_updating_keeps_the_permission_bits(tmp_path: Path) -> None:
     path = tmp_path / "run.sh"
     path.write_text("old\n")
     path.chmod(0o750)
-    write_atomically(path, "new\n")
+    write_atomically(path, "new\n", updating=True)
     assert path.read_text() == "new\n"
     assert stat.S_IMODE(path.stat().st_mode) == 0o750
+
+
+def test_a_report_takes_no_mode_from_what_stood_at_its_name(tmp_path: Path) -> None:
+    """A report is the harness's own file: a set-user-ID file at its name lends it nothing."""
+    path = tmp_path / "results.json"
+    path.write_text("old\n")
+    path.chmod(0o4755)
+    write_atomically(path, "new\n")
+    assert path.read_text() == "new\n"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~_umask()
+
+
+def test_a_link_at_the_temporary_name_is_not_written_through(tmp_path: Path) -> None:
+    """The temporary beside the file has an unguessable name and is made new: a link planted there leads nowhere."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep\n")
+    directory = tmp_path / "out"
+    directory.mkdir()
+    for pid in range(os.getpid() - 2, os.getpid() + 3):
+        (directory / f".results.json.{pid}.tmp").symlink_to(outside)
+    write_atomically(directory / "results.json", "new\n")
+    assert outside.read_text() == "keep\n"
+    assert (directory / "results.json").read_text() == "new\n"
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:

@@ -13,9 +13,20 @@ from urllib.parse import urlsplit, urlunsplit
 from ci.core.model import DocumentError, Problem
 from ci.core.text import human_size
 
-__all__ = ["URL_LIMIT_BYTES", "URL_TIME_LIMIT_S", "GuideSource", "fetch_url", "read_guide", "redact_url", "redact_urls"]
+__all__ = [
+    "GUIDE_LIMIT_BYTES",
+    "URL_LIMIT_BYTES",
+    "URL_TIME_LIMIT_S",
+    "GuideSource",
+    "fetch_url",
+    "read_guide",
+    "read_local_guide",
+    "redact_url",
+    "redact_urls",
+]
 
-URL_LIMIT_BYTES = 16 * 1024 * 1024  # a guide read from a URL is refused past this size
+GUIDE_LIMIT_BYTES = 16 * 1024 * 1024  # a guide, local or read from a URL, is refused past this size
+URL_LIMIT_BYTES = GUIDE_LIMIT_BYTES
 URL_TIME_LIMIT_S = 60.0  # and when its whole answer takes longer than this
 _URL_READ_TIMEOUT_S = 30  # each connect and each read, within the whole limit
 _URL_CHUNK_BYTES = 64 * 1024
@@ -156,8 +167,24 @@ def read_guide(name: str) -> GuideSource:
         shown = redact_url(name)  # a token in the URL must not reach the log or results.json
         return GuideSource(shown, _decode(fetch_url(name), shown), None)
     path = Path(name)
+    return GuideSource(name, _decode(read_local_guide(path, name), name), str(path))
+
+
+def read_local_guide(path: Path, name: str) -> bytes:
+    """The bytes of the local guide at PATH (NAME as the user wrote it), at most GUIDE_LIMIT_BYTES of them.
+
+    DocumentError when it cannot be read or is larger: a path to /dev/zero or
+    to a huge log is said at once, not read until memory runs out.
+    """
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as handle:
+            raw = handle.read(GUIDE_LIMIT_BYTES + 1)
     except OSError as exc:
         raise DocumentError([Problem(name, 0, f"cannot read the guide: {exc.strerror or exc}")]) from None
-    return GuideSource(name, _decode(raw, name), str(path))
+    if len(raw) > GUIDE_LIMIT_BYTES:
+        message = (
+            f"cannot read the guide: it is larger than {human_size(GUIDE_LIMIT_BYTES)}, the limit for a guide;"
+            " a guide is a Markdown file: check that this is the one meant"
+        )
+        raise DocumentError([Problem(name, 0, message)])
+    return raw

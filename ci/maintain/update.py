@@ -15,7 +15,7 @@ from ci.core.files import write_atomically
 from ci.core.match import matches
 from ci.core.model import DocumentError, Label, Plan, Status, Step
 from ci.core.plan import substitute
-from ci.core.source import redact_url
+from ci.core.source import read_local_guide, redact_url
 from ci.core.text import MASK, Masker, secret_values
 from ci.maintain.guide import plan_without_running
 from ci.maintain.lastrun import read_stdout, recheck
@@ -50,9 +50,9 @@ def snapshot_guide(name: str) -> GuideSnapshot:
         raise GuideNotUpdatable([f"{redact_url(name)}: only a local guide can be updated; name its file"])
     path = Path(name).absolute()
     try:
-        return GuideSnapshot(name, path, path.read_bytes())
-    except OSError as exc:
-        raise GuideNotUpdatable([f"{name}: cannot read the guide: {exc.strerror or exc}"]) from None
+        return GuideSnapshot(name, path, read_local_guide(path, name))
+    except DocumentError as error:
+        raise GuideNotUpdatable([f"{name}: {problem.message}" for problem in error.problems]) from None
 
 
 @dataclass(frozen=True)
@@ -240,9 +240,11 @@ def _read_local_guide(name: str, path: Path, before: bytes | None) -> tuple[str,
     if "://" in name:
         raise GuideNotUpdatable([f"{redact_url(name)}: only a local guide can be updated; name its file"])
     try:
-        raw = path.read_bytes()
+        raw = read_local_guide(path, name)
         text = raw.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+    except DocumentError as error:
+        raise GuideNotUpdatable([f"{name}: {problem.message}" for problem in error.problems]) from None
+    except UnicodeDecodeError as exc:
         raise GuideNotUpdatable([f"{name}: cannot read the guide: {exc}"]) from None
     if before is not None and raw != before:
         raise GuideNotUpdatable(
@@ -277,7 +279,7 @@ def _write(path: Path, text: str) -> str | None:
         mode = os.stat(real).st_mode
         if not mode & 0o222:
             return f"the file is read-only (mode {stat.S_IMODE(mode):o}): make it writable (chmod u+w) to update it"
-        write_atomically(real, text)
+        write_atomically(real, text, updating=True)
     except OSError as exc:
         where = real.parent
         return f"it could not be written ({os_error_text(exc, where)}; the new content goes to a file in {where} first)"

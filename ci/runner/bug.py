@@ -31,7 +31,7 @@ def internal_error_result(step: Step, context: StepContext) -> BlockResult:
     trace = traceback.format_exc()
     where = Path(f"{context.stem(step)}.harness-error.txt")
     try:
-        write_atomically(where, trace.encode("utf-8", "backslashreplace"))
+        write_atomically(where, trace.encode("utf-8", "backslashreplace"), within=context.output_dir)
         kept = f"; traceback in {where}"
     except (OSError, UnicodeError) as exc_write:
         kept = f"; its traceback could not be kept ({exc_write})"

@@ -9,9 +9,11 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ci.core.files import create_fresh
 from ci.core.model import CollectedFile, Collection
 from ci.core.text import human_size
 from ci.runner.globs import MAX_DIRECTORIES, search_glob
+from ci.runner.links import ForeignLink, open_without_foreign_links
 
 __all__ = [
     "COLLECT_CAP_BYTES",
@@ -57,7 +59,12 @@ def collect_files(
     what could not be copied (a FIFO, a directory, an unreadable file, a file
     changing meanwhile, time up) is said in its note; a search cut short, in
     the collection's notes. Matches under destination or exclude (the output
-    directory) are the harness's own files: left out.
+    directory) are the harness's own files: left out. A symbolic link on the
+    way to a match is followed only when it is this user's or root's
+    (ci.runner.links): another user's is not, and its match is not copied.
+    Each copy is a new file (ci.core.files.create_fresh) under exclude (else
+    destination), through real directories only: a link or a FIFO planted
+    in the destination is replaced, never written through.
     """
     budget = _Budget(cap_bytes, total_bytes, deadline, stop_requested)
     files: list[CollectedFile] = []
@@ -81,7 +88,8 @@ def collect_files(
             if len(files) >= COLLECT_MAX_FILES:
                 left_out += 1
                 continue
-            files.append(_collect_one(pattern, source, destination / source.lstrip("/"), budget))
+            target = destination / os.path.normpath(source).lstrip("/")  # no `..` may lead the copy out
+            files.append(_collect_one(pattern, source, target, exclude or destination, budget))
     if budget.stopping and budget.first_cap_bytes > budget.cap_bytes:
         notes.append(
             f"a stop signal came during the collection: from then on at most {human_size(budget.cap_bytes)}"
@@ -129,13 +137,13 @@ class _Budget:
         return min(self.cap_bytes, max(self.bytes_left, 0))
 
 
-def _collect_one(pattern: str, source: str, target: Path, budget: _Budget) -> CollectedFile:
+def _collect_one(pattern: str, source: str, target: Path, within: Path, budget: _Budget) -> CollectedFile:
     """Copy one matched file, within the budget, and take its bytes from the total."""
     reason = budget.check()
     if reason is not None:
         return CollectedFile(pattern, source, None, 0, 0, False, f"not copied: {reason}")
     limited_by_total = budget.bytes_left < budget.cap_bytes
-    copied = _copy_tail(pattern, source, target, budget)
+    copied = _copy_tail(pattern, source, target, within, budget)
     budget.bytes_left -= copied.copied_bytes
     if copied.truncated and limited_by_total:
         copied = _with_note(copied, f"the collection's {human_size(budget.total_bytes)} in all was used up")
@@ -182,15 +190,18 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def _copy_tail(pattern: str, source: str, target: Path, budget: _Budget) -> CollectedFile:
-    """Copy the end of one file as it was when the copy started; say what went wrong instead of raising."""
+def _copy_tail(pattern: str, source: str, target: Path, within: Path, budget: _Budget) -> CollectedFile:
+    """Copy the end of one file as it was when the copy started, to TARGET, a new file under WITHIN; say what went
+    wrong instead of raising."""
 
     def failed(note: str, size_bytes: int = 0) -> CollectedFile:
         return CollectedFile(pattern, source, None, size_bytes, 0, False, f"not copied: {note}")
 
     try:
         # O_NONBLOCK: opening a FIFO for reading must not wait for a writer; it changes nothing for a regular file
-        descriptor = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        descriptor = open_without_foreign_links(source, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except ForeignLink as exc:
+        return failed(f"{exc.strerror}: only links of this user or root are followed")
     except OSError as exc:
         return failed(f"cannot open it ({exc.strerror or exc})")
     try:
@@ -199,8 +210,8 @@ def _copy_tail(pattern: str, source: str, target: Path, budget: _Budget) -> Coll
             return failed(_kind(status.st_mode))
         size = status.st_size
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            within.mkdir(parents=True, exist_ok=True)  # the output directory, as the user named it
+            out = create_fresh(target, within=within)
         except OSError as exc:
             return failed(f"cannot write {target} ({exc.strerror or exc})", size)
         try:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from ci.core.files import create_fresh
 from ci.core.model import BlockResult, DiagnosticResult, GuideSettings, Status
 from ci.runner.outputs import file_sizes, slug
 from ci.runner.process import ProcessSupervisor, RunInterrupted
@@ -25,6 +27,7 @@ def run_diagnostics(
     settings: GuideSettings,
     *,
     stem: str,
+    output_dir: Path,
     tag: str,
     deadline: float | None,
     env: Mapping[str, str],
@@ -32,7 +35,7 @@ def run_diagnostics(
 ) -> tuple[BlockResult, int | None]:
     """Run the guide's ci.diagnostics after a block failed, mismatched or timed out.
 
-    `stem` is the block's output stem (the outputs go to STEM.diagnostics/),
+    `stem` is the block's output stem (the outputs go to STEM.diagnostics/, new files under `output_dir`),
     `tag` its marker value, `deadline` the run's (--deadline, monotonic).
     Returns the result carrying them, and the signal number when a stop
     request cut them short (the remaining ones are then not started).
@@ -51,7 +54,7 @@ def run_diagnostics(
         name = f"{result.step.name} (diagnostic {index})"
         limit_s = _limit_s(own_limit_s, deadline)
         diagnostic, signum = _run_diagnostic(
-            command, output_path, name, f"{tag}-diagnostic-{index}", limit_s, env, supervisor
+            command, (output_path, output_dir), name, f"{tag}-diagnostic-{index}", limit_s, env, supervisor
         )
         done.append(diagnostic)
         if signum is not None:
@@ -72,7 +75,7 @@ def _limit_s(own_limit_s: float, deadline: float | None) -> float:
 
 def _run_diagnostic(
     command: str,
-    output_path: Path,
+    output: tuple[Path, Path],  # the file, and the output directory it is made under
     name: str,
     tag: str,
     limit_s: float,
@@ -85,11 +88,15 @@ def _run_diagnostic(
     limit_kib = DIAGNOSTIC_OUTPUT_LIMIT_BYTES // 1024
     argv = ["bash", "-c", f"ulimit -f {limit_kib} 2>/dev/null; exec 2>&1\n{command}"]
     started = time.monotonic()
+    output_path, output_dir = output
     try:
-        output_path.parent.mkdir(parents=True, exist_ok=True)
-        process = supervisor.start(
-            argv, env=env, stdout_path=output_path, stderr_path=output_path, block_name=name, block_tag=tag
-        )
+        descriptor = create_fresh(output_path, within=output_dir)
+        try:
+            process = supervisor.start(
+                argv, env=env, stdout=descriptor, stderr=descriptor, block_name=name, block_tag=tag
+            )
+        finally:
+            os.close(descriptor)
     except OSError as exc:
         message = f"could not be run: {exc.strerror or exc}"
         return DiagnosticResult(command, None, 0, False, None, False, 0.0, message), None

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ci.core.files import make_directories
 from ci.core.model import BlockResult, Collection, GuideOutcome, Plan, Status, Step
 from ci.core.text import NO_SECRETS, Masker
 from ci.runner.bug import internal_error_result
@@ -139,7 +140,8 @@ def run_guide(
 def _context(
     plan: Plan, left_out: Mapping[int, str], options: RunOptions, supervisor: ProcessSupervisor, listener: Listener
 ) -> StepContext:
-    (options.output_dir / "blocks").mkdir(parents=True, exist_ok=True)
+    options.output_dir.mkdir(parents=True, exist_ok=True)  # as the user named it
+    make_directories(options.output_dir / "blocks", within=options.output_dir)  # but blocks/ is the run's own
     runnable = [step for step in plan.steps if step.skip_reason is None and step.ordinal not in left_out]
     paths = {
         step.ordinal: output_paths(output_stem(options.output_dir, options.file_prefix, step)) for step in runnable
@@ -149,7 +151,7 @@ def _context(
         env={**os.environ, "PWD": _pwd(options.workdir), **plan.settings.env},
         markers=tuple(dict.fromkeys((*options.error_markers, *plan.settings.error_markers))),
         events=Events(listener, len(plan.steps)),
-        output_files=OutputFiles(),
+        output_files=OutputFiles(options.output_dir),
         output_dir=options.output_dir,
         file_prefix=options.file_prefix,
         deadline=options.deadline,
@@ -255,6 +257,7 @@ class _GuideRun:
             result,
             self.plan.settings,
             stem=self.context.stem(step),
+            output_dir=self.context.output_dir,
             tag=self.context.tag(step),
             deadline=self.context.deadline,
             env=self.context.env,

@@ -2,7 +2,7 @@
 
 A file is read in chunks, never whole: block outputs can be gigabytes. Only
 a file that holds a secret is rewritten (beside itself, then renamed over
-it, keeping its mode); any other is not touched. The masking is the
+it, keeping its permission bits, never a set-user-ID one); any other is not touched. The masking is the
 Masker's (`Masker.mask_bytes`), on the bytes: what is not UTF-8 stays as it is.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import os
 import stat
 import tempfile
@@ -72,6 +73,8 @@ def mask_output_files(output_dir: Path, masker: Masker, ends_by: Callable[[], fl
 def _files_under(output_dir: Path) -> Iterator[tuple[Path, int]]:
     """The regular files under OUTPUT_DIR's masked directories, with their sizes; symbolic links are not followed."""
     for name in MASKED_DIRECTORIES:
+        if not (output_dir / name).is_dir() or (output_dir / name).is_symlink():
+            continue  # a link planted in place of the directory: the files it leads to are not the run's
         for directory, _, names in os.walk(output_dir / name):
             for file_name in names:
                 path = Path(directory, file_name)
@@ -88,12 +91,17 @@ def mask_file(
 
     MaskingTimeUp when ENDS_BY passes first: the file is then as it was.
     """
-    with open(path, "rb") as source:
+    # O_NOFOLLOW, O_NONBLOCK: a file swapped for a link or a FIFO since it was listed is not opened, nor waited on
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    with open(descriptor, "rb") as source:
         windows = _windows(source, masker, ends_by, chunk_bytes)
         if not any(secret in window for window in windows for secret in masker.secret_bytes):
             return False
         source.seek(0)
-        mode = os.fstat(source.fileno()).st_mode & 0o7777
+        mode = os.fstat(source.fileno()).st_mode & 0o777  # its permissions; never a set-user-ID bit, the owner is ours
         short = os.fsdecode(os.fsencode(path.name)[:100])  # in bytes: a name may be any bytes, up to 255 of them
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{short}.", suffix=".masking")
         try:

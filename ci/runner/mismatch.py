@@ -23,13 +23,15 @@ def mismatch_report(
     values: tuple[tuple[str, str], ...],
     whole_expected: tuple[Path, bool],
     masker: Masker,
+    *,
+    within: Path,
 ) -> MatchReport | None:
     """None when the stdout file matches EXPECTED (the step's result body with VALUES put in), else what differs.
 
     The line blamed is placed in the guide: in the `#test-result` as written, a
     loaded value spanning lines counting as its placeholder's line. An expected
     body shown cut is kept whole in WHOLE_EXPECTED's file (written unless its
-    flag says it holds the body already).
+    flag says it holds the body already), a new file under WITHIN (the output directory).
     """
     assert step.expected is not None, "only a #test with a #test-result is matched"
     tokens = step.expected.fuzzy
@@ -43,7 +45,7 @@ def mismatch_report(
     path, written = whole_expected
     try:
         if not written:
-            write_atomically(path, expected, encoding="utf-8")
+            write_atomically(path, expected, encoding="utf-8", within=within)
     except (OSError, UnicodeError):  # its directory was removed by a block; a lone surrogate from --set
         return report
     return dataclasses.replace(report, expected_path=str(path))

@@ -7,6 +7,7 @@ import os
 import re
 from pathlib import Path
 
+from ci.core.files import create_fresh, remove_within, rename_within
 from ci.core.model import Step
 
 __all__ = ["OutputFiles", "file_sizes", "output_paths", "output_stem", "slug"]
@@ -39,48 +40,76 @@ def file_sizes(*paths: Path) -> tuple[int, ...]:
 
 
 class OutputFiles:
-    """Makes each block's output files ahead of time, while the block before it runs.
+    """Makes each block's output files ahead of time, while the block before it runs, and holds them open.
 
     Creating a file can cost more than a whole trivial block on some file
     systems (it is the allocation of an inode, not the name); the harness is
     only waiting while a block runs, so the next block's files are made then,
-    on the other core, instead of in the spawn that the run waits for. A
-    stream that a block left empty keeps no file of its own: once nothing of
+    on the other core, instead of in the spawn that the run waits for. Each is
+    made new (`create_fresh`): a link or a FIFO left at its name is replaced,
+    never written through, and the block writes to the descriptor made here.
+    A stream that a block left empty keeps no file of its own: once nothing of
     its process group is left that could still write to it, its file is
     renamed to serve a later block (a rename is cheap). Files made for blocks
     that never ran are removed at the end.
     """
 
-    def __init__(self) -> None:
-        self.spare: list[Path] = []  # empty files of finished blocks, free to rename
-        self.made: set[Path] = set()  # made ahead for blocks that have not run yet
+    def __init__(self, output_dir: Path) -> None:
+        self.output_dir = output_dir  # every file is made below it, through real directories only
+        self.spare: list[tuple[Path, int]] = []  # empty files of finished blocks, free to rename, with descriptors
+        self.made: dict[Path, int] = {}  # made ahead for blocks that have not run yet
+        self.held: dict[Path, int] = {}  # of blocks started: closed once the block is judged
 
     def prepare(self, *paths: Path) -> None:
         for path in paths:
-            if path in self.made:
+            if path in self.made or path in self.held:
                 continue
+            with contextlib.suppress(OSError):  # said when the block starts: descriptor() makes it then, or raises
+                self.made[path] = self._make(path)
+
+    def _make(self, path: Path) -> int:
+        while self.spare:
+            old, descriptor = self.spare.pop()
             try:
-                if self.spare:
-                    os.rename(self.spare.pop(), path)
-                else:
-                    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+                rename_within(old, path, within=self.output_dir)
             except OSError:
-                continue  # (a file of an earlier run, say): the spawn opens it with O_TRUNC
-            self.made.add(path)
+                os.close(descriptor)
+                continue
+            return descriptor
+        return create_fresh(path, within=self.output_dir)
+
+    def descriptor(self, path: Path) -> int:
+        """The descriptor a block's stream goes to, held until the block is judged; OSError when it cannot be made."""
+        descriptor = self.made.pop(path, None)
+        if descriptor is None:
+            descriptor = self.held.get(path)
+        if descriptor is None:
+            descriptor = create_fresh(path, within=self.output_dir)
+        self.held[path] = descriptor
+        return descriptor
 
     def used(self, *paths: Path) -> None:
-        self.made.difference_update(paths)
+        for path in paths:
+            if path in self.made:
+                self.held[path] = self.made.pop(path)
 
     def take_back(self, path: Path, size_bytes: int, writers_left: bool) -> bool:
         """Keep an empty stream's file for later; True when it was taken."""
-        if size_bytes or writers_left:
+        descriptor = self.held.pop(path, None)
+        if size_bytes or writers_left or descriptor is None:
+            if descriptor is not None:
+                os.close(descriptor)
             return False
-        self.spare.append(path)
+        self.spare.append((path, descriptor))
         return True
 
     def remove_unused(self) -> None:
-        for path in [*self.spare, *self.made]:
+        for path, descriptor in [*self.spare, *self.made.items()]:
+            os.close(descriptor)
             with contextlib.suppress(OSError):
-                os.unlink(path)
+                remove_within(path, within=self.output_dir)
+        for descriptor in self.held.values():
+            os.close(descriptor)
         self.spare.clear()
         self.made.clear()
+        self.held.clear()

@@ -108,12 +108,12 @@ class ProcessSupervisor:
         argv: Sequence[str],
         *,
         env: Mapping[str, str],
-        stdout_path: Path,
-        stderr_path: Path,
+        stdout: int,
+        stderr: int,
         block_name: str,
         block_tag: str,
     ) -> BlockProcess:
-        """Start one block in a new session, stdin empty, stdout and stderr going to files.
+        """Start one block in a new session, stdin empty, stdout and stderr going to the files open on these descriptors.
 
         The block runs in the harness's working directory (the command line
         moves there first), with the run's and its own marker in its environment.
@@ -122,7 +122,7 @@ class ProcessSupervisor:
         full_env = dict(env)
         full_env[RUN_MARKER] = self.run_token
         full_env[BLOCK_MARKER] = block_tag
-        pid = spawn_in_session(argv, full_env, stdout_path, stderr_path)
+        pid = spawn_in_session(argv, full_env, stdout, stderr)
         # it is our child, not yet waited for: its start time can be read; what it orphans later started after it
         ticks = start_ticks(pid)
         self.blocks.append(BlockStart(pid, block_tag, ticks if ticks is not None else 0))
@@ -286,12 +286,12 @@ class ProcessSupervisor:
             if pid in block_pids:
                 self.reaped[pid] = os.waitstatus_to_exitcode(status)
 
-    def dump_stacks(self, block: BlockProcess, dump_dir: Path) -> tuple[list[str], list[str]]:
-        """py-spy dumps of every Python process in the block's tree; (paths, one-line notes).
+    def dump_stacks(self, block: BlockProcess, dump_dir: Path, *, within: Path) -> tuple[list[str], list[str]]:
+        """py-spy dumps of every Python process in the block's tree, kept in DUMP_DIR under WITHIN; (paths, one-line notes).
 
         Skipped, or cut short, when a stop signal comes: the run must end within 2 s of it.
         """
-        return dump_python_stacks(self._look(block).processes, dump_dir, self.stop_requested)
+        return dump_python_stacks(self._look(block).processes, dump_dir, self.stop_requested, within=within)
 
     def stack_dump_problem(self) -> str | None:
         """Why stack dumps on timeout would be missing in this run (what is wrong, then the fix), or None."""

@@ -9,7 +9,6 @@ import shutil
 import signal
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 __all__ = ["become_subreaper", "keep_inherited_fds", "spawn_in_session"]
 
@@ -42,12 +41,15 @@ def keep_inherited_fds() -> None:
                 os.set_inheritable(fd, False)
 
 
-def spawn_in_session(argv: Sequence[str], env: Mapping[str, str], stdout_path: Path, stderr_path: Path) -> int:
-    """Start argv in a new session (so its own process group), stdin from /dev/null, stdout and stderr to files; its pid.
+def spawn_in_session(argv: Sequence[str], env: Mapping[str, str], stdout: int, stderr: int) -> int:
+    """Start argv in a new session (so its own process group), stdin from /dev/null, stdout and stderr to the files
+    open on these descriptors; its pid.
 
-    posix_spawn rather than subprocess: it is markedly cheaper per block, and
-    the files are opened by the child itself. FileNotFoundError when argv[0]
-    is not on env's PATH.
+    posix_spawn rather than subprocess: it is markedly cheaper per block. The
+    output files are opened by the harness (ci.core.files.create_fresh), not by
+    the child: a FIFO or a link planted at their names is never opened, and an
+    open that blocks cannot hold the spawn. FileNotFoundError when argv[0] is
+    not on env's PATH.
     """
     search_path = env.get("PATH", os.defpath)
     if search_path == os.environ.get("PATH", os.defpath):
@@ -56,15 +58,14 @@ def spawn_in_session(argv: Sequence[str], env: Mapping[str, str], stdout_path: P
         spawn, program = os.posix_spawn, shutil.which(argv[0], path=search_path) or ""
         if not program:
             raise FileNotFoundError(f"{argv[0]} not found on PATH")
-    write = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     pid = spawn(
         program,
         list(argv),
         env,
         file_actions=[
             (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_OPEN, 1, str(stdout_path), write, 0o644),
-            (os.POSIX_SPAWN_OPEN, 2, str(stderr_path), write, 0o644),
+            (os.POSIX_SPAWN_DUP2, stdout, 1),
+            (os.POSIX_SPAWN_DUP2, stderr, 2),
         ],
         setsid=True,  # its own session and process group, so the whole tree can be ended
         # Python ignores these for itself; a block gets them back as a shell would have them,

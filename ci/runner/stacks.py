@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 
 from ci.core.disk import os_error_text
-from ci.core.files import write_atomically
+from ci.core.files import make_directories, write_atomically
 
 __all__ = ["PY_SPY_ENV", "dump_python_stacks", "ptrace_refusal", "stack_dump_problem"]
 
@@ -35,9 +35,11 @@ _FIX_CAPABILITY = (
 
 
 def dump_python_stacks(
-    members: Iterable[psutil.Process], dump_dir: Path, stop_requested: Callable[[], int | None]
+    members: Iterable[psutil.Process], dump_dir: Path, stop_requested: Callable[[], int | None], *, within: Path
 ) -> tuple[list[str], list[str]]:
     """py-spy dumps of every Python process among `members` (a block's tree); (paths, one-line notes).
+
+    They are written in DUMP_DIR under WITHIN (the output directory), as new files (ci.core.files).
 
     Skipped, or cut short, when a stop signal comes: the run must end within 2 s of it.
     """
@@ -59,7 +61,7 @@ def dump_python_stacks(
         notes.append("stack dump skipped: py-spy is not installed (pip install py-spy)")
         return paths, notes
     try:
-        dump_dir.mkdir(parents=True, exist_ok=True)
+        make_directories(dump_dir, within=within)
     except OSError as exc:  # a full disk, say: the run goes on without them
         notes.append(f"stack dumps not taken: cannot make {dump_dir} ({os_error_text(exc, dump_dir)})")
         return paths, notes
@@ -79,7 +81,7 @@ def dump_python_stacks(
             continue
         path = dump_dir / f"pid-{proc.pid}.txt"
         try:
-            write_atomically(path, text)  # on a full disk: no file rather than a part of one
+            write_atomically(path, text, within=within)  # on a full disk: no file rather than a part of one
         except OSError as exc:
             notes.append(f"stack dump of pid {proc.pid} not kept: cannot write {path} ({os_error_text(exc, path)})")
             continue

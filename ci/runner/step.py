@@ -213,8 +213,8 @@ def _spawn(step: Step, command: str, context: StepContext) -> BlockProcess | str
             return context.supervisor.start(
                 argv,
                 env=context.env,
-                stdout_path=stdout_path,
-                stderr_path=stderr_path,
+                stdout=context.output_files.descriptor(stdout_path),
+                stderr=context.output_files.descriptor(stderr_path),
                 block_name=step.name,
                 block_tag=context.tag(step),
             )
@@ -287,7 +287,9 @@ def _waited(
     notes: tuple[str, ...] = ()
     ended: tuple[TrackedProcess, ...] = ()
     if not exited:
-        dump_paths, dump_notes = supervisor.dump_stacks(block, Path(f"{context.stem(step)}.dumps"))
+        dump_paths, dump_notes = supervisor.dump_stacks(
+            block, Path(f"{context.stem(step)}.dumps"), within=context.output_dir
+        )
         dumps, notes = tuple(dump_paths), tuple(dump_notes)
         ended = tuple(supervisor.end_tree(block))
     supervisor.reap_orphans()
@@ -337,7 +339,9 @@ def _observe(
     expected = substituted.expected
     return _Observed(
         expected=expected,
-        expected_shown=None if expected is None else bounded(expected, context.masker, Path(f"{stem}.expected.txt")),
+        expected_shown=None
+        if expected is None
+        else bounded(expected, context.masker, Path(f"{stem}.expected.txt"), within=context.output_dir),
         expected_values=substituted.expected_values,
         exited=exited,
         exit_code=exit_code,
@@ -371,12 +375,20 @@ def _verdict(
         # a long body is written whole already, to the same file, for the reports' head of it
         written = observed.expected_shown is not None and observed.expected_shown.path is not None
         whole = (Path(f"{context.stem(step)}.expected.txt"), written)
-        report = mismatch_report(step, stdout_path, observed.expected, observed.expected_values, whole, context.masker)
+        report = mismatch_report(
+            step,
+            stdout_path,
+            observed.expected,
+            observed.expected_values,
+            whole,
+            context.masker,
+            within=context.output_dir,
+        )
         if report is None:
             return observed.result(step, Status.PASSED, "output matched")
         return observed.result(step, Status.MISMATCH, mismatch_message(report, context.masker), match=report)
     if step.store:
-        value, shown, note = read_stored(stdout_path, context.stem(step), context.masker)
+        value, shown, note = read_stored(stdout_path, context.stem(step), context.masker, within=context.output_dir)
         stored[step.store] = value
         return observed.result(step, Status.PASSED, f"stored {step.store}{note}", stored=(step.store, shown))
     return observed.result(step, Status.PASSED, "exit 0")

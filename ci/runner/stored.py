@@ -14,11 +14,14 @@ __all__ = ["STORE_LIMIT_BYTES", "bounded", "read_stored"]
 STORE_LIMIT_BYTES = 16 * 1024 * 1024  # of a setup's stdout, at most this much is stored
 
 
-def bounded(text: str, masker: Masker, whole_file: Path | None, *, written: bool = False) -> BoundedText:
+def bounded(
+    text: str, masker: Masker, whole_file: Path | None, *, written: bool = False, within: Path | None = None
+) -> BoundedText:
     """TEXT as reports show it: whole when short, else its head and a file that holds it whole.
 
     WHOLE_FILE is that file: written here with TEXT unless WRITTEN says it
-    holds it already; None where there is none to write (a block that never
+    holds it already, as a new file under WITHIN (the output directory;
+    default: the file's own directory); None where there is none to write (a block that never
     started keeps no file). A file that cannot be written is named nowhere.
     """
     head = text_head(text, masker)
@@ -28,20 +31,20 @@ def bounded(text: str, masker: Masker, whole_file: Path | None, *, written: bool
     if whole_file is not None:
         try:
             if not written:
-                write_atomically(whole_file, text, encoding="utf-8")
+                write_atomically(whole_file, text, encoding="utf-8", within=within or whole_file.parent)
             path = str(whole_file)
         except (OSError, UnicodeError):  # its directory was removed by a block; a lone surrogate from --set
             path = None
     return BoundedText(head, utf8_size(text), complete=False, path=path)
 
 
-def read_stored(stdout_path: Path, stem: str, masker: Masker) -> tuple[str, BoundedText, str]:
+def read_stored(stdout_path: Path, stem: str, masker: Masker, *, within: Path) -> tuple[str, BoundedText, str]:
     """A setup's stored value, how reports show it, and a note for its message ("" unless it was cut).
 
     The value is its stdout as UTF-8 (invalid bytes replaced), at most
     STORE_LIMIT_BYTES of it, trailing whitespace removed. A long value is kept
     whole on disk: in the stdout file itself when that is the value with its
-    trailing whitespace, else in STEM.stored.txt beside it.
+    trailing whitespace, else in STEM.stored.txt beside it (under WITHIN, the output directory).
     """
     size = os.path.getsize(stdout_path)
     with open(stdout_path, "rb") as handle:
@@ -56,6 +59,6 @@ def read_stored(stdout_path: Path, stem: str, masker: Masker) -> tuple[str, Boun
     del raw  # the value alone is kept: a run may store several
     value = value.rstrip()
     whole = stdout_path if exact else Path(f"{stem}.stored.txt")
-    shown = bounded(value, masker, whole, written=exact)
+    shown = bounded(value, masker, whole, written=exact, within=within)
     note = f" (first {human_size(STORE_LIMIT_BYTES)} of {human_size(size)})" if cut else ""
     return value, shown, note

@@ -106,10 +106,10 @@ def write_board(directory: Path, rows: Sequence[GuideStatus], markdown: str) -> 
     """DIRECTORY/board.md, and per guide NAME.json (its status) and NAME.badge.json (Shields); each file whole."""
     directory.mkdir(parents=True, exist_ok=True)
     written = [directory / BOARD_FILE]
-    write_atomically(written[0], markdown)
+    write_atomically(written[0], markdown, updating=True)
     for row in rows:
         status_file, badge_file = directory / f"{row.name}.json", directory / f"{row.name}{BADGE_SUFFIX}"
-        write_atomically(status_file, json.dumps(row.to_json(), indent=2, ensure_ascii=False) + "\n")
-        write_atomically(badge_file, json.dumps(badge(row), ensure_ascii=False) + "\n")
+        write_atomically(status_file, json.dumps(row.to_json(), indent=2, ensure_ascii=False) + "\n", updating=True)
+        write_atomically(badge_file, json.dumps(badge(row), ensure_ascii=False) + "\n", updating=True)
         written += [status_file, badge_file]
     return written
