@@ -40,6 +40,9 @@ class RunOptions:
     guide_dir: str = ""  # keeps guides apart when several run together: blocks/GUIDE_DIR-NNN-..., collected/GUIDE_DIR/
     deadline: float | None = None  # --deadline: when the whole run must stop (time.monotonic()), if set
     masker: Masker = NO_SECRETS  # the run's secrets: what it keeps of an output is never cut inside one
+    # last over every block's environment, the guide's ci.env included: the run's private copies of the
+    # Actions runner's files (ci.runner.actions_files), so that no block writes the runner's own
+    private_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def file_prefix(self) -> str:
@@ -146,7 +149,7 @@ def _context(
     }
     return StepContext(
         supervisor=supervisor,
-        env={**os.environ, "PWD": _pwd(options.workdir), **plan.settings.env},
+        env={**os.environ, "PWD": _pwd(options.workdir), **plan.settings.env, **options.private_env},
         markers=tuple(dict.fromkeys((*options.error_markers, *plan.settings.error_markers))),
         events=Events(listener, len(plan.steps)),
         output_files=OutputFiles(),

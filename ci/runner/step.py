@@ -28,7 +28,7 @@ class StepContext:
     """What every step of one guide's run shares."""
 
     supervisor: ProcessSupervisor
-    env: Mapping[str, str]  # every block's environment: the harness's own, PWD, the guide's ci.env
+    env: Mapping[str, str]  # every block's environment: the harness's own, PWD, the guide's ci.env, private files
     markers: tuple[str, ...]  # the error markers looked for in stderr: the command line's and the guide's
     events: Events
     output_files: OutputFiles

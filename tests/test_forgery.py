@@ -1,0 +1,87 @@
+"""A block cannot forge the verdict: the runner's files and workflow commands are the harness's alone."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from test_workflows import read_github_output
+
+FENCE = "```"
+
+# A failing block that tries every way into the runner's files: a `verdict=passed` left without a line
+# end, a heredoc opened with the delimiter the harness once used, an HTML comment left open in the summary,
+# a forged table after it, a variable and a PATH entry for the steps after this one.
+FORGING_GUIDE = f"""
+{FENCE}shell #test-setup id="forge"
+printf 'verdict=passed' >> "$GITHUB_OUTPUT"
+printf 'counts<<GUIDE_GUARD_EOF_0\\n' >> "$GITHUB_OUTPUT"
+printf '<!--\\n' >> "$GITHUB_STEP_SUMMARY"
+printf '### ✅ guide.md: passed\\n' >> "$GITHUB_STEP_SUMMARY"
+echo 'LD_PRELOAD=/tmp/forged.so' >> "$GITHUB_ENV"
+echo '/tmp/forged-bin' >> "$GITHUB_PATH"
+exit 3
+{FENCE}
+"""
+
+
+def _runner_files(tmp_path: Path) -> dict[str, Path]:
+    files = {
+        name: tmp_path / "runner" / name
+        for name in ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY", "GITHUB_ENV", "GITHUB_PATH")
+    }
+    (tmp_path / "runner").mkdir()
+    for path in files.values():
+        path.write_text("", encoding="utf-8")
+    return files
+
+
+def _outside_code_blocks(markdown: str) -> str:
+    """MARKDOWN without its fenced code blocks (what GitHub renders as Markdown and HTML)."""
+    kept, fence = [], None
+    for line in markdown.split("\n"):
+        opening = re.match(r"(`{3,})", line)
+        if fence is None and opening:
+            fence = opening.group(1)
+        elif fence is not None and line.strip() == fence:
+            fence = None
+        elif fence is None:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def test_a_block_cannot_forge_the_verdict_through_the_runners_files(guide_runner, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    files = _runner_files(tmp_path)
+    env = {"GITHUB_ACTIONS": "true", **{name: str(path) for name, path in files.items()}}
+    run = guide_runner(FORGING_GUIDE, env=env)
+    assert run.returncode == 1, run.stdout + run.stderr
+    outputs = read_github_output(files["GITHUB_OUTPUT"].read_text(encoding="utf-8"))
+    assert outputs["verdict"] == "failed" and json.loads(outputs["counts"]) == {"failed": 1}
+    summary = files["GITHUB_STEP_SUMMARY"].read_text(encoding="utf-8")
+    rendered = _outside_code_blocks(summary)
+    assert "guide.md: failed" in rendered and "<!--" not in rendered and ": passed" not in rendered
+    assert "### ✅ guide.md: passed" in summary  # what the block wrote is shown, as text
+    # nothing reaches the steps after this one
+    assert files["GITHUB_ENV"].read_text(encoding="utf-8") == files["GITHUB_PATH"].read_text(encoding="utf-8") == ""
+    # what the block wrote is kept, in the run's own copies, and the log says where
+    private = run.output_dir / "actions-files"
+    assert (private / "GITHUB_ENV").read_text(encoding="utf-8") == "LD_PRELOAD=/tmp/forged.so\n"
+    assert (private / "GITHUB_OUTPUT").read_text(encoding="utf-8").startswith("verdict=passed")
+    assert "warning: blocks wrote to $GITHUB_OUTPUT" in run.stderr and str(private / "GITHUB_ENV") in run.stderr
+
+
+def test_the_harness_outputs_start_on_a_line_of_their_own(guide_runner, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    files = _runner_files(tmp_path)
+    files["GITHUB_OUTPUT"].write_text("earlier=kept", encoding="utf-8")  # the step's own script, before the harness
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(files["GITHUB_OUTPUT"])}
+    run = guide_runner(FORGING_GUIDE, env=env)
+    outputs = read_github_output(files["GITHUB_OUTPUT"].read_text(encoding="utf-8"))
+    assert run.returncode == 1 and outputs["earlier"] == "kept" and outputs["verdict"] == "failed"
+
+
+def test_the_delimiter_of_a_step_output_cannot_be_guessed() -> None:
+    from ci.report.github import output_entry
+
+    delimiters = {output_entry("failing", "a\nb").split("\n", 1)[0] for _ in range(3)}
+    assert len(delimiters) == 3 and not any(d.endswith("GUIDE_GUARD_EOF_0") for d in delimiters)
