@@ -85,3 +85,45 @@ def test_the_delimiter_of_a_step_output_cannot_be_guessed() -> None:
 
     delimiters = {output_entry("failing", "a\nb").split("\n", 1)[0] for _ in range(3)}
     assert len(delimiters) == 3 and not any(d.endswith("GUIDE_GUARD_EOF_0") for d in delimiters)
+
+
+def runner_commands(log: str) -> list[str]:
+    """The workflow commands the Actions runner reads in LOG outside stop-commands: `::command::` at a line start
+    (blanks before it skipped), the older `##[command]` anywhere in a line."""
+    commands, stopped_by = [], None
+    for line in log.split("\n"):
+        if stopped_by is not None:
+            stopped_by = None if line == f"::{stopped_by}::" else stopped_by
+        elif line.startswith("::stop-commands::"):
+            stopped_by = line.removeprefix("::stop-commands::")
+        elif line.lstrip().startswith("::") or "##[" in line:
+            commands.append(line)
+    return commands
+
+
+COMMANDING_GUIDE = f"""
+{FENCE}shell #test-setup store="##[error]forged" skip="##[warning]no data ::error::here"
+echo x
+{FENCE}
+
+{FENCE}shell #test id="::error::a" load="##[error]forged>>P"
+echo <P>
+{FENCE}
+
+{FENCE}shell #test-result id="::error::a"
+x
+{FENCE}
+"""
+
+
+def test_list_under_actions_issues_no_workflow_command_the_guide_holds(run_harness, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "guide.md").write_text(COMMANDING_GUIDE.lstrip(), encoding="utf-8")
+    actions = {"GITHUB_ACTIONS": "true"}
+    listed = run_harness("guide.md", "--list", env=actions)
+    assert listed.returncode == 0, listed.stderr
+    assert runner_commands(listed.stdout) == [] and "store=##[error]forged" in listed.stdout
+    as_json = run_harness("guide.md", "--list", "--format", "json", env=actions)
+    assert as_json.returncode == 0 and runner_commands(as_json.stdout) == []
+    entries = json.loads(as_json.stdout)  # still JSON, with the same values
+    assert (entries[0]["store"], entries[0]["skip"]) == ("##[error]forged", "##[warning]no data ::error::here")
+    assert json.loads(run_harness("guide.md", "--list", "--format", "json").stdout) == entries
