@@ -127,3 +127,37 @@ def test_list_under_actions_issues_no_workflow_command_the_guide_holds(run_harne
     entries = json.loads(as_json.stdout)  # still JSON, with the same values
     assert (entries[0]["store"], entries[0]["skip"]) == ("##[error]forged", "##[warning]no data ::error::here")
     assert json.loads(run_harness("guide.md", "--list", "--format", "json").stdout) == entries
+
+
+def test_a_value_whose_setup_ran_and_failed_says_what_became_of_that_setup(guide_runner) -> None:  # type: ignore[no-untyped-def]
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup store="early" timeout="1"
+        sleep 30
+        {FENCE}
+
+        {FENCE}shell #test-setup store="late"
+        echo half; exit 4
+        {FENCE}
+
+        {FENCE}shell #test-setup store="never" skip="no GPU here"
+        echo x
+        {FENCE}
+
+        {FENCE}shell #test id="use" load="early>>E" load="late>>L" load="never>>N"
+        echo <E> <L> <N>
+        {FENCE}
+
+        {FENCE}shell #test-result id="use"
+        x
+        {FENCE}
+        """,
+        "--keep-going",
+        "--grace",
+        "1",
+    )
+    message = run.block("use")["message"]
+    assert run.block("use")["status"] == "error" and "did not run" not in message
+    assert "early was never stored: its setup early (line 1) timed out (timed out after 1s" in message
+    assert "late was never stored: its setup late (line 5) failed (exit 4)" in message
+    assert "never was never stored: its setup never (line 9) was skipped (no GPU here)" in message
