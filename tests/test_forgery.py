@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from test_workflows import read_github_output
 
 FENCE = "```"
@@ -161,3 +162,46 @@ def test_a_value_whose_setup_ran_and_failed_says_what_became_of_that_setup(guide
     assert "early was never stored: its setup early (line 1) timed out (timed out after 1s" in message
     assert "late was never stored: its setup late (line 5) failed (exit 4)" in message
     assert "never was never stored: its setup never (line 9) was skipped (no GPU here)" in message
+
+
+def test_lines_that_differ_only_in_characters_a_reader_cannot_see_do_not_look_alike(guide_runner) -> None:  # type: ignore[no-untyped-def]
+    # a soft hyphen, a left-to-right mark, a variation selector, a combining accent after `e` (drawn as `é`)
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test id="greet"
+        printf 'hel\\xc2\\xadlo \\xe2\\x80\\x8eworld \\xe2\\x9d\\xa4\\xef\\xb8\\x8f cafe\\xcc\\x81\\n'
+        {FENCE}
+
+        {FENCE}shell #test-result id="greet"
+        hello world \u2764 caf\u00e9
+        {FENCE}
+        """
+    )
+    assert run.returncode == 1, run.stdout
+    assert "\n+hel<U+00AD>lo <U+200E>world \u2764<U+FE0F> cafe<U+0301>\n" in run.stdout, run.stdout
+    assert "\n-hello world \u2764 caf\u00e9\n" in run.stdout
+    named = "<U+00AD> (soft hyphen), <U+200E> (left-to-right mark), <U+FE0F> (variation selector-16), <U+0301> (combining acute accent)"
+    assert (
+        f"differs from it only in characters that look like nothing or like others: {named}"
+        in run.block("greet")["message"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "shown"),
+    [
+        ("a\u200bb\u2060c\ufeff", "a<U+200B>b<U+2060>c<U+FEFF>"),  # zero-width
+        ("\u202eabc\u2066d\u2069", "<U+202E>abc<U+2066>d<U+2069>"),  # bidirectional controls
+        ("x\U000e0041\u034fy", "x<U+E0041><U+034F>y"),  # a tag character, the combining grapheme joiner
+        ("\u2800a\u3000b\u3164", "<U+2800>a<U+3000>b<U+3164>"),  # blanks that are not spaces
+        ("\u212b \u0041\u030a", "<U+212B> A<U+030A>"),  # the Angstrom sign and A + ring: both drawn as Å
+        (
+            "caf\u00e9 \u0928\u092e\u0938\u094d\u0924\u0947",
+            "caf\u00e9 \u0928\u092e\u0938\u094d\u0924\u0947",
+        ),  # as drawn
+    ],
+)
+def test_what_cannot_be_seen_is_written_out(line: str, shown: str) -> None:
+    from ci.core.visible import show_invisible
+
+    assert show_invisible(line) == shown
