@@ -205,3 +205,56 @@ def test_what_cannot_be_seen_is_written_out(line: str, shown: str) -> None:
     from ci.core.visible import show_invisible
 
     assert show_invisible(line) == shown
+
+
+LONG_COMMENT = "#" + "x" * (200 * 1024)  # longer than any single argument of a program may be (128 KiB)
+
+
+def test_a_body_longer_than_a_command_line_can_hold_runs_as_a_shorter_one_does(guide_runner) -> None:  # type: ignore[no-untyped-def]
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test id="sh"
+        echo start
+        {LONG_COMMENT}
+        cat; nosuchcommand
+        echo done
+        {FENCE}
+
+        {FENCE}shell #test-result id="sh"
+        start
+        done
+        {FENCE}
+
+        {FENCE}python #test id="py"
+        import sys
+        {LONG_COMMENT}
+        print(repr(sys.stdin.read()), sys.path[0] == "")
+        {FENCE}
+
+        {FENCE}python #test-result id="py"
+        '' True
+        {FENCE}
+        """
+    )
+    assert run.statuses() == {"sh": "passed", "py": "passed"}, run.stdout
+    stderr = Path(run.output_dir, run.block("sh")["stderr_path"]).read_text(encoding="utf-8")
+    assert "line 3: nosuchcommand: command not found" in stderr  # the body's own line numbers
+
+
+def test_an_environment_too_large_to_start_a_block_says_so(guide_runner) -> None:  # type: ignore[no-untyped-def]
+    run = guide_runner(
+        f"""
+        ---
+        ci:
+          env:
+            HUGE: "{"y" * (200 * 1024)}"
+        ---
+
+        {FENCE}shell #test-setup id="big"
+        echo hi
+        {FENCE}
+        """
+    )
+    message = run.block("big")["message"]
+    assert run.block("big")["status"] == "error" and "[Errno" not in message
+    assert "Argument list too long): its environment holds" in message and "HUGE alone 200.0 KiB" in message

@@ -42,8 +42,11 @@ def keep_inherited_fds() -> None:
                 os.set_inheritable(fd, False)
 
 
-def spawn_in_session(argv: Sequence[str], env: Mapping[str, str], stdout_path: Path, stderr_path: Path) -> int:
-    """Start argv in a new session (so its own process group), stdin from /dev/null, stdout and stderr to files; its pid.
+def spawn_in_session(
+    argv: Sequence[str], env: Mapping[str, str], stdout_path: Path, stderr_path: Path, stdin_path: Path | None = None
+) -> int:
+    """Start argv in a new session (so its own process group), stdin from /dev/null (or STDIN_PATH), stdout and
+    stderr to files; its pid.
 
     posix_spawn rather than subprocess: it is markedly cheaper per block, and
     the files are opened by the child itself. FileNotFoundError when argv[0]
@@ -62,7 +65,7 @@ def spawn_in_session(argv: Sequence[str], env: Mapping[str, str], stdout_path: P
         list(argv),
         env,
         file_actions=[
-            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 0, str(stdin_path or os.devnull), os.O_RDONLY, 0),
             (os.POSIX_SPAWN_OPEN, 1, str(stdout_path), write, 0o644),
             (os.POSIX_SPAWN_OPEN, 2, str(stderr_path), write, 0o644),
         ],
