@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -258,3 +261,38 @@ def test_an_environment_too_large_to_start_a_block_says_so(guide_runner) -> None
     message = run.block("big")["message"]
     assert run.block("big")["status"] == "error" and "[Errno" not in message
     assert "Argument list too long): its environment holds" in message and "HUGE alone 200.0 KiB" in message
+
+
+def _wait_for(condition, what: str, timeout_s: float = 60) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_update_from_a_run_still_writing_its_directory_is_refused(tmp_path: Path, run_harness, harness_env) -> None:  # type: ignore[no-untyped-def]
+    guide = tmp_path / "guide.md"
+    waiting = f'{FENCE}shell #test id="t"\nwhile [ ! -e go ]; do sleep 0.05; done; echo new\n{FENCE}\n\n'
+    guide.write_text(waiting + f'{FENCE}shell #test-result id="t"\nold\n{FENCE}\n', encoding="utf-8")
+    (tmp_path / "go").touch()
+    assert run_harness("guide.md", "--output-dir", "out").returncode == 1  # a finished run: a mismatch, new
+    (tmp_path / "go").unlink()
+    command = [sys.executable, "-m", "ci.run", "guide.md", "--output-dir", "out"]
+    writing = subprocess.Popen(command, cwd=tmp_path, env=harness_env, stdout=subprocess.DEVNULL)
+    try:
+        _wait_for(lambda: (tmp_path / "out" / "harness.pid").exists(), "the second run to hold out/")
+        refused = run_harness("guide.md", "--update", "--from-run", "out")
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert (
+            f"a run (pid {writing.pid}) is still writing" in refused.stderr and "nothing was updated" in refused.stderr
+        )
+        assert "\nold\n" in guide.read_text(encoding="utf-8")
+    finally:
+        (tmp_path / "go").touch()
+        writing.wait(timeout=60)
+    (tmp_path / "out" / "harness.pid").write_text("999999999\n", encoding="ascii")  # as a run killed with -9 leaves it
+    left = run_harness("guide.md", "--update", "--from-run", "out")
+    assert left.returncode == 2 and "killed before it finished" in left.stderr, left.stderr
+    (tmp_path / "out" / "harness.pid").unlink()
+    assert run_harness("guide.md", "--update", "--from-run", "out").returncode == 0
+    assert "\nnew\n" in guide.read_text(encoding="utf-8")
