@@ -296,3 +296,13 @@ def test_update_from_a_run_still_writing_its_directory_is_refused(tmp_path: Path
     (tmp_path / "out" / "harness.pid").unlink()
     assert run_harness("guide.md", "--update", "--from-run", "out").returncode == 0
     assert "\nnew\n" in guide.read_text(encoding="utf-8")
+
+
+def test_mask_files_masks_what_blocks_wrote_to_the_runners_files(guide_runner, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    files = _runner_files(tmp_path)
+    secret = "s3cr3t-value-4242"
+    env = {"GITHUB_ENV": str(files["GITHUB_ENV"]), "DEPLOY_TOKEN": secret}
+    guide = f'{FENCE}shell #test-setup id="env"\necho "TOKEN=$DEPLOY_TOKEN" >> "$GITHUB_ENV"\n{FENCE}\n'
+    run = guide_runner(guide, "--mask-files", env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert (run.output_dir / "actions-files" / "GITHUB_ENV").read_text(encoding="utf-8") == "TOKEN=***\n"
