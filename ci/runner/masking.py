@@ -31,7 +31,8 @@ __all__ = [
     "stopping_ends_by",
 ]
 
-MASKED_DIRECTORIES = ("blocks", "collected", "actions-files")  # under the output directory: every file the run writes there
+# under the output directory: every file the run writes there (actions-files: blocks' copies of the runner's files)
+MASKED_DIRECTORIES = ("blocks", "collected", "actions-files")
 _CHUNK_BYTES = 1024 * 1024
 
 
