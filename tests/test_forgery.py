@@ -306,3 +306,10 @@ def test_mask_files_masks_what_blocks_wrote_to_the_runners_files(guide_runner, t
     run = guide_runner(guide, "--mask-files", env=env)
     assert run.returncode == 0, run.stdout + run.stderr
     assert (run.output_dir / "actions-files" / "GITHUB_ENV").read_text(encoding="utf-8") == "TOKEN=***\n"
+
+
+def test_an_error_line_quoting_what_the_user_gave_issues_no_workflow_command(run_harness, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "guide.md").write_text(COMMANDING_GUIDE.lstrip(), encoding="utf-8")
+    done = run_harness("guide.md", "--set", "##[error]forged", env={"GITHUB_ACTIONS": "true"})
+    assert done.returncode == 2 and "--set '##[error]forged': write NAME=VALUE" in done.stderr
+    assert runner_commands(done.stdout + done.stderr) == []
