@@ -72,8 +72,15 @@ def print_error(message: str, stream: TextIO | None = None) -> None:
     """The one way a command says what went wrong: an `[ERROR]` line, flushed at once.
 
     On stderr, unless STREAM is given: a line that belongs with a report on stdout (the run's console) goes there.
+    Under Actions it issues no workflow command that MESSAGE quotes (a path, a name a guide or a block chose).
     """
-    print(f"[ERROR] {message}", file=sys.stderr if stream is None else stream, flush=True)
+    from ci.report.github import command_safe, in_github_actions
+
+    print(
+        command_safe(f"[ERROR] {message}", in_github_actions()),
+        file=sys.stderr if stream is None else stream,
+        flush=True,
+    )
 
 
 def fail(message: str, parser: argparse.ArgumentParser | None = None) -> ExitCode:

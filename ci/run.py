@@ -137,18 +137,36 @@ def _plan_entries(plans: Sequence[Plan]) -> list[dict[str, Any]]:
     return entries
 
 
-def _print_plan_text(plans: Sequence[Plan]) -> None:
+def _print_plan_text(plans: Sequence[Plan], github: bool) -> None:
+    """The plan, a line per block; under Actions issuing no workflow command an id, a store or a reason quotes."""
+    from ci.report.github import command_safe
+
+    lines = []
     for plan in plans:
-        print(f"{plan.guide}: {len(plan.steps)} blocks")
+        lines.append(f"{plan.guide}: {len(plan.steps)} blocks")
         for step in plan.steps:
             name = " ".join(step.named_by)
             loads = " ".join(f"load={load.name}>>{load.placeholder}" for load in step.loads)
             extra = " hidden" if step.hidden else ""
             extra += f" skip={step.skip_reason!r}" if step.skip_reason is not None else ""
-            print(
+            lines.append(
                 f"{step.ordinal:>4}  {step.label.value:<12} {name or '-':<30} {step.language_word:<7} "
                 f"{step.file}:{step.line}  timeout={step.timeout_s:g}s {loads}{extra}".rstrip()
             )
+    print(command_safe("\n".join(lines), github))
+
+
+def _print_plan_json(plans: Sequence[Plan], github: bool) -> None:
+    """The plan as JSON; under Actions with `##[` written `#\\u0023[`: the same JSON, and no workflow command.
+
+    Stop-commands lines would make it something else than JSON; the other
+    form of a command, `::` at a line's start, cannot occur in it.
+    """
+    from ci.core.text import escape_undecodable_json
+    from ci.report.github import LEGACY_COMMAND
+
+    text = escape_undecodable_json(json.dumps(_plan_entries(plans), indent=2, ensure_ascii=False))
+    print(text.replace(LEGACY_COMMAND, "#\\u0023[") if github else text)
 
 
 def _load_plans(
@@ -280,11 +298,9 @@ def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> 
         return ExitCode.USAGE
     if args.list:
         if args.format == "json":
-            from ci.core.text import escape_undecodable_json
-
-            print(escape_undecodable_json(json.dumps(_plan_entries(plans), indent=2, ensure_ascii=False)))
+            _print_plan_json(plans, settings.github)
         else:
-            _print_plan_text(plans)
+            _print_plan_text(plans, settings.github)
         return ExitCode.OK
     problem = _output_problem(args) or report_path_problem(
         [name for name in args.guides if not name.startswith(("http://", "https://"))],

@@ -65,11 +65,56 @@ def update_from_run(guides: Sequence[str], run_dir: str, mask_env: Sequence[str]
     """--update --from-run DIR: 0 every mismatch updated (or none), 1 some left alone (said why), 2 bad input."""
     from ci.record import RecordError, read_run
 
+    held = _hold_finished_run(Path(run_dir))
+    if isinstance(held, str):
+        return fail(f"--from-run: {held}; nothing was updated")
     try:
-        run = read_run(run_dir)
-    except RecordError as exc:
-        return fail(f"--from-run: {exc}")
-    return max((_update_one(name, run, mask_env, None) for name in guides), default=ExitCode.OK)
+        try:
+            run = read_run(run_dir)
+        except RecordError as exc:
+            return fail(f"--from-run: {exc}")
+        return max((_update_one(name, run, mask_env, None) for name in guides), default=ExitCode.OK)
+    finally:
+        if held is not None:
+            os.close(held)
+
+
+def _hold_finished_run(run_dir: Path) -> int | str | None:
+    """A shared hold on RUN_DIR, so that no run starts writing there while the guides are updated from it (the
+    descriptor; None when RUN_DIR is no directory, which reading it says); or why its files are not a finished run's.
+
+    A run holds its output directory (ci.session) until its reports are written
+    and its pid file is removed: one still holding it is not done writing; a pid
+    file with no run holding the directory is left by a run killed before its
+    end, whose block outputs are not those results.json describes.
+    """
+    import fcntl
+
+    from ci.session import PID_FILE
+
+    try:
+        descriptor = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    pid_file = run_dir / PID_FILE
+    try:
+        pid = pid_file.read_text(encoding="ascii").strip()
+    except OSError:
+        pid = None
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        who = f" (pid {pid})" if pid else ""
+        return f"a run{who} is still writing {run_dir}, so its results are not final: update once it has ended"
+    if pid is not None and pid_file.exists():
+        os.close(descriptor)
+        return (
+            f"{pid_file} is left by a run (pid {pid}) that was killed before it finished: the outputs in {run_dir}"
+            " may be that run's, results.json an earlier one's. Run the guide again (or, if you know they belong"
+            f" together, remove {pid_file})"
+        )
+    return descriptor
 
 
 def _update_one(name: str, run: LastRun, mask_env: Sequence[str], snapshot: GuideSnapshot | None) -> ExitCode:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import fcntl
+import functools
 import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from ci.cli import ExitCode, fail, print_error
 from ci.core.disk import os_error_text
 from ci.core.files import write_atomically
 from ci.core.text import escape_undecodable, plural
+from ci.runner.actions_files import PrivateFiles
 
 if TYPE_CHECKING:
     from ci.core.model import GuideOutcome, Plan
@@ -106,6 +108,14 @@ def run(
     finally:
         _remove_pid_file(pid_file)
         os.close(lock)
+
+
+def _say_private_files_written(blocks_wrote: Mapping[str, Path], github: bool) -> None:
+    from ci.report.github import command_safe, private_files_note
+
+    note = private_files_note(blocks_wrote, github)
+    if note is not None:
+        print(command_safe(note, github), file=sys.stderr, flush=True)
 
 
 def _temporary_output_dir() -> Path | str:
@@ -207,6 +217,8 @@ def _run_guides(
     from ci.runner.execute import DEFAULT_ERROR_MARKERS, RUN_DEADLINE, RunOptions, not_run_outcome, run_guide
 
     signals, workdir, deadline = supervisor.signals, settings.workdir, settings.deadline
+    private = PrivateFiles.of(output_dir, os.environ)  # what blocks see of the Actions runner's files
+    private.make()
     outcomes: list[GuideOutcome] = []
     try:
         for index, plan in enumerate(plans):
@@ -227,6 +239,7 @@ def _run_guides(
                 guide_dir=_guide_dir(index, plan.guide) if len(plans) > 1 else "",
                 deadline=deadline,
                 masker=console.masker,  # no output the run keeps is cut inside a secret
+                private_env=private.env(),
             )
             console.guide_started(plan.guide, len(plan.steps))
             outcome = run_guide(
@@ -290,9 +303,10 @@ def _write_reports(
     github: bool,
     masker: Masker,
 ) -> None:
-    """results.json, --junit, and under Actions the step summary and outputs; one that fails is said, not fatal."""
+    """results.json, --junit, and under Actions the step summary and outputs; one that fails is said, not fatal.
+    What blocks wrote to their copies of the runner's files is said too."""
     from ci.record import write_record
-    from ci.report.github import step_outputs, step_summary
+    from ci.report.github import runner_file_writes
 
     # a report that cannot be written (a full disk, say) is said, and the others are still written
     _write_report(
@@ -304,29 +318,25 @@ def _write_reports(
         from ci.report.junit import write_junit
 
         _write_report("the JUnit report", junit_path, lambda path: write_junit(path, outcomes, masker=masker))
+    blocks_wrote = PrivateFiles.of(output_dir, os.environ).written()  # the copies _run_guides made
+    _say_private_files_written(blocks_wrote, github)
     if not github:
         return
-    summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary_path:
-        _write_report(
-            "the step summary",
-            Path(summary_path),
-            lambda path: _append(path, step_summary(outcomes, masker=masker)),
-            replaces=False,
-        )
-    # the outcome for later jobs, which must not depend on the artifact upload reaching GitHub (docs/ci.md)
-    outputs_path = os.environ.get("GITHUB_OUTPUT")
-    if outputs_path:
-        _write_report(
-            "the step outputs",
-            Path(outputs_path),
-            lambda path: _append(path, step_outputs(outcomes, exit_status, masker=masker)),
-        )
+    for write in runner_file_writes(
+        outcomes, exit_status, masker=masker, environ=os.environ, blocks_wrote=blocks_wrote
+    ):
+        _write_report(write.what, write.path, functools.partial(_append, text=write.text), replaces=write.replaces)
 
 
 def _append(path: Path, text: str) -> None:
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(text)
+    """TEXT at the end of PATH, on a line of its own: what was there before cannot run into it."""
+    with open(path, "a+b") as handle:
+        handle.seek(0, os.SEEK_END)
+        if handle.tell() > 0:
+            handle.seek(-1, os.SEEK_END)
+            if handle.read(1) != b"\n":
+                handle.write(b"\n")
+        handle.write(text.encode("utf-8"))
 
 
 PID_FILE = "harness.pid"  # in the output directory while the run lasts: whom to signal to stop it

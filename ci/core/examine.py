@@ -8,7 +8,6 @@ the output, on the start and end of what is left, the middle folded away).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -18,6 +17,7 @@ from ci.core.match import DEFAULT_WILDCARD, Blame, Location, locate, matches, pi
 from ci.core.model import Divergence, MatchReport
 from ci.core.searchable import WINDOW_BYTES, MemoryText, Searchable, open_output
 from ci.core.text import NO_SECRETS, Masker, human_size, masked_to_show_hidden, show_hidden, without_hidden
+from ci.core.visible import show_invisible
 
 __all__ = [
     "SHOWN_END_LINES",
@@ -43,7 +43,6 @@ _END_EXPECTED = 100  # a failed last piece longer than this is aligned from its 
 _WHOLE_ACTUAL = 200  # what is left of the output after the anchor, up to this many lines, is aligned whole
 _HEAD_ACTUAL = 20  # else its first lines, a gap, and its last lines
 # blanks that look like a plain space, or like nothing: no-break, wide, thin and zero-width spaces, a BOM
-_ODD_BLANK = re.compile("[\u00a0\u1680\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]")
 
 
 @dataclass(frozen=True)
@@ -297,21 +296,13 @@ def _found_then_change(
     return expected, items, [*ops, Op("-", len(context), len(items), 0)]
 
 
-def _show_blanks(line: str) -> str:
-    """LINE with the blanks a reader cannot see or tell apart written out: a tab `\\t`, each space that ends the
-    line `\\x20`, any other kind of space `<U+00A0>` (two lines that look the same show how they differ)."""
-    line = _ODD_BLANK.sub(lambda found: f"<U+{ord(found.group()):04X}>", line.replace("\t", "\\t"))
-    kept = line.rstrip(" ")
-    return kept + "\\x20" * (len(line) - len(kept))
-
-
 def _shown(masker: Masker) -> Callable[[str], str]:
-    """How a line of the hunk is shown: masked, what a log hides and blanks written out, cut."""
+    """How a line of the hunk is shown: masked, what a log hides and what cannot be seen written out, cut."""
 
     def show(line: str) -> str:
         # the kept start of a long line may end in the start of a secret whose rest is unread: never shown
         kept = line[: masker.partial_secret_start(line)] if isinstance(line, _LineStart) else line
-        return _cut_start(_show_blanks(show_hidden(masked_to_show_hidden(kept, masker))), line)
+        return _cut_start(show_invisible(show_hidden(masked_to_show_hidden(kept, masker))), line)
 
     return show
 

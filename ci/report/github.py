@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import html
 import itertools
 import json
 import os
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from ci.core.model import BlockResult, GuideOutcome, Problem, Status
@@ -17,11 +19,15 @@ from ci.report.timeline import timeline_of_results
 from ci.report.timeline.gantt import gantt_chart
 
 __all__ = [
+    "BLOCKS_SUMMARY_SHOWN_BYTES",
     "LEGACY_COMMAND",
     "MAX_ANNOTATIONS",
     "SUMMARY_LIMIT_BYTES",
+    "RunnerFileWrite",
     "StopCommands",
     "annotation",
+    "blocks_summary",
+    "code_block",
     "code_span",
     "command_safe",
     "escape_data",
@@ -30,7 +36,9 @@ __all__ = [
     "fit_summary",
     "in_github_actions",
     "output_entry",
+    "private_files_note",
     "problem_annotations",
+    "runner_file_writes",
     "step_outputs",
     "step_summary",
     "table_cell",
@@ -41,6 +49,8 @@ __all__ = [
 LEGACY_COMMAND = "##["
 MAX_ANNOTATIONS = 10  # Actions shows at most 10 error annotations per step
 SUMMARY_LIMIT_BYTES = 1000 * 1024  # the step summary must stay under 1 MiB
+# of what the guide's blocks wrote to their own step summary, the runner's shows at most this much (as text)
+BLOCKS_SUMMARY_SHOWN_BYTES = 64 * 1024
 # A job's outputs may hold 1 MB in all; a guide has far fewer blocks, so this only bounds a runaway list.
 MAX_FAILING_LISTED = 50
 
@@ -171,6 +181,17 @@ def code_span(text: str) -> str:
     return f"{fence}{padding}{text}{padding}{fence}"
 
 
+def code_block(text: str) -> str:
+    """TEXT as a fenced Markdown code block that no line of it can end: fenced by more backticks than it holds in a row.
+
+    Inside it nothing is Markdown or HTML: an unclosed `<!--`, a heading or a
+    table a block wrote shows as the text it is.
+    """
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{text}\n{fence}"
+
+
 def fit_summary(text: str, rest_in: str) -> str:
     """A step summary cut to stay under SUMMARY_LIMIT_BYTES (GitHub refuses larger), saying where the rest is."""
     if len(text.encode()) <= SUMMARY_LIMIT_BYTES:
@@ -222,12 +243,13 @@ def output_entry(name: str, value: str) -> str:
 
     The runner reads the file line by line, so a value with a line break written as `name=value` would
     end early and its next line would be read as another output. The delimiter is chosen to differ from
-    every line of the value, so no value can end its own entry.
+    every line of the value, so no value can end its own entry, and is random, so that no text written
+    before it can have been made to end it.
     """
     if "\n" not in value:
         return f"{name}={value}\n"
     lines = set(value.split("\n"))
-    delimiter = next(d for n in itertools.count() if (d := f"GUIDE_GUARD_EOF_{n}") not in lines)
+    delimiter = next(d for _ in itertools.count() if (d := f"GUIDE_GUARD_EOF_{os.urandom(16).hex()}") not in lines)
     return f"{name}<<{delimiter}\n{value}\n{delimiter}\n"
 
 
@@ -260,4 +282,75 @@ def step_outputs(outcomes: Sequence[GuideOutcome], exit_status: int, *, masker: 
             output_entry("failing", "\n".join(failing)),
             output_entry("duration_s", f"{sum(outcome.duration_s for outcome in outcomes):.1f}"),
         ]
+    )
+
+
+def blocks_summary(path: Path, masker: Masker, room_bytes: int) -> str:
+    """What the guide's blocks wrote to their own $GITHUB_STEP_SUMMARY (the run's private copy at PATH), for the
+    runner's: in a fold, as text that cannot close or hide anything of the harness's, at most ROOM_BYTES of it."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as handle:
+            head = handle.read(BLOCKS_SUMMARY_SHOWN_BYTES)
+    except OSError as exc:  # a block's process removed it, say
+        return f"\nWhat the guide's blocks wrote to their step summary could not be read ({exc.strerror}).\n"
+    shown_bytes = min(len(head), room_bytes - 1024)  # the fold's own lines, and the room a cut line needs
+    where = html.escape(str(path))
+    if shown_bytes <= 0:
+        return f"\nThe guide's blocks wrote {human_size(size)} to their step summary, kept in {code_span(str(path))}.\n"
+    text = clean_text(head[:shown_bytes].decode("utf-8", "replace"), masker)
+    shown = "" if shown_bytes == size else f", the first {human_size(shown_bytes)} shown"
+    title = f"What the guide's blocks wrote to their step summary ({human_size(size)}{shown}; kept in {where}), as text"
+    return f"\n<details><summary>{title}</summary>\n\n{code_block(text)}\n\n</details>\n"
+
+
+@dataclass(frozen=True)
+class RunnerFileWrite:
+    """What the harness appends to one of the runner's files once the run is over."""
+
+    what: str  # "the step summary": for messages
+    path: Path  # the runner's file
+    text: str
+    replaces: bool  # when it cannot be written, an earlier run's entries there are removed (ci.session)
+
+
+def runner_file_writes(
+    outcomes: Sequence[GuideOutcome],
+    exit_status: int,
+    *,
+    masker: Masker,
+    environ: Mapping[str, str],
+    blocks_wrote: Mapping[str, Path],
+) -> list[RunnerFileWrite]:
+    """Under Actions: the step summary (what blocks wrote to theirs quoted after it) and the step outputs.
+
+    BLOCKS_WROTE: the run's private copies of the runner's files that blocks
+    wrote to (ci.runner.actions_files); of those, only the summary is passed
+    on, and only as text.
+    """
+    writes = []
+    summary_path = environ.get("GITHUB_STEP_SUMMARY")
+    if summary_path:
+        summary = step_summary(outcomes, masker=masker)
+        if "GITHUB_STEP_SUMMARY" in blocks_wrote:
+            room = SUMMARY_LIMIT_BYTES - len(summary.encode())
+            summary += blocks_summary(blocks_wrote["GITHUB_STEP_SUMMARY"], masker, room)
+        writes.append(RunnerFileWrite("the step summary", Path(summary_path), summary, replaces=False))
+    # the outcome for later jobs, which must not depend on the artifact upload reaching GitHub (docs/ci.md)
+    outputs_path = environ.get("GITHUB_OUTPUT")
+    if outputs_path:
+        outputs = step_outputs(outcomes, exit_status, masker=masker)
+        writes.append(RunnerFileWrite("the step outputs", Path(outputs_path), outputs, replaces=True))
+    return writes
+
+
+def private_files_note(blocks_wrote: Mapping[str, Path], github: bool) -> str | None:
+    """The line saying which of the runner's files blocks wrote to, and that the runner reads none of it."""
+    if not blocks_wrote:
+        return None
+    named = ", ".join(f"${name} ({path})" for name, path in blocks_wrote.items())
+    summary = " (the step summary's is quoted as text at the end of the runner's)" if github else ""
+    return (
+        f"warning: blocks wrote to {named}: each block sees the run's own copy of these files, which the"
+        f" Actions runner never reads{summary}; see docs/authoring.md, section 13a"
     )

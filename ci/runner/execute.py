@@ -41,6 +41,9 @@ class RunOptions:
     guide_dir: str = ""  # keeps guides apart when several run together: blocks/GUIDE_DIR-NNN-..., collected/GUIDE_DIR/
     deadline: float | None = None  # --deadline: when the whole run must stop (time.monotonic()), if set
     masker: Masker = NO_SECRETS  # the run's secrets: what it keeps of an output is never cut inside one
+    # last over every block's environment, the guide's ci.env included: the run's private copies of the
+    # Actions runner's files (ci.runner.actions_files), so that no block writes the runner's own
+    private_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def file_prefix(self) -> str:
@@ -148,7 +151,7 @@ def _context(
     }
     return StepContext(
         supervisor=supervisor,
-        env={**os.environ, "PWD": _pwd(options.workdir), **plan.settings.env},
+        env={**os.environ, "PWD": _pwd(options.workdir), **plan.settings.env, **options.private_env},
         markers=tuple(dict.fromkeys((*options.error_markers, *plan.settings.error_markers))),
         events=Events(listener, len(plan.steps)),
         output_files=OutputFiles(options.output_dir),
@@ -212,6 +215,8 @@ class _GuideRun:
             for step in plan.steps
             for load in (*step.loads, *(step.expected.loads if step.expected else ()))
         }
+        # a name whose last setup ran, or was meant to, without storing it -> what became of that setup
+        self.unstored: dict[str, str] = {}
         self.results: list[BlockResult] = []
         self.stop_reason: str | None = None  # set: every step from here on is not run, for this reason
         self.interrupted_by: int | None = None  # the stop signal's number, once one came
@@ -219,6 +224,20 @@ class _GuideRun:
 
     def take(self, step: Step) -> None:
         """Run the step, or say why it is not run; then decide whether the next one runs."""
+        self._take(step)
+        if step.store is not None and self.results and self.results[-1].step is step:
+            self._note_store(step, self.results[-1])
+
+    def _note_store(self, step: Step, result: BlockResult) -> None:
+        """Keep why a setup with `store` stored nothing, for the blocks that load its value."""
+        assert step.store is not None
+        if result.status is Status.PASSED:
+            self.unstored.pop(step.store, None)
+            return
+        what = _SETUP_ENDING.get(result.status, result.status.value)
+        self.unstored[step.store] = f"its setup {step.name} (line {step.line}) {what} ({result.message})"
+
+    def _take(self, step: Step) -> None:
         self._interrupted(self.context.supervisor.stop_requested())
         self._check_deadline()
         if self.stop_reason is not None:
@@ -248,7 +267,11 @@ class _GuideRun:
 
     def _run(self, step: Step, start_s: float) -> BlockResult:
         """Run the step (started START_S into the guide) and its diagnostics, and report it."""
-        result, signum = run_step(step, self.stored, self.context)
+        unstored = self._unstored_message(step)
+        if unstored is not None:
+            result, signum = unstarted_result(step, Status.ERROR, unstored, masker=self.context.masker), None
+        else:
+            result, signum = run_step(step, self.stored, self.context)
         result = dataclasses.replace(result, start_s=start_s)
         for name in [name for name in self.stored if self.last_load.get(name, 0) <= step.ordinal]:
             del self.stored[name]
@@ -268,6 +291,17 @@ class _GuideRun:
         self.context.events.finished(result)
         return result
 
+    def _unstored_message(self, step: Step) -> str | None:
+        """Why the step cannot run, when a value it loads was never stored: what became of the setup meant to store it."""
+        loads = (*step.loads, *(step.expected.loads if step.expected else ()))
+        missing = sorted({load.name for load in loads if load.name not in self.stored})
+        if not missing:
+            return None
+        why = "; ".join(
+            f"{name} was never stored: {self.unstored.get(name, 'its setup did not run')}" for name in missing
+        )
+        return f"could not be run: {why}; fix that, or pass --set {missing[0]}=VALUE"
+
     def _interrupted(self, signum: int | None) -> None:
         if signum is not None and self.stop_reason is None:
             self.interrupted_by = signum
@@ -276,6 +310,16 @@ class _GuideRun:
     def _check_deadline(self) -> None:
         if self.stop_reason is None and _past(self.context.deadline):
             self.stop_reason, self.deadline_reached = RUN_DEADLINE, True
+
+
+# what became of a setup that stored nothing, by its status, for the blocks that load its value
+_SETUP_ENDING = {
+    Status.FAILED: "failed",
+    Status.TIMED_OUT: "timed out",
+    Status.ERROR: "could not be run to its end",
+    Status.SKIPPED: "was skipped",
+    Status.NOT_RUN: "was not run",
+}
 
 
 def _pwd(workdir: str) -> str:

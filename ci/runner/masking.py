@@ -32,7 +32,8 @@ __all__ = [
     "stopping_ends_by",
 ]
 
-MASKED_DIRECTORIES = ("blocks", "collected")  # under the output directory: every file the run writes there
+# under the output directory: every file the run writes there (actions-files: blocks' copies of the runner's files)
+MASKED_DIRECTORIES = ("blocks", "collected", "actions-files")
 _CHUNK_BYTES = 1024 * 1024
 
 
@@ -49,7 +50,7 @@ class FileMasking:
 
 
 def mask_output_files(output_dir: Path, masker: Masker, ends_by: Callable[[], float | None]) -> FileMasking:
-    """Mask every secret in every file under OUTPUT_DIR's blocks/ and collected/, the smallest files first.
+    """Mask every secret in every file under OUTPUT_DIR's blocks/, collected/ and actions-files/, the smallest first.
 
     ENDS_BY, asked between chunks, is when the masking must end (None: no
     limit; a stop signal sets one). A file not done by then is left whole and

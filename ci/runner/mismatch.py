@@ -10,6 +10,7 @@ from ci.core.files import write_atomically
 from ci.core.model import Divergence, MatchReport, Step
 from ci.core.plan import written_line
 from ci.core.text import Masker, hidden_characters, masked_to_show_hidden, plural
+from ci.core.visible import invisible_characters, looks_alike
 
 __all__ = ["mismatch_message", "mismatch_report"]
 
@@ -74,6 +75,11 @@ def mismatch_message(report: MatchReport, masker: Masker) -> str:
     elif report.actual_line != (text := report.first_unmatched_text) and report.actual_line.split() == text.split():
         shown = _quoted(report.actual_line, masker)
         message += f"; the output's line there, {shown}, differs from it only in blanks (spaces, tabs)"
+    elif looks_alike(report.actual_line, report.first_unmatched_text):
+        shown = _quoted(report.actual_line, masker)
+        lines = (masker.mask(line) for line in (report.actual_line, report.first_unmatched_text))
+        named = ", ".join(dict.fromkeys(name for line in lines for name in invisible_characters(line)))
+        message += f"; the output's line there, {shown}, differs from it only in characters that look like nothing or like others: {named}"
     return message
 
 

@@ -112,8 +112,10 @@ class ProcessSupervisor:
         stderr: int,
         block_name: str,
         block_tag: str,
+        stdin_path: Path | None = None,
     ) -> BlockProcess:
-        """Start one block in a new session, stdin empty, stdout and stderr going to the files open on these descriptors.
+        """Start one block in a new session, stdin empty (or STDIN_PATH), stdout and stderr going to the files open on
+        these descriptors.
 
         The block runs in the harness's working directory (the command line
         moves there first), with the run's and its own marker in its environment.
@@ -122,7 +124,7 @@ class ProcessSupervisor:
         full_env = dict(env)
         full_env[RUN_MARKER] = self.run_token
         full_env[BLOCK_MARKER] = block_tag
-        pid = spawn_in_session(argv, full_env, stdout, stderr)
+        pid = spawn_in_session(argv, full_env, stdout, stderr, stdin_path)
         # it is our child, not yet waited for: its start time can be read; what it orphans later started after it
         ticks = start_ticks(pid)
         self.blocks.append(BlockStart(pid, block_tag, ticks if ticks is not None else 0))

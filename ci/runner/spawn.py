@@ -9,6 +9,7 @@ import shutil
 import signal
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 __all__ = ["become_subreaper", "keep_inherited_fds", "spawn_in_session"]
 
@@ -41,9 +42,11 @@ def keep_inherited_fds() -> None:
                 os.set_inheritable(fd, False)
 
 
-def spawn_in_session(argv: Sequence[str], env: Mapping[str, str], stdout: int, stderr: int) -> int:
-    """Start argv in a new session (so its own process group), stdin from /dev/null, stdout and stderr to the files
-    open on these descriptors; its pid.
+def spawn_in_session(
+    argv: Sequence[str], env: Mapping[str, str], stdout: int, stderr: int, stdin_path: Path | None = None
+) -> int:
+    """Start argv in a new session (so its own process group), stdin from /dev/null (or STDIN_PATH), stdout and
+    stderr to the files open on these descriptors; its pid.
 
     posix_spawn rather than subprocess: it is markedly cheaper per block. The
     output files are opened by the harness (ci.core.files.create_fresh), not by
@@ -63,7 +66,7 @@ def spawn_in_session(argv: Sequence[str], env: Mapping[str, str], stdout: int, s
         list(argv),
         env,
         file_actions=[
-            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 0, str(stdin_path or os.devnull), os.O_RDONLY, 0),
             (os.POSIX_SPAWN_DUP2, stdout, 1),
             (os.POSIX_SPAWN_DUP2, stderr, 2),
         ],

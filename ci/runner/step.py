@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import os
 import time
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from ci.core.disk import full_disk, os_error_text
-from ci.core.model import BlockResult, BoundedText, Language, MatchReport, Status, Step, TrackedProcess
+from ci.core.files import create_fresh
+from ci.core.model import BlockResult, BoundedText, MatchReport, Status, Step, TrackedProcess
 from ci.core.plan import substitute
 from ci.core.streams import file_contains
 from ci.core.text import NO_SECRETS, Masker
+from ci.runner.body import body_path, environment_too_large, launches, too_long_for_an_argument
 from ci.runner.events import Events
 from ci.runner.mismatch import mismatch_message, mismatch_report
 from ci.runner.outputs import OutputFiles, file_sizes, output_stem
@@ -28,7 +31,7 @@ class StepContext:
     """What every step of one guide's run shares."""
 
     supervisor: ProcessSupervisor
-    env: Mapping[str, str]  # every block's environment: the harness's own, PWD, the guide's ci.env
+    env: Mapping[str, str]  # every block's environment: the harness's own, PWD, the guide's ci.env, private files
     markers: tuple[str, ...]  # the error markers looked for in stderr: the command line's and the guide's
     events: Events
     output_files: OutputFiles
@@ -140,26 +143,12 @@ def unstarted_result(
     )
 
 
-def _argv_choices(language: Language, command: str) -> list[list[str]]:
-    """The commands to try, in order; the block's own PATH decides which program they are."""
-    if language is Language.SHELL:
-        return [["bash", "-c", command]]
-    # the container's interpreter, as a reader typing `python` would get it
-    return [["python", "-c", command], ["python3", "-c", command]]
-
-
 def run_step(step: Step, stored: MutableMapping[str, str], context: StepContext) -> tuple[BlockResult, int | None]:
     """Run one step: its result, and the signal number when a stop signal ended it; a value it stores goes into STORED.
 
+    Every value the step loads is in STORED (the caller says why one is not).
     The whole value is held there alone: the result holds what reports show of it.
     """
-    missing = [load.name for load in step.loads if load.name not in stored]
-    if step.expected:
-        missing += [load.name for load in step.expected.loads if load.name not in stored]
-    if missing:
-        names = ", ".join(sorted(set(missing)))
-        message = f"could not be run: {names} was never stored (its setup did not run); pass --set NAME=VALUE"
-        return unstarted_result(step, Status.ERROR, message, masker=context.masker), None
     with_nul = sorted({load.name for load in step.loads if "\0" in stored[load.name]})
     if with_nul:
         message = (
@@ -208,22 +197,43 @@ def _spawn(step: Step, command: str, context: StepContext) -> BlockProcess | str
     if not stdout_path.parent.is_dir():  # else the spawn's ENOENT would read as a missing interpreter
         return f"could not be run: the directory of its output files, {stdout_path.parent}, is gone (did a block remove --output-dir?)"
     context.output_files.prepare(stdout_path, stderr_path)  # made already, unless this is the first block
-    for argv in _argv_choices(step.language, command):
+    by_file = too_long_for_an_argument(command)
+    try:
+        try:
+            return _start(step, command, context, by_file)
+        except OSError as exc:
+            if exc.errno != errno.E2BIG or by_file:
+                raise
+            return _start(step, command, context, True)  # the body and the environment together are too long
+    except OSError as exc:  # no room for its output files, say
+        if exc.errno == errno.E2BIG:
+            return f"could not be run: {environment_too_large(context.env)}"
+        return f"could not be run: {os_error_text(exc, stdout_path) if exc.errno == errno.ENOSPC else exc}"
+
+
+def _start(step: Step, command: str, context: StepContext, by_file: bool) -> BlockProcess | str:
+    """Start the step's process, its body on its command line or, BY_FILE, read from a file; no interpreter: why."""
+    stdout_path, stderr_path = context.paths[step.ordinal]
+    from_file = body_path(context.stem(step), step.language) if by_file else None
+    if from_file is not None:  # a new file, never written through a link or into a FIFO planted at its name
+        descriptor = create_fresh(from_file, within=context.output_dir)
+        with os.fdopen(descriptor, "wb") as body:
+            body.write(os.fsencode(command))
+    choices = launches(step.language, command, from_file)
+    for launch in choices:
         try:
             return context.supervisor.start(
-                argv,
+                launch.argv,
                 env=context.env,
                 stdout=context.output_files.descriptor(stdout_path),
                 stderr=context.output_files.descriptor(stderr_path),
                 block_name=step.name,
                 block_tag=context.tag(step),
+                stdin_path=launch.stdin_path,
             )
         except FileNotFoundError:
             continue
-        except OSError as exc:  # no room for its output files, say
-            return f"could not be run: {os_error_text(exc, stdout_path) if exc.errno == errno.ENOSPC else exc}"
-    wanted = " or ".join(argv[0] for argv in _argv_choices(step.language, command))
-    return f"could not be run: no {wanted} on PATH"
+    return f"could not be run: no {' or '.join(launch.argv[0] for launch in choices)} on PATH"
 
 
 def _supervise(
