@@ -159,7 +159,7 @@ def _masker(args: argparse.Namespace, plans: Sequence[Plan], github: bool) -> Ma
         env_seen.update(plan.settings.env)
     masker = Masker.of(secret_values(env_seen, args.mask_env))
     if github:
-        for value in masker.secrets:  # registered first, so Actions masks them in every later line too
+        for value in masker.values:  # registered first, so Actions masks them in every later line too
             print(f"::add-mask::{escape_data(value)}", flush=True)
     return masker
 

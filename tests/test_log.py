@@ -378,11 +378,12 @@ def test_the_heartbeat_masks_its_last_line_before_cutting_it(guide_runner) -> No
 
 def test_the_heartbeat_never_shows_the_end_of_a_secret_its_bounded_read_begins_in(guide_runner) -> None:
     secret = "hf_the_heartbeat_reads_from_inside_me_42"
-    # one line longer than the heartbeat reads of it, the secret at its start: the read begins inside it
+    # one line longer than the heartbeat reads of it (4 KiB and the masker's longest form of the secret, its
+    # 56-character base64), the secret at its start: the read begins inside it
     run = guide_runner(
         f"""
         {FENCE}shell #test-setup
-        printf '%s%s\\n' "$HF_TOKEN" "$(head -c 4100 /dev/zero | tr '\\0' z)"
+        printf '%s%s\\n' "$HF_TOKEN" "$(head -c 4140 /dev/zero | tr '\\0' z)"
         sleep 2.5
         {FENCE}
         """,

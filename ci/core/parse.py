@@ -21,6 +21,9 @@ _KEY_VALUE = re.compile(r"([A-Za-z_][\w-]*)=(?:\"(.*)\"|'(.*)')\Z", re.DOTALL)
 _COMMENT = re.compile(r"<!--(.*?)(?:-->|\Z)", re.DOTALL)
 # A line that opens a labelled fence, whatever quotes or list markers stand before it
 _LABELLED_FENCE = re.compile(r"(?:```|~~~)[^`\n]*?(?<!\S)#test(?:-setup|-result)?(?!\S)", re.MULTILINE)
+# A line that would open a labelled fence, at the start of a line (after quote and list markers)
+_FENCE_LIKE = re.compile(r"[ \t]{0,3}(?:>[ \t]?|(?:[-*+]|\d{1,9}[.)])[ \t]+)*(`{3,}|~{3,})(.*)")
+_OPENS_FRONT_MATTER = re.compile(r"---[ \t]*(?:\r?\n|\Z)")
 _MAX_NESTING = 20  # markdown-it's CommonMark limit on nested quotes and lists (a list level takes two)
 
 
@@ -118,13 +121,16 @@ class _Collector:
         self.warnings: list[Problem] = []
         self.near_labels: list[NearLabel] = []
         self.heading: str | None = None
+        self.read_lines: list[tuple[int, int]] = []  # guide lines the parser read as code: fences, indented code
 
     def walk(self, tokens: list[Any], text: str, line_offset: int, hidden: bool) -> None:
         """Gather the blocks of TOKENS, parsed from TEXT, whose first line is guide line LINE_OFFSET + 1."""
         for index, token in enumerate(tokens):
             if token.type == "heading_open" and index + 1 < len(tokens):
                 self.heading = tokens[index + 1].content.strip() or self.heading
-            elif token.type == "fence" and token.map is not None:
+            elif token.type in ("fence", "code_block") and token.map is not None:
+                self.read_lines.append((token.map[0] + 1 + line_offset, token.map[1] + line_offset))
+            if token.type == "fence" and token.map is not None:
                 self.fence(token, token.map[0] + 1 + line_offset, hidden)
                 self.unterminated(token, line_offset)
             elif token.type == "html_block" and token.map is not None:
@@ -250,6 +256,31 @@ def _comment_markdown() -> MarkdownIt:
     return MarkdownIt("commonmark", {"maxNesting": _MAX_NESTING}).use(front_matter_plugin).disable("html_block")
 
 
+def _false_fences(text: str, file: str, collector: _Collector) -> list[Problem]:
+    """An error for each line that looks like a labelled fence but that the parser did not read as one.
+
+    CommonMark allows no backtick in the info string of a ``` fence (`skip='needs `npu-smi`'`): such a line
+    is a paragraph, and the next fence line, meant to close the block, opens one that swallows what follows.
+    """
+    read = sorted(collector.read_lines)
+    warned = {warning.line for warning in collector.warnings}
+    problems = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        found = _FENCE_LIKE.match(line)
+        if found is None or not any(word in LABELS for word, _ in split_info(found.group(2))[0]):
+            continue
+        if number in warned or any(first <= number <= last for first, last in read):
+            continue
+        why = (
+            "a ``` fence's parameters cannot hold a backtick (CommonMark): write the value without it, or open"
+            " the block with ~~~"
+            if "`" in found.group(2) and found.group(1).startswith("`")
+            else "it opens no code block where it stands (inside HTML, or after text that it continues)"
+        )
+        problems.append(Problem(file, number, f"this line looks like a labelled fence but is not one: {why}"))
+    return problems
+
+
 def parse_guide(text: str, file: str) -> ParsedGuide:
     """Parse guide text into labelled blocks in document order (pure: no I/O)."""
     collector = _Collector(file)
@@ -259,7 +290,14 @@ def parse_guide(text: str, file: str) -> ParsedGuide:
     if tokens and tokens[0].type == "front_matter":
         front_matter = tokens[0].content
         front_matter_line = tokens[0].map[0] + 1 if tokens[0].map else 1
+    elif _OPENS_FRONT_MATTER.match(text):
+        collector.problems.append(
+            Problem(
+                file, 1, "front matter is never closed: its settings would be read as text; end it with a '---' line"
+            )
+        )
     collector.walk(tokens, text, 0, hidden=False)
+    collector.problems.extend(_false_fences(text, file, collector))
     return ParsedGuide(
         file=file,
         blocks=tuple(collector.blocks),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from ci.core.match import DEFAULT_WILDCARD
@@ -353,10 +354,19 @@ def block_loads(block: Block) -> list[Load]:
 
 
 def substitute(text: str, loads: tuple[tuple[str, str], ...]) -> str:
-    """Replace every `<PH>` by its value; loads are (placeholder, value) pairs, applied in order."""
+    """Replace every `<PH>` of TEXT by its value, in one pass over TEXT; loads are (placeholder, value) pairs.
+
+    A value is pasted as it is: a `<PH>` inside a value is never expanded again, so the result does not
+    depend on the order of the loads, and grows by the values' sizes only. Where two placeholders could
+    start at the same `<`, the longer wins; a placeholder loaded twice takes its first load's value.
+    """
+    values: dict[str, str] = {}
     for placeholder, value in loads:
-        text = text.replace(f"<{placeholder}>", value)
-    return text
+        values.setdefault(f"<{placeholder}>", value)
+    if not values:
+        return text
+    found = re.compile("|".join(re.escape(token) for token in sorted(values, key=len, reverse=True)))
+    return found.sub(lambda match: values[match.group()], text)
 
 
 def written_line(text: str, loads: tuple[tuple[str, str], ...], line: int) -> int:

@@ -87,6 +87,7 @@ class _Reader:
         self.file = file
         self.line = front_matter_line  # the opening `---`
         self.key_lines: dict[str, int] = {}
+        self.nodes: dict[str, yaml.Node] = {}  # the value of each key under `ci:`, as composed: scalars as written
         self.problems: list[Problem] = []
 
     def error(self, line: int, message: str) -> None:
@@ -114,6 +115,12 @@ class _Reader:
             )
             return None
         self.key_lines = _key_lines(front_matter, self.line)
+        self.nodes = _ci_nodes(front_matter)
+        duplicates = _duplicate_keys(front_matter, self.line)
+        for line, message in duplicates:
+            self.error(line, message)
+        if duplicates:
+            return None
         section: Any = data["ci"]
         if not isinstance(section, dict):
             self.error(self.line_of(""), f"front matter: 'ci' must be a mapping ({_list(_FRONT_MATTER_KEYS)})")
@@ -124,30 +131,35 @@ class _Reader:
         if section.get(key) is None:
             return None
         try:
-            return parse_duration(str(section[key]))
+            return parse_duration(_written(self.nodes.get(key), section[key]))
         except ValueError as exc:
             self.error(self.line_of(key), f"front matter ci.{key}: {exc}")
             return None
 
     def markers(self, section: dict[Any, Any]) -> tuple[str, ...]:
-        markers = section.get("error_markers") or []
-        if isinstance(markers, str):
-            markers = [markers]
-        if not isinstance(markers, list) or not all(isinstance(m, (str, int)) and str(m) for m in markers):
+        node = self.nodes.get("error_markers")
+        items = node.value if isinstance(node, yaml.SequenceNode) else [node]
+        markers = [_written(item, None) if isinstance(item, yaml.ScalarNode) else None for item in items]
+        if node is None or (isinstance(node, yaml.ScalarNode) and node.value == "" and node.style is None):
+            return ()
+        if isinstance(node, yaml.MappingNode) or not all(markers):
             self.error(
                 self.line_of("error_markers"), "front matter ci.error_markers must be a list of non-empty strings"
             )
             return ()
-        return tuple(str(m) for m in markers)
+        return tuple(str(marker) for marker in markers)
 
     def env(self, section: dict[Any, Any]) -> dict[str, str]:
         env = section.get("env") or {}
+        node = self.nodes.get("env")
         if not isinstance(env, dict) or any(isinstance(v, (dict, list)) for v in env.values()):
             self.error(
                 self.line_of("env"), 'front matter ci.env must map names to plain values, e.g. PYTHONUNBUFFERED: "1"'
             )
             return {}
-        values = {str(k): "" if v is None else _yaml_scalar(v) for k, v in env.items()}
+        # names and values as written: YAML would make 3.10 into 3.1, 0022 into 18, 1:30 into 90, on into true
+        pairs = node.value if isinstance(node, yaml.MappingNode) else []
+        values = {str(key.value): _written(value, None) for key, value in pairs}
         for name, value in values.items():
             problem = _env_problem(name, value)
             if problem:
@@ -162,7 +174,9 @@ class _Reader:
                 "front matter ci.upstream must be a mapping, e.g. {repo: owner/name, model: org/model}",
             )
             return {}
-        return {str(k): str(v) for k, v in upstream.items()}
+        node = self.nodes.get("upstream")
+        pairs = node.value if isinstance(node, yaml.MappingNode) else []
+        return {str(key.value): _written(value, upstream.get(key.value)) for key, value in pairs}
 
     def text_list(self, section: dict[Any, Any], key: str) -> tuple[str, ...]:
         """A front-matter list of non-empty strings (ci.collect, ci.diagnostics); each bad item is a document error."""
@@ -265,7 +279,49 @@ def _key_lines(front_matter: str, opening_line: int) -> dict[str, int]:
     return lines
 
 
-def _yaml_scalar(value: object) -> str:
-    if isinstance(value, bool):  # YAML's true/false, as a shell would want them
-        return "true" if value else "false"
-    return str(value)
+def _written(node: yaml.Node | None, loaded: object) -> str:
+    """A scalar's text as the guide writes it (a quoted one without its quotes, escapes read); nothing written
+    is the empty text. A value that is no scalar (a list, a mapping) is LOADED as text."""
+    if isinstance(node, yaml.ScalarNode):
+        return str(node.value)
+    return "" if loaded is None else str(loaded)
+
+
+def _ci_nodes(front_matter: str) -> dict[str, yaml.Node]:
+    """The value node of each key under `ci:` (aliases under it are refused before this is read)."""
+    root = yaml.compose(front_matter, Loader=yaml.SafeLoader)
+    if not isinstance(root, yaml.MappingNode):
+        return {}
+    for key, value in root.value:
+        if key.value == "ci" and isinstance(value, yaml.MappingNode):
+            return {str(sub_key.value): sub_value for sub_key, sub_value in value.value}
+    return {}
+
+
+def _duplicate_keys(front_matter: str, opening_line: int) -> list[tuple[int, str]]:
+    """A problem for each key given twice in one mapping, under `ci:` or `ci` itself: YAML keeps the last."""
+    root = yaml.compose(front_matter, Loader=yaml.SafeLoader)
+    if not isinstance(root, yaml.MappingNode):
+        return []
+    found: list[tuple[int, str]] = []
+    pending: list[tuple[yaml.MappingNode, str]] = [(root, "")]
+    while pending:
+        mapping, path = pending.pop()
+        first: dict[str, int] = {}
+        for key, value in mapping.value:
+            if not path and key.value != "ci":
+                continue  # the rest of the front matter is not the harness's
+            name = f"{path}.{key.value}" if path else str(key.value)
+            line = opening_line + 1 + key.start_mark.line
+            if name in first:
+                found.append(
+                    (
+                        line,
+                        f"front matter: {name} is given twice (first at line {first[name]}), and YAML would keep"
+                        " only the last: keep one",
+                    )
+                )
+            first.setdefault(name, line)
+            if isinstance(value, yaml.MappingNode):
+                pending.append((value, name))
+    return sorted(found)

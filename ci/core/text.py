@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import functools
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+
+from ci.core.masker import MASK, NO_SECRETS, Masker, is_maskable, is_secret_name, secret_values
 
 __all__ = [
     "FULL_LIMIT_BYTES",
@@ -58,12 +57,6 @@ _XML_INVALID = re.compile("[\ud800-\udfff\ufffe\uffff]")
 _HIDDEN = re.compile(f"{_ANSI.pattern}|\\r|{_CONTROL.pattern}")
 _HIDDEN_NAMES = {"\r": "carriage return", "\x00": "NUL", "\x1b": "escape", "\x7f": "delete"}
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-_NOT_ESCAPED_BYTE = re.compile("[\ud800-\udc7f\udd00-\udfff]")  # a lone surrogate that os.fsdecode does not make
-
-
-def _encoding_errors(value: str) -> str:
-    """How VALUE's lone surrogates go back to bytes: a byte os.fsdecode took in (an env value's) as that byte."""
-    return "surrogatepass" if _NOT_ESCAPED_BYTE.search(value) else "surrogateescape"
 
 
 def _undecodable(found: re.Match[str], backslash: str) -> str:
@@ -89,108 +82,6 @@ def escape_undecodable_json(json_text: str) -> str:
     of `\\xNN` is written `\\\\`: the string then reads back as `\\xNN`.
     """
     return _LONE_SURROGATE.sub(lambda found: _undecodable(found, "\\\\"), json_text)
-
-
-MASK = "***"
-# Shorter values, plain words and plain numbers would mask every "1024" or "false" in the log (and,
-# registered with ::add-mask::, in the whole Actions job): no real secret looks like that.
-MIN_SECRET_CHARS = 6
-_PLAIN_VALUE = re.compile(r"[A-Za-z]+|[-+]?[0-9][0-9.,_]*")
-_SECRET_SUFFIXES = ("_TOKEN", "_SECRET", "_KEY")  # with the whole word alone: TOKEN, SECRET, KEY
-
-
-def is_secret_name(name: str) -> bool:
-    """Whether a variable is secret by convention: *_TOKEN, *_SECRET, *_KEY, *PASSWORD* (any case)."""
-    upper = name.upper()
-    if "PASSWORD" in upper:
-        return True
-    return any(upper.endswith(suffix) or upper == suffix[1:] for suffix in _SECRET_SUFFIXES)
-
-
-def is_maskable(value: str) -> bool:
-    """Whether a value can be masked without ruining the log: long enough, and not a plain word or number."""
-    value = value.strip()
-    return len(value) >= MIN_SECRET_CHARS and _PLAIN_VALUE.fullmatch(value) is None
-
-
-def secret_values(env: Mapping[str, str], extra_names: Iterable[str] = ()) -> list[str]:
-    """Values of the variables secret by name (`is_secret_name`) or named in EXTRA_NAMES, that can be masked."""
-    named = set(extra_names)
-    values = [value for name, value in env.items() if (is_secret_name(name) or name in named) and is_maskable(value)]
-    return sorted(set(values), key=len, reverse=True)  # longest first, so no secret is half-masked
-
-
-@dataclass(frozen=True)
-class Masker:
-    """Replaces a run's secret values by *** in what its reports show; made once by the command that reports."""
-
-    secrets: tuple[str, ...] = ()  # longest first, so no secret is half-masked; each one `is_maskable`
-
-    @classmethod
-    def of(cls, values: Iterable[str]) -> Masker:
-        """A masker for these values as a log shows them: without the blanks at their ends, CRLF as LF.
-
-        A value pasted with a newline (or CRLF) is printed without it by most
-        commands; what cannot be masked safely (`is_maskable`) is left out.
-        """
-        forms: set[str] = set()
-        for value in values:
-            as_cleaned = value.replace("\r\n", "\n").replace("\r", "\n")  # line breaks as clean_text leaves them
-            # without the blanks at its ends, which the log keeps: masking a newline would join two lines
-            for form in (value.strip(), as_cleaned.strip()):
-                if is_maskable(form):
-                    forms.add(form)
-        return cls(tuple(sorted(forms, key=len, reverse=True)))
-
-    def mask(self, text: str) -> str:
-        for value in self.secrets:
-            if value in text:
-                text = text.replace(value, MASK)
-        return text
-
-    @functools.cached_property
-    def secret_bytes(self) -> tuple[bytes, ...]:
-        """The secrets as a file holds them (UTF-8; a byte an env value had that was not UTF-8, that byte), longest first."""
-        encoded = {value.encode("utf-8", _encoding_errors(value)) for value in self.secrets}
-        return tuple(sorted(encoded, key=len, reverse=True))
-
-    def mask_bytes(self, data: bytes) -> bytes:
-        """`mask` for bytes (a file's, maybe not UTF-8): each secret's bytes replaced by ***, the other bytes kept."""
-        for value in self.secret_bytes:
-            if value in data:
-                data = data.replace(value, MASK.encode())
-        return data
-
-    @property
-    def longest_chars(self) -> int:
-        """The length of the longest secret (0 for none)."""
-        return len(self.secrets[0]) if self.secrets else 0
-
-    @property
-    def longest_bytes(self) -> int:
-        """The UTF-8 size of the longest secret (0 for none): how much a cut must read beyond itself."""
-        return max((len(value.encode()) for value in self.secrets), default=0)
-
-    def clear_cut(self, text: str, cut: int, *, forward: bool = False) -> int:
-        """CUT (an index into TEXT) moved off any secret it falls inside: back to its start, or FORWARD to its end."""
-        moved = True
-        while moved:
-            moved = False
-            for secret in self.secrets:
-                start = text.find(secret, max(cut - len(secret) + 1, 0))
-                if start != -1 and start < cut:  # it starts before the cut and ends after it
-                    cut, moved = (start + len(secret) if forward else start), True
-        return cut
-
-    def partial_secret_start(self, text: str) -> int:
-        """Where the end of TEXT may be the start of a secret whose rest is still to come (len(TEXT) if nowhere)."""
-        for start in range(max(len(text) - self.longest_chars + 1, 0), len(text)):
-            if any(secret.startswith(text[start:]) for secret in self.secrets):
-                return start  # the earliest: the longest end that may begin one
-        return len(text)
-
-
-NO_SECRETS = Masker()  # for text that holds no run's output (guides, drift reports): nothing to mask
 
 
 def clean_text(text: str, masker: Masker = NO_SECRETS) -> str:

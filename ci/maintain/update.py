@@ -181,7 +181,7 @@ def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], masker: Mas
                 f"{where}: the output holds a carriage return (CR) or a NUL byte, which a Markdown code block cannot"
                 " hold; left alone (match that part with a wildcard)"
             )
-        elif masker.mask(new_body) != new_body:  # a guide is published: a secret the block printed stays out
+        elif masker.holds_secret(new_body):  # a guide is published: no form of a secret the block printed goes in
             notes.append(f"{where}: the new expected body would hold a secret value the block printed; left alone")
         elif MASK in new_body and _masked_since(block):
             notes.append(

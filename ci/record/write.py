@@ -106,9 +106,9 @@ def _collection(collection: Collection | None, base: Path, masker: Masker) -> Co
         "cap_bytes": collection.cap_bytes,
         "files": [
             {
-                "pattern": f.pattern,
-                "source": f.source,
-                "copied_to": _relative(f.copied_to, base),
+                "pattern": masker.mask(f.pattern),
+                "source": masker.mask(f.source),  # a block names the files it makes: a name may hold a secret
+                "copied_to": _masked(_relative(f.copied_to, base), masker),
                 "size_bytes": f.size_bytes,
                 "copied_bytes": f.copied_bytes,
                 "truncated": f.truncated,
@@ -116,10 +116,14 @@ def _collection(collection: Collection | None, base: Path, masker: Masker) -> Co
             }
             for f in collection.files
         ],
-        "unmatched": list(collection.unmatched),
+        "unmatched": [masker.mask(pattern) for pattern in collection.unmatched],
         "files_left_out": collection.files_left_out,
         "notes": [clean_text(note, masker) for note in collection.notes],
     }
+
+
+def _masked(path: str | None, masker: Masker) -> str | None:
+    return None if path is None else masker.mask(path)
 
 
 def _processes(processes: Sequence[TrackedProcess], masker: Masker) -> list[ProcessRecord]:

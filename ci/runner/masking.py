@@ -27,6 +27,7 @@ __all__ = [
     "FileMasking",
     "MaskingTimeUp",
     "mask_file",
+    "mask_names",
     "mask_output_files",
     "masking_lines",
     "stopping_ends_by",
@@ -43,9 +44,10 @@ class MaskingTimeUp(Exception):
 
 @dataclasses.dataclass
 class FileMasking:
-    """What --mask-files did: the files rewritten, and those it could not mask (each with why)."""
+    """What --mask-files did: the files rewritten, those renamed, and those it could not mask (each with why)."""
 
     masked: list[Path] = dataclasses.field(default_factory=list)
+    renamed: list[Path] = dataclasses.field(default_factory=list)  # files and directories whose name held a secret
     unmasked: list[tuple[Path, str]] = dataclasses.field(default_factory=list)
 
 
@@ -59,6 +61,7 @@ def mask_output_files(output_dir: Path, masker: Masker, ends_by: Callable[[], fl
     done = FileMasking()
     if not masker.secrets:
         return done
+    done.renamed = mask_names(output_dir, masker)  # first: no later line names a file by its secret
     files = sorted(_files_under(output_dir), key=lambda found: (found[1], str(found[0])))
     for path, _ in files:
         try:
@@ -98,8 +101,8 @@ def mask_file(
         os.close(descriptor)
         raise OSError(errno.EINVAL, "not a regular file", str(path))
     with open(descriptor, "rb") as source:
-        windows = _windows(source, masker, ends_by, chunk_bytes)
-        if not any(secret in window for window in windows for secret in masker.secret_bytes):
+        windows = masker.masked_windows(_reads(source, ends_by, chunk_bytes))
+        if all(raw == masked for raw, masked in windows):
             return False
         source.seek(0)
         mode = os.fstat(source.fileno()).st_mode & 0o777  # its permissions; never a set-user-ID bit, the owner is ours
@@ -107,8 +110,7 @@ def mask_file(
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{short}.", suffix=".masking")
         try:
             with open(handle, "wb") as target:
-                for window in _windows(source, masker, ends_by, chunk_bytes):
-                    masked = masker.mask_bytes(window)
+                for _, masked in masker.masked_windows(_reads(source, ends_by, chunk_bytes)):
                     if masked.count(0) == len(masked):  # a hole of a sparse file stays one
                         target.seek(len(masked), os.SEEK_CUR)
                     else:
@@ -123,42 +125,39 @@ def mask_file(
     return True
 
 
-def _windows(
-    source: BinaryIO, masker: Masker, ends_by: Callable[[], float | None], chunk_bytes: int
-) -> Iterator[bytes]:
-    """The file in consecutive parts, each cut where no secret straddles the cut: masked one by one, as if whole.
-
-    A part's last (longest secret - 1) bytes wait for the next read, unless
-    they end the file; memory stays at about one chunk.
-    """
-    overlap = max(len(value) for value in masker.secret_bytes) - 1
-    carry = b""
+def _reads(source: BinaryIO, ends_by: Callable[[], float | None], chunk_bytes: int) -> Iterator[bytes]:
+    """The file's consecutive reads, up to its end; MaskingTimeUp once ENDS_BY has passed."""
     while True:
         limit = ends_by()
         if limit is not None and time.monotonic() >= limit:
             raise MaskingTimeUp
         chunk = source.read(chunk_bytes)
+        yield chunk
         if not chunk:
-            if carry:
-                yield carry
             return
-        buffer = carry + chunk
-        cut = _clear_cut(buffer, max(len(buffer) - overlap, 0), masker.secret_bytes)
-        carry = buffer[cut:]
-        if cut:
-            yield buffer[:cut]
 
 
-def _clear_cut(buffer: bytes, cut: int, secrets: tuple[bytes, ...]) -> int:
-    """CUT moved back to the start of any secret in BUFFER that starts before it and ends after it."""
-    moved = True
-    while moved and cut > 0:
-        moved = False
-        for secret in secrets:
-            start = buffer.find(secret, max(cut - len(secret) + 1, 0), cut + len(secret) - 1)
-            if start != -1 and start < cut:
-                cut, moved = start, True
-    return cut
+def mask_names(output_dir: Path, masker: Masker) -> list[Path]:
+    """Rename each file and directory under OUTPUT_DIR's masked directories whose name holds a secret, *** in its
+    place (a `.N` suffix when that name is taken); the new paths. A collected file is named after its source."""
+    renamed = []
+    for name in MASKED_DIRECTORIES:
+        top = output_dir / name
+        if top.is_symlink() or not top.is_dir():  # a link planted in its place leads outside: never renamed there
+            continue
+        for directory, directories, files in os.walk(top, topdown=False):
+            for entry in [*files, *directories]:
+                masked = masker.mask(entry)
+                if masked == entry:
+                    continue
+                target = Path(directory, masked)
+                number = 1
+                while os.path.lexists(target):
+                    target, number = Path(directory, f"{masked}.{number}"), number + 1
+                with contextlib.suppress(OSError):
+                    os.rename(Path(directory, entry), target)
+                    renamed.append(target)
+    return renamed
 
 
 STOPPING_MASK_S = 1.8  # after a stop signal: when the masking must be over, so that the run ends within 2 s of it
@@ -179,9 +178,10 @@ def stopping_ends_by(stopped_at: Callable[[], float | None]) -> Callable[[], flo
 
 def masking_lines(done: FileMasking, output_dir: Path) -> tuple[str | None, str | None]:
     """What the console says of it: the files masked (None when none held a secret), and an error for those left."""
+    names = f" and in the names of {plural(len(done.renamed), 'file')}" if done.renamed else ""
     said = (
-        f"masked secrets in {plural(len(done.masked), 'file')} under {output_dir} (--mask-files)"
-        if done.masked
+        f"masked secrets in {plural(len(done.masked), 'file')}{names} under {output_dir} (--mask-files)"
+        if done.masked or done.renamed
         else None
     )
     if not done.unmasked:
