@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ci.cli import ConsoleGuard, ExitCode, command_parser, fail, guarded_console, print_error
+from ci.cli import ConsoleGuard, ExitCode, command_parser, fail, print_error, run_guarded
 from ci.core.text import plural
 from ci.run_update import UPDATE_EXIT_STATUS, UpdateAfterRun, add_update_options, update_from_run, update_usage_problem
 
@@ -221,10 +221,10 @@ def _duration(option: str, text: str) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command: its exit status, whatever became of its console (a closed pipe, a full disk)."""
+    """The command: its exit status, whatever became of its console (a closed pipe, a full disk, nobody reading),
+    one line and 128 + N for a signal that stops it before its run begins (Ctrl-C while a guide is fetched)."""
     started = time.monotonic()  # --deadline counts from here: reading a guide from a URL is part of the run
-    with guarded_console() as console:
-        return _main(argv, started, console)
+    return run_guarded(lambda console: _main(argv, started, console))
 
 
 def _combination_problem(args: argparse.Namespace) -> str | None:
@@ -292,7 +292,7 @@ def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> 
 
     if update is not None:
         update.left_out = left_out
-    return run(args, plans, left_out, settings, after=update)
+    return run(args, plans, left_out, settings, after=update, console_guard=console)
 
 
 # The annotations of warnings and document errors go to stderr, beside the lines they repeat: stdout is the

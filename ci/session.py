@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ci.cli import ExitCode, fail, print_error
+from ci.cli import ConsoleGuard, ExitCode, fail, print_error
 from ci.core.disk import os_error_text
 from ci.core.files import write_atomically
 from ci.core.text import escape_undecodable, plural
@@ -53,9 +53,11 @@ def run(
     settings: RunSettings,
     *,
     after: AfterRun | None = None,
+    console_guard: ConsoleGuard | None = None,
 ) -> int:
     """Run the planned guides as ARGS ask (blocks LEFT_OUT of each skipped) and write every report; the exit status,
-    or AFTER's when given (it is called once every report is written and the verdict said)."""
+    or AFTER's when given (it is called once every report is written and the verdict said). CONSOLE_GUARD, the
+    command's console: from a stop signal on, its writes give way to the stop."""
     from ci.runner.process import ProcessSupervisor
     from ci.runner.signals import StopSignals
 
@@ -75,6 +77,8 @@ def run(
     signals = StopSignals()
     handlers = _stop_handlers()
     signals.install()  # before the pid file tells anyone whom to signal
+    if console_guard is not None:
+        console_guard.give_way_on_stop(signals.wake_fd)
     try:
         pid_file = _write_pid_file(output_dir)
     except OSError as exc:
@@ -91,7 +95,9 @@ def run(
     try:
         masker = _masker(args, plans, settings.github)
         console = _console(args, masker, settings)
-        supervisor = ProcessSupervisor(os.urandom(16).hex(), grace_s=settings.grace_s, signals=signals)
+        supervisor = ProcessSupervisor(
+            os.urandom(16).hex(), grace_s=settings.grace_s, signals=signals, workdir=settings.workdir
+        )
         _warn_of_missing_stack_dumps(supervisor, settings.github, masker)
         try:
             outcomes = _run_guides(args, plans, left_out, settings, output_dir, supervisor, console)
@@ -341,10 +347,13 @@ def _write_pid_file(output_dir: Path) -> Path:
 
 def _stop_handlers() -> dict[int, Any]:
     """The handlers of the signals that stop a run, as they are before the run installs its own."""
-    return {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    from ci.runner.signals import STOP_SIGNALS, SUSPEND_SIGNALS
+
+    return {signum: signal.getsignal(signum) for signum in (*STOP_SIGNALS, *SUSPEND_SIGNALS)}
 
 
 def _restore_stop_handlers(handlers: dict[int, Any]) -> None:
+    signal.set_wakeup_fd(-1)
     for signum, handler in handlers.items():
         # None: a handler set outside Python, which cannot be put back; the default is the nearest
         signal.signal(signum, signal.SIG_DFL if handler is None else handler)

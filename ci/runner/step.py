@@ -17,7 +17,7 @@ from ci.core.text import NO_SECRETS, Masker
 from ci.runner.events import Events
 from ci.runner.mismatch import mismatch_message, mismatch_report
 from ci.runner.outputs import OutputFiles, file_sizes, output_stem
-from ci.runner.process import BlockProcess, ProcessSupervisor, RunInterrupted
+from ci.runner.process import BlockProcess, ProcessSupervisor, RunInterrupted, WorkdirUnenterable
 from ci.runner.stored import bounded, read_stored
 
 __all__ = ["StepContext", "run_step", "unstarted_result"]
@@ -218,6 +218,8 @@ def _spawn(step: Step, command: str, context: StepContext) -> BlockProcess | str
                 block_name=step.name,
                 block_tag=context.tag(step),
             )
+        except WorkdirUnenterable as exc:  # before FileNotFoundError: a directory gone is no missing interpreter
+            return f"could not be run: {exc.strerror}"
         except FileNotFoundError:
             continue
         except OSError as exc:  # no room for its output files, say
