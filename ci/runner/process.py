@@ -22,13 +22,14 @@ from pathlib import Path
 
 import psutil
 
-from ci.core.model import TrackedProcess
+from ci.core.model import STILL_RUNNING, TrackedProcess
+from ci.runner.adopted import kill_adopted
 from ci.runner.ending import Found, Timing, end_in_rounds
-from ci.runner.owners import BlockStart, Owners, marked_pids, run_markers
+from ci.runner.owners import BlockStart, Owners, block_tag_of, marked_pids, run_markers
 from ci.runner.signals import StopSignals
 from ci.runner.spawn import become_subreaper, keep_inherited_fds, spawn_in_session
 from ci.runner.stacks import dump_python_stacks, stack_dump_problem
-from ci.runner.trees import ProcessTable, alive, has_children, start_ticks
+from ci.runner.trees import ProcessTable, alive, command_of, has_children, start_ticks
 
 __all__ = [
     "BLOCK_MARKER",
@@ -368,5 +369,22 @@ class ProcessSupervisor:
         if not has_children() and not marked_pids({RUN_MARKER: self.run_token}):  # the usual case, seen cheaply
             return []
         ended, _ = end_in_rounds(lambda: self._look(None), self._timing(grace_s), reap=self._reap_children)
+        ended = self._kill_adopted(ended)
         self.reap_orphans()
         return ended
+
+    def _kill_adopted(self, ended: list[TrackedProcess]) -> list[TrackedProcess]:
+        """After the rounds, what forks faster than they look (see adopted): ENDED, with what it ended or left."""
+        still = {proc.pid for proc in ended if proc.ended_by == STILL_RUNNING}
+        adopted = kill_adopted(
+            self._kill_wait_ends_by(), identify=self._identify, reap=self._reap_children, passed_over=still
+        )
+        return adopted.merged_into(ended)
+
+    def _identify(self, pid: int) -> tuple[str, str]:
+        """A process's command line and the block it came from: by its marker, else when it started (as Owners)."""
+        tag = block_tag_of(pid, self.run_token, RUN_MARKER, BLOCK_MARKER)
+        ticks = start_ticks(pid) if tag is None else None
+        if ticks is not None:
+            tag = next((block.tag for block in reversed(self.blocks) if block.ticks <= ticks), None)
+        return command_of(pid), self.block_names.get(tag or "", "?")
