@@ -30,8 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the labelled blocks of Markdown guides in order, check their output, and report every block.",
         epilog=(
             "Exit status: 0 all blocks that ran passed; 1 a block failed, or --deadline was reached;"
-            " 2 usage or document error; 130/143/129 interrupted by SIGINT/SIGTERM/SIGHUP (reports written). "
-            + UPDATE_EXIT_STATUS
+            " 2 usage or document error; 130/143/129 interrupted by SIGINT/SIGTERM/SIGHUP, 128+N by another"
+            " signal N that would kill it (reports written). " + UPDATE_EXIT_STATUS
         ),
     )
     parser.add_argument("guides", nargs="+", metavar="GUIDE", help="a guide: a path or an http(s) URL")

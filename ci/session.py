@@ -59,26 +59,17 @@ def run(
     or AFTER's when given (it is called once every report is written and the verdict said). CONSOLE_GUARD, the
     command's console: from a stop signal on, its writes give way to the stop."""
     from ci.runner.process import ProcessSupervisor
-    from ci.runner.signals import StopSignals
 
     # absolute, because the run moves to --workdir before its first block
     junit_path = Path(args.junit).absolute() if args.junit else None
-    if args.output_dir:
-        output_dir = Path(args.output_dir).absolute()
-    else:
-        made = _temporary_output_dir()
-        if isinstance(made, str):
-            return fail(made)
-        output_dir = made
+    output_dir = Path(args.output_dir).absolute() if args.output_dir else _temporary_output_dir()
+    if isinstance(output_dir, str):
+        return fail(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     lock = _lock_output_dir(output_dir)
     if isinstance(lock, str):
         return fail(lock)
-    signals = StopSignals()
-    handlers = _stop_handlers()
-    signals.install()  # before the pid file tells anyone whom to signal
-    if console_guard is not None:
-        console_guard.give_way_on_stop(signals.wake_fd)
+    signals, handlers = _take_stop_signals(console_guard)  # before the pid file tells anyone whom to signal
     try:
         pid_file = _write_pid_file(output_dir)
     except OSError as exc:
@@ -343,6 +334,18 @@ def _write_pid_file(output_dir: Path) -> Path:
     path = output_dir / PID_FILE
     write_atomically(path, f"{os.getpid()}\n", encoding="ascii")
     return path
+
+
+def _take_stop_signals(console_guard: ConsoleGuard | None) -> tuple[StopSignals, dict[int, Any]]:
+    """The run's stop signals, installed, and the handlers they replaced; the console gives way to them."""
+    from ci.runner.signals import StopSignals
+
+    handlers = _stop_handlers()
+    signals = StopSignals()
+    signals.install()
+    if console_guard is not None:
+        console_guard.give_way_on_stop(signals.wake_fd)
+    return signals, handlers
 
 
 def _stop_handlers() -> dict[int, Any]:
