@@ -7,15 +7,21 @@ import contextlib
 import enum
 import errno
 import functools
+import io
 import os
+import select
+import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from types import FrameType
 from typing import Any, Protocol, TextIO
 
 from ci import __version__
 from ci.core.disk import os_error_text
 from ci.core.text import escape_undecodable
+from ci.runner.signals import ALWAYS_STOP, STOP_SIGNALS, signal_name
 
 __all__ = [
     "CONSOLE_SCRIPT_PREFIX",
@@ -27,6 +33,7 @@ __all__ = [
     "guarded_console",
     "print_error",
     "program_name",
+    "run_guarded",
 ]
 
 # The installed console scripts: guide-guard, guide-guard-rehearse, guide-guard-monitor, guide-guard-drift,
@@ -92,11 +99,64 @@ def fail(message: str, parser: argparse.ArgumentParser | None = None) -> ExitCod
 
 
 class ConsoleGuard:
-    """What guarded_console yields: how a command whose output is meant for a pipe takes its reader closing."""
+    """What guarded_console yields: how a command whose output is meant for a pipe takes its reader closing,
+    and how long its console writes may wait for a reader once it is asked to stop."""
 
     def __init__(self) -> None:
         # True for a listing (`--list | head -1`): a reader that stops reading is normal, and not said
         self.closed_pipe_is_normal = False
+        self.stop_fd: int | None = None  # readable once a stop signal has come (a run's StopSignals.wake_fd)
+        self.stop_seen_at: float | None = None  # when a console write first saw it readable (monotonic)
+
+    def give_way_on_stop(self, stop_fd: int) -> None:
+        """From the signal that makes STOP_FD readable on, a console write waits for its reader at most
+        _STOP_CONSOLE_WAIT_S, then drops what it had to write: the stop, the reports first, must not wait for it."""
+        self.stop_fd = stop_fd
+
+    def stop_deadline(self) -> float | None:
+        """Until when a console write waits for its reader, once a write has seen the stop; None before."""
+        return None if self.stop_seen_at is None else self.stop_seen_at + _STOP_CONSOLE_WAIT_S
+
+
+class CommandInterrupted(BaseException):
+    """A stop signal came while a command had no run going to stop (reading the guides, planning, --list)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"interrupted by {signal_name(signum)}")
+        self.signum = signum
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise CommandInterrupted(signum)
+
+
+def run_guarded(main: Callable[[ConsoleGuard], int], *, closed_pipe_is_normal: bool = False) -> int:
+    """MAIN inside guarded_console, its exit status; a stop signal before a run takes them over is one line.
+
+    Ctrl-C (SIGINT) or any stop signal (see ci.runner.signals.STOP_SIGNALS)
+    while the command reads, plans or lists, before a run has anything to
+    end, exits with 128 + its number and `[ERROR] interrupted by SIGINT`,
+    never a traceback. A run installs handlers of its own, which end its blocks and write its reports.
+    """
+    previous = {}
+    for signum in STOP_SIGNALS if threading.current_thread() is threading.main_thread() else ():
+        handler = signal.getsignal(signum)
+        # Python's own SIGINT handler raises KeyboardInterrupt; one ignored at the start stays ignored
+        if signum != signal.SIGINT and (signum in ALWAYS_STOP or handler != signal.SIG_IGN):
+            previous[signum] = signal.signal(signum, _interrupt)
+    try:
+        with guarded_console() as console:
+            console.closed_pipe_is_normal = closed_pipe_is_normal
+            try:
+                return main(console)
+            except (KeyboardInterrupt, CommandInterrupted) as interrupt:
+                signum = interrupt.signum if isinstance(interrupt, CommandInterrupted) else int(signal.SIGINT)
+                print_error(f"interrupted by {signal_name(signum)}")
+                return ExitCode.interrupted(signum)
+    finally:
+        for signum, handler in previous.items():
+            if signal.getsignal(signum) is _interrupt:  # not a run's own, which stays to the end
+                signal.signal(signum, signal.SIG_DFL if handler is None else handler)
 
 
 @contextlib.contextmanager
@@ -110,7 +170,8 @@ def guarded_console() -> Iterator[ConsoleGuard]:
     have. A closed pipe is not said when the command set
     `closed_pipe_is_normal` on the guard it was given. A name holding bytes
     that are not UTF-8 is written with them as `\\xNN` (escape_undecodable),
-    whatever the console's encoding.
+    whatever the console's encoding. A reader that does not read (a full
+    pipe) holds a write up only until a stop signal (ConsoleGuard.give_way_on_stop).
     """
     streams = sys.stdout, sys.stderr
     guard = ConsoleGuard()
@@ -142,9 +203,7 @@ def guarded_command(*, closed_pipe_is_normal: bool = False) -> Callable[[Main], 
     def decorate(main: Main) -> Main:
         @functools.wraps(main)
         def guarded(argv: Sequence[str] | None = None) -> int:
-            with guarded_console() as console:
-                console.closed_pipe_is_normal = closed_pipe_is_normal
-                return main(argv)
+            return run_guarded(lambda console: main(argv), closed_pipe_is_normal=closed_pipe_is_normal)
 
         return guarded
 
@@ -159,7 +218,9 @@ class _ConsoleStream:
     """
 
     def __init__(self, stream: TextIO | None, name: str, guard: ConsoleGuard) -> None:
-        self.stream = stream
+        self.writes = _console_writes(stream, guard)
+        self.stream = stream if self.writes is None else _text_over(self.writes, stream)
+        self.dropped_said = False  # whether what a stop made it drop was said on the other stream
         self.guard = guard  # whether a closed pipe is said
         self.name = name  # stdout or stderr, as the [ERROR] names it
         self.other: _ConsoleStream | None = None  # where its loss is said
@@ -177,6 +238,7 @@ class _ConsoleStream:
                 self.stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
         except OSError as exc:
             self._lost(exc)
+        self._say_dropped()
         return len(text)
 
     def writelines(self, lines: Iterable[str]) -> None:
@@ -190,6 +252,18 @@ class _ConsoleStream:
             self.stream.flush()
         except OSError as exc:
             self._lost(exc)
+        self._say_dropped()
+
+    def _say_dropped(self) -> None:
+        """Once a stop made this stream drop output (nobody read it), say so on the other one, once."""
+        if self.dropped_said or self.writes is None or not self.writes.dropped_bytes or self.other is None:
+            return
+        self.dropped_said = True
+        self.other.write(
+            f"[ERROR] {self.name} was not read for {_STOP_CONSOLE_WAIT_S:g} s after the stop signal:"
+            " what follows for it is dropped, so that the run ends and writes its reports on time\n"
+        )
+        self.other.flush()
 
     def _lost(self, exc: OSError) -> None:
         with self.lock:
@@ -229,3 +303,80 @@ class _ConsoleStream:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)
+
+
+_STOP_CONSOLE_WAIT_S = 0.5  # after a stop signal, how long a console write waits for a reader that does not read
+_ATOMIC_WRITE_BYTES = 4096  # PIPE_BUF: a pipe that poll() says has room takes this much without blocking
+
+
+class _BoundedWrites(io.RawIOBase):
+    """Writes to a console descriptor that wait for its reader only until a stop signal, and briefly after it.
+
+    A blocking write to a full pipe would wait for as long as nobody reads
+    it, deaf to the stop: poll() waits instead, on the console and on the
+    guard's stop descriptor together, and a write is never larger than a
+    pipe with room takes at once. After the stop, what cannot be written
+    within _STOP_CONSOLE_WAIT_S is dropped and counted.
+    """
+
+    def __init__(self, fd: int, guard: ConsoleGuard) -> None:
+        super().__init__()
+        self.fd = fd
+        self.guard = guard
+        self.dropped_bytes = 0  # dropped after a stop, for want of a reader
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def isatty(self) -> bool:
+        return os.isatty(self.fd)
+
+    def write(self, data: Any) -> int:
+        size = memoryview(data).nbytes
+        if not self._room_in_time():
+            self.dropped_bytes += size
+            return size
+        return os.write(self.fd, memoryview(data).cast("B")[:_ATOMIC_WRITE_BYTES])
+
+    def _room_in_time(self) -> bool:
+        """True once the console takes a write (or will fail it: a closed pipe); False past the stop's wait."""
+        while True:
+            watch = select.poll()
+            watch.register(self.fd, select.POLLOUT)
+            deadline = self.guard.stop_deadline()
+            if deadline is None and self.guard.stop_fd is not None:
+                watch.register(self.guard.stop_fd, select.POLLIN)
+            wait_ms = None if deadline is None else max(0.0, (deadline - time.monotonic()) * 1000)
+            ready = dict(watch.poll(wait_ms))
+            if self.fd in ready:
+                return True
+            if self.guard.stop_fd in ready and self.guard.stop_seen_at is None:
+                self.guard.stop_seen_at = time.monotonic()
+            elif deadline is not None and time.monotonic() >= deadline:
+                return False
+
+
+def _console_writes(stream: TextIO | None, guard: ConsoleGuard) -> _BoundedWrites | None:
+    """Bounded writes to STREAM's descriptor; None for a stream without one (a test's StringIO)."""
+    if stream is None:
+        return None
+    try:
+        fd = stream.fileno()
+        stream.flush()  # what was written before goes first
+    except (OSError, ValueError, AttributeError):
+        return None
+    return _BoundedWrites(fd, guard)
+
+
+def _text_over(writes: _BoundedWrites, like: TextIO | None) -> TextIO:
+    """A text stream over WRITES, encoded, buffered and line-buffered as LIKE is."""
+    return io.TextIOWrapper(
+        io.BufferedWriter(writes),
+        encoding=getattr(like, "encoding", None) or "utf-8",
+        errors=getattr(like, "errors", None) or "strict",
+        line_buffering=bool(getattr(like, "line_buffering", False)),
+        write_through=bool(getattr(like, "write_through", False)),
+    )

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from ci.cli import ExitCode, command_parser, fail, guarded_command, print_error
 from ci.core.files import write_atomically
 from ci.rehearsal.model import ASSETS, BREAK_ENV, KNOBS
+from ci.runner.signals import ALWAYS_STOP, STOP_SIGNALS
 from ci.temporary import KEEP_NEWEST
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ def _end_with_parent() -> None:
 
 
 class _Forwarder:
-    """Passes SIGINT/SIGTERM on to ci.run, which ends its blocks and writes its reports."""
+    """Passes a stop signal (SIGINT, SIGTERM, SIGQUIT...) on to ci.run, which ends its blocks and writes its reports."""
 
     def __init__(self) -> None:
         self.child: subprocess.Popen[bytes] | None = None
@@ -118,7 +119,9 @@ class _Forwarder:
 @contextlib.contextmanager
 def _forwarding_signals() -> Iterator[_Forwarder]:
     forwarder = _Forwarder()
-    previous = {signum: signal.signal(signum, forwarder) for signum in (signal.SIGINT, signal.SIGTERM)}
+    # every signal that stops ci.run (a run's own: it ends its blocks and writes its reports)
+    taken = [signum for signum in STOP_SIGNALS if signum in ALWAYS_STOP or signal.getsignal(signum) != signal.SIG_IGN]
+    previous = {signum: signal.signal(signum, forwarder) for signum in taken}
     try:
         yield forwarder
     finally:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ci.cli import ConsoleGuard, ExitCode, command_parser, fail, guarded_console, print_error
+from ci.cli import ConsoleGuard, ExitCode, command_parser, fail, print_error, run_guarded
 from ci.core.text import plural
 from ci.report_paths import report_path_problem
 from ci.run_update import UPDATE_EXIT_STATUS, UpdateAfterRun, add_update_options, update_from_run, update_usage_problem
@@ -31,8 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the labelled blocks of Markdown guides in order, check their output, and report every block.",
         epilog=(
             "Exit status: 0 all blocks that ran passed; 1 a block failed, or --deadline was reached;"
-            " 2 usage or document error; 130/143/129 interrupted by SIGINT/SIGTERM/SIGHUP (reports written). "
-            + UPDATE_EXIT_STATUS
+            " 2 usage or document error; 130/143/129 interrupted by SIGINT/SIGTERM/SIGHUP, 128+N by another"
+            " signal N that would kill it (reports written). " + UPDATE_EXIT_STATUS
         ),
     )
     parser.add_argument("guides", nargs="+", metavar="GUIDE", help="a guide: a path or an http(s) URL")
@@ -240,10 +240,10 @@ def _duration(option: str, text: str) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command: its exit status, whatever became of its console (a closed pipe, a full disk)."""
+    """The command: its exit status, whatever became of its console (a closed pipe, a full disk, nobody reading),
+    one line and 128 + N for a signal that stops it before its run begins (Ctrl-C while a guide is fetched)."""
     started = time.monotonic()  # --deadline counts from here: reading a guide from a URL is part of the run
-    with guarded_console() as console:
-        return _main(argv, started, console)
+    return run_guarded(lambda console: _main(argv, started, console))
 
 
 def _combination_problem(args: argparse.Namespace) -> str | None:
@@ -314,7 +314,7 @@ def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> 
 
     if update is not None:
         update.left_out = left_out
-    return run(args, plans, left_out, settings, after=update)
+    return run(args, plans, left_out, settings, after=update, console_guard=console)
 
 
 # The annotations of warnings and document errors go to stderr, beside the lines they repeat: stdout is the

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ci.cli import ExitCode, fail, print_error
+from ci.cli import ConsoleGuard, ExitCode, fail, print_error
 from ci.core.disk import os_error_text
 from ci.core.files import write_atomically
 from ci.core.text import escape_undecodable, plural
@@ -55,28 +55,23 @@ def run(
     settings: RunSettings,
     *,
     after: AfterRun | None = None,
+    console_guard: ConsoleGuard | None = None,
 ) -> int:
     """Run the planned guides as ARGS ask (blocks LEFT_OUT of each skipped) and write every report; the exit status,
-    or AFTER's when given (it is called once every report is written and the verdict said)."""
+    or AFTER's when given (it is called once every report is written and the verdict said). CONSOLE_GUARD, the
+    command's console: from a stop signal on, its writes give way to the stop."""
     from ci.runner.process import ProcessSupervisor
-    from ci.runner.signals import StopSignals
 
     # absolute, because the run moves to --workdir before its first block
     junit_path = Path(args.junit).absolute() if args.junit else None
-    if args.output_dir:
-        output_dir = Path(args.output_dir).absolute()
-    else:
-        made = _temporary_output_dir()
-        if isinstance(made, str):
-            return fail(made)
-        output_dir = made
+    output_dir = Path(args.output_dir).absolute() if args.output_dir else _temporary_output_dir()
+    if isinstance(output_dir, str):
+        return fail(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     lock = _lock_output_dir(output_dir)
     if isinstance(lock, str):
         return fail(lock)
-    signals = StopSignals()
-    handlers = _stop_handlers()
-    signals.install()  # before the pid file tells anyone whom to signal
+    signals, handlers = _take_stop_signals(console_guard)  # before the pid file tells anyone whom to signal
     try:
         pid_file = _write_pid_file(output_dir)
     except OSError as exc:
@@ -93,7 +88,9 @@ def run(
     try:
         masker = _masker(args, plans, settings.github)
         console = _console(args, masker, settings)
-        supervisor = ProcessSupervisor(os.urandom(16).hex(), grace_s=settings.grace_s, signals=signals)
+        supervisor = ProcessSupervisor(
+            os.urandom(16).hex(), grace_s=settings.grace_s, signals=signals, workdir=settings.workdir
+        )
         _warn_of_missing_stack_dumps(supervisor, settings.github, masker)
         try:
             outcomes = _run_guides(args, plans, left_out, settings, output_dir, supervisor, console)
@@ -349,12 +346,27 @@ def _write_pid_file(output_dir: Path) -> Path:
     return path
 
 
+def _take_stop_signals(console_guard: ConsoleGuard | None) -> tuple[StopSignals, dict[int, Any]]:
+    """The run's stop signals, installed, and the handlers they replaced; the console gives way to them."""
+    from ci.runner.signals import StopSignals
+
+    handlers = _stop_handlers()
+    signals = StopSignals()
+    signals.install()
+    if console_guard is not None:
+        console_guard.give_way_on_stop(signals.wake_fd)
+    return signals, handlers
+
+
 def _stop_handlers() -> dict[int, Any]:
     """The handlers of the signals that stop a run, as they are before the run installs its own."""
-    return {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    from ci.runner.signals import STOP_SIGNALS, SUSPEND_SIGNALS
+
+    return {signum: signal.getsignal(signum) for signum in (*STOP_SIGNALS, *SUSPEND_SIGNALS)}
 
 
 def _restore_stop_handlers(handlers: dict[int, Any]) -> None:
+    signal.set_wakeup_fd(-1)
     for signum, handler in handlers.items():
         # None: a handler set outside Python, which cannot be put back; the default is the nearest
         signal.signal(signum, signal.SIG_DFL if handler is None else handler)

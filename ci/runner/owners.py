@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ci.runner.trees import ProcessTable
 
-__all__ = ["BlockStart", "Owners", "marked_pids", "run_markers"]
+__all__ = ["BlockStart", "Owners", "block_tag_of", "marked_pids", "run_markers"]
 
 _NOT_OURS = ""  # the owner of a process no block of the run started
 
@@ -100,6 +100,19 @@ def run_markers(run_token: str, marker: str, block_marker: str) -> dict[int, str
                 "utf-8", "replace"
             )
     return found
+
+
+def block_tag_of(pid: int, run_token: str, marker: str, block_marker: str) -> str | None:
+    """The value of `block_marker` in one process's environment when it carries marker=run_token, else None."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            variables = handle.read().split(b"\0")
+    except OSError:
+        return None
+    if f"{marker}={run_token}".encode() not in variables:
+        return None
+    prefix = f"{block_marker}=".encode()
+    return next((v[len(prefix) :].decode("utf-8", "replace") for v in variables if v.startswith(prefix)), None)
 
 
 def marked_pids(markers: Mapping[str, str]) -> list[int]:

@@ -22,15 +22,24 @@ from pathlib import Path
 
 import psutil
 
-from ci.core.model import TrackedProcess
+from ci.core.model import STILL_RUNNING, TrackedProcess
+from ci.runner.adopted import kill_adopted
 from ci.runner.ending import Found, Timing, end_in_rounds
-from ci.runner.owners import BlockStart, Owners, marked_pids, run_markers
+from ci.runner.owners import BlockStart, Owners, block_tag_of, marked_pids, run_markers
 from ci.runner.signals import StopSignals
 from ci.runner.spawn import become_subreaper, keep_inherited_fds, spawn_in_session
 from ci.runner.stacks import dump_python_stacks, stack_dump_problem
-from ci.runner.trees import ProcessTable, alive, has_children, start_ticks
+from ci.runner.trees import ProcessTable, alive, command_of, has_children, start_ticks
 
-__all__ = ["BLOCK_MARKER", "RUN_MARKER", "BlockProcess", "ProcessSupervisor", "RunInterrupted", "marked_pids"]
+__all__ = [
+    "BLOCK_MARKER",
+    "RUN_MARKER",
+    "BlockProcess",
+    "ProcessSupervisor",
+    "RunInterrupted",
+    "WorkdirUnenterable",
+    "marked_pids",
+]
 
 RUN_MARKER = "GUIDE_GUARD_RUN"  # environment variable naming the run a process belongs to
 BLOCK_MARKER = "GUIDE_GUARD_BLOCK"  # environment variable naming the block that started it
@@ -53,6 +62,14 @@ class RunInterrupted(Exception):
         self.signum = signum
 
 
+class WorkdirUnenterable(OSError):
+    """The working directory cannot be entered by its path (a block removed it): no block can start there."""
+
+    def __init__(self, workdir: str, cause: OSError) -> None:
+        why = f"cannot enter the working directory {workdir} ({cause.strerror or cause}); was it removed?"
+        super().__init__(cause.errno, why)
+
+
 @dataclass
 class BlockProcess:
     """A running block: its Popen handle and what is measured while it runs."""
@@ -69,8 +86,11 @@ class BlockProcess:
 class ProcessSupervisor:
     """Owns every process a run starts, from spawn to teardown."""
 
-    def __init__(self, run_token: str, *, grace_s: float = 10.0, signals: StopSignals | None = None) -> None:
+    def __init__(
+        self, run_token: str, *, grace_s: float = 10.0, signals: StopSignals | None = None, workdir: str | None = None
+    ) -> None:
         self.run_token = run_token
+        self.workdir = workdir  # every block starts here, entered by its path (None: where the harness is)
         self.grace_s = grace_s
         self.signals = signals if signals is not None else StopSignals()  # installed by the caller, if at all
         self.subreaper = become_subreaper()
@@ -117,10 +137,18 @@ class ProcessSupervisor:
         """Start one block in a new session, stdin empty (or STDIN_PATH), stdout and stderr going to the files open on
         these descriptors.
 
-        The block runs in the harness's working directory (the command line
-        moves there first), with the run's and its own marker in its environment.
-        FileNotFoundError when argv[0] is not on the block's PATH (the guide's env may set its own).
+        The block runs in the working directory, entered again by its path
+        each time: a block that removed it and made it anew leaves the
+        harness in the removed one, where every later block would fail. With
+        the run's and its own marker in its environment. FileNotFoundError
+        when argv[0] is not on the block's PATH (the guide's env may set its
+        own); WorkdirUnenterable when the working directory is gone.
         """
+        if self.workdir is not None:
+            try:
+                os.chdir(self.workdir)  # posix_spawn has no chdir of its own: the block inherits the harness's
+            except OSError as exc:
+                raise WorkdirUnenterable(self.workdir, exc) from exc
         full_env = dict(env)
         full_env[RUN_MARKER] = self.run_token
         full_env[BLOCK_MARKER] = block_tag
@@ -343,5 +371,22 @@ class ProcessSupervisor:
         if not has_children() and not marked_pids({RUN_MARKER: self.run_token}):  # the usual case, seen cheaply
             return []
         ended, _ = end_in_rounds(lambda: self._look(None), self._timing(grace_s), reap=self._reap_children)
+        ended = self._kill_adopted(ended)
         self.reap_orphans()
         return ended
+
+    def _kill_adopted(self, ended: list[TrackedProcess]) -> list[TrackedProcess]:
+        """After the rounds, what forks faster than they look (see adopted): ENDED, with what it ended or left."""
+        still = {proc.pid for proc in ended if proc.ended_by == STILL_RUNNING}
+        adopted = kill_adopted(
+            self._kill_wait_ends_by(), identify=self._identify, reap=self._reap_children, passed_over=still
+        )
+        return adopted.merged_into(ended)
+
+    def _identify(self, pid: int) -> tuple[str, str]:
+        """A process's command line and the block it came from: by its marker, else when it started (as Owners)."""
+        tag = block_tag_of(pid, self.run_token, RUN_MARKER, BLOCK_MARKER)
+        ticks = start_ticks(pid) if tag is None else None
+        if ticks is not None:
+            tag = next((block.tag for block in reversed(self.blocks) if block.ticks <= ticks), None)
+        return command_of(pid), self.block_names.get(tag or "", "?")

@@ -1,4 +1,4 @@
-"""The run's stop requests: SIGINT, SIGTERM and SIGHUP, counted, waking a waiting run at once."""
+"""The run's stop requests: every signal whose default would end the harness, counted, waking a waiting run at once."""
 
 from __future__ import annotations
 
@@ -8,17 +8,55 @@ import signal
 import time
 from types import FrameType
 
-__all__ = ["StopSignals"]
+__all__ = ["ALWAYS_STOP", "STOP_SIGNALS", "SUSPEND_SIGNALS", "StopSignals", "signal_name"]
+
+
+def _numbers(*names: str) -> tuple[int, ...]:
+    """The numbers of the signals this system has among NAMES, each once (SIGPOLL is SIGIO on Linux)."""
+    return tuple(dict.fromkeys(int(getattr(signal, name)) for name in names if hasattr(signal, name)))
+
+
+def _real_time() -> tuple[int, ...]:
+    low, high = getattr(signal, "SIGRTMIN", None), getattr(signal, "SIGRTMAX", None)
+    return tuple(range(int(low), int(high) + 1)) if low is not None and high is not None else ()
+
+
+# Every signal whose default action ends the process and that a process can be sent to be stopped with
+# (by kill, a terminal, a CI runner, a timer, a resource limit). Left at their defaults: SIGKILL and
+# SIGSTOP (they cannot be caught); SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGSYS, SIGTRAP and SIGABRT (the
+# harness's own fault: a handler that returned would fault again); SIGPIPE and SIGXFSZ, which Python
+# ignores so that the write fails instead (a console whose reader left, a file over its size limit).
+_FATAL_BY_DEFAULT = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGVTALRM")
+_FATAL_BY_DEFAULT_TOO = ("SIGPROF", "SIGXCPU", "SIGPWR", "SIGSTKFLT", "SIGIO", "SIGPOLL")
+STOP_SIGNALS = _numbers(*_FATAL_BY_DEFAULT, *_FATAL_BY_DEFAULT_TOO) + _real_time()
+# Handled even when the harness started with them ignored: a shell without job control starts a background
+# job with SIGINT and SIGQUIT ignored, and a CI runner stops a step with SIGINT or SIGTERM. Any other stop
+# signal ignored at the start (nohup's SIGHUP, `trap '' USR1`) stays ignored, as it was asked to be.
+ALWAYS_STOP = _numbers("SIGINT", "SIGTERM", "SIGQUIT")
+# Their default stops the process: a harness stopped mid-run lets its blocks' time limits lapse and its
+# servers run on. Ignored while a run lasts (a block gets them back at their defaults).
+SUSPEND_SIGNALS = _numbers("SIGTSTP", "SIGTTIN", "SIGTTOU")
+
+
+def signal_name(signum: int) -> str:
+    """SIGTERM, SIGRTMIN+3: the name a shell's `kill -l` gives, or `signal N`."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        low = getattr(signal, "SIGRTMIN", None)
+        return f"SIGRTMIN+{signum - int(low)}" if low is not None and signum > int(low) else f"signal {signum}"
 
 
 class StopSignals:
-    """The run's stop requests: SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session), counted.
+    """The run's stop requests: any of STOP_SIGNALS (SIGINT, SIGTERM, a closed terminal's SIGHUP...), counted.
 
     The first asks the run to stop: the running block is ended, every grace
     period is cut to about a second, and the reports are written. A second
     one asks it to hurry: what is left gets SIGKILL at once. The handler only
-    records, so that a signal never cuts a report in half, and writes a byte
-    to a pipe so that a wait in select() wakes at once instead of at its next poll.
+    records, so that a signal never cuts a report in half. The kernel's own
+    handler writes a byte to a pipe (signal.set_wakeup_fd) as the signal
+    comes, whatever the main thread is doing, so that a wait in poll() wakes
+    at once: a wait for the block, or a console write waiting for a reader.
     """
 
     def __init__(self) -> None:
@@ -41,8 +79,12 @@ class StopSignals:
         return self.count > 1
 
     def install(self) -> None:
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            # started under nohup, the hangup is ignored on purpose: it stays ignored
-            if signum == signal.SIGHUP and signal.getsignal(signum) == signal.SIG_IGN:
-                continue
+        """Take every stop signal (see STOP_SIGNALS, ALWAYS_STOP) and ignore the suspending ones."""
+        for signum in STOP_SIGNALS:
+            if signum not in ALWAYS_STOP and signal.getsignal(signum) == signal.SIG_IGN:
+                continue  # started under nohup, the hangup is ignored on purpose: it stays ignored
             signal.signal(signum, self)
+        for signum in SUSPEND_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
+        # written by the C-level handler, even while the main thread waits for a lock a console write holds
+        signal.set_wakeup_fd(self._wake_write, warn_on_full_buffer=False)

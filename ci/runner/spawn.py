@@ -11,10 +11,16 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ci.runner.signals import SUSPEND_SIGNALS
+
 __all__ = ["become_subreaper", "keep_inherited_fds", "spawn_in_session"]
 
 _PR_SET_CHILD_SUBREAPER = 36  # from <linux/prctl.h>
-_RESTORED_SIGNALS = tuple(getattr(signal, name) for name in ("SIGPIPE", "SIGXFSZ") if hasattr(signal, name))
+# Python ignores SIGPIPE and SIGXFSZ for itself, and a run ignores the signals that would suspend it
+_RESTORED_SIGNALS = (
+    *(getattr(signal, name) for name in ("SIGPIPE", "SIGXFSZ") if hasattr(signal, name)),
+    *SUSPEND_SIGNALS,
+)
 
 
 def become_subreaper() -> bool:
@@ -71,8 +77,8 @@ def spawn_in_session(
             (os.POSIX_SPAWN_DUP2, stderr, 2),
         ],
         setsid=True,  # its own session and process group, so the whole tree can be ended
-        # Python ignores these for itself; a block gets them back as a shell would have them,
-        # or `yes | head -1` fails with "Broken pipe" instead of ending quietly
+        # a block gets these back as a shell would have them, or `yes | head -1` fails with
+        # "Broken pipe" instead of ending quietly, and Ctrl-Z in a block's own terminal does nothing
         setsigdef=_RESTORED_SIGNALS,
     )
     return pid

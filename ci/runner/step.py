@@ -20,7 +20,7 @@ from ci.runner.body import body_path, environment_too_large, launches, too_long_
 from ci.runner.events import Events
 from ci.runner.mismatch import mismatch_message, mismatch_report
 from ci.runner.outputs import OutputFiles, file_sizes, output_stem
-from ci.runner.process import BlockProcess, ProcessSupervisor, RunInterrupted
+from ci.runner.process import BlockProcess, ProcessSupervisor, RunInterrupted, WorkdirUnenterable
 from ci.runner.stored import bounded, read_stored
 
 __all__ = ["StepContext", "run_step", "unstarted_result"]
@@ -231,6 +231,8 @@ def _start(step: Step, command: str, context: StepContext, by_file: bool) -> Blo
                 block_tag=context.tag(step),
                 stdin_path=launch.stdin_path,
             )
+        except WorkdirUnenterable as exc:  # before FileNotFoundError: a directory gone is no missing interpreter
+            return f"could not be run: {exc.strerror}"
         except FileNotFoundError:
             continue
     return f"could not be run: no {' or '.join(launch.argv[0] for launch in choices)} on PATH"

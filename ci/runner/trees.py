@@ -11,7 +11,16 @@ from pathlib import Path
 
 import psutil
 
-__all__ = ["ProcessTable", "alive", "describe", "has_children", "start_ticks", "wait_gone"]
+__all__ = [
+    "ProcessTable",
+    "alive",
+    "command_of",
+    "describe",
+    "has_children",
+    "live_children",
+    "start_ticks",
+    "wait_gone",
+]
 
 
 class ProcessTable:
@@ -150,6 +159,16 @@ def describe(members: Iterable[psutil.Process]) -> dict[int, str]:
     return described
 
 
+def command_of(pid: int) -> str:
+    """A process's command line (its name when it has none), read straight from /proc; "?" once it is gone."""
+    try:
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        command = " ".join(word.decode("utf-8", "replace") for word in words)
+        return command or Path(f"/proc/{pid}/comm").read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return "?"
+
+
 def has_children() -> bool:
     """Whether the harness has any child process (cheaply, from /proc; True when unsure)."""
     try:
@@ -157,6 +176,20 @@ def has_children() -> bool:
         return any(Path(f"/proc/self/task/{tid}/children").read_text().strip() for tid in tasks)
     except OSError:
         return True
+
+
+def live_children(pid: int) -> list[tuple[int, int, int]]:
+    """(pid, process group, session) of every child `pid` has now that is not a zombie; one read of /proc each."""
+    found = []
+    for child in _children_of(pid):
+        try:
+            with open(f"/proc/{child}/stat", "rb") as handle:
+                fields = handle.read().rpartition(b")")[2].split()  # state ppid pgrp session ...
+            if fields[0] not in (b"Z", b"X"):
+                found.append((child, int(fields[2]), int(fields[3])))
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+    return found
 
 
 def _children_of(pid: int) -> list[int]:
