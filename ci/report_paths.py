@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from ci.pidfile import PID_FILE
+
 __all__ = ["HARNESS_DIRECTORIES", "HARNESS_FILES", "report_path_problem"]
 
-HARNESS_FILES = ("results.json", "harness.pid")  # the run's own files at the top of the output directory
+HARNESS_FILES = ("results.json", PID_FILE)  # the run's own files at the top of the output directory
 HARNESS_DIRECTORIES = ("blocks", "collected")  # and its own directories there: everything in them is the run's
 
 

@@ -90,7 +90,7 @@ def _hold_finished_run(run_dir: Path) -> int | str | None:
     """
     import fcntl
 
-    from ci.session import PID_FILE
+    from ci.pidfile import PID_FILE
 
     try:
         descriptor = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)

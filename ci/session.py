@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from ci.cli import ConsoleGuard, ExitCode, fail, print_error
 from ci.core.disk import os_error_text
-from ci.core.files import write_atomically
 from ci.core.text import escape_undecodable, plural
+from ci.pidfile import PID_FILE, remove_pid_file, write_pid_file
 from ci.runner.actions_files import PrivateFiles
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ci.runner.process import ProcessSupervisor
     from ci.runner.signals import StopSignals
 
-__all__ = ["PID_FILE", "AfterRun", "RunSettings", "run"]
+__all__ = ["AfterRun", "RunSettings", "run"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +73,7 @@ def run(
         return fail(lock)
     signals, handlers = _take_stop_signals(console_guard)  # before the pid file tells anyone whom to signal
     try:
-        pid_file = _write_pid_file(output_dir)
+        pid_file = write_pid_file(output_dir)
     except OSError as exc:
         _restore_stop_handlers(handlers)
         os.close(lock)
@@ -103,7 +103,7 @@ def run(
             print(masked, flush=True)
         return exit_status if after is None else after(outcomes, exit_status, output_dir)
     finally:
-        _remove_pid_file(pid_file)
+        remove_pid_file(pid_file)
         os.close(lock)
 
 
@@ -336,16 +336,6 @@ def _append(path: Path, text: str) -> None:
         handle.write(text.encode("utf-8"))
 
 
-PID_FILE = "harness.pid"  # in the output directory while the run lasts: whom to signal to stop it
-
-
-def _write_pid_file(output_dir: Path) -> Path:
-    """Write the harness's pid to OUTPUT_DIR/harness.pid, whole or not at all (a reader may look at any time)."""
-    path = output_dir / PID_FILE
-    write_atomically(path, f"{os.getpid()}\n", encoding="ascii")
-    return path
-
-
 def _take_stop_signals(console_guard: ConsoleGuard | None) -> tuple[StopSignals, dict[int, Any]]:
     """The run's stop signals, installed, and the handlers they replaced; the console gives way to them."""
     from ci.runner.signals import StopSignals
@@ -370,15 +360,6 @@ def _restore_stop_handlers(handlers: dict[int, Any]) -> None:
     for signum, handler in handlers.items():
         # None: a handler set outside Python, which cannot be put back; the default is the nearest
         signal.signal(signum, signal.SIG_DFL if handler is None else handler)
-
-
-def _remove_pid_file(path: Path) -> None:
-    """Remove the pid file, unless another run has written its own there since."""
-    try:
-        if path.read_text(encoding="ascii").strip() == str(os.getpid()):
-            path.unlink()
-    except OSError:
-        pass
 
 
 def _write_report(what: str, path: Path, write: Callable[[Path], None], *, replaces: bool = True) -> None:

@@ -3,52 +3,24 @@
 from __future__ import annotations
 
 import dataclasses
-import errno
-import os
 import time
-from collections.abc import Mapping, MutableMapping
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.core.disk import full_disk, os_error_text
-from ci.core.files import create_fresh
+from ci.core.disk import full_disk
 from ci.core.model import BlockResult, BoundedText, MatchReport, Status, Step, TrackedProcess
 from ci.core.plan import substitute
 from ci.core.streams import file_contains
 from ci.core.text import NO_SECRETS, Masker
-from ci.runner.body import body_path, environment_too_large, launches, too_long_for_an_argument
-from ci.runner.events import Events
+from ci.runner.context import StepContext
+from ci.runner.launch import start_step
 from ci.runner.mismatch import mismatch_message, mismatch_report
-from ci.runner.outputs import OutputFiles, file_sizes, output_stem
-from ci.runner.process import BlockProcess, ProcessSupervisor, RunInterrupted, WorkdirUnenterable
+from ci.runner.outputs import file_sizes
+from ci.runner.process import BlockProcess, RunInterrupted
 from ci.runner.stored import bounded, read_stored
 
 __all__ = ["StepContext", "run_step", "unstarted_result"]
-
-
-@dataclass(frozen=True)
-class StepContext:
-    """What every step of one guide's run shares."""
-
-    supervisor: ProcessSupervisor
-    env: Mapping[str, str]  # every block's environment: the harness's own, PWD, the guide's ci.env, private files
-    markers: tuple[str, ...]  # the error markers looked for in stderr: the command line's and the guide's
-    events: Events
-    output_files: OutputFiles
-    output_dir: Path  # block outputs go under output_dir/blocks
-    file_prefix: str  # before each block's file names and marker value: keeps guides that run together apart
-    deadline: float | None  # --deadline (time.monotonic()), if set
-    masker: Masker  # the run's secrets: what it keeps of an output is never cut inside one
-    paths: Mapping[int, tuple[Path, Path]]  # ordinal -> stdout and stderr files, for each step that may run
-    following: Mapping[int, tuple[Path, Path]]  # ordinal -> the files of the step that may run after it
-
-    def stem(self, step: Step) -> str:
-        """OUTPUT_DIR/blocks/PREFIXNNN-name: what the step's output files, dumps and diagnostics are named after."""
-        return output_stem(self.output_dir, self.file_prefix, step)
-
-    def tag(self, step: Step) -> str:
-        """The step's BLOCK_MARKER value: unique within the run, even when several guides run."""
-        return f"{self.file_prefix}{step.ordinal}"
 
 
 @dataclass(frozen=True)
@@ -164,7 +136,7 @@ def run_step(step: Step, stored: MutableMapping[str, str], context: StepContext)
         # trailing newlines go after substitution: a value stored empty must not leave one behind
         expected = substitute(step.expected.body, expected_pairs).rstrip("\n")
     substituted = _Substituted(command, expected, expected_pairs)
-    block = _spawn(step, substituted.command, context)
+    block = start_step(step, substituted.command, context)
     if isinstance(block, str):
         return unstarted_result(step, Status.ERROR, block, substituted=substituted, masker=context.masker), None
     result, signum = _supervise(step, block, substituted, context, stored)
@@ -189,53 +161,6 @@ def _said_if_disk_full(result: BlockResult, context: StepContext) -> BlockResult
         " free space there or name another --output-dir"
     )
     return dataclasses.replace(result, message=message)
-
-
-def _spawn(step: Step, command: str, context: StepContext) -> BlockProcess | str:
-    """Start the step's process; why it could not be, as its result's message, when it could not."""
-    stdout_path, stderr_path = context.paths[step.ordinal]
-    if not stdout_path.parent.is_dir():  # else the spawn's ENOENT would read as a missing interpreter
-        return f"could not be run: the directory of its output files, {stdout_path.parent}, is gone (did a block remove --output-dir?)"
-    context.output_files.prepare(stdout_path, stderr_path)  # made already, unless this is the first block
-    by_file = too_long_for_an_argument(command)
-    try:
-        try:
-            return _start(step, command, context, by_file)
-        except OSError as exc:
-            if exc.errno != errno.E2BIG or by_file:
-                raise
-            return _start(step, command, context, True)  # the body and the environment together are too long
-    except OSError as exc:  # no room for its output files, say
-        if exc.errno == errno.E2BIG:
-            return f"could not be run: {environment_too_large(context.env)}"
-        return f"could not be run: {os_error_text(exc, stdout_path) if exc.errno == errno.ENOSPC else exc}"
-
-
-def _start(step: Step, command: str, context: StepContext, by_file: bool) -> BlockProcess | str:
-    """Start the step's process, its body on its command line or, BY_FILE, read from a file; no interpreter: why."""
-    stdout_path, stderr_path = context.paths[step.ordinal]
-    from_file = body_path(context.stem(step), step.language) if by_file else None
-    if from_file is not None:  # a new file, never written through a link or into a FIFO planted at its name
-        descriptor = create_fresh(from_file, within=context.output_dir)
-        with os.fdopen(descriptor, "wb") as body:
-            body.write(os.fsencode(command))
-    choices = launches(step.language, command, from_file)
-    for launch in choices:
-        try:
-            return context.supervisor.start(
-                launch.argv,
-                env=context.env,
-                stdout=context.output_files.descriptor(stdout_path),
-                stderr=context.output_files.descriptor(stderr_path),
-                block_name=step.name,
-                block_tag=context.tag(step),
-                stdin_path=launch.stdin_path,
-            )
-        except WorkdirUnenterable as exc:  # before FileNotFoundError: a directory gone is no missing interpreter
-            return f"could not be run: {exc.strerror}"
-        except FileNotFoundError:
-            continue
-    return f"could not be run: no {' or '.join(launch.argv[0] for launch in choices)} on PATH"
 
 
 def _supervise(
