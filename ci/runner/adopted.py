@@ -29,6 +29,7 @@ from ci.runner.trees import live_children
 __all__ = ["Adopted", "kill_adopted"]
 
 _MOST_PAUSE_S = 0.01  # between lists, while they find only what was sent SIGKILL already (stuck in the kernel)
+_EMPTY_LOOKS = 3  # empty lists in a row that end the search
 
 
 @dataclass
@@ -68,6 +69,7 @@ def kill_adopted(
     me, own_group, own_session = os.getpid(), os.getpgid(0), os.getsid(0)
     done = Adopted()
     pause_s = 0.0
+    empty_looks = 0
     while True:
         reap()  # a zombie is listed as the harness's child, and keeps its group in being
         children = [
@@ -76,7 +78,14 @@ def kill_adopted(
             if session != own_session and pid not in passed_over
         ]
         if not children:
-            return done
+            # the kernel's list of children can skip one while others leave it during the read: only several
+            # empty looks in a row, a moment apart, mean that none is left
+            empty_looks += 1
+            if empty_looks >= _EMPTY_LOOKS or time.monotonic() >= ends_by:
+                return done
+            time.sleep(_MOST_PAUSE_S)
+            continue
+        empty_looks = 0
         if time.monotonic() >= ends_by:
             done.left = {pid for pid, _ in children}
             done.killed.update({pid: identify(pid) for pid in done.left if pid not in done.killed})
