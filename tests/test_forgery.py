@@ -332,3 +332,12 @@ def test_an_error_line_quoting_what_the_user_gave_issues_no_workflow_command(run
     done = run_harness("guide.md", "--set", "##[error]forged", env={"GITHUB_ACTIONS": "true"})
     assert done.returncode == 2 and "--set '##[error]forged': write NAME=VALUE" in done.stderr
     assert runner_commands(done.stdout + done.stderr) == []
+
+
+def test_a_usage_error_quoting_the_command_line_issues_no_workflow_command(run_harness, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # argparse's own errors quote what was typed as it is (`unrecognized arguments: ...`): a workflow passing
+    # an input from a pull request's title, say, as an argument
+    (tmp_path / "guide.md").write_text(COMMANDING_GUIDE.lstrip(), encoding="utf-8")
+    done = run_harness("guide.md", "--no-such-option", "x\n::error::forged", env={"GITHUB_ACTIONS": "true"})
+    assert done.returncode == 2 and "unrecognized arguments: --no-such-option x\n::error::forged" in done.stderr
+    assert runner_commands(done.stdout + done.stderr) == []
