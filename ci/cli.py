@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import FrameType
-from typing import Any, Protocol, TextIO
+from typing import Any, NoReturn, Protocol, TextIO
 
 from ci import __version__
 from ci.core.disk import os_error_text
@@ -53,9 +53,21 @@ def program_name(module: str) -> str:
     return f"python -m {module}"
 
 
+class _CommandParser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors issue no workflow command under Actions."""
+
+    def error(self, message: str) -> NoReturn:
+        """As argparse's, but guarded: its message quotes the command line as typed (`unrecognized arguments:
+        ...`), where a workflow's argument may hold a line starting `::error::`."""
+        from ci.report.github import command_safe, in_github_actions
+
+        self.print_usage(sys.stderr)
+        self.exit(ExitCode.USAGE, command_safe(f"{self.prog}: error: {message}", in_github_actions()) + "\n")
+
+
 def command_parser(module: str, **options: Any) -> argparse.ArgumentParser:
     """An ArgumentParser for MODULE's command line, named as it was started, with `--version`."""
-    parser = argparse.ArgumentParser(prog=program_name(module), **options)
+    parser = _CommandParser(prog=program_name(module), **options)
     parser.add_argument(
         "--version", action="version", version=f"guide-guard {__version__}", help="print the version and exit"
     )

@@ -6,11 +6,13 @@ import os
 from collections.abc import Sequence
 
 from ci.pidfile import PID_FILE
+from ci.runner.actions_files import PRIVATE_DIR
 
 __all__ = ["HARNESS_DIRECTORIES", "HARNESS_FILES", "report_path_problem"]
 
 HARNESS_FILES = ("results.json", PID_FILE)  # the run's own files at the top of the output directory
-HARNESS_DIRECTORIES = ("blocks", "collected")  # and its own directories there: everything in them is the run's
+# and its own directories there: everything in them is the run's (actions-files/: made afresh when it starts)
+HARNESS_DIRECTORIES = ("blocks", "collected", PRIVATE_DIR)
 
 
 def _same(one: str, other: str) -> bool:
@@ -46,8 +48,9 @@ def report_path_problem(guides: Sequence[str], output_dir: str | None, junit: st
     (None: a new temporary directory), JUNIT --junit, WORKDIR the blocks'
     working directory. Refused: --junit onto a guide or onto a file of the
     output directory's own; a guide among the output directory's own files;
-    --workdir that is the output directory, or inside its blocks/ or
-    collected/ (a block's files would mix with the run's, or be masked).
+    --workdir that is the output directory, or inside its blocks/,
+    collected/ or actions-files/ (a block's files would mix with the run's,
+    or be masked).
     """
     if junit is not None:
         for guide in guides:

@@ -84,6 +84,25 @@ def test_the_harness_outputs_start_on_a_line_of_their_own(guide_runner, tmp_path
     assert run.returncode == 1 and outputs["earlier"] == "kept" and outputs["verdict"] == "failed"
 
 
+def test_a_guides_html_quoted_in_the_step_summary_stays_text(guide_runner, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # A mismatch's note quotes the guide's expected line: HTML there would end the table and add a verdict
+    # of its own, an entity would draw an icon, a link would take the reader elsewhere.
+    from markdown_it import MarkdownIt
+
+    files = _runner_files(tmp_path)
+    forged = "</td></tr></table><h3>&#x2705; guide.md: passed</h3> [details](https://example.com) `x|y`"
+    guide = f'{FENCE}shell #test id="t"\necho x\n{FENCE}\n\n{FENCE}shell #test-result id="t"\n{forged}\n{FENCE}\n'
+    run = guide_runner(guide, env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(files["GITHUB_STEP_SUMMARY"])})
+    assert run.returncode == 1, run.stdout + run.stderr
+    summary = files["GITHUB_STEP_SUMMARY"].read_text(encoding="utf-8")
+    rendered = MarkdownIt("commonmark").enable("table").render(summary.split("\n```mermaid", 1)[0])
+    assert rendered.count("<h3>") == 1 and "<a " not in rendered and "&#x2705;" not in rendered, rendered
+    cells = re.findall(r"<td>(.*?)</td>", rendered)
+    assert len(cells) == 9 and cells[-1].endswith(
+        "&lt;/td&gt;&lt;/tr&gt;&lt;/table&gt;&lt;h3&gt;&amp;#x2705; guide.md: passed&lt;/h3&gt; [details](https://example.com) `x|y`'"
+    ), cells
+
+
 def test_the_delimiter_of_a_step_output_cannot_be_guessed() -> None:
     from ci.report.github import output_entry
 
@@ -312,4 +331,13 @@ def test_an_error_line_quoting_what_the_user_gave_issues_no_workflow_command(run
     (tmp_path / "guide.md").write_text(COMMANDING_GUIDE.lstrip(), encoding="utf-8")
     done = run_harness("guide.md", "--set", "##[error]forged", env={"GITHUB_ACTIONS": "true"})
     assert done.returncode == 2 and "--set '##[error]forged': write NAME=VALUE" in done.stderr
+    assert runner_commands(done.stdout + done.stderr) == []
+
+
+def test_a_usage_error_quoting_the_command_line_issues_no_workflow_command(run_harness, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # argparse's own errors quote what was typed as it is (`unrecognized arguments: ...`): a workflow passing
+    # an input from a pull request's title, say, as an argument
+    (tmp_path / "guide.md").write_text(COMMANDING_GUIDE.lstrip(), encoding="utf-8")
+    done = run_harness("guide.md", "--no-such-option", "x\n::error::forged", env={"GITHUB_ACTIONS": "true"})
+    assert done.returncode == 2 and "unrecognized arguments: --no-such-option x\n::error::forged" in done.stderr
     assert runner_commands(done.stdout + done.stderr) == []

@@ -119,6 +119,36 @@ def test_masked_rewrite_carries_no_set_user_id_bit(tmp_path: Path, guide_runner)
     assert stat.S_IMODE(stdout.stat().st_mode) == 0o755
 
 
+def test_a_link_in_place_of_the_runners_files_copies_is_replaced(tmp_path: Path, guide_runner) -> None:
+    """`actions-files/` planted as a link to another directory (the runner's own, say): its files are not emptied."""
+    outside = _outside(tmp_path, "earlier=kept\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "actions-files").symlink_to(outside.parent)
+    (outside.parent / "GITHUB_OUTPUT").symlink_to(outside)
+    runner_output = tmp_path / "runner-output"
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(runner_output)}
+    run = guide_runner(_test("a", 'echo forged=1 >> "$GITHUB_OUTPUT"; echo one', "one"), env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert outside.read_text() == "earlier=kept\n" and (outside.parent / "GITHUB_OUTPUT").is_symlink()
+    assert not (out / "actions-files").is_symlink()
+    assert (out / "actions-files" / "GITHUB_OUTPUT").read_text() == "forged=1\n"
+    assert "forged" not in runner_output.read_text()
+
+
+@pytest.mark.parametrize("place", ["blocks/001-a.stdout.txt", "actions-files/GITHUB_OUTPUT"])
+def test_a_guide_among_the_runs_own_files_is_refused(tmp_path: Path, run_harness, place: str) -> None:
+    guide = tmp_path / "out" / place
+    guide.parent.mkdir(parents=True)
+    guide.write_text(_test("a", "echo one", "one"))
+    done = run_harness(
+        str(guide), "--output-dir", "out", env={"GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": "runner-output"}
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"is inside the output directory's {place.split('/')[0]}/, which the run replaces" in done.stderr
+    assert guide.read_text() == _test("a", "echo one", "one")
+
+
 @pytest.mark.parametrize(
     ("flags", "said"),
     [
@@ -142,17 +172,6 @@ def test_reports_cannot_be_pointed_at_the_guide_or_each_other(
     assert guide.read_text() == text
     assert json.loads((tmp_path / "out" / "results.json").read_text()) == {"earlier": True}
     assert not (tmp_path / "made-by-block.txt").exists() and not (tmp_path / "out" / "made-by-block.txt").exists()
-
-
-def test_a_guide_among_the_runs_own_files_is_refused(tmp_path: Path, run_harness) -> None:
-    blocks = tmp_path / "out" / "blocks"
-    blocks.mkdir(parents=True)
-    guide = blocks / "001-a.stdout.txt"
-    guide.write_text(_test("a", "echo one", "one"))
-    done = run_harness(str(guide), "--output-dir", "out")
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert "is inside the output directory's blocks/, which the run replaces" in done.stderr
-    assert guide.read_text() == _test("a", "echo one", "one")
 
 
 def test_collect_does_not_follow_another_users_link(tmp_path: Path, guide_runner) -> None:

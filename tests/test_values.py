@@ -145,3 +145,15 @@ def test_front_matter_and_fences_that_would_be_read_otherwise_are_document_error
     said = [line.split("[ERROR] ")[-1].replace(f"{run.guide.parent}/", "") for line in run.stderr.splitlines()]
     for error in errors:
         assert any(line.startswith(error) for line in said), (error, run.stderr)
+
+
+def test_a_lone_carriage_return_in_the_text_makes_no_fence_a_false_one(guide_runner) -> None:
+    # CommonMark, and so the parser, ends a line at a lone CR (an old Mac editor, a pasted log): the check
+    # for lines that look like labelled fences must count lines the same way, or it finds every fence after
+    # the CR one line off, outside the code blocks, and calls each a false fence.
+    run = guide_runner(
+        f'Some text\rpasted with a CR.\n\n{FENCE}shell #test id="a"\necho a\n{FENCE}\n\n'
+        f'{FENCE}shell #test-result id="a"\na\n{FENCE}\n'
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "looks like a labelled fence" not in run.stderr

@@ -25,6 +25,8 @@ _LABELLED_FENCE = re.compile(r"(?:```|~~~)[^`\n]*?(?<!\S)#test(?:-setup|-result)
 _FENCE_LIKE = re.compile(r"[ \t]{0,3}(?:>[ \t]?|(?:[-*+]|\d{1,9}[.)])[ \t]+)*(`{3,}|~{3,})(.*)")
 _OPENS_FRONT_MATTER = re.compile(r"---[ \t]*(?:\r?\n|\Z)")
 _MAX_NESTING = 20  # markdown-it's CommonMark limit on nested quotes and lists (a list level takes two)
+# The line breaks of CommonMark, which markdown-it counts its lines by: a lone CR ends a line too
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,7 @@ class _Collector:
         the text, so the warning names the container and how far the unread part runs.
         """
         first, end = span[0] + 1 + line_offset, span[1] + line_offset
-        for number, line in enumerate(text.splitlines()[span[0] : span[1]], start=first):
+        for number, line in enumerate(_LINE_BREAK.split(text)[span[0] : span[1]], start=first):
             if _LABELLED_FENCE.search(line):
                 self.warnings.append(
                     Problem(
@@ -265,7 +267,7 @@ def _false_fences(text: str, file: str, collector: _Collector) -> list[Problem]:
     read = sorted(collector.read_lines)
     warned = {warning.line for warning in collector.warnings}
     problems = []
-    for number, line in enumerate(text.split("\n"), start=1):
+    for number, line in enumerate(_LINE_BREAK.split(text), start=1):  # numbered as the parser numbers them
         found = _FENCE_LIKE.match(line)
         if found is None or not any(word in LABELS for word, _ in split_info(found.group(2))[0]):
             continue

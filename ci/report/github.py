@@ -28,6 +28,7 @@ __all__ = [
     "annotation",
     "blocks_summary",
     "code_block",
+    "code_cell",
     "code_span",
     "command_safe",
     "escape_data",
@@ -168,9 +169,21 @@ def problem_annotations(problems: Sequence[Problem], source_paths: dict[str, str
     ]
 
 
+# The signs with which text in a cell or heading would become HTML, an entity (`&#x2705;`), a link or an
+# image, emphasis or a code span: each is written with a backslash, which Markdown reads as the sign itself.
+_MARKDOWN_SIGN = re.compile(r"[\\`*_\[\]<>&~|]")
+
+
 def table_cell(text: str, masker: Masker = NO_SECRETS) -> str:
-    """Text for a cell of a step summary's Markdown table: cleaned, `|` escaped, on one line."""
-    return clean_text(text, masker).replace("|", "\\|").replace("\n", " ")
+    """TEXT as the step summary shows it in a table cell or a heading: cleaned, on one line, and nothing in it
+    read as Markdown or HTML (a guide's `</table><h3>passed</h3>` shows as those characters)."""
+    return _MARKDOWN_SIGN.sub(lambda sign: "\\" + sign.group(), clean_text(text, masker)).replace("\n", " ")
+
+
+def code_cell(text: str, masker: Masker = NO_SECRETS, *, limit_chars: int | None = None) -> str:
+    """TEXT as a code span in a table cell: cleaned (then cut to LIMIT_CHARS), on one line, `|` escaped (which
+    GFM's tables read first)."""
+    return code_span(clean_text(text, masker).replace("|", "\\|").replace("\n", " ")[:limit_chars])
 
 
 def code_span(text: str) -> str:
@@ -222,7 +235,7 @@ def step_summary(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> str:
             exit_code = "" if result.exit_code is None else str(result.exit_code)
             note = "" if result.status is Status.PASSED else result.message
             parts.append(
-                f"| {step.ordinal} | {code_span(table_cell(f'{step.label.value} {step.name}', masker))} | {result.status.value} "
+                f"| {step.ordinal} | {code_cell(f'{step.label.value} {step.name}', masker)} | {result.status.value} "
                 f"| {result.duration_s:.1f}s | {exit_code} | {rss} | {cpu} | {result.failure_line} | {table_cell(note, masker)[:300]} |"
             )
         chart = gantt_chart(timeline_of_results(outcome.plan.guide, outcome.results))
@@ -232,7 +245,7 @@ def step_summary(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> str:
             parts.append("\nProcesses ended when the run finished:\n")
             for proc in outcome.leftovers:
                 parts.append(
-                    f"- pid {proc.pid} {code_span(table_cell(proc.command, masker)[:200])} (from {table_cell(proc.started_by, masker)}): {proc.ended_by}"
+                    f"- pid {proc.pid} {code_cell(proc.command, masker, limit_chars=200)} (from {table_cell(proc.started_by, masker)}): {proc.ended_by}"
                 )
         parts.append("")
     return fit_summary("\n".join(parts) + "\n", "results.json")

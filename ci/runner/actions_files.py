@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ci.core.files import create_fresh
+
 __all__ = ["ACTIONS_FILES", "PRIVATE_DIR", "PrivateFiles"]
 
 # Every file the runner reads back after a step (actions/runner, FileCommandManager): its outputs, its
@@ -44,10 +46,9 @@ class PrivateFiles:
         """
         with contextlib.suppress(OSError):
             for path in self.paths.values():
-                path.parent.mkdir(exist_ok=True)
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()  # a link planted there included: the copy is a new file, never what it points to
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644))
+                # a new file, through a real actions-files/ (a link planted in its place, to a directory of the
+                # runner's say, is replaced by a directory): what stood at either name is never written
+                os.close(create_fresh(path, within=path.parent.parent))
 
     def env(self) -> dict[str, str]:
         """What goes over a block's environment: each variable naming the run's own file."""
