@@ -161,7 +161,7 @@ puts 1
 echo x
 {FENCE}
 
-{FENCE}shell #tset id="y"
+{FENCE}shell #testing id="y"
 echo y
 {FENCE}
 """
