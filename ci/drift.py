@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ci.cli import ExitCode, command_parser, fail, guarded_command, print_error
+
+if TYPE_CHECKING:
+    from ci.maintain.drift import GuideDrift
 
 __all__ = ["build_parser", "main"]
 
@@ -22,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
             "Check changed guides without running them: contract errors, bash -n/shellcheck/compile, "
             "blocks changed against REV, changed expected output against the last run, pinned versions."
         ),
-        epilog="Exit status: 0 no error; 1 contract, static-check or last-run errors; 2 usage error.",
+        epilog="Exit status: 0 no error; 1 contract, static-check or last-run errors (with --strict, warnings too); 2 usage error.",
     )
     parser.add_argument(
         "guides", nargs="*", metavar="GUIDE", help="guides to check (default: changed *.md with labels)"
@@ -37,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(token: $GITHUB_TOKEN or $GH_TOKEN), downloaded when an expected output changed",
     )
     parser.add_argument("--no-pins", action="store_true", help="do not compare pinned versions with PyPI")
+    parser.add_argument("--strict", action="store_true", help="make every warning an error (exit 1)")
     return parser
 
 
@@ -78,6 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             last_run=args.last_run,
             artifact=artifact,
         )
+    if args.strict:
+        _warnings_as_errors(drifts)
     if artifact is not None and artifact.fetched is not None and artifact.fetched.directory is not None:
         print(f"drift: the last run is {artifact.fetched.message}")
     if not drifts:
@@ -91,6 +99,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(line)
     _append_step_summary(step_summary(drifts))
     return ExitCode.FAILED if any(drift.failed for drift in drifts) else ExitCode.OK
+
+
+def _warnings_as_errors(drifts: list[GuideDrift]) -> None:
+    """--strict: each warning becomes an error, which fails the check."""
+    from ci.maintain.drift import Severity
+
+    for drift in drifts:
+        drift.findings = [
+            dataclasses.replace(finding, severity=Severity.ERROR) if finding.severity is Severity.WARNING else finding
+            for finding in drift.findings
+        ]
 
 
 def _append_step_summary(summary: str) -> None:

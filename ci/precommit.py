@@ -36,7 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
             "pre-commit hook: document errors as `python -m ci.run GUIDE --list` reports them, and the static "
             "checks of ci.drift (bash -n, shellcheck, compile). Nothing of a guide is run; no network is used."
         ),
-        epilog="Exit status: 0 no error (warnings are shown, and pass); 1 a guide has an error; 2 usage error.",
+        epilog=(
+            "Exit status: 0 no error and no warning; 1 a guide has an error or a warning (pre-commit shows the"
+            " output of a failing hook only, so a warning that passed would never be read); 2 usage error."
+        ),
     )
     parser.add_argument(
         "files", nargs="*", metavar="FILE", help="the files to look at (pre-commit passes the staged ones)"
@@ -80,14 +83,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"notice: {NO_SHELLCHECK}")
     errors = sum(1 for finding in findings if finding.severity is Severity.ERROR)
+    warnings = sum(1 for finding in findings if finding.severity is Severity.WARNING)
     if checked or findings:
-        warnings = sum(1 for finding in findings if finding.severity is Severity.WARNING)
-        verdict = "fix the errors above before committing" if errors else "no error"
+        to_fix = " and ".join(kind for kind, count in (("errors", errors), ("warnings", warnings)) if count)
+        verdict = f"fix the {to_fix} above before committing" if to_fix else "no error"
         print(
             f"guide-guard: {plural(checked, 'guide')} checked, nothing run:"
             f" {plural(errors, 'error')}, {plural(warnings, 'warning')}; {verdict}"
         )
-    return ExitCode.FAILED if errors else ExitCode.OK
+    # pre-commit shows a hook's output only when it fails: a warning that passed would never be read
+    return ExitCode.FAILED if errors or warnings else ExitCode.OK
 
 
 _OPTIONS = ("-h", "--help", "--version", "--no-static", "--registry")  # build_parser's, --registry taking a value

@@ -65,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--error-marker", action="append", default=[], metavar="TEXT", help="another text that marks an error in stderr"
     )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="make every warning about a guide (a forgotten load, an orphan result...) a document error: exit 2, nothing run",
+    )
     _add_choice_options(parser)
     add_update_options(parser)
     return parser
@@ -290,11 +295,7 @@ def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> 
             left_out = select_steps(plans, only=only, start=args.start, until=args.until, preset_names=settings.preset)
         except DocumentError as error:
             problems.extend(error.problems)
-    _print_warnings(warnings, settings.github)
-    if problems:
-        _print_document_errors(
-            problems, {p.guide: p.source_path for p in plans} | {g: g for g in args.guides}, settings.github
-        )
+    if _report_plan_problems(args, plans, problems, warnings, settings.github):
         return ExitCode.USAGE
     if args.list:
         if args.format == "json":
@@ -321,6 +322,26 @@ def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> 
 # plan of --list (JSON with --format json), which must stay readable under Actions too, and the runner reads
 # workflow commands on both streams. On one stream, an annotation also always comes after the stop-commands
 # that wrap the quoted guide text before it, never inside it.
+def _report_plan_problems(
+    args: argparse.Namespace,
+    plans: Sequence[Plan],
+    problems: list[Problem],
+    warnings: Sequence[tuple[str | None, Problem]],
+    github: bool,
+) -> bool:
+    """Print the warnings, then the document errors; whether there were errors (with --strict, warnings are)."""
+    if args.strict:  # every warning is an error, printed as one after the errors proper
+        problems = [*problems, *(warning for _, warning in warnings)]
+        warnings = []
+    _print_warnings(warnings, github)
+    if not problems:
+        return False
+    _print_document_errors(problems, {p.guide: p.source_path for p in plans} | {g: g for g in args.guides}, github)
+    if args.strict:
+        print_error("--strict: the guides' warnings count as document errors")
+    return True
+
+
 def _print_warnings(warnings: Sequence[tuple[str | None, Any]], github: bool) -> None:
     from ci.report.github import annotation, command_safe
 

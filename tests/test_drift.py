@@ -161,7 +161,7 @@ puts 1
 echo x
 {FENCE}
 
-{FENCE}shell #tset id="y"
+{FENCE}shell #testing id="y"
 echo y
 {FENCE}
 """
@@ -207,6 +207,9 @@ git checkout <ref>
     assert [
         line for kind, line, text in annotations(done.stdout) if kind == "warning" and "left as written" in text
     ] == [9]
+    strict = repo.drift("--base", base, "--no-pins", "--strict", "docs/guide.md")
+    assert strict.returncode == 1, strict.stdout + strict.stderr
+    assert f"error: docs/guide.md:9: [contract] {message}" in strict.stdout
 
 
 def test_static_checks_map_lines_back_to_the_guide(repo: Repo) -> None:

@@ -101,22 +101,37 @@ def test_hidden_fence_after_text_on_comment_line_keeps_its_line() -> None:
 
 
 def test_label_word_must_be_exact() -> None:
-    """`#test-results` and `#tests` are not labels: the block is ignored, with a warning on its line."""
+    """`#test-results` and `#tests` are not labels: the block is not read, and each is an error on its line."""
     text = '# H\n\n```shell #test-results id="a"\nx\n```\n\n```shell #tests id="b"\ny\n```\n'
     parsed = parse_guide(text, "g.md")
     assert parsed.blocks == ()
-    assert [w.line for w in parsed.warnings] == [3, 7]
+    assert [p.line for p in parsed.problems] == [3, 7]
+    assert parsed.warnings == ()
+
+
+def test_a_near_miss_of_a_label_is_an_error_with_the_label_meant() -> None:
+    words = ("#test-results", "#tests", "#tset", "#test_setup", "#Test", "#TEST-SETUP", "#testsetup", "test-result")
+    text = "".join(f"```shell {word}\nx\n```\n\n" for word in words)
+    labels = "(the labels are #test, #test-result and #test-setup, spelt exactly)"
+    meant = ("#test-result", "#test", "#test", "#test-setup", "#test", "#test-setup", "#test-setup", "#test-result")
+    parsed = parse_guide(text, "g.md")
+    assert [str(p) for p in parsed.problems] == [
+        f"g.md:{1 + 4 * n}: {word!r} is not a label, so this block would be ignored; did you mean {label}? {labels}"
+        for n, (word, label) in enumerate(zip(words, meant, strict=True))
+    ]
+    assert parsed.warnings == ()
+
+
+def test_a_word_farther_from_a_label_is_a_warning_and_ordinary_info_strings_are_nothing() -> None:
+    text = "".join(
+        f"```{info}\nx\n```\n\n"
+        for info in ("shell #testing", "text", "test", "python title='test'", "console #rest-api", "bash {#lst:test}")
+    )
+    parsed = parse_guide(text, "g.md")
     assert parsed.problems == ()
-
-
-def test_a_misspelt_label_is_warned_of_with_the_label_meant() -> None:
-    text = "".join(f"```shell {word}\nx\n```\n\n" for word in ("#test-results", "#tests", "#tset", "#test_setup"))
-    labels = "(the labels are #test, #test-result and #test-setup)"
-    assert [str(w) for w in parse_guide(text, "g.md").warnings] == [
-        f"g.md:1: '#test-results' is not a label, so this block is ignored; did you mean #test-result? {labels}",
-        f"g.md:5: '#tests' is not a label, so this block is ignored; did you mean #test? {labels}",
-        f"g.md:9: '#tset' is not a label, so this block is ignored; did you mean #test? {labels}",
-        f"g.md:13: '#test_setup' is not a label, so this block is ignored; did you mean #test-setup? {labels}",
+    assert [str(w) for w in parsed.warnings] == [
+        "g.md:1: '#testing' is not a label, so this block is ignored; did you mean #test? "
+        "(the labels are #test, #test-result and #test-setup, spelt exactly)"
     ]
 
 

@@ -58,7 +58,7 @@ hello world
 {FENCE}
 """
 
-# A forgotten load: a warning, shown, that does not fail the commit.
+# A forgotten load: a warning, which fails the commit (pre-commit would hide it, were it to pass).
 WARNED = f"""
 {FENCE}shell #test-setup store="port"
 echo 8080
@@ -174,14 +174,24 @@ def test_a_broken_guide_fails_the_hook_naming_file_and_line(repository: Path, ha
 
 def test_a_good_guide_and_markdown_that_is_no_guide_pass(repository: Path, harness_env: dict[str, str]) -> None:
     ran = repository.parent / "ran"
-    names = _stage(repository, {"docs/good.md": GOOD, "README.md": NOTES, "docs/warned.md": WARNED})
+    names = _stage(repository, {"docs/good.md": GOOD, "README.md": NOTES})
     done = _run_entry(repository, names, {**harness_env, "RAN": str(ran)})
     assert done.returncode == 0, done.stdout + done.stderr
     assert "README.md" not in done.stdout  # not a guide: not a word about it
+    assert done.stdout.splitlines()[-1] == "guide-guard: 1 guide checked, nothing run: 0 errors, 0 warnings; no error"
+    assert not ran.exists()
+
+
+def test_a_warning_fails_the_hook_so_that_pre_commit_shows_it(repository: Path, harness_env: dict[str, str]) -> None:
+    """pre-commit prints the output of a failing hook only: a forgotten load that passed would never be read."""
+    names = _stage(repository, {"docs/good.md": GOOD, "docs/warned.md": WARNED})
+    done = _run_entry(repository, names, harness_env)
+    assert done.returncode == 1, done.stdout + done.stderr
     warning = "warning: docs/warned.md:6: [contract] <port> is left as written"
     assert warning in done.stdout and 'add load="port>>port"' in done.stdout
-    assert done.stdout.splitlines()[-1] == "guide-guard: 2 guides checked, nothing run: 0 errors, 1 warning; no error"
-    assert not ran.exists()
+    assert done.stdout.splitlines()[-1] == (
+        "guide-guard: 2 guides checked, nothing run: 0 errors, 1 warning; fix the warnings above before committing"
+    )
 
 
 def test_markdown_with_no_guide_at_all_passes_without_a_word(repository: Path, harness_env: dict[str, str]) -> None:

@@ -676,7 +676,7 @@ def test_document_error_runs_nothing(guide_runner, tmp_path: Path) -> None:
         echo x
         {FENCE}
 
-        {FENCE}shell #tset id="y"
+        {FENCE}shell #testing id="y"
         echo y
         {FENCE}
         """
@@ -684,7 +684,7 @@ def test_document_error_runs_nothing(guide_runner, tmp_path: Path) -> None:
     assert run.returncode == 2
     assert "guide.md:5: #test id='x' has no #test-result" in run.stderr
     # the same guide's warnings come with its errors, so that one edit fixes both
-    assert "warning: " in run.stderr and "guide.md:9: " in run.stderr and "#tset" in run.stderr
+    assert "warning: " in run.stderr and "guide.md:9: " in run.stderr and "#testing" in run.stderr
     assert not marker.exists()
 
 
@@ -1139,7 +1139,7 @@ def test_a_guide_with_no_runnable_block_is_a_usage_error(guide_runner) -> None:
     """It used to pass with exit 0, checking nothing; a misspelt label is the usual cause, so its warning stays."""
     text = f"""
         # Setup
-        {FENCE}shell #test-stup store="x"
+        {FENCE}shell #testing-setup store="x"
         echo x
         {FENCE}
         """
@@ -1147,7 +1147,7 @@ def test_a_guide_with_no_runnable_block_is_a_usage_error(guide_runner) -> None:
         run = guide_runner(text, *args)
         assert run.returncode == 2, run.stdout + run.stderr
         assert "guide.md: no runnable block, so there is nothing to check" in run.stderr
-        assert "'#test-stup' is not a label" in run.stderr
+        assert "'#testing-setup' is not a label" in run.stderr
         assert not (run.output_dir / "results.json").exists()
 
 

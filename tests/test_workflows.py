@@ -588,7 +588,11 @@ def argv_problem(call: HarnessCall, argv: tuple[str, ...]) -> str | None:
         errors = io.StringIO()
         try:
             with contextlib.redirect_stderr(errors), contextlib.redirect_stdout(io.StringIO()):
-                module_parser().parse_args(list(argv))
+                if module == "ci.rehearse":  # the flags it does not know go on to ci.run, which must know them
+                    _, passed_on = module_parser().parse_known_args(list(argv))
+                    build_parser().parse_args(["GUIDE", *passed_on])
+                else:
+                    module_parser().parse_args(list(argv))
         except SystemExit as exit_:
             if exit_.code:
                 return f"{call} (as {shlex.join(argv)}): {errors.getvalue().strip()}"
@@ -659,7 +663,7 @@ def test_the_guide_run_workflow_runs_the_harness_through_the_action_with_reports
     assert not harness_calls(workflow) or {c.job for c in harness_calls(workflow)} == {"decide", "record"}
     given = action_step(workflow.jobs["run"])["with"]
     [check, run] = harness_calls(ACTION)
-    assert check.argv == ("$GUIDE", "--list")
+    assert check.argv == ("$GUIDE", "--list", "--strict")
     [argv] = run.variants
     args = build_parser().parse_args(list(argv))
     assert args.guides == ["$GUIDE"]
@@ -753,6 +757,20 @@ def test_the_action_is_used_by_the_guide_runs_and_the_demo() -> None:
         (GUIDE_RUN, "run"),
         ("action-demo.yml", "demo"),
     }
+
+
+def test_the_workflows_run_this_repositorys_guides_with_strict() -> None:
+    """A warning (a forgotten load, an orphan result) is an error in CI, so that no typo turns a run green."""
+    for caller, job_id, _, step in local_action_calls():
+        assert step["with"].get("strict") is True, f"{caller}: job {job_id} runs its guide without strict: true"
+    # the action passes its input on to both of its ci.run commands, the check and the run
+    calls = harness_calls(ACTION)
+    assert len(calls) == 2 and all("--strict" in call.argv for call in calls), calls
+    for _, name, step in ACTION.steps():
+        if any(call.step == name for call in calls):
+            assert step["env"]["STRICT"] == "${{ inputs.strict == 'true' && 'yes' || '' }}"
+    rehearsals = [c for w in WORKFLOWS.values() for c in harness_calls(w) if c.module == "ci.rehearse"]
+    assert rehearsals and all("--strict" in call.argv for call in rehearsals), rehearsals
 
 
 MATRIX_VALUE = re.compile(r"matrix\.([\w-]+)")
@@ -1744,10 +1762,10 @@ def run_the_guide_path(
     }
     [run_step] = [s for _, name, s in ACTION.steps() if name == "Run the guide"]
     # the action's two flags set from expressions, as they come out of guide-run.yml's inputs
-    assert (inputs["keep-going"], inputs["mask-files"]) == ("false", "true")
+    assert (inputs["keep-going"], inputs["mask-files"], inputs["strict"]) == ("false", "true", "true")
     inner_known = {f"inputs.{name}": value for name, value in inputs.items()}
     inner_known["steps.install.outputs.venv"] = known["steps.install.outputs.venv"]
-    inner = step_env(ACTION, "action", run_step, {"KEEP_GOING": "", "MASK_FILES": "yes"}, inner_known)
+    inner = step_env(ACTION, "action", run_step, {"KEEP_GOING": "", "MASK_FILES": "yes", "STRICT": "yes"}, inner_known)
     run_outputs = directory / f"github-output-{uuid.uuid4().hex}"
     script_env = {**env, **job_env, **exported, **step_level, **inner, "GITHUB_OUTPUT": str(run_outputs)}
     script_env["GITHUB_ACTION_PATH"] = str(ROOT)  # the runner's path of the action: this checkout

@@ -13,7 +13,7 @@ from mdit_py_plugins.front_matter import front_matter_plugin
 from ci.core.model import Block, Label, Param, Problem
 from ci.core.suggest import closest
 
-__all__ = ["NearLabel", "ParsedGuide", "parse_guide", "split_info"]
+__all__ = ["NearLabel", "ParsedGuide", "near_miss_of", "parse_guide", "split_info"]
 
 LABELS = {label.value: label for label in Label}
 
@@ -31,13 +31,14 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 @dataclass(frozen=True)
 class NearLabel:
-    """A fence ignored for a word that looks like a misspelt label (`#test-results`); it is warned of."""
+    """A fence ignored for a word that looks like a misspelt label (`#test-results`): an error, or a warning."""
 
     line: int  # 1-based line of the fence
     word: str  # as written
     meant: str | None  # the label it is most like, if one is close
     block_id: str | None  # its id="..." as written, so that a #test missing its result can name it
-    warning: Problem  # the warning given for it, left out when an error says the same
+    problem: Problem  # the error or warning given for it (a warning is left out when an error says the same)
+    error: bool  # a near miss of a label (`#tset`, `#Test`): a document error, not a warning
 
 
 @dataclass(frozen=True)
@@ -49,8 +50,8 @@ class ParsedGuide:
     front_matter: str | None  # YAML text between the `---` lines, if any
     front_matter_line: int  # 1-based line of the opening `---`
     problems: tuple[Problem, ...]  # syntax errors: unterminated quotes, words before the label, ...
-    warnings: tuple[Problem, ...]  # legal but suspicious: words like `#tset` on a fence
-    near_labels: tuple[NearLabel, ...] = ()  # the fences ignored for a misspelt label, each also a warning
+    warnings: tuple[Problem, ...]  # legal but suspicious: words like `#testing` on a fence, fences never closed
+    near_labels: tuple[NearLabel, ...] = ()  # the fences ignored for a misspelt label, each an error or a warning
 
 
 def split_info(info: str) -> tuple[list[tuple[str, int]], str | None]:
@@ -111,6 +112,50 @@ def _parse_params(words: list[tuple[str, int]]) -> list[Param]:
         else:
             params.append(Param(word, None, column))
     return params
+
+
+# How far a word may be from a label (letters added, removed, changed or swapped) to be taken for a typo of it:
+# one for the short `#test` (`#tset`, `#tests`), two for the longer ones (`#test-resluts`).
+_NEAR_MISS_DISTANCE = {"#test": 1, "#test-result": 2, "#test-setup": 2}
+_PARAM_KEYS = ("id", "store", "load", "fuzzy", "timeout", "skip")
+
+
+def near_miss_of(word: str, *, first: bool = False, before_params: bool = False) -> str | None:
+    """The label WORD is a near miss of, or None: `#Test`, `#TEST-SETUP`, `#test_setup`, `#testsetup`,
+    `#tset`, `#test-results`; and a label written without its `#` (`test-setup`), when it stands after the
+    language or before parameters (a lone first word `test` may be a language, as `text` is)."""
+    spelt = word.casefold().replace("_", "-")
+    if spelt in LABELS:
+        return spelt if spelt != word else None
+    if not spelt.startswith("#"):
+        if first and not before_params:
+            return None
+        bare = {label[1:].replace("-", ""): label for label in LABELS}
+        return bare.get(spelt.replace("-", ""))
+    found = min(LABELS, key=lambda label: _distance(spelt, label))
+    if _distance(spelt, found) <= _NEAR_MISS_DISTANCE[found] or spelt.replace("-", "") == found.replace("-", ""):
+        return found
+    return None
+
+
+def _distance(word: str, other: str) -> int:
+    """Edit distance with swaps of neighbours (optimal string alignment): `#tset` is one from `#test`."""
+    previous2: list[int] = []
+    previous = list(range(len(other) + 1))
+    for i, letter in enumerate(word, start=1):
+        current = [i]
+        for j, other_letter in enumerate(other, start=1):
+            cost = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (letter != other_letter))
+            if i > 1 and j > 1 and letter == other[j - 2] and word[i - 2] == other_letter:
+                cost = min(cost, previous2[j - 2] + 1)
+            current.append(cost)
+        previous2, previous = previous, current
+    return previous[-1]
+
+
+def _has_params(words: list[tuple[str, int]]) -> bool:
+    """Whether WORDS hold a parameter of a label (`id="x"`, `disable_fuzzy`): what makes a bare `test` a label's."""
+    return any(word == "disable_fuzzy" or ("=" in word and word.split("=", 1)[0] in _PARAM_KEYS) for word, _ in words)
 
 
 class _Collector:
@@ -188,17 +233,24 @@ class _Collector:
             self.heading = visible_heading
 
     def near_label(self, words: list[tuple[str, int]], line: int) -> None:
-        """Warn of a fence ignored for a word like a misspelt label (`#tset`, `#test-results`), saying which was meant."""
+        """A fence ignored for a word like a misspelt label: an error for a near miss (`#tset`, `#Test`,
+        `#test_setup`, `test-setup`), a warning for a farther one (`#testing`), each saying which label was meant."""
         for index, (word, _) in enumerate(words):
-            if word.startswith("#test") or word.startswith("#tset"):
-                meant = closest(word, LABELS)
-                labels = "the labels are #test, #test-result and #test-setup"
-                fix = f"did you mean {meant}? ({labels})" if meant else labels
-                warning = Problem(self.file, line, f"{word!r} is not a label, so this block is ignored; {fix}")
-                self.warnings.append(warning)
-                block_id = next((p.value for p in _parse_params(words[index + 1 :]) if p.key == "id"), None)
-                self.near_labels.append(NearLabel(line, word, meant, block_id, warning))
-                return
+            near_miss = near_miss_of(word, first=index == 0, before_params=_has_params(words[index + 1 :]))
+            if near_miss is None and not word.startswith(("#test", "#tset")):
+                continue
+            meant = near_miss or closest(word, LABELS)
+            labels = "the labels are #test, #test-result and #test-setup, spelt exactly"
+            fix = f"did you mean {meant}? ({labels})" if meant else f"({labels})"
+            if near_miss is not None:
+                problem = Problem(self.file, line, f"{word!r} is not a label, so this block would be ignored; {fix}")
+                self.problems.append(problem)
+            else:
+                problem = Problem(self.file, line, f"{word!r} is not a label, so this block is ignored; {fix}")
+                self.warnings.append(problem)
+            block_id = next((p.value for p in _parse_params(words[index + 1 :]) if p.key == "id"), None)
+            self.near_labels.append(NearLabel(line, word, meant, block_id, problem, near_miss is not None))
+            return
 
     def fence(self, token: Any, line: int, hidden: bool) -> None:
         words, quote_error = split_info(token.info)

@@ -311,8 +311,10 @@ def _no_result(test: Block, test_id: str, checker: _Checker) -> None:
     if checker.may_have_been(Label.RESULT, test_id):  # the result's id was refused: that error says it all
         return
     near = next((near for near in checker.near_labels if near.block_id == test_id), None)
+    if near is not None and near.error:  # its result's label is a near miss, an error that says it all
+        return
     if near is not None:  # its result's label is misspelt: this error says it, in place of the label's warning
-        checker.claimed_warnings.append(near.warning)
+        checker.claimed_warnings.append(near.problem)
         guess = f"; did you mean {near.meant}?" if near.meant else ""
         message = f"the block at line {near.line} has id={test_id!r} but is labelled {near.word!r}, so it is ignored"
         checker.error(test.line, f"#test id={test_id!r} has no #test-result: {message}{guess}")
