@@ -213,7 +213,7 @@ def action_inputs(given: dict[str, Any]) -> dict[str, str]:
 
 # The action's run step sets these two from expressions (`inputs.keep-going == 'true' && 'yes' || ''`,
 # `inputs.mask-files != 'false' && 'yes' || ''`): a test gives their values, as they come out of its inputs.
-DEFAULT_FLAGS = {"KEEP_GOING": "", "MASK_FILES": "yes"}
+DEFAULT_FLAGS = {"KEEP_GOING": "", "MASK_FILES": "yes", "STRICT": ""}
 
 
 def run_action_step(
@@ -225,7 +225,7 @@ def run_action_step(
     flags: dict[str, str] | None = None,
 ) -> Any:
     """The action's step NAME, its real script in its shell, with INPUTS (the plain `${{ inputs.X }}`), VENV as
-    the install step's output and FLAGS (the run step's KEEP_GOING and MASK_FILES) given directly."""
+    the install step's output and FLAGS (the run step's KEEP_GOING, MASK_FILES and STRICT) given directly."""
     [step] = [s for _, step_name, s in ACTION.steps() if step_name == name]
     known = {f"inputs.{key}": value for key, value in inputs.items()} | {"steps.install.outputs.venv": venv}
     given = {key: value for key, value in (flags or DEFAULT_FLAGS).items() if key in step["env"]}
