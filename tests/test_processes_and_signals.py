@@ -17,24 +17,16 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
+from waiting import wait_for
 
 FENCE = "```"
 LIMIT_S = 60  # far above what any of these runs needs, far below a grace period of 600 s
-
-
-def _wait_for(predicate: Callable[[], bool], what: str, limit_s: float = 30) -> None:
-    until = time.monotonic() + limit_s
-    while not predicate():
-        if time.monotonic() > until:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.02)
 
 
 def _start(tmp_path: Path, env: dict[str, str], guide: str, *args: str, **popen: Any) -> subprocess.Popen[bytes]:
@@ -89,7 +81,7 @@ def _hopper_stopped_in_the_end(lock: Path, stop: Path) -> Iterator[None]:
         if lock.exists():
             descriptor = os.open(lock, os.O_RDONLY)
             try:
-                _wait_for(lambda: _free(descriptor), "the hopper to stop at its stop file")
+                wait_for(lambda: _free(descriptor), "the hopper to stop at its stop file")
             finally:
                 os.close(descriptor)
 
@@ -150,7 +142,7 @@ def test_a_signal_that_would_kill_the_harness_ends_the_run_as_sigterm_does(
 ) -> None:
     server_pid = tmp_path / "server.pid"
     harness = _start(tmp_path, harness_env, _serving_guide(server_pid), "--grace", "600")
-    _wait_for(lambda: server_pid.exists() and bool(server_pid.read_text().strip()), "the block to start")
+    wait_for(lambda: server_pid.exists() and bool(server_pid.read_text().strip()), "the block to start")
     harness.send_signal(signum)
     assert _finish(harness) == 128 + signum
     record = _record(tmp_path)
@@ -171,7 +163,7 @@ def test_ctrl_z_does_not_suspend_a_run_and_blocks_get_it_back(tmp_path: Path, ha
     )
     harness = _start(tmp_path, harness_env, guide)
     try:
-        _wait_for(ready.exists, "the block to start")
+        wait_for(ready.exists, "the block to start")
         for signum in (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU):
             harness.send_signal(signum)  # a harness they stopped would stay stopped, and never finish
         go.touch()
@@ -196,7 +188,7 @@ def test_a_stop_is_not_held_up_by_a_console_nobody_reads(tmp_path: Path, harness
     )
     harness = _start(tmp_path, harness_env, guide, "--stream", "--grace", "600", stdout=subprocess.PIPE)
     try:
-        _wait_for(ready.exists, "the block to have written it all")
+        wait_for(ready.exists, "the block to have written it all")
         harness.send_signal(signal.SIGTERM)
         assert _finish(harness) == 143
     finally:

@@ -14,27 +14,19 @@ import platform
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
+from waiting import wait_for
 
 from ci.runner.stacks import ptrace_refusal
 
 FENCE = "```"
 WARNING = "stack dumps on timeout will be missing"
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
-
-
-def _wait_for(predicate: Callable[[], bool], what: str, limit_s: float = 30) -> None:
-    until = time.monotonic() + limit_s
-    while not predicate():
-        if time.monotonic() > until:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.02)
 
 
 def _has_text(path: Path, text: str = "") -> Callable[[], bool]:
@@ -107,7 +99,7 @@ class Harness:
         """Deliver these signals together: stopped, the harness cannot act on one before the next is pending."""
         pid = self.process.pid
         os.kill(pid, signal.SIGSTOP)
-        _wait_for(lambda: psutil.Process(pid).status() == psutil.STATUS_STOPPED, "the harness to stop")
+        wait_for(lambda: psutil.Process(pid).status() == psutil.STATUS_STOPPED, "the harness to stop")
         for signum in signums:
             os.kill(pid, signum)
         os.kill(pid, signal.SIGCONT)
@@ -136,7 +128,7 @@ def test_the_workflows_stop_step_signals_the_pid_in_harness_pid(tmp_path: Path, 
         ],
     )
     pid_file = harness.out / "harness.pid"
-    _wait_for(_has_text(server_pid), "the block to start")
+    wait_for(_has_text(server_pid), "the block to start")
     # as the `if: cancelled()` step does: kill -TERM "$(cat "$REPORT_DIR/outputs/harness.pid")", then wait
     assert int(pid_file.read_text()) == harness.process.pid
     os.kill(int(pid_file.read_text()), signal.SIGTERM)
@@ -208,7 +200,7 @@ def test_a_second_run_on_the_same_output_directory_is_refused_and_the_first_goes
         stderr=subprocess.DEVNULL,
     )
     try:
-        _wait_for(started.exists, "the first run's block to start")
+        wait_for(started.exists, "the first run's block to start")
         second = run_harness(str(second_guide), "--output-dir", "out")
         assert second.returncode == 2, second.stdout + second.stderr
         assert f"[ERROR] --output-dir {tmp_path / 'out'} is in use by another run (pid {first.pid})" in second.stderr
@@ -345,7 +337,7 @@ def test_sigterm_while_waiting_on_a_block_that_ignores_it(tmp_path: Path, harnes
         "--grace",
         "600",
     )
-    _wait_for(_has_text(ready), "the block to start")
+    wait_for(_has_text(ready), "the block to start")
     harness.process.send_signal(signal.SIGTERM)
     assert harness.finish() == 143
     harness.assert_reported(143)
@@ -368,7 +360,7 @@ def test_sigterm_during_a_timed_out_blocks_grace_period(tmp_path: Path, harness_
         "--grace",
         "600",
     )
-    _wait_for(_has_text(term, "TERM"), "the time-out's SIGTERM")  # the harness is in the 600 s grace period now
+    wait_for(_has_text(term, "TERM"), "the time-out's SIGTERM")  # the harness is in the 600 s grace period now
     harness.process.send_signal(signal.SIGTERM)
     assert harness.finish() == 143
     harness.assert_reported(143)
@@ -397,7 +389,7 @@ def test_sigterm_during_a_hung_stack_dump(tmp_path: Path, harness_env: dict[str,
         "--grace",
         "600",
     )
-    _wait_for(_has_text(started), "the stack dump to start")
+    wait_for(_has_text(started), "the stack dump to start")
     harness.process.send_signal(signal.SIGTERM)
     assert harness.finish() == 143
     harness.assert_reported(143)
@@ -425,7 +417,7 @@ def test_sigterm_during_teardown(tmp_path: Path, harness_env: dict[str, str]) ->
         "--grace",
         "600",
     )
-    _wait_for(_has_text(term, "TERM"), "the teardown's SIGTERM")  # the harness is in the 600 s grace period now
+    wait_for(_has_text(term, "TERM"), "the teardown's SIGTERM")  # the harness is in the 600 s grace period now
     harness.process.send_signal(signal.SIGTERM)
     assert harness.finish() == 143
     harness.assert_reported(143)
@@ -468,7 +460,7 @@ def test_a_stop_with_thousands_of_detached_leftovers_ends_them_all(tmp_path: Pat
     )
     sleepers: set[int] = set()
     try:
-        _wait_for(_has_text(ready), "the second block to start", limit_s=300)
+        wait_for(_has_text(ready), "the second block to start", limit_s=300)
         sleepers = {int(word) for word in noted.read_text().split()}
         harness.process.send_signal(signal.SIGTERM)
         assert harness.finish(limit_s=60) == 143
@@ -502,7 +494,7 @@ def test_a_second_signal_kills_what_is_left_at_once(tmp_path: Path, harness_env:
         "--grace",
         "600",
     )
-    _wait_for(_has_text(block_ready), "the second block to start")
+    wait_for(_has_text(block_ready), "the second block to start")
     harness.stop_and_signal(signal.SIGTERM, signal.SIGINT)
     # pending together, they are handled lowest number first: SIGINT is the first, the run's status 130
     assert harness.finish() == 130
@@ -525,7 +517,7 @@ def test_sighup_is_a_stop_like_sigterm_with_status_129(tmp_path: Path, harness_e
             f'{FENCE}shell #test-setup id="after"\necho never\n{FENCE}\n'
         ],
     )
-    _wait_for(_has_text(server_pid), "the block to start")
+    wait_for(_has_text(server_pid), "the block to start")
     harness.process.send_signal(signal.SIGHUP)
     assert harness.finish() == 129
     harness.assert_reported(129)
@@ -556,7 +548,7 @@ def test_a_closed_terminal_ends_the_run_with_its_reports_written(tmp_path: Path,
             preexec_fn=take_the_terminal,
         )
         os.close(terminal)
-        _wait_for(_has_text(server_pid), "the block to start")
+        wait_for(_has_text(server_pid), "the block to start")
     finally:
         os.close(controller)  # the ssh session closes: the kernel hangs the terminal up (SIGHUP)
     assert harness.finish() == 129
@@ -576,7 +568,7 @@ def test_under_nohup_a_hangup_leaves_the_run_going(tmp_path: Path, harness_env: 
         [f"{FENCE}shell #test-setup\necho up > {ready}\nwhile [ ! -e {go} ]; do sleep 0.05; done\n{FENCE}\n"],
         preexec_fn=ignore_hangups,
     )
-    _wait_for(_has_text(ready), "the block to start")
+    wait_for(_has_text(ready), "the block to start")
     harness.process.send_signal(signal.SIGHUP)
     go.touch()  # a harness that took the hangup would stop now or, at the latest, end with 129 after this block
     assert harness.finish() == 0, harness.stdout[-2000:]
