@@ -7,6 +7,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Mapping
+from typing import Any
 
 from ci.core.model import Status
 from ci.core.text import plural
@@ -44,15 +45,17 @@ def render(plan: Rehearsal, guide: str, hub: FakeHub, exit_status: int, leftover
         )
     else:
         lines.append(f"  not redirected: the guide's own {', '.join(plan.scratch)}")
-    counts = _call_counts(sandbox)
-    calls = ", ".join(f"{tool} x{n}" for tool, n in sorted(counts.items())) or "none"
+    calls = _calls(sandbox)
+    counts = Counter(str(call["tool"]) for call in calls if "tool" in call)
+    listed = ", ".join(f"{tool} x{n}" for tool, n in sorted(counts.items())) or "none"
     recorded = f" ({sandbox.calls})" if sandbox.calls.exists() else ""
-    lines.append(f"calls recorded by the simulations: {calls}{recorded}")
-    lines += _parts_per_block(sandbox)
+    lines.append(f"calls recorded by the simulations: {listed}{recorded}")
+    blocks = _recorded_blocks(sandbox)
+    lines += _parts_per_block(blocks, calls)
     lines += plan.notes
     for pid, name in leftovers.items():
         lines.append(f"[ERROR] rehearsal: simulated process {pid} ({name}) outlived the run; killed")
-    lines += _did_not_pass(sandbox)
+    lines += _did_not_pass(blocks)
     verdict = "PASSED" if exit_status == 0 else "FAILED"
     lines.append(f"=== rehearsal: {verdict} (ci.run exit {exit_status})")
     return "\n".join(lines)
@@ -62,17 +65,25 @@ _BLOCK_TAG = re.compile(r"(\d+)(-diagnostic-\d+)?$")
 _NAMED = 10  # failing blocks named again at the end: ci.run's recap above names up to 50, results.json all
 
 
-def _did_not_pass(sandbox: Sandbox) -> list[str]:
-    """ci.run's recap again, from its results.json, so that the rehearsal's last lines too name what failed."""
+def _recorded_blocks(sandbox: Sandbox) -> list[dict[str, Any]]:
+    """The blocks of ci.run's results.json; none when there is no record (ci.run could not start) or not ours."""
     try:
         blocks = json.loads((sandbox.root / "results.json").read_text(encoding="utf-8"))["blocks"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    return blocks if isinstance(blocks, list) else []
+
+
+def _did_not_pass(blocks: list[dict[str, Any]]) -> list[str]:
+    """ci.run's recap again, from its results.json, so that the rehearsal's last lines too name what failed."""
+    try:
         failing = [block for block in blocks if block["status"] in _FAILING]
         lines = [f"blocks that did not pass ({len(failing)}; ci.run's log above shows why):"] if failing else []
         for block in failing[:_NAMED]:
             name = block["id"] or block["store"] or f"#{block['ordinal']}"
             reason = str(block["message"]).split("\n")[0][:200]
             lines.append(f"  {block['status'].upper()} {name} at {block['guide']}:{block['failure_line']}: {reason}")
-    except (OSError, ValueError, KeyError, TypeError):  # no record (ci.run could not start), or not ours
+    except (KeyError, TypeError):  # a record that is not ours
         return []
     if len(failing) > _NAMED:
         lines.append(f"  ... and {len(failing) - _NAMED} more (results.json lists them all)")
@@ -90,15 +101,14 @@ def _parts(plan: Rehearsal) -> list[str]:
     return lines
 
 
-def _parts_per_block(sandbox: Sandbox) -> list[str]:
-    """Per block, the parts it reached (as they recorded themselves), real or simulated."""
+def _parts_per_block(blocks: list[dict[str, Any]], calls: list[dict[str, Any]]) -> list[str]:
+    """Per block, the parts it reached (as they recorded themselves, CALLS), real or simulated."""
     try:
-        blocks = json.loads((sandbox.root / "results.json").read_text(encoding="utf-8"))["blocks"]
         names = {str(block["ordinal"]): block["id"] or block["store"] or f"#{block['ordinal']}" for block in blocks}
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError):
         return []
     used: dict[str, dict[str, bool]] = {}
-    for call in _calls(sandbox):
+    for call in calls:
         # the harness's marker: [GUIDE_DIR-]ORDINAL, and ORDINAL-diagnostic-N for the guide's ci.diagnostics
         found = _BLOCK_TAG.search(str(call.get("block") or ""))
         tag = found.group(1) if found else ""
@@ -115,19 +125,13 @@ def _parts_per_block(sandbox: Sandbox) -> list[str]:
     return lines if len(lines) > 1 else []
 
 
-def _calls(sandbox: Sandbox) -> list[dict[str, object]]:
+def _calls(sandbox: Sandbox) -> list[dict[str, Any]]:
+    """The calls the simulations and real parts recorded in calls.jsonl (a line that is not a record is passed over)."""
     calls = []
     with contextlib.suppress(OSError):
         for line in sandbox.calls.read_text(encoding="utf-8").splitlines():
             with contextlib.suppress(ValueError):
-                calls.append(json.loads(line))
+                call = json.loads(line)
+                if isinstance(call, dict):
+                    calls.append(call)
     return calls
-
-
-def _call_counts(sandbox: Sandbox) -> Counter[str]:
-    counts: Counter[str] = Counter()
-    with contextlib.suppress(OSError):
-        for line in sandbox.calls.read_text(encoding="utf-8").splitlines():
-            with contextlib.suppress(ValueError, KeyError):
-                counts[json.loads(line)["tool"]] += 1
-    return counts
