@@ -11,23 +11,15 @@ from __future__ import annotations
 
 import os
 import platform
-import subprocess
 import sys
 import sysconfig
 from pathlib import Path
 
-from ci.rehearsal.model import Sandbox, SetupError
+from ci.rehearsal.model import Sandbox, SetupError, run_checked
 
 __all__ = ["make_python"]
 
 BREAK_NAME = "REHEARSAL_BREAK=uv-no-venv"
-
-
-def _run(argv: list[str]) -> str:
-    done = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False)
-    if done.returncode != 0:
-        raise SetupError(f"{' '.join(argv)} failed (exit {done.returncode}): {done.stderr.strip()}")
-    return done.stdout
 
 
 def _harness_site_dirs() -> list[str]:
@@ -40,7 +32,7 @@ def _harness_site_dirs() -> list[str]:
 
 
 def _make_venv(sandbox: Sandbox) -> Path:
-    _run([sys.executable, "-m", "venv", "--without-pip", str(sandbox.python_env)])
+    run_checked([sys.executable, "-m", "venv", "--without-pip", str(sandbox.python_env)])
     return sandbox.python_env / "bin" / "python"
 
 
@@ -65,7 +57,7 @@ def _make_system_python(sandbox: Sandbox) -> Path:
     python.chmod(0o755)
     (prefix / "bin" / "python").symlink_to(version)
     (prefix / "bin" / "python3").symlink_to(version)
-    found = _run([str(python), "-c", "import sys; print(sys.prefix == sys.base_prefix, sys.prefix)"]).split()
+    found = run_checked([str(python), "-c", "import sys; print(sys.prefix == sys.base_prefix, sys.prefix)"]).split()
     if found != ["True", str(prefix)]:
         raise SetupError(f"{python} does not take {prefix} as its prefix ({' '.join(found)})")
     return prefix / "bin" / "python"
@@ -74,7 +66,9 @@ def _make_system_python(sandbox: Sandbox) -> Path:
 def make_python(sandbox: Sandbox) -> Path:
     """The image's interpreter, seeing the simulated image's packages and the harness's own, and `python` shims."""
     python = _make_system_python(sandbox) if sandbox.system_python else _make_venv(sandbox)
-    site_packages = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).strip())
+    site_packages = Path(
+        run_checked([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).strip()
+    )
     lines = [str(sandbox.base / "image"), str(sandbox.base / "sgl-workspace" / "sglang" / "python")]
     # `import` lines in a .pth run at start-up: addsitedir also reads the harness's own .pth files;
     # rehearsal_observe records which block imports which part (the report's parts per block)

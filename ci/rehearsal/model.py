@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +25,7 @@ __all__ = [
     "Sandbox",
     "SetupError",
     "Simulation",
+    "run_checked",
 ]
 
 # The simulations' folders next to this module: package data, in a checkout and a wheel alike.
@@ -144,3 +147,11 @@ class Rehearsal:
 
 class SetupError(Exception):
     """The rehearsal cannot be prepared on this machine (a port is taken, git is missing, ...)."""
+
+
+def run_checked(argv: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None) -> str:
+    """A set-up command's stdout; SetupError with its stderr when it fails."""
+    done = subprocess.run(list(argv), cwd=cwd, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        raise SetupError(f"{' '.join(argv)} failed (exit {done.returncode}): {done.stderr.strip()}")
+    return done.stdout

@@ -6,9 +6,8 @@ import os
 import platform
 import shutil
 import socket
-import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 from ci.core.tools import find_tool
@@ -28,6 +27,7 @@ from ci.rehearsal.model import (
     Sandbox,
     SetupError,
     Simulation,
+    run_checked,
 )
 from ci.rehearsal.namespaces import isolate, redirect_scratch
 from ci.rehearsal.parts import REQUIRE_ENV, Parts, choose_parts
@@ -94,13 +94,6 @@ def check_machine() -> None:
                 ) from exc
 
 
-def _run(argv: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None) -> str:
-    done = subprocess.run(list(argv), cwd=cwd, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    if done.returncode != 0:
-        raise SetupError(f"{' '.join(argv)} failed (exit {done.returncode}): {done.stderr.strip()}")
-    return done.stdout
-
-
 def _copy_tree(source: Path, target: Path) -> None:
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"), dirs_exist_ok=True)
 
@@ -124,7 +117,7 @@ def make_image(sandbox: Sandbox) -> None:
     _copy_tree(ASSETS / "image", sandbox.base / "image")
     workspace = sandbox.base / "sgl-workspace" / "sglang"  # the image installs sglang editable from a git checkout
     _copy_tree(ASSETS / "sglang", workspace)
-    _run(["git", "init", "-q", str(workspace)], env=_git_env())
+    run_checked(["git", "init", "-q", str(workspace)], env=_git_env())
     for project in sorted((ASSETS / "packages").iterdir()):
         target = sandbox.base / "index" / project.name
         _copy_tree(project, target)
@@ -165,14 +158,14 @@ def make_upstream(sandbox: Sandbox) -> tuple[str, Path]:
         "GIT_COMMITTER_DATE": _FIXED_GIT_DATE,
     }
     env = _git_env(who)
-    _run(["git", "init", "-q", "-b", "main", str(source)], env=env)
-    _run(["git", "-C", str(source), "add", "-A"], env=env)
-    _run(["git", "-C", str(source), "commit", "-q", "-m", "[simulation] SpecForge stand-in"], env=env)
-    _run(["git", "-C", str(source), "tag", UPSTREAM_TAG], env=env)
-    _run(["git", "clone", "-q", "--bare", str(source), str(sandbox.bare_repo)], env=env)
+    run_checked(["git", "init", "-q", "-b", "main", str(source)], env=env)
+    run_checked(["git", "-C", str(source), "add", "-A"], env=env)
+    run_checked(["git", "-C", str(source), "commit", "-q", "-m", "[simulation] SpecForge stand-in"], env=env)
+    run_checked(["git", "-C", str(source), "tag", UPSTREAM_TAG], env=env)
+    run_checked(["git", "clone", "-q", "--bare", str(source), str(sandbox.bare_repo)], env=env)
     # the guide's commit path fetches one commit by hash
-    _run(["git", "-C", str(sandbox.bare_repo), "config", "uploadpack.allowAnySHA1InWant", "true"], env=env)
-    commit = _run(["git", "-C", str(source), "rev-parse", "HEAD"], env=env).strip()
+    run_checked(["git", "-C", str(sandbox.bare_repo), "config", "uploadpack.allowAnySHA1InWant", "true"], env=env)
+    commit = run_checked(["git", "-C", str(source), "rev-parse", "HEAD"], env=env).strip()
     gitconfig = sandbox.base / "gitconfig"
     gitconfig.write_text(
         "# [simulation] guide-guard rehearsal: the guide's SpecForge URL is this local repository.\n"
