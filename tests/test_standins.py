@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,39 @@ def wait_until_listening(process: subprocess.Popen[str], ports: list[int]) -> di
     raise AssertionError(f"ports {ports} not all listening after {DEADLINE_S}s: {listening(process.pid)}")
 
 
+@dataclass(frozen=True)
+class Served:
+    """A master started with the guide's flags, seen listening, then stopped with SIGTERM."""
+
+    bound: dict[int, str]  # port -> the address it listened on, as /proc/net/tcp writes it
+    comm: str  # its process name while it ran
+    cmdline: str  # the first word of its command line while it ran
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def serve_until_sigterm(prefix: list[str], ports: list[int], **env: str) -> Served:
+    """Run the master (after PREFIX, a command that runs it) until it listens on PORTS, then SIGTERM it."""
+    process = subprocess.Popen(
+        [*prefix, sys.executable, str(MASTER), *guide_flags(*ports)],
+        env=stand_in_env(MOONCAKE, **env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        bound = wait_until_listening(process, ports)
+        comm = Path(f"/proc/{process.pid}/comm").read_text(encoding="utf-8")
+        cmdline = Path(f"/proc/{process.pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=DEADLINE_S)
+    finally:
+        process.kill()
+        process.wait()
+    return Served(bound, comm, cmdline, process.returncode, stdout, stderr)
+
+
 def glog(stderr: str) -> list[str]:
     """The glog lines, each reduced to its severity, file:line tag and message (no time, no thread id)."""
     pattern = re.compile(r"^([IWEF])\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ (\S+:\d+)\] (.*)$")
@@ -105,24 +139,10 @@ def run_master(ports: list[int], *, timeout_s: float = DEADLINE_S) -> subprocess
 
 def test_the_master_starts_as_the_real_one_logs_it_and_stops_on_sigterm(ports: list[int]) -> None:
     rpc, metadata, metrics = ports
-    process = subprocess.Popen(
-        [sys.executable, str(MASTER), *guide_flags(*ports)],
-        env=stand_in_env(MOONCAKE),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        bound = wait_until_listening(process, ports)
-        comm = Path(f"/proc/{process.pid}/comm").read_text(encoding="utf-8")
-        cmdline = Path(f"/proc/{process.pid}/cmdline").read_bytes().split(b"\0")[0].decode()
-        process.send_signal(signal.SIGTERM)
-        stdout, stderr = process.communicate(timeout=DEADLINE_S)
-    finally:
-        process.kill()
-        process.wait()
+    served = serve_until_sigterm([], ports)
+    bound, comm, cmdline, stdout, stderr = served.bound, served.comm, served.cmdline, served.stdout, served.stderr
 
-    assert process.returncode == 0, stderr
+    assert served.returncode == 0, stderr
     # no private network namespace here: loopback only, where the real one binds 0.0.0.0
     assert {bound[port] for port in ports} == {"0100007F"}
     assert comm == "mooncake_master\n"
@@ -213,23 +233,10 @@ def _private_network_namespace() -> list[str]:
 
 
 def test_in_the_private_network_namespace_the_master_binds_0000_as_the_real_one(ports: list[int]) -> None:
-    prefix = _private_network_namespace()
-    process = subprocess.Popen(
-        [*prefix, sys.executable, str(MASTER), *guide_flags(*ports)],
-        env=stand_in_env(MOONCAKE, REHEARSAL_ISOLATION="private"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        bound = wait_until_listening(process, ports)
-        process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=DEADLINE_S)
-    finally:
-        process.kill()
-        process.wait()
+    served = serve_until_sigterm(_private_network_namespace(), ports, REHEARSAL_ISOLATION="private")
+    bound, stderr = served.bound, served.stderr
 
-    assert process.returncode == 0, stderr
+    assert served.returncode == 0, stderr
     assert {bound[port] for port in ports} == {"00000000"}
     assert "listening on 0.0.0.0 (as the real one; inside the rehearsal's private network namespace)" in stderr
     assert f"metrics_host=0.0.0.0, rpc_port={ports[0]}, rpc_address=0.0.0.0," in stderr
