@@ -78,14 +78,14 @@ def choose_parts(mode: str, wheelhouse: str | None, *, isolated: bool) -> Parts:
     """The parts a rehearsal in this mode runs on this machine: real where they can be had."""
     if mode == "simulated":
         return _stand_ins(mode, "the stand-in (--simulated)", "the stand-in (--simulated)")
-    uv_program, uv_problem = _real_uv()
+    uv_program, uv_version, uv_problem = _real_uv()
     chosen = wheelhouse or os.environ.get(WHEELHOUSE_ENV, "")
     house = Path(chosen).absolute() if chosen else None
     house_problem = _wheelhouse_problem(house)
     if uv_program is None or house is None or house_problem:
         why = uv_problem or house_problem or "no wheelhouse"
         return _stand_ins(mode, f"the stand-in: {why}", "the stand-in: the real wheel needs the real uv")
-    uv = Part("uv", True, f"{uv_program} ({_version(uv_program)}), offline against the wheels of {house}")
+    uv = Part("uv", True, f"{uv_program} ({uv_version}), offline against the wheels of {house}")
     wheel = _compatible_wheel(house, *MOONCAKE_WHEEL.split("=="))
     problems = [] if wheel else [f"no {MOONCAKE_WHEEL} wheel for this Python and machine in {house}"]
     problems += [f"{name} cannot be loaded (Debian: apt-get install {_package(name)})" for name in _missing_libraries()]
@@ -98,13 +98,15 @@ def choose_parts(mode: str, wheelhouse: str | None, *, isolated: bool) -> Parts:
     return Parts(mode, uv, mooncake, uv_program, house, wheel)
 
 
-def _real_uv() -> tuple[str | None, str]:
+def _real_uv() -> tuple[str | None, str, str]:
+    """The real uv, what its --version says, and why there is none."""
     program = find_tool("uv", UV_ENV)
     if program is None:
-        return None, f"no uv beside this Python or on PATH (pip install uv, or set {UV_ENV})"
-    if not _version(program).startswith("uv "):
-        return None, f"{program} --version did not answer as uv does"
-    return program, ""
+        return None, "", f"no uv beside this Python or on PATH (pip install uv, or set {UV_ENV})"
+    version = _version(program)
+    if not version.startswith("uv "):
+        return None, "", f"{program} --version did not answer as uv does"
+    return program, version, ""
 
 
 def _version(program: str) -> str:
