@@ -204,6 +204,36 @@ def test_a_stop_is_not_held_up_by_a_console_nobody_reads(tmp_path: Path, harness
 # -- an interrupt before the run -------------------------------------------------------------------
 
 
+def _threads(pid: int) -> set[int]:
+    return {int(task.name) for task in Path(f"/proc/{pid}/task").iterdir()}
+
+
+def _threads_blocking(pid: int, signum: int) -> set[int]:
+    """The threads of process PID that block SIGNUM (their SigBlk mask, /proc/PID/task/TID/status)."""
+    blocking = set()
+    for tid in _threads(pid):
+        status = Path(f"/proc/{pid}/task/{tid}/status").read_text(encoding="ascii")
+        mask = int(next(line for line in status.splitlines() if line.startswith("SigBlk:")).split()[1], 16)
+        if mask >> (signum - 1) & 1:
+            blocking.add(tid)
+    return blocking
+
+
+def _accept_from(server: socket.socket, pid: int) -> socket.socket:
+    """The connection the process PID made to SERVER; any other is closed.
+
+    The server's port is an ephemeral one, which may be a port another test chose a moment ago for a server of its
+    own (its readiness probe then connects here): only the harness's own connection says it is reading the guide.
+    """
+    while True:
+        connection, peer = server.accept()
+        process = psutil.Process(pid)
+        made = getattr(process, "net_connections", None) or process.connections  # psutil < 6 has only the latter
+        if any(tuple(ours.laddr) == peer for ours in made(kind="tcp")):
+            return connection
+        connection.close()
+
+
 @pytest.mark.parametrize(
     ("signum", "args"),
     [(signal.SIGINT, ()), (signal.SIGTERM, ("--list",))],
@@ -215,7 +245,7 @@ def test_an_interrupt_while_a_guide_is_fetched_is_one_line(
     """The guide's server takes the connection and never answers: the harness is reading it as the signal comes."""
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
-        server.listen(1)
+        server.listen(8)
         url = f"http://127.0.0.1:{server.getsockname()[1]}/guide.md"
         harness = subprocess.Popen(
             [sys.executable, "-m", "ci.run", url, "--output-dir", str(tmp_path / "out"), *args],
@@ -227,8 +257,11 @@ def test_an_interrupt_while_a_guide_is_fetched_is_one_line(
             text=True,
         )
         try:
-            connection, _ = server.accept()
+            connection = _accept_from(server, harness.pid)
             with connection:
+                # the kernel gives a signal sent to the process to any thread not blocking it: only the main
+                # thread, waiting for the one that reads, can act on it at once
+                assert _threads(harness.pid) - {harness.pid} <= _threads_blocking(harness.pid, signum)
                 harness.send_signal(signum)
                 stdout, stderr = harness.communicate(timeout=LIMIT_S)
         finally:

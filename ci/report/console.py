@@ -14,6 +14,7 @@ from ci.report.details import block_details
 from ci.report.github import StopCommands, escape_data, failure_annotations
 from ci.report.live import LIVE_LIMIT_BYTES, BlockWatch
 from ci.report.tally import block_tally
+from ci.runner.signals import start_deaf
 
 __all__ = ["LIVE_LIMIT_BYTES", "RECAP_LINES", "ConsoleReporter", "collection_lines", "format_problems"]
 
@@ -179,7 +180,7 @@ class ConsoleReporter:
                 at_line_start=not self.header_open,
                 guard=self.stop.guard if self.github and not self.stream else None,  # --stream: inside the stop
             )
-            self.watch.start()
+            start_deaf(self.watch)  # a stop signal wakes the main thread, which ends the block
 
     def block_finished(self, result: BlockResult, total: int) -> None:
         self.holding = True
