@@ -143,7 +143,7 @@ def fetch_url(url: str, *, limit_bytes: int = URL_LIMIT_BYTES, time_limit_s: flo
     The error names the URL and quotes nothing of it with its credentials (`redact_url`).
     """
     shown = redact_url(url)
-    from ci.runner.signals import start_deaf
+    from ci.core.threads import start_deaf
 
     fetch = _Fetch(url, limit_bytes)
     start_deaf(fetch)  # Ctrl-C goes to the waiting main thread, which says it at once

@@ -9,12 +9,12 @@ from typing import TextIO
 
 from ci.core.model import STILL_RUNNING, BlockResult, Collection, GuideOutcome, Problem, Status, Step
 from ci.core.text import Masker, clean_text, human_size, plural
+from ci.core.threads import start_deaf
 from ci.report.colour import NO_COLOUR, Palette, status_colour
 from ci.report.details import block_details
 from ci.report.github import StopCommands, escape_data, failure_annotations
 from ci.report.live import LIVE_LIMIT_BYTES, BlockWatch
 from ci.report.tally import block_tally
-from ci.runner.signals import start_deaf
 
 __all__ = ["LIVE_LIMIT_BYTES", "RECAP_LINES", "ConsoleReporter", "collection_lines", "format_problems"]
 

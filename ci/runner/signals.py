@@ -5,11 +5,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import threading
 import time
 from types import FrameType
 
-__all__ = ["ALWAYS_STOP", "STOP_SIGNALS", "SUSPEND_SIGNALS", "StopSignals", "signal_name", "start_deaf"]
+__all__ = ["ALWAYS_STOP", "STOP_SIGNALS", "SUSPEND_SIGNALS", "StopSignals", "signal_name"]
 
 
 def _numbers(*names: str) -> tuple[int, ...]:
@@ -46,21 +45,6 @@ def signal_name(signum: int) -> str:
     except ValueError:
         low = getattr(signal, "SIGRTMIN", None)
         return f"SIGRTMIN+{signum - int(low)}" if low is not None and signum > int(low) else f"signal {signum}"
-
-
-def start_deaf(thread: threading.Thread) -> None:
-    """Start THREAD with every stop signal blocked in it, so that the kernel hands them to the main thread.
-
-    A signal sent to the process goes to any one of its threads that does not block it. Python runs its
-    handlers in the main thread alone, and only once that thread runs again: a main thread blocked in a
-    wait that the signal did not interrupt (a guide's fetch, which waits on its reading thread) would sleep
-    through Ctrl-C until the wait ends by itself. The new thread inherits the mask it is started under.
-    """
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    try:
-        thread.start()
-    finally:  # a signal that came meanwhile is pending, and is handled as this returns
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 class StopSignals:
