@@ -19,13 +19,17 @@ from ci.core.model import Language
 from ci.core.parse import parse_guide
 from ci.core.plan import LANGUAGES
 from ci.maintain.drift import (
+    BlockChange,
     GitError,
+    GuideDrift,
     Severity,
+    console_report,
     pinned_versions,
     python_c_programs,
     python_heredocs,
     run_git,
     static_findings,
+    step_summary,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -473,6 +477,23 @@ def test_default_guides_are_changed_markdown_with_labels(repo: Repo) -> None:
     assert "=== docs/guide.md" in done.stdout
     assert "other.md" not in done.stdout and "notes.md" not in done.stdout
     assert "0 blocks need re-verification" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("changes", "rechecked", "said"),
+    [
+        (1, 1, ["1 block needs re-verification on hardware", "re-checked 1 changed #test-result against"]),
+        (2, 3, ["2 blocks need re-verification on hardware", "re-checked 3 changed #test-results against"]),
+    ],
+)
+def test_counts_in_the_report_agree_with_their_nouns(changes: int, rechecked: int, said: list[str]) -> None:
+    drift = GuideDrift("guide.md", rechecked=rechecked)
+    drift.changes = [BlockChange("guide.md", f"#test id=b{n}", 3 + n, "added") for n in range(changes)]
+    report = console_report([drift])
+    for words in said:
+        assert words in report
+    assert f"drift: 1 guide: 0 errors, 0 warnings, 0 notices; {said[0]}" in report
+    assert said[0] in step_summary([drift])
 
 
 def test_a_guide_whose_file_name_is_not_utf8_is_found_checked_and_shown_with_its_bytes_escaped(
