@@ -465,6 +465,40 @@ def test_pinned_versions() -> None:
     ]
 
 
+INSTALL_FORMS = [
+    # (how a guide writes it, the pins found: name, version, line)
+    ('"$VENV/bin/pip" install six==1.16.0', [("six", "1.16.0", 1)]),
+    ('"${VENV}/bin/pip3" install six==1.16.0', [("six", "1.16.0", 1)]),
+    ('"$VENV"/bin/pip install six==1.16.0', [("six", "1.16.0", 1)]),
+    (".venv/bin/pip install x==1", [("x", "1", 1)]),
+    ("'/opt/my venv/bin/pip' install x==1", [("x", "1", 1)]),
+    ("/opt/venv/bin/python -m pip install x==1", [("x", "1", 1)]),
+    ('"$(command -v python)" -m pip install x==1', [("x", "1", 1)]),
+    ("python3.11 -u -X dev -m pip --quiet install x==1", [("x", "1", 1)]),
+    ('uv pip install --python "$(command -v python)" --upgrade \\\n  \'x==1\' \\\n  --index-url URL', [("x", "1", 2)]),
+    ("pip3.11 install x==1", [("x", "1", 1)]),
+    ("pip --disable-pip-version-check -q install x==1", [("x", "1", 1)]),
+    ("sudo -u ci -H pip3 install x==1", [("x", "1", 1)]),
+    ("PIP_NO_CACHE_DIR=1 env -i pip install x==1", [("x", "1", 1)]),
+    ("if ! pipx inject tool x==1; then exit 1; fi", [("x", "1", 1)]),
+    ("uv tool install x==1 && uv add y==2", [("x", "1", 1), ("y", "2", 1)]),
+    ("Install it first: `$ pip install x==1`.", [("x", "1", 1)]),
+    # not installs, or not pins
+    ('echo "pip install x==1"', []),
+    ("pip uninstall x==1; pip download y==2", []),
+    ("pip install -r req==1.txt --constraint c==1 -e . z", []),
+    ("pip install x>=1 # pip install y==2", []),
+    ("pip install x==1 >/tmp/y==2 2>&1 || { echo z==3; }", [("x", "1", 1)]),
+    ("cat <<'EOF' > setup.txt\npip install x==1\nEOF\npip install y==2", [("y", "2", 4)]),
+    ('python -c "import x; print(x.__version__ == 1)" && pip install --upgrade pip==24.0', [("pip", "24.0", 1)]),
+]
+
+
+@pytest.mark.parametrize(("text", "pins"), INSTALL_FORMS, ids=[text for text, _ in INSTALL_FORMS])
+def test_pins_in_every_form_of_install(text: str, pins: list[tuple[str, str, int]]) -> None:
+    assert [(p.name, p.version, p.line) for p in pinned_versions(text) if p.kind == "pip"] == pins
+
+
 def test_default_guides_are_changed_markdown_with_labels(repo: Repo) -> None:
     repo.write("docs/guide.md", BASE_GUIDE)
     repo.write("docs/other.md", BASE_GUIDE)
