@@ -367,8 +367,10 @@ def test_changed_result_is_rechecked_against_the_last_run(repo: Repo, tmp_path: 
     assert len(errors) == 1, errors
     line, message = errors[0]
     assert line == line_of(changed, "extra line")  # the first expected line the runner never printed
-    assert f"no longer matches what the runner printed on {started_at}" in message
-    assert "re-checked 2 changed #test-result" in done.stdout
+    assert f"no longer matches what the runner printed on {started_at} (the run in {artifact})" in message
+    assert "its line 3, 'extra line', was never printed: the output ended before it" in message
+    assert message.endswith(f"; see python -m ci.run guide.md --update --from-run {artifact}")  # the run it read
+    assert "re-checked 2 changed #test-results" in done.stdout
 
     # the command changed as well: only a warning, since hardware must say
     edited = changed.replace('echo "hello from <DIR>"', 'echo "hi from <DIR>"')
@@ -378,6 +380,38 @@ def test_changed_result_is_rechecked_against_the_last_run(repo: Repo, tmp_path: 
     assert again.returncode == 0, again.stdout
     found = annotations(again.stdout)
     assert any(kind == "warning" and "its command changed too" in message for kind, _, message in found), found
+
+
+def test_a_changed_result_quotes_what_the_runner_printed_masked_and_cut(
+    repo: Repo, tmp_path: Path, run_harness
+) -> None:
+    secret = "s3cr3t-v4lue-9f8e"
+    guide = f"""\
+{FENCE}shell #test id="say"
+echo "ready"
+echo "token $SAY_TOKEN $(printf 'y%.0s' $(seq 300))"
+{FENCE}
+
+{FENCE}shell #test-result id="say"
+ready
+token ...
+{FENCE}
+"""
+    repo.write("guide.md", guide)
+    base = repo.commit("base")
+    outputs = tmp_path / "last run"  # a blank: the command to run next quotes it
+    run = run_harness("guide.md", "--output-dir", str(outputs), cwd=repo.path, env={"SAY_TOKEN": secret})
+    assert run.returncode == 0, run.stdout + run.stderr
+    repo.write("guide.md", guide.replace("token ...", "token then ..."))
+    repo.commit("edit expected output")
+    done = repo.drift("--base", base, "--no-pins", "--last-run", str(outputs), SAY_TOKEN=secret)
+    assert done.returncode == 1, done.stdout + done.stderr
+    (finding,) = [line for line in done.stdout.splitlines() if "[last run]" in line]
+    assert f"error: guide.md:{line_of(guide, 'token ...')}: [last run] #test-result id=say:" in finding
+    assert "its line 2, 'token then ...', where the runner printed 'token *** yyyy" in finding
+    assert secret not in done.stdout
+    assert "y" * 180 + "...'" in finding and "y" * 300 not in finding  # bounded
+    assert finding.endswith(f"--update --from-run '{outputs}'")
 
 
 def test_pins_against_pypi(repo: Repo, pypi: WebStub) -> None:
@@ -475,7 +509,7 @@ INSTALL_FORMS = [
     ("/opt/venv/bin/python -m pip install x==1", [("x", "1", 1)]),
     ('"$(command -v python)" -m pip install x==1', [("x", "1", 1)]),
     ("python3.11 -u -X dev -m pip --quiet install x==1", [("x", "1", 1)]),
-    ('uv pip install --python "$(command -v python)" --upgrade \\\n  \'x==1\' \\\n  --index-url URL', [("x", "1", 2)]),
+    ("uv pip install --python \"$(command -v python)\" --upgrade \\\n  'x==1' \\\n  --index-url URL", [("x", "1", 2)]),
     ("pip3.11 install x==1", [("x", "1", 1)]),
     ("pip --disable-pip-version-check -q install x==1", [("x", "1", 1)]),
     ("sudo -u ci -H pip3 install x==1", [("x", "1", 1)]),
@@ -643,6 +677,8 @@ def test_the_last_run_is_the_newest_artifact_of_that_name_on_github(
     errors = [(line, message) for kind, line, message in annotations(done.stdout) if kind == "error"]
     assert [line for line, _ in errors] == [line_of(changed, "extra line")], errors
     assert "no longer matches what the runner printed on" in errors[0][1]
+    unpacked = "the outputs/ directory of artifact specforge-npu-attempt-1 of run 101 on main ("
+    assert f"--update --from-run OUTPUTS, OUTPUTS being {unpacked}" in errors[0][1]  # not a directory now gone
     assert "drift: the last run is artifact specforge-npu-attempt-1 of run 101 on main (" in done.stdout
     assert "re-checked 1 changed #test-result against the last run" in done.stdout
     assert [path.split("?")[0] for path in github.storage.paths()] == ["/blob/2.zip"]
