@@ -517,12 +517,14 @@ INSTALL_FORMS = [
     ("if ! pipx inject tool x==1; then exit 1; fi", [("x", "1", 1)]),
     ("uv tool install x==1 && uv add y==2", [("x", "1", 1), ("y", "2", 1)]),
     ("Install it first: `$ pip install x==1`.", [("x", "1", 1)]),
+    ("Don't forget it: `pip install x==1`", [("x", "1", 1)]),
     # not installs, or not pins
     ('echo "pip install x==1"', []),
     ("pip uninstall x==1; pip download y==2", []),
     ("pip install -r req==1.txt --constraint c==1 -e . z", []),
     ("pip install x>=1 # pip install y==2", []),
     ("pip install x==1 >/tmp/y==2 2>&1 || { echo z==3; }", [("x", "1", 1)]),
+    ("pip install x==1 2>&1 y==2 >> log", [("x", "1", 1), ("y", "2", 1)]),
     ("cat <<'EOF' > setup.txt\npip install x==1\nEOF\npip install y==2", [("y", "2", 4)]),
     ('python -c "import x; print(x.__version__ == 1)" && pip install --upgrade pip==24.0', [("pip", "24.0", 1)]),
 ]

@@ -4,7 +4,7 @@ The text is cut into simple commands the way a shell reads it, closely enough
 for this purpose: quotes taken off, `\\` line continuations joined, comments and
 here-document bodies skipped, a command ending at `;`, `&&`, `||`, `|`, `&`, a
 parenthesis, a brace, a backtick or a line end (so Markdown prose with inline
-code works too: a quote left open ends with its line). A command installs when
+code works too: a quote left open, an apostrophe, ends at the line's end or at a backtick). A command installs when
 its program, whatever path or quotes name it, is pip (`pip`, `pip3.11`,
 `"$VENV/bin/pip"`, `python -m pip`, `"$(command -v python)" -m pip`,
 `uv pip`) with the subcommand `install`, or `uv add`, `uv tool install`,
@@ -33,13 +33,14 @@ _TOKEN = re.compile(
     |(?P<blank>[ \t\r]+)
     |(?P<comment>\#[^\n]*)
     |(?P<redirect>\d*(?:<<<|<<-?|>>|&>>?|[<>]&?|>\|)(?:[-\d]+(?![^\s;&|()<>`]))?)
-    |(?P<word>(?:"(?:[^"\\\n]|\\.)*"?|'[^'\n]*'?|\$\([^()\n]*\)|\\.|[^\s"'\\;&|()<>`{}])+)
+    |(?P<word>(?:"(?:[^"\\\n`]|\\.)*"?|'[^'\n`]*'?|\$\([^()\n]*\)|\\.|[^\s"'\\;&|()<>`{}])+)
     |(?P<separator>\n|&&|\|\||[;&|()`{}])
     |(?P<other>[\s\S])""",
     re.VERBOSE,
 )
 _QUOTING = re.compile(r"""\\(.)|"((?:[^"\\]|\\.)*)"?|'([^']*)'?""")
 _HEREDOC_START = re.compile(r"\d*<<-?")
+_TARGETLESS = re.compile(r"&[-\d]+\Z")
 
 # words before the program that leave it the program: a prompt, a list marker, wrappers, shell keywords
 _LEADING = re.compile(r"[-*+>$!]|\d+[.)]|sudo|env|time|nohup|exec|command|nice|then|do|else|if|elif|while|until|RUN")
@@ -91,7 +92,7 @@ def _commands(text: str) -> list[list[ShellWord]]:
                 commands[-1].append(ShellWord(_unquoted(value), line))
             redirected = False
         elif kind == "redirect":
-            redirected = True
+            redirected = _TARGETLESS.search(value) is None  # `2>&1` names its target; `>`, `>>`, `<<` take a word
             if _HEREDOC_START.fullmatch(value):
                 heredocs.append("")
         elif kind == "separator":
@@ -119,10 +120,12 @@ def _after_heredoc(text: str, position: int, line: int, delimiter: str) -> tuple
     return min(position, len(text)), line
 
 
-def _after_options(words: list[ShellWord], value_options: frozenset[str] = _INSTALL_OPTIONS) -> list[ShellWord]:
-    """WORDS from the first that is not an option or an option's value (`-m` ends the interpreter's options)."""
+def _after_options(
+    words: list[ShellWord], value_options: frozenset[str] = _INSTALL_OPTIONS, *, last: str = ""
+) -> list[ShellWord]:
+    """WORDS from the first that is not an option or an option's value, or from the option LAST (`-m`)."""
     index = 0
-    while index < len(words) and words[index].text.startswith("-") and words[index].text != "-m":
+    while index < len(words) and words[index].text.startswith("-") and words[index].text != last:
         index += 2 if words[index].text in value_options else 1
     return words[index:]
 
@@ -155,7 +158,7 @@ def _installed(command: list[ShellWord]) -> list[ShellWord]:
         return []
     program, rest = _program(command[start].text), command[start + 1 :]
     if _PYTHON.fullmatch(program):
-        rest = _after_options(rest, _PYTHON_OPTIONS)
+        rest = _after_options(rest, _PYTHON_OPTIONS, last="-m")
         if [word.text for word in rest[:2]] == ["-m", "pip"]:
             program, rest = "pip", rest[2:]
     if program == "uv":
