@@ -164,8 +164,10 @@ def _installed(command: list[ShellWord]) -> list[ShellWord]:
     if program == "uv":
         rest = _after_options(rest)
         subcommand = [word.text for word in rest[:2]]
-        if subcommand[:1] == ["add"] or subcommand == ["tool", "install"]:
-            return rest[len(subcommand) if subcommand[:1] == ["tool"] else 1 :]
+        if subcommand[:1] == ["add"]:
+            return rest[1:]
+        if subcommand == ["tool", "install"]:
+            return rest[2:]
         if subcommand[:1] == ["pip"]:
             program, rest = "pip", rest[1:]
     if program == "pipx":
