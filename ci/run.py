@@ -89,11 +89,7 @@ def _add_choice_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--until", metavar="ID", help="stop after this block")
     parser.add_argument("--list", action="store_true", help="print the plan and run nothing")
     parser.add_argument("--format", choices=("text", "json"), help="with --list: the plan as text (default) or JSON")
-    parser.add_argument(
-        "--commands",
-        action="store_true",
-        help="with --list: also each block's command as it will run, with the --set values loaded into it (masked)",
-    )
+    parser.add_argument("--commands", action="store_true", help="with --list: each command as it will run (masked)")
     parser.add_argument(
         "--mask-env",
         action="append",
@@ -149,7 +145,7 @@ def _plan_entries(plans: Sequence[Plan], listing: PlanListing) -> list[dict[str,
 
 
 def _print_plan_text(plans: Sequence[Plan], github: bool, listing: PlanListing) -> None:
-    """The plan, a line per block; under Actions issuing no workflow command an id, a store, a reason or a command quotes."""
+    """The plan, a line per block; under Actions issuing no workflow command an id, a store or a reason quotes."""
     from ci.report.github import command_safe
 
     lines = []
@@ -180,18 +176,6 @@ def _print_plan_json(plans: Sequence[Plan], github: bool, listing: PlanListing) 
 
     text = escape_undecodable_json(json.dumps(_plan_entries(plans, listing), indent=2, ensure_ascii=False))
     print(text.replace(LEGACY_COMMAND, "#\\u0023[") if github else text)
-
-
-def _listing(
-    args: argparse.Namespace, plans: Sequence[Plan], left_out: Sequence[dict[int, str]], preset: dict[str, str]
-) -> PlanListing:
-    """What --list shows beyond the plan: the selection given, and with --commands the commands as they will run."""
-    from ci.report.listing import PlanListing, listing_masker
-
-    given = [("--only", value) for value in args.only] + [("--from", args.start), ("--until", args.until)]
-    selection = " ".join(f"{flag} {value}" for flag, value in given if value)
-    masker = listing_masker(os.environ, plans, preset, args.mask_env)
-    return PlanListing.of(plans, left_out, selection=selection, preset=preset if args.commands else None, masker=masker)
 
 
 def _load_plans(
@@ -320,7 +304,9 @@ def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> 
     if _report_plan_problems(args, plans, problems, warnings, settings.github):
         return ExitCode.USAGE
     if args.list:
-        listing = _listing(args, plans, left_out, settings.preset)
+        from ci.report.listing import PlanListing
+
+        listing = PlanListing.of_command_line(args, plans, left_out, settings.preset, os.environ)
         if args.format == "json":
             _print_plan_json(plans, settings.github, listing)
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,21 @@ class PlanListing:
         if preset is not None:
             commands = tuple(previewed_commands(plan, out, preset) for plan, out in zip(plans, left_out, strict=True))
         return cls(tuple(left_out), selection, commands, masker)
+
+    @classmethod
+    def of_command_line(
+        cls,
+        args: argparse.Namespace,
+        plans: Sequence[Plan],
+        left_out: Sequence[Mapping[int, str]],
+        preset: Mapping[str, str],
+        env: Mapping[str, str],
+    ) -> PlanListing:
+        """The listing ci.run's options ask for (the selection, --commands, --mask-env), in the environment ENV."""
+        given = [("--only", value) for value in args.only] + [("--from", args.start), ("--until", args.until)]
+        selection = " ".join(f"{flag} {value}" for flag, value in given if value)
+        masker = listing_masker(env, plans, preset, args.mask_env)
+        return cls.of(plans, left_out, selection=selection, preset=preset if args.commands else None, masker=masker)
 
     def header(self, index: int, plan: Plan) -> str:
         """`guide.md: 5 blocks`, and with a selection `guide.md: 5 blocks, 2 selected by --from check`."""

@@ -71,16 +71,19 @@ def last_run_findings(
         )
         if check.command_changed:
             message += "; its command changed too, so this needs a run on hardware to confirm"
-        elif unpacked_from is None:
-            message += f"; see python -m ci.run {shlex.quote(file)} --update --from-run {shlex.quote(run_dir)}"
         else:
-            message += (
-                f"; see python -m ci.run {shlex.quote(file)} --update --from-run OUTPUTS, OUTPUTS being {run_named}"
-            )
+            message += f"; see {_update_command(file, run_dir, unpacked_from, run_named)}"
         severity = Severity.WARNING if check.command_changed else Severity.ERROR
         line = expected.line + written_line(expected.body, tuple(check.values.items()), blame.line)
         findings.append(Finding(LAST_RUN, severity, file, line, message))
     return findings
+
+
+def _update_command(file: str, run_dir: str, unpacked_from: str | None, run_named: str) -> str:
+    """The command that rewrites the guide's results from the run read: its directory, or the artifact's."""
+    if unpacked_from is None:
+        return f"python -m ci.run {shlex.quote(file)} --update --from-run {shlex.quote(run_dir)}"
+    return f"python -m ci.run {shlex.quote(file)} --update --from-run OUTPUTS, OUTPUTS being {run_named}"
 
 
 def _what_differs(blame: Blame, expected_body: str, masker: Masker) -> str:
