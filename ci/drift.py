@@ -51,6 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     # imported only now, so that --help and usage errors start quickly
+    from ci.core.text import Masker, secret_values
     from ci.core.tools import find_tool
     from ci.maintain.artifacts import LastRunArtifact
     from ci.maintain.drift import (
@@ -83,6 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             pypi=None if args.no_pins else PyPIVersions(),
             last_run=args.last_run,
             artifact=artifact,
+            masker=Masker.of(secret_values(os.environ)),  # what a finding quotes of the last run's output
         )
     if args.strict:
         _warnings_as_errors(drifts)

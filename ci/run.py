@@ -19,6 +19,7 @@ from ci.run_update import UPDATE_EXIT_STATUS, UpdateAfterRun, add_update_options
 
 if TYPE_CHECKING:
     from ci.core.model import Plan, Problem
+    from ci.report.listing import PlanListing
     from ci.session import RunSettings
 
 __all__ = ["build_parser", "main"]
@@ -88,6 +89,7 @@ def _add_choice_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--until", metavar="ID", help="stop after this block")
     parser.add_argument("--list", action="store_true", help="print the plan and run nothing")
     parser.add_argument("--format", choices=("text", "json"), help="with --list: the plan as text (default) or JSON")
+    parser.add_argument("--commands", action="store_true", help="with --list: each command as it will run (masked)")
     parser.add_argument(
         "--mask-env",
         action="append",
@@ -126,11 +128,11 @@ def _add_choice_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _plan_entries(plans: Sequence[Plan]) -> list[dict[str, Any]]:
+def _plan_entries(plans: Sequence[Plan], listing: PlanListing) -> list[dict[str, Any]]:
     entries = []
-    for plan in plans:
+    for index, plan in enumerate(plans):
         for step in plan.steps:
-            entry: dict[str, Any] = {"guide": plan.guide, **step.identity()}
+            entry: dict[str, Any] = {"guide": plan.guide, **step.identity(), **listing.json_keys(index, step)}
             if step.skip_reason is not None:
                 entry["skip"] = step.skip_reason
             if step.expected is not None:
@@ -142,13 +144,13 @@ def _plan_entries(plans: Sequence[Plan]) -> list[dict[str, Any]]:
     return entries
 
 
-def _print_plan_text(plans: Sequence[Plan], github: bool) -> None:
+def _print_plan_text(plans: Sequence[Plan], github: bool, listing: PlanListing) -> None:
     """The plan, a line per block; under Actions issuing no workflow command an id, a store or a reason quotes."""
     from ci.report.github import command_safe
 
     lines = []
-    for plan in plans:
-        lines.append(f"{plan.guide}: {len(plan.steps)} blocks")
+    for index, plan in enumerate(plans):
+        lines.append(listing.header(index, plan))
         for step in plan.steps:
             name = " ".join(step.named_by)
             loads = " ".join(f"load={load.name}>>{load.placeholder}" for load in step.loads)
@@ -157,11 +159,13 @@ def _print_plan_text(plans: Sequence[Plan], github: bool) -> None:
             lines.append(
                 f"{step.ordinal:>4}  {step.label.value:<12} {name or '-':<30} {step.language_word:<7} "
                 f"{step.file}:{step.line}  timeout={step.timeout_s:g}s {loads}{extra}".rstrip()
+                + listing.note(index, step)
             )
+            lines.extend(listing.command_lines(index, step))
     print(command_safe("\n".join(lines), github))
 
 
-def _print_plan_json(plans: Sequence[Plan], github: bool) -> None:
+def _print_plan_json(plans: Sequence[Plan], github: bool, listing: PlanListing) -> None:
     """The plan as JSON; under Actions with `##[` written `#\\u0023[`: the same JSON, and no workflow command.
 
     Stop-commands lines would make it something else than JSON; the other
@@ -170,7 +174,7 @@ def _print_plan_json(plans: Sequence[Plan], github: bool) -> None:
     from ci.core.text import escape_undecodable_json
     from ci.report.github import LEGACY_COMMAND
 
-    text = escape_undecodable_json(json.dumps(_plan_entries(plans), indent=2, ensure_ascii=False))
+    text = escape_undecodable_json(json.dumps(_plan_entries(plans, listing), indent=2, ensure_ascii=False))
     print(text.replace(LEGACY_COMMAND, "#\\u0023[") if github else text)
 
 
@@ -259,6 +263,8 @@ def _combination_problem(args: argparse.Namespace) -> str | None:
             f"--format {args.format} goes with --list, which prints the plan and runs nothing:"
             f" add --list (--list --format {args.format}), or drop --format to run the guide"
         )
+    if args.commands and not args.list:  # as for --format: a whole run, when only a look was asked for
+        return "--commands goes with --list, which prints the plan and runs nothing: add --list (--list --commands)"
     return update_usage_problem(args)
 
 
@@ -289,8 +295,8 @@ def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> 
     plans, problems, warnings = _load_plans(args, settings.preset, settings.timeout_s)
     problems.extend(guides_without_blocks(plans))
     only = only_idents(args.only, plans)
-    left_out: list[dict[int, str]] = []
-    if not problems and not args.list:
+    left_out: list[dict[int, str]] = [{} for _ in plans]
+    if not problems:  # --list too: it shows what the selection runs, and a selection of nothing is an error there too
         try:
             left_out = select_steps(plans, only=only, start=args.start, until=args.until, preset_names=settings.preset)
         except DocumentError as error:
@@ -298,10 +304,13 @@ def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> 
     if _report_plan_problems(args, plans, problems, warnings, settings.github):
         return ExitCode.USAGE
     if args.list:
+        from ci.report.listing import PlanListing
+
+        listing = PlanListing.of_command_line(args, plans, left_out, settings.preset, os.environ)
         if args.format == "json":
-            _print_plan_json(plans, settings.github)
+            _print_plan_json(plans, settings.github, listing)
         else:
-            _print_plan_text(plans, settings.github)
+            _print_plan_text(plans, settings.github, listing)
         return ExitCode.OK
     problem = _output_problem(args) or report_path_problem(
         [name for name in args.guides if not name.startswith(("http://", "https://"))],

@@ -31,7 +31,16 @@ def _harness(*args: str) -> list[str]:
     return [sys.executable, "-m", "ci.run", *args]
 
 
-def test_format_without_list_is_a_usage_error_and_runs_nothing(tmp_path: Path, run_harness) -> None:
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (["--format", "json"], "--format json goes with --list, which prints the plan and runs nothing: add --list"),
+        (["--commands"], "--commands goes with --list, which prints the plan and runs nothing: add --list"),
+    ],
+)
+def test_an_option_of_list_without_list_is_a_usage_error_and_runs_nothing(
+    tmp_path: Path, run_harness, options: list[str], said: str
+) -> None:
     ran = tmp_path / "ran"
     guide = _write_guide(
         tmp_path,
@@ -41,9 +50,9 @@ def test_format_without_list_is_a_usage_error_and_runs_nothing(tmp_path: Path, r
         {FENCE}
         """,
     )
-    done = run_harness(str(guide), "--format", "json", "--output-dir", str(tmp_path / "out"))
+    done = run_harness(str(guide), *options, "--output-dir", str(tmp_path / "out"))
     assert done.returncode == 2, done.stdout + done.stderr
-    assert "[ERROR] --format json goes with --list, which prints the plan and runs nothing: add --list" in done.stderr
+    assert f"[ERROR] {said}" in done.stderr
     assert not ran.exists()  # no block ran
     assert not (tmp_path / "out" / "results.json").exists()
     assert done.stdout == ""
@@ -94,6 +103,87 @@ def test_a_listing_on_a_full_disk_is_still_said(tmp_path: Path, harness_env: dic
     assert done.returncode == 0
     assert "[ERROR] stdout cannot be written any more: No space left on device" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+SELECTABLE = f"""
+{FENCE}shell #test-setup store="where"
+echo /srv/app
+{FENCE}
+
+{FENCE}shell #test id="hello" load="where>>DIR" load="HF_TOKEN>>TOK" load="url>>URL"
+echo "hello from <DIR>"
+curl -H "Authorization: <TOK>" "<URL>"
+{FENCE}
+
+{FENCE}text #test-result id="hello"
+hello from ...
+{FENCE}
+
+{FENCE}shell #test id="bye"
+echo bye
+{FENCE}
+
+{FENCE}text #test-result id="bye"
+bye
+{FENCE}
+"""
+
+SETS = ["--set", "HF_TOKEN=hf_abcdefghijk123", "--set", "url=https://ci:tok-9f8e7d6c5b@example.com/x"]
+
+
+def test_list_shows_which_blocks_a_selection_runs(tmp_path: Path, run_harness) -> None:
+    guide = _write_guide(tmp_path, SELECTABLE)
+    listed = run_harness(str(guide), "--list", "--from", "hello", "--until", "hello", "--set", "where=/x", *SETS)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0] == f"{guide}: 3 blocks, 1 selected by --from hello --until hello"
+    assert lines[1].startswith("   1  #test-setup") and lines[1].endswith(" (not run: before --from hello)")
+    assert lines[2].startswith("   2  #test        id=hello") and "not run" not in lines[2]
+    assert lines[3].startswith("   3  #test        id=bye") and lines[3].endswith(" (not run: after --until hello)")
+
+    as_json = run_harness(str(guide), "--list", "--format", "json", "--only", "bye", *SETS)
+    assert as_json.returncode == 0, as_json.stderr
+    entries = json.loads(as_json.stdout)  # still every block: a tool reading the plan sees the whole guide
+    assert [(e["ordinal"], e["selected"], e.get("not_run")) for e in entries] == [
+        (1, False, "not selected by --only"),
+        (2, False, "not selected by --only"),
+        (3, True, None),
+    ]
+    assert "command" not in entries[0]  # only when asked for
+
+    nothing = run_harness(str(guide), "--list", "--from", "bye", "--until", "hello", *SETS)
+    assert nothing.returncode == 2 and nothing.stdout == ""
+    assert "--from bye --until hello selects no block to run" in nothing.stderr
+
+
+def test_list_commands_shows_each_command_as_it_will_run_masked(tmp_path: Path, run_harness) -> None:
+    guide = _write_guide(tmp_path, SELECTABLE)
+    secret_env = {"API_TOKEN": "tok-9f8e7d6c5b"}  # the --set url holds it
+    listed = run_harness(str(guide), "--list", "--commands", *SETS, env=secret_env)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[1:8] == [
+        "   1  #test-setup  store=where                    shell   " + f"{guide}:1  timeout=10800s",
+        "      echo /srv/app",
+        "   2  #test        id=hello                       shell   "
+        + f"{guide}:5  timeout=10800s load=where>>DIR load=HF_TOKEN>>TOK load=url>>URL",
+        '      echo "hello from <DIR>"',
+        '      curl -H "Authorization: ***" "https://ci:***@example.com/x"',
+        "      # <DIR>: stored by #test-setup store=where at line 1 at run time",
+        "   3  #test        id=bye                         shell   " + f"{guide}:14  timeout=10800s",
+    ]
+    assert "hf_abcdefghijk123" not in listed.stdout and "tok-9f8e7d6c5b" not in listed.stdout
+
+    # --from leaves the setup out: the --set value is the one the block loads
+    as_json = run_harness(
+        str(guide), "--list", "--commands", "--format", "json", "--from", "hello", "--set", "where=/x", *SETS
+    )
+    assert as_json.returncode == 0, as_json.stderr
+    hello = json.loads(as_json.stdout)[1]
+    assert (
+        hello["command"]
+        == 'echo "hello from /x"\ncurl -H "Authorization: ***" "https://ci:tok-9f8e7d6c5b@example.com/x"'
+    )
+    assert hello["command_pending"] == []
 
 
 QUICK = f"""

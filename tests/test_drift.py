@@ -19,13 +19,17 @@ from ci.core.model import Language
 from ci.core.parse import parse_guide
 from ci.core.plan import LANGUAGES
 from ci.maintain.drift import (
+    BlockChange,
     GitError,
+    GuideDrift,
     Severity,
+    console_report,
     pinned_versions,
     python_c_programs,
     python_heredocs,
     run_git,
     static_findings,
+    step_summary,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -363,8 +367,10 @@ def test_changed_result_is_rechecked_against_the_last_run(repo: Repo, tmp_path: 
     assert len(errors) == 1, errors
     line, message = errors[0]
     assert line == line_of(changed, "extra line")  # the first expected line the runner never printed
-    assert f"no longer matches what the runner printed on {started_at}" in message
-    assert "re-checked 2 changed #test-result" in done.stdout
+    assert f"no longer matches what the runner printed on {started_at} (the run in {artifact})" in message
+    assert "its line 3, 'extra line', was never printed: the output ended before it" in message
+    assert message.endswith(f"; see python -m ci.run guide.md --update --from-run {artifact}")  # the run it read
+    assert "re-checked 2 changed #test-results" in done.stdout
 
     # the command changed as well: only a warning, since hardware must say
     edited = changed.replace('echo "hello from <DIR>"', 'echo "hi from <DIR>"')
@@ -374,6 +380,38 @@ def test_changed_result_is_rechecked_against_the_last_run(repo: Repo, tmp_path: 
     assert again.returncode == 0, again.stdout
     found = annotations(again.stdout)
     assert any(kind == "warning" and "its command changed too" in message for kind, _, message in found), found
+
+
+def test_a_changed_result_quotes_what_the_runner_printed_masked_and_cut(
+    repo: Repo, tmp_path: Path, run_harness
+) -> None:
+    secret = "s3cr3t-v4lue-9f8e"
+    guide = f"""\
+{FENCE}shell #test id="say"
+echo "ready"
+echo "token $SAY_TOKEN $(printf 'y%.0s' $(seq 300))"
+{FENCE}
+
+{FENCE}shell #test-result id="say"
+ready
+token ...
+{FENCE}
+"""
+    repo.write("guide.md", guide)
+    base = repo.commit("base")
+    outputs = tmp_path / "last run"  # a blank: the command to run next quotes it
+    run = run_harness("guide.md", "--output-dir", str(outputs), cwd=repo.path, env={"SAY_TOKEN": secret})
+    assert run.returncode == 0, run.stdout + run.stderr
+    repo.write("guide.md", guide.replace("token ...", "token then ..."))
+    repo.commit("edit expected output")
+    done = repo.drift("--base", base, "--no-pins", "--last-run", str(outputs), SAY_TOKEN=secret)
+    assert done.returncode == 1, done.stdout + done.stderr
+    (finding,) = [line for line in done.stdout.splitlines() if "[last run]" in line]
+    assert f"error: guide.md:{line_of(guide, 'token ...')}: [last run] #test-result id=say:" in finding
+    assert "its line 2, 'token then ...', where the runner printed 'token *** yyyy" in finding
+    assert secret not in done.stdout
+    assert "y" * 180 + "...'" in finding and "y" * 300 not in finding  # bounded
+    assert finding.endswith(f"--update --from-run '{outputs}'")
 
 
 def test_pins_against_pypi(repo: Repo, pypi: WebStub) -> None:
@@ -461,6 +499,42 @@ def test_pinned_versions() -> None:
     ]
 
 
+INSTALL_FORMS = [
+    # (how a guide writes it, the pins found: name, version, line)
+    ('"$VENV/bin/pip" install six==1.16.0', [("six", "1.16.0", 1)]),
+    ('"${VENV}/bin/pip3" install six==1.16.0', [("six", "1.16.0", 1)]),
+    ('"$VENV"/bin/pip install six==1.16.0', [("six", "1.16.0", 1)]),
+    (".venv/bin/pip install x==1", [("x", "1", 1)]),
+    ("'/opt/my venv/bin/pip' install x==1", [("x", "1", 1)]),
+    ("/opt/venv/bin/python -m pip install x==1", [("x", "1", 1)]),
+    ('"$(command -v python)" -m pip install x==1', [("x", "1", 1)]),
+    ("python3.11 -u -X dev -m pip --quiet install x==1", [("x", "1", 1)]),
+    ("uv pip install --python \"$(command -v python)\" --upgrade \\\n  'x==1' \\\n  --index-url URL", [("x", "1", 2)]),
+    ("pip3.11 install x==1", [("x", "1", 1)]),
+    ("pip --disable-pip-version-check -q install x==1", [("x", "1", 1)]),
+    ("sudo -u ci -H pip3 install x==1", [("x", "1", 1)]),
+    ("PIP_NO_CACHE_DIR=1 env -i pip install x==1", [("x", "1", 1)]),
+    ("if ! pipx inject tool x==1; then exit 1; fi", [("x", "1", 1)]),
+    ("uv tool install x==1 && uv add y==2", [("x", "1", 1), ("y", "2", 1)]),
+    ("Install it first: `$ pip install x==1`.", [("x", "1", 1)]),
+    ("Don't forget it: `pip install x==1`", [("x", "1", 1)]),
+    # not installs, or not pins
+    ('echo "pip install x==1"', []),
+    ("pip uninstall x==1; pip download y==2", []),
+    ("pip install -r req==1.txt --constraint c==1 -e . z", []),
+    ("pip install x>=1 # pip install y==2", []),
+    ("pip install x==1 >/tmp/y==2 2>&1 || { echo z==3; }", [("x", "1", 1)]),
+    ("pip install x==1 2>&1 y==2 >> log", [("x", "1", 1), ("y", "2", 1)]),
+    ("cat <<'EOF' > setup.txt\npip install x==1\nEOF\npip install y==2", [("y", "2", 4)]),
+    ('python -c "import x; print(x.__version__ == 1)" && pip install --upgrade pip==24.0', [("pip", "24.0", 1)]),
+]
+
+
+@pytest.mark.parametrize(("text", "pins"), INSTALL_FORMS, ids=[text for text, _ in INSTALL_FORMS])
+def test_pins_in_every_form_of_install(text: str, pins: list[tuple[str, str, int]]) -> None:
+    assert [(p.name, p.version, p.line) for p in pinned_versions(text) if p.kind == "pip"] == pins
+
+
 def test_default_guides_are_changed_markdown_with_labels(repo: Repo) -> None:
     repo.write("docs/guide.md", BASE_GUIDE)
     repo.write("docs/other.md", BASE_GUIDE)
@@ -473,6 +547,23 @@ def test_default_guides_are_changed_markdown_with_labels(repo: Repo) -> None:
     assert "=== docs/guide.md" in done.stdout
     assert "other.md" not in done.stdout and "notes.md" not in done.stdout
     assert "0 blocks need re-verification" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("changes", "rechecked", "said"),
+    [
+        (1, 1, ["1 block needs re-verification on hardware", "re-checked 1 changed #test-result against"]),
+        (2, 3, ["2 blocks need re-verification on hardware", "re-checked 3 changed #test-results against"]),
+    ],
+)
+def test_counts_in_the_report_agree_with_their_nouns(changes: int, rechecked: int, said: list[str]) -> None:
+    drift = GuideDrift("guide.md", rechecked=rechecked)
+    drift.changes = [BlockChange("guide.md", f"#test id=b{n}", 3 + n, "added") for n in range(changes)]
+    report = console_report([drift])
+    for words in said:
+        assert words in report
+    assert f"drift: 1 guide: 0 errors, 0 warnings, 0 notices; {said[0]}" in report
+    assert said[0] in step_summary([drift])
 
 
 def test_a_guide_whose_file_name_is_not_utf8_is_found_checked_and_shown_with_its_bytes_escaped(
@@ -588,6 +679,8 @@ def test_the_last_run_is_the_newest_artifact_of_that_name_on_github(
     errors = [(line, message) for kind, line, message in annotations(done.stdout) if kind == "error"]
     assert [line for line, _ in errors] == [line_of(changed, "extra line")], errors
     assert "no longer matches what the runner printed on" in errors[0][1]
+    unpacked = "the outputs/ directory of artifact specforge-npu-attempt-1 of run 101 on main ("
+    assert f"--update --from-run OUTPUTS, OUTPUTS being {unpacked}" in errors[0][1]  # not a directory now gone
     assert "drift: the last run is artifact specforge-npu-attempt-1 of run 101 on main (" in done.stdout
     assert "re-checked 1 changed #test-result against the last run" in done.stdout
     assert [path.split("?")[0] for path in github.storage.paths()] == ["/blob/2.zip"]

@@ -152,6 +152,36 @@ def test_list_under_actions_issues_no_workflow_command_the_guide_holds(run_harne
     assert json.loads(run_harness("guide.md", "--list", "--format", "json").stdout) == entries
 
 
+def test_list_commands_under_actions_issues_no_workflow_command_a_body_or_a_value_holds(
+    run_harness, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    guide = f"""\
+{FENCE}shell #test id="say" load="note>>NOTE"
+cat <<'EOF'
+::error::forged by a body
+##[warning]forged too <NOTE>
+EOF
+{FENCE}
+
+{FENCE}text #test-result id="say"
+...
+{FENCE}
+"""
+    (tmp_path / "guide.md").write_text(guide, encoding="utf-8")
+    # a secret --set value: a run registers it with ::add-mask::, a listing issues no command at all
+    given = ["--list", "--commands", "--set", "note=::notice::x ##[error]y", "--set", "DB_PASSWORD=pw-1234-abcd"]
+    actions = {"GITHUB_ACTIONS": "true"}
+    listed = run_harness("guide.md", *given, env=actions)
+    assert listed.returncode == 0, listed.stderr
+    assert runner_commands(listed.stdout) == [] and runner_commands(listed.stderr) == []
+    assert "      ::error::forged by a body" in listed.stdout  # shown, inside stop-commands
+    assert "##[warning]forged too ::notice::x ##[error]y" in listed.stdout
+    as_json = run_harness("guide.md", *given, "--format", "json", env=actions)
+    assert as_json.returncode == 0 and runner_commands(as_json.stdout) == []
+    (entry,) = json.loads(as_json.stdout)
+    assert entry["command"].endswith("##[warning]forged too ::notice::x ##[error]y\nEOF")
+
+
 def test_a_value_whose_setup_ran_and_failed_says_what_became_of_that_setup(guide_runner) -> None:  # type: ignore[no-untyped-def]
     run = guide_runner(
         f"""

@@ -266,3 +266,21 @@ def test_the_release_signal_compares_the_latest_release_with_the_ref_the_guide_i
     assert decision["signals"]["release"]["detail"] == "GitHub API down" and decision["upstream_drift"] is None
     decision, _ = decide(remembered(), SEEN, max_retries=2, now=NOW)
     assert "written_for" not in decision["signals"]["release"] and decision["upstream_drift"] is None
+
+
+@pytest.mark.parametrize(
+    ("max_retries", "failures", "detail"),
+    [
+        (2, 3, "the previous run failed 3 times in a row; all 2 retries are spent until something changes"),
+        (1, 2, "the previous run failed 2 times in a row; its one retry is spent until something changes"),
+        (
+            0,
+            1,
+            "the previous run failed 1 time in a row; no retry is allowed (--max-retries 0) until something changes",
+        ),
+    ],
+)
+def test_the_retry_signal_counts_in_english(max_retries: int, failures: int, detail: str) -> None:
+    state = remembered(**FAILED_ONCE | {"failures_in_a_row": failures, "retries_in_a_row": max_retries})
+    decision, _ = decide(state, SEEN, max_retries=max_retries, now=NOW)
+    assert decision["signals"]["retry"]["detail"] == detail

@@ -16,6 +16,7 @@ from ci.core.plan import (
     parse_duration,
     parse_load,
 )
+from ci.core.preview import previewed_commands
 from ci.core.selection import only_idents, select_steps
 
 FILE = "docs/guide.md"
@@ -949,3 +950,53 @@ def test_a_misspelt_selection_names_the_block_meant() -> None:
         "command line: --only 'uses' names no block; did you mean --only use? "
         "use an id, a store name or an ordinal (see --list)"
     ]
+
+
+PREVIEWED = f"""\
+{F}shell #test-setup store="port"
+echo 8080
+{F}
+
+{F}shell #test-setup store="host" skip="no server here"
+echo localhost
+{F}
+
+{F}shell #test id="get" load="port>>PORT" load="host>>HOST" load="user>>USER"
+curl "http://<USER>@<HOST>:<PORT>/" <PORT>
+{F}
+
+{F}text #test-result id="get"
+...
+{F}
+"""
+
+
+@pytest.mark.parametrize(
+    ("left_out", "preset", "command", "pending"),
+    [
+        # the setup runs: its value is the run's, a --set value of the same name is overwritten
+        (
+            {},
+            {"port": "1", "user": "me"},
+            'curl "http://me@<HOST>:<PORT>/" <PORT>',
+            [
+                "<PORT>: stored by #test-setup store=port at line 1 at run time",
+                "<HOST>: no value: no block that runs before it stores host",  # its setup is skipped
+            ],
+        ),
+        # left out by the selection: the --set value is the one loaded, wherever the placeholder stands
+        (
+            {1: "before --from get"},
+            {"port": "9", "host": "h", "user": "me"},
+            'curl "http://me@h:9/" 9',
+            [],
+        ),
+    ],
+)
+def test_previewed_commands_substitute_what_is_known_before_the_run(
+    left_out: dict[int, str], preset: dict[str, str], command: str, pending: list[str]
+) -> None:
+    plan = plan_of(PREVIEWED, preset_names=preset)
+    previewed = previewed_commands(plan, left_out, preset)
+    assert (previewed[3].text, list(previewed[3].pending)) == (command, pending)
+    assert previewed[1].text == "echo 8080" and previewed[1].pending == ()

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ci.core.match import blame_file, blame_text
+from ci.core.match import Blame, blame_file, blame_text
 from ci.core.model import Expected, Step
 from ci.core.plan import substitute
 from ci.core.text import MASK
@@ -115,13 +115,17 @@ class Recheck:
         return substitute(self.expected.body, tuple(self.values.items())).rstrip("\n")
 
     def first_unmatched_line(self) -> int | None:
-        """The first expected line (1-based in the body) the recorded stdout does not match; None when it matches.
+        """The first expected line (1-based in the body) the recorded stdout does not match; None when it matches."""
+        blame = self.blame()
+        return None if blame is None else blame.line
+
+    def blame(self) -> Blame | None:
+        """Where the recorded stdout stops matching the expected body, and what it printed there; None when it matches.
 
         The whole output is searched, a window at a time, whatever its size.
         """
         body, tokens, stdout_file = self.expected_body, self.expected.fuzzy, self.test.stdout_file
-        blame = blame_text("", body, tokens) if stdout_file is None else blame_file(str(stdout_file), body, tokens)
-        return None if blame is None else blame.line
+        return blame_text("", body, tokens) if stdout_file is None else blame_file(str(stdout_file), body, tokens)
 
 
 def recheck(recorded: RecordedGuide, test: RecordedBlock, step: Step, bodies_as_run: Sequence[str] = ()) -> Recheck:

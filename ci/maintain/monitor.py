@@ -180,9 +180,16 @@ def _retry_signal(state: Mapping[str, Any], max_retries: int) -> dict[str, Any]:
         return _signal(FIRED, detail, **counts)
     detail = (
         f"the previous run failed {plural(failures, 'time')} in a row; "
-        f"all {max_retries} retries are spent until something changes"
+        f"{_retries_spent(max_retries)} until something changes"
     )
     return _signal(QUIET, detail, **counts)
+
+
+def _retries_spent(max_retries: int) -> str:
+    """`all 2 retries are spent`, `its one retry is spent`, `no retry is allowed (--max-retries 0)`."""
+    if max_retries == 0:
+        return "no retry is allowed (--max-retries 0)"
+    return "its one retry is spent" if max_retries == 1 else f"all {max_retries} retries are spent"
 
 
 def _signals(state: Mapping[str, Any], seen: Observations, max_retries: int) -> dict[str, dict[str, Any]]:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from ci.core.model import DocumentError
 from ci.core.parse import parse_guide
 from ci.core.source import read_guide
+from ci.core.text import NO_SECRETS, Masker
 from ci.maintain.artifacts import LastRunArtifact
 from ci.maintain.drift.changes import block_changes, changed_results
 from ci.maintain.drift.contract import contract_findings, document_error_findings
@@ -28,11 +29,13 @@ def check_guide(
     pypi: PyPIVersions | None,
     last_run: str | None,
     artifact: LastRunArtifact | None,
+    masker: Masker = NO_SECRETS,
 ) -> GuideDrift:
     """Every check of the guide at `path` (`old_text`: its text at the base; None when it is new there).
 
     `pypi` None leaves the pins unchecked; `last_run` (a run's output directory) or `artifact` (fetched
-    only when an expected output changed) is what changed `#test-result` blocks are re-checked against.
+    only when an expected output changed) is what changed `#test-result` blocks are re-checked against;
+    what a finding quotes of that run's output is masked by MASKER.
     """
     drift = GuideDrift(path)
     try:
@@ -47,16 +50,19 @@ def check_guide(
     drift.changes = block_changes(old, parsed)
     if plan is not None and (last_run or artifact is not None):
         changed = changed_results(old, parsed)
-        run_dir = last_run
+        run_dir, unpacked_from = last_run, None
         if artifact is not None and changed:
             fetched = artifact.get()
             run_dir = str(fetched.directory) if fetched.directory else None
+            unpacked_from = fetched.message
             if run_dir is None:
                 severity = Severity.WARNING if fetched.failed else Severity.NOTICE
                 message = f"changed #test-result blocks are not re-checked: {fetched.message}"
                 drift.findings.append(Finding(LAST_RUN, severity, path, 0, message))
         if run_dir:
-            drift.findings += last_run_findings(plan, changed, run_dir, drift)
+            drift.findings += last_run_findings(
+                plan, changed, run_dir, drift, unpacked_from=unpacked_from, masker=masker
+            )
     if pypi is not None:
         drift.findings += pin_findings(text, path, pypi)
     return drift
@@ -69,10 +75,11 @@ def check_guides(
     pypi: PyPIVersions | None,
     last_run: str | None,
     artifact: LastRunArtifact | None,
+    masker: Masker = NO_SECRETS,
 ) -> list[GuideDrift]:
     """check_guide for each (path, text at the base); a missing shellcheck is said once, on the first guide."""
     drifts = [
-        check_guide(path, old, shellcheck=shellcheck, pypi=pypi, last_run=last_run, artifact=artifact)
+        check_guide(path, old, shellcheck=shellcheck, pypi=pypi, last_run=last_run, artifact=artifact, masker=masker)
         for path, old in guides
     ]
     if shellcheck is None and drifts:

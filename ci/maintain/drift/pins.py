@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from packaging.version import InvalidVersion, Version
 
 from ci.maintain.drift.findings import PINS, Finding, Severity
+from ci.maintain.drift.installs import install_arguments
 from ci.maintain.web import WebError, get_json
 
 __all__ = ["Pin", "PyPIVersions", "pin_findings", "pinned_versions"]
@@ -18,14 +19,13 @@ __all__ = ["Pin", "PyPIVersions", "pin_findings", "pinned_versions"]
 class Pin:
     """A pinned version written in the guide."""
 
-    kind: str  # "pip" (`pkg==X` in a pip/uv install) or "image" (`registry/.../name:vX.Y`)
+    kind: str  # "pip" (`pkg==X` given to a pip, uv or pipx install) or "image" (`registry/.../name:vX.Y`)
     name: str  # the PyPI project to compare with
     version: str  # as pinned (for an image: the version read from its tag)
     line: int
     text: str  # as written
 
 
-_PIP_COMMAND = re.compile(r"\b(?:pip3?|pipx)\s+install\b|\buv\s+(?:add|tool\s+install)\b")
 _PIP_PIN = re.compile(r"(?<![\w.-])([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]\s]*\])?==([0-9][A-Za-z0-9.+!_-]*)")
 _IMAGE = re.compile(
     r"(?<![\w./:-])((?:[a-z0-9][a-z0-9.-]*(?::\d+)?/)(?:[a-z0-9._-]+/)*([a-z0-9][a-z0-9._-]*))"
@@ -34,26 +34,21 @@ _IMAGE = re.compile(
 
 
 def pinned_versions(text: str) -> list[Pin]:
-    """Pins written in the guide: `pkg==X` in pip/uv install commands (continuation lines included), image tags."""
-    pins: list[Pin] = []
-    seen: set[tuple[str, str, str]] = set()
-
-    def add(pin: Pin) -> None:
-        key = (pin.kind, pin.name.lower(), pin.version)
-        if key not in seen:
-            seen.add(key)
-            pins.append(pin)
-
-    in_install = False
+    """Pins written in the guide, in line order: `pkg==X` given to an install command (installs.py says which
+    commands install, continuation lines included), and image tags anywhere."""
+    found = [
+        Pin("pip", pin.group(1), pin.group(2).rstrip(".,;:"), word.line, pin.group(0))
+        for word in install_arguments(text)
+        for pin in _PIP_PIN.finditer(word.text)
+    ]
     for number, line in enumerate(text.split("\n"), start=1):
-        in_install = in_install or bool(_PIP_COMMAND.search(line))
-        if in_install:
-            for pin in _PIP_PIN.finditer(line):
-                add(Pin("pip", pin.group(1), pin.group(2).rstrip(".,;:"), number, pin.group(0)))
-        in_install = in_install and line.rstrip().endswith("\\")
-        for image in _IMAGE.finditer(line):
-            add(Pin("image", image.group(2), image.group(4), number, image.group(0)))
-    return pins
+        found += [
+            Pin("image", image.group(2), image.group(4), number, image.group(0)) for image in _IMAGE.finditer(line)
+        ]
+    pins: dict[tuple[str, str, str], Pin] = {}
+    for pin in sorted(found, key=lambda pin: pin.line):
+        pins.setdefault((pin.kind, pin.name.lower(), pin.version), pin)
+    return list(pins.values())
 
 
 class PyPIVersions:

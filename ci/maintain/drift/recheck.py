@@ -2,27 +2,46 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 
-from ci.core.model import Label, Plan
+from ci.core.match import Blame
+from ci.core.model import Divergence, Label, Plan
 from ci.core.plan import written_line
+from ci.core.text import NO_SECRETS, Masker, masked_to_show_hidden, plural
 from ci.maintain.drift.findings import LAST_RUN, Finding, GuideDrift, Severity
 from ci.maintain.lastrun import recheck
 from ci.record import RecordError, read_run
 
-__all__ = ["last_run_findings"]
+__all__ = ["QUOTED_CHARS", "last_run_findings"]
+
+QUOTED_CHARS = 200  # a line quoted from the expected body or the run's output is cut to this many characters
 
 
-def last_run_findings(plan: Plan, changed: Mapping[str, str | None], run_dir: str, drift: GuideDrift) -> list[Finding]:
-    """Re-check each changed `#test-result` against the stdout its `#test` printed in the last run."""
+def last_run_findings(
+    plan: Plan,
+    changed: Mapping[str, str | None],
+    run_dir: str,
+    drift: GuideDrift,
+    *,
+    unpacked_from: str | None = None,
+    masker: Masker = NO_SECRETS,
+) -> list[Finding]:
+    """Re-check each changed `#test-result` against the stdout its `#test` printed in the last run.
+
+    RUN_DIR is the run's output directory; UNPACKED_FROM, when it was unpacked from an artifact that is gone
+    once the check ends, names that artifact. A finding quotes the expected line that no longer matches and
+    what the run printed there, masked by MASKER and cut to QUOTED_CHARS, and names the run it read.
+    """
     file = plan.guide
+    run_named = run_dir if unpacked_from is None else f"the outputs/ directory of {unpacked_from}"
     try:
         run = read_run(run_dir)
     except RecordError as exc:
         return [Finding(LAST_RUN, Severity.WARNING, file, 0, f"--last-run: {exc}")]
     recorded = run.guide_for(file)
     if recorded is None:
-        return [Finding(LAST_RUN, Severity.NOTICE, file, 0, f"the last run in {run_dir} did not run this guide")]
+        return [Finding(LAST_RUN, Severity.NOTICE, file, 0, f"the last run in {run_named} did not run this guide")]
     date = recorded.started_at or "the last run"
     findings = []
     for step in plan.steps:
@@ -43,15 +62,46 @@ def last_run_findings(plan: Plan, changed: Mapping[str, str | None], run_dir: st
             findings.append(Finding(LAST_RUN, Severity.WARNING, file, expected.line, message))
             continue
         drift.rechecked += 1
-        unmatched = check.first_unmatched_line()
-        if unmatched is None:
+        blame = check.blame()
+        if blame is None:
             continue
-        message = f"{where}: this expected output no longer matches what the runner printed on {date}"
+        message = (
+            f"{where}: this expected output no longer matches what the runner printed on {date}"
+            f" (the run in {run_named}): {_what_differs(blame, check.expected_body, masker)}"
+        )
         if check.command_changed:
-            message += " (its command changed too, so this needs a run on hardware to confirm)"
+            message += "; its command changed too, so this needs a run on hardware to confirm"
         else:
-            message += f"; see python -m ci.run {file} --update --from-run DIR"
+            message += f"; see {_update_command(file, run_dir, unpacked_from, run_named)}"
         severity = Severity.WARNING if check.command_changed else Severity.ERROR
-        line = expected.line + written_line(expected.body, tuple(check.values.items()), unmatched)
+        line = expected.line + written_line(expected.body, tuple(check.values.items()), blame.line)
         findings.append(Finding(LAST_RUN, severity, file, line, message))
     return findings
+
+
+def _update_command(file: str, run_dir: str, unpacked_from: str | None, run_named: str) -> str:
+    """The command that rewrites the guide's results from the run read: its directory, or the artifact's."""
+    if unpacked_from is None:
+        return f"python -m ci.run {shlex.quote(file)} --update --from-run {shlex.quote(run_dir)}"
+    return f"python -m ci.run {shlex.quote(file)} --update --from-run OUTPUTS, OUTPUTS being {run_named}"
+
+
+def _what_differs(blame: Blame, expected_body: str, masker: Masker) -> str:
+    """The expected line blamed and what the run printed there, each quoted, masked and bounded."""
+    expected_lines = expected_body.split("\n")
+    wanted = _quoted(expected_lines[blame.line - 1] if 0 < blame.line <= len(expected_lines) else "", masker)
+    match blame.divergence:
+        case Divergence.MISSING:
+            return f"its line {blame.line}, {wanted}, was never printed: the output ended before it"
+        case Divergence.EXTRA:
+            more = f" (and {plural(blame.more_lines, 'more line')})" if blame.more_lines else ""
+            printed = _quoted(blame.actual_line, masker)
+            return f"the output went on after its last line ({blame.line}, {wanted}): {printed}{more}"
+        case Divergence.DIFFERS:
+            return f"its line {blame.line}, {wanted}, where the runner printed {_quoted(blame.actual_line, masker)}"
+
+
+def _quoted(line: str, masker: Masker) -> str:
+    """LINE masked (what a log hides written out, so a secret cut by an escape is masked whole), cut, then quoted."""
+    shown = masked_to_show_hidden(line, masker)
+    return repr(shown[:QUOTED_CHARS] + "...") if len(shown) > QUOTED_CHARS else repr(shown)

@@ -30,13 +30,13 @@ def console_report(drifts: Sequence[GuideDrift]) -> str:
                 f"{finding.severity.value}: {_location(finding.file, finding.line)}: [{finding.check}] {finding.message}"
             )
         if drift.changes:
-            out.append(f"blocks that need re-verification on hardware ({len(drift.changes)}):")
+            out.append(f"{_to_reverify(len(drift.changes))}:")
             for change in drift.changes:
                 what = f" ({', '.join(change.what)})" if change.what else ""
                 where = f"line {change.line}" + (" at the base revision" if change.change == "removed" else "")
                 out.append(f"  {change.change:<8} {change.block}, {where}{what}")
         if drift.rechecked:
-            out.append(f"re-checked {drift.rechecked} changed #test-result against the last run")
+            out.append(f"re-checked {plural(drift.rechecked, 'changed #test-result')} against the last run")
     out.append(_tally(drifts))
     return "\n".join(out) + "\n"
 
@@ -49,7 +49,12 @@ def _tally(drifts: Sequence[GuideDrift]) -> str:
     changes = sum(len(d.changes) for d in drifts)
     parts = [plural(n, s.value) for s, n in counts.items()]
     guides = plural(len(drifts), "guide")
-    return f"drift: {guides}: {', '.join(parts)}; {plural(changes, 'block')} need re-verification on hardware"
+    return f"drift: {guides}: {', '.join(parts)}; {_to_reverify(changes)}"
+
+
+def _to_reverify(count: int) -> str:
+    """`1 block needs re-verification on hardware`, `2 blocks need ...`."""
+    return f"{plural(count, 'block')} {'needs' if count == 1 else 'need'} re-verification on hardware"
 
 
 def _cell(text: str) -> str:
