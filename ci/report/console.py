@@ -220,7 +220,9 @@ class ConsoleReporter:
         streamed = self.stream and self.started is result.step
         self.started = None
         header_open, mid_line = self._stop_watch()
-        sections = block_details(result, masker=self.masker, verbose=self.verbose, streamed=streamed)
+        # under Actions a passing block's sections go inside its collapsed group: a green log holds what it printed
+        verbose = self.verbose or self.github
+        sections = block_details(result, masker=self.masker, verbose=verbose, streamed=streamed)
         head, word, tail = _verdict_parts(result, total)
         colour = status_colour(result.status)
         if header_open and not sections and not result.status.is_failure:

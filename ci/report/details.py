@@ -35,7 +35,7 @@ def block_details(
     if result.match is not None:  # the difference first, where a reader looks
         sections += _mismatch_sections(result, result.match, masker, streamed)
     if not streamed:
-        sections += _stream_sections(result, masker)
+        sections += _stream_sections(result, masker, whole=result.status is Status.PASSED)
     if step.label is Label.TEST and result.expected is not None and result.match is None:
         sections.append(("expected", _shown(result.expected, "expected body")))
         if not streamed:
@@ -63,11 +63,17 @@ def block_details(
     return sections
 
 
-def _stream_sections(result: BlockResult, masker: Masker) -> list[tuple[str, str]]:
-    """stderr (and a setup's stdout) when the block failed, holds an error marker, or wrote to stderr alone."""
+def _stream_sections(result: BlockResult, masker: Masker, *, whole: bool = False) -> list[tuple[str, str]]:
+    """stderr (and a setup's stdout) when the block failed, holds an error marker, or wrote to stderr alone.
+
+    `whole`: a passing block shown in full (-v, or its group under Actions): both
+    streams whenever they hold something, so that its log holds what it printed;
+    a setup's stored value stands for its stdout.
+    """
     step = result.step
     noisy = (
-        result.status.is_failure
+        whole
+        or result.status.is_failure
         or result.marker_found is not None
         or (result.stdout_bytes == 0 and result.stderr_bytes > 0)
     )
@@ -81,7 +87,8 @@ def _stream_sections(result: BlockResult, masker: Masker) -> list[tuple[str, str
     marker = f", contains {result.marker_found!r}" if result.marker_found else ""
     if result.stderr_bytes:
         sections.append((f"stderr ({human_size(result.stderr_bytes)}{marker})", stderr_view.render()))
-    if step.label is Label.SETUP and result.stdout_bytes:  # a #test shows its stdout as "actual"
+    stored = whole and result.stored is not None  # shown as the stored value below
+    if step.label is Label.SETUP and result.stdout_bytes and not stored:  # a #test shows its stdout as "actual"
         sections.append(
             (f"stdout ({human_size(result.stdout_bytes)})", read_view(result.stdout_path, masker=masker).render())
         )
