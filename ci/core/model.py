@@ -27,6 +27,7 @@ __all__ = [
     "MatchReport",
     "Param",
     "Plan",
+    "PredatingFile",
     "Problem",
     "Status",
     "Step",
@@ -279,6 +280,14 @@ class TrackedProcess:
 
 
 @dataclass(frozen=True)
+class PredatingFile:
+    """A file a report shows or names that was last modified before the guide started: maybe an earlier run's."""
+
+    path: str  # absolute
+    modified_at: float  # its last modification, seconds since the epoch
+
+
+@dataclass(frozen=True)
 class DiagnosticResult:
     """One `ci.diagnostics` command run after a failing block, and what it printed."""
 
@@ -290,6 +299,8 @@ class DiagnosticResult:
     timed_out: bool
     duration_s: float
     message: str  # one line: "exit 0", "timed out after 60s; its process tree was ended", ...
+    # files its words name (`tail /tmp/server.log`) last modified before the guide started: what it showed may be old
+    predating: tuple[PredatingFile, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -345,6 +356,8 @@ class CollectedFile:
     copied_bytes: int
     truncated: bool  # only the last cap bytes were kept
     note: str  # "" when copied whole; else what happened (not a regular file, unreadable, grew meanwhile, ...)
+    modified_at: float | None = None  # the source's last modification (epoch seconds) as copied; None when unknown
+    predates_run: bool = False  # last modified before the guide started: maybe an earlier run's file, not this one's
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import TextIO
 from ci.core.model import STILL_RUNNING, BlockResult, Collection, GuideOutcome, Problem, Status, Step
 from ci.core.text import Masker, clean_text, human_size, plural
 from ci.report.colour import NO_COLOUR, Palette, status_colour
-from ci.report.details import block_details
+from ci.report.details import block_details, predating_note
 from ci.report.github import StopCommands, escape_data, failure_annotations
 from ci.report.live import LIVE_LIMIT_BYTES, BlockWatch
 from ci.report.tally import block_tally
@@ -78,7 +78,10 @@ def collection_lines(collection: Collection) -> list[str]:
             continue
         size = human_size(entry.size_bytes)
         kept = f"last {human_size(entry.copied_bytes)} of {size} kept" if entry.truncated else size
-        lines.append(f"  {source} ({kept}){': ' + entry.note if entry.note else ''}")
+        notes = [entry.note] if entry.note else []
+        if entry.predates_run and entry.modified_at is not None:
+            notes.append(predating_note(entry.modified_at))
+        lines.append(f"  {source} ({kept}){': ' + '; '.join(notes) if notes else ''}")
     more = len(collection.files) - _COLLECTED_LINES + collection.files_left_out
     if more > 0:
         lines.append(f"  ... and {more} more (listed in results.json, but for any beyond the file limit)")

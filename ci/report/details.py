@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 
 from ci.core.examine import SHOWN_END_LINES, cut_line, head_and_tail_lines
@@ -10,7 +11,7 @@ from ci.core.model import BlockResult, BoundedText, DiagnosticResult, Divergence
 from ci.core.streams import read_view
 from ci.core.text import FULL_LIMIT_BYTES, Masker, human_size, plural, utf8_size
 
-__all__ = ["block_details"]
+__all__ = ["block_details", "predating_note"]
 
 
 def block_details(
@@ -157,6 +158,12 @@ def _shown(text: BoundedText, what: str) -> str:
     return f"{text.shown}\n[... {what} cut: {shown} shown{where} ...]"
 
 
+def predating_note(modified_at: float) -> str:
+    """What reports say of a file last modified before the guide started (ci.runner.predating)."""
+    when = datetime.fromtimestamp(modified_at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"last modified {when}, before this guide started: maybe an earlier run's"
+
+
 def _diagnostic_sections(diagnostics: Sequence[DiagnosticResult], masker: Masker) -> list[tuple[str, str]]:
     """One section per ci.diagnostics command: what it printed, bounded as block output is."""
     sections = []
@@ -167,4 +174,7 @@ def _diagnostic_sections(diagnostics: Sequence[DiagnosticResult], masker: Masker
         title = f"diagnostic {index}/{len(diagnostics)}: {shown} ({diagnostic.message}, {size} in {diagnostic.duration_s:.1f}s)"
         text = read_view(diagnostic.output_path, masker=masker).render() if diagnostic.output_bytes else "(no output)"
         sections.append((title, text))
+        if diagnostic.predating:
+            older = "\n".join(f"{masker.mask(f.path)}: {predating_note(f.modified_at)}" for f in diagnostic.predating)
+            sections.append((f"files diagnostic {index} names that predate this guide", older))
     return sections

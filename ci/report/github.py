@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ci.core.model import BlockResult, GuideOutcome, Problem, Status
 from ci.core.text import NO_SECRETS, Masker, clean_text, human_size
+from ci.report.details import predating_note
 from ci.report.tally import block_tally
 from ci.report.timeline import timeline_of_results
 from ci.report.timeline.gantt import gantt_chart
@@ -241,6 +242,7 @@ def step_summary(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> str:
         chart = gantt_chart(timeline_of_results(outcome.plan.guide, outcome.results))
         if chart:
             parts.append(f"\n{chart.rstrip()}")
+        parts += _predating_lines(outcome, masker)
         if outcome.leftovers:
             parts.append("\nProcesses ended when the run finished:\n")
             for proc in outcome.leftovers:
@@ -249,6 +251,18 @@ def step_summary(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> str:
                 )
         parts.append("")
     return fit_summary("\n".join(parts) + "\n", "results.json")
+
+
+def _predating_lines(outcome: GuideOutcome, masker: Masker) -> list[str]:
+    """The collected files last modified before the guide started: what the run kept of them may be old."""
+    files = [f for f in outcome.collection.files if f.predates_run] if outcome.collection is not None else []
+    lines = ["\nCollected files that predate this guide (ci.collect):\n"] if files else []
+    for entry in files[:30]:
+        assert entry.modified_at is not None  # predates_run is set from it
+        lines.append(f"- {code_cell(entry.source, masker, limit_chars=200)}: {predating_note(entry.modified_at)}")
+    if len(files) > 30:
+        lines.append(f"- ... and {len(files) - 30} more (results.json lists them)")
+    return lines
 
 
 def output_entry(name: str, value: str) -> str:

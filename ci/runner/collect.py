@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 import stat
@@ -14,6 +15,7 @@ from ci.core.model import CollectedFile, Collection
 from ci.core.text import human_size
 from ci.runner.globs import MAX_DIRECTORIES, search_glob
 from ci.runner.links import ForeignLink, open_without_foreign_links
+from ci.runner.predating import predates
 
 __all__ = [
     "COLLECT_CAP_BYTES",
@@ -47,6 +49,7 @@ def collect_files(
     deadline: float | None = None,
     stop_requested: Callable[[], int | None] | None = None,
     exclude: Path | None = None,
+    started_at: float | None = None,
 ) -> Collection:
     """Copy every file matching the globs under destination, mirroring its absolute path.
 
@@ -64,7 +67,9 @@ def collect_files(
     (ci.runner.links): another user's is not, and its match is not copied.
     Each copy is a new file (ci.core.files.create_fresh) under exclude (else
     destination), through real directories only: a link or a FIFO planted
-    in the destination is replaced, never written through.
+    in the destination is replaced, never written through. A file last
+    modified before started_at (the guide's start, epoch seconds) is marked
+    predates_run: it may be an earlier run's.
     """
     budget = _Budget(cap_bytes, total_bytes, deadline, stop_requested)
     files: list[CollectedFile] = []
@@ -89,7 +94,10 @@ def collect_files(
                 left_out += 1
                 continue
             target = destination / os.path.normpath(source).lstrip("/")  # no `..` may lead the copy out
-            files.append(_collect_one(pattern, source, target, exclude or destination, budget))
+            copied = _collect_one(pattern, source, target, exclude or destination, budget)
+            if started_at is not None and copied.modified_at is not None and predates(copied.modified_at, started_at):
+                copied = dataclasses.replace(copied, predates_run=True)
+            files.append(copied)
     if budget.stopping and budget.first_cap_bytes > budget.cap_bytes:
         notes.append(
             f"a stop signal came during the collection: from then on at most {human_size(budget.cap_bytes)}"
@@ -167,15 +175,7 @@ def _inside(path: str, real_directory: str) -> bool:
 
 def _with_note(copied: CollectedFile, note: str) -> CollectedFile:
     joined = f"{copied.note}; {note}" if copied.note else note
-    return CollectedFile(
-        copied.pattern,
-        copied.source,
-        copied.copied_to,
-        copied.size_bytes,
-        copied.copied_bytes,
-        copied.truncated,
-        joined,
-    )
+    return dataclasses.replace(copied, note=joined)
 
 
 def _kind(mode: int) -> str:
@@ -226,7 +226,16 @@ def _copy_tail(pattern: str, source: str, target: Path, within: Path, budget: _B
         truncated = copy.start > 0 or (size == 0 and copied >= copy.cap_bytes)
         if truncated and budget.stopping and copy.cap_bytes == budget.cap_bytes < budget.first_cap_bytes:
             copy.notes.append(f"only its last {human_size(copy.cap_bytes)} kept: {_STOPPING}")
-        return CollectedFile(pattern, source, str(target), size or copied, copied, truncated, "; ".join(copy.notes))
+        return CollectedFile(
+            pattern,
+            source,
+            str(target),
+            size or copied,
+            copied,
+            truncated,
+            "; ".join(copy.notes),
+            modified_at=status.st_mtime,
+        )
     finally:
         os.close(descriptor)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from ci.core.files import create_fresh
 from ci.core.model import BlockResult, DiagnosticResult, GuideSettings, Status
 from ci.runner.outputs import file_sizes, slug
+from ci.runner.predating import files_named, predating_files
 from ci.runner.process import ProcessSupervisor, RunInterrupted
 
 __all__ = ["DEFAULT_DIAGNOSTICS_TIMEOUT_S", "DIAGNOSTIC_OUTPUT_LIMIT_BYTES", "run_diagnostics"]
@@ -32,6 +33,7 @@ def run_diagnostics(
     deadline: float | None,
     env: Mapping[str, str],
     supervisor: ProcessSupervisor,
+    started_at: float | None = None,
 ) -> tuple[BlockResult, int | None]:
     """Run the guide's ci.diagnostics after a block failed, mismatched or timed out.
 
@@ -39,6 +41,8 @@ def run_diagnostics(
     `tag` its marker value, `deadline` the run's (--deadline, monotonic).
     Returns the result carrying them, and the signal number when a stop
     request cut them short (the remaining ones are then not started).
+    Each names the files its words name (ci.runner.predating) that were
+    last modified before started_at (the guide's start, epoch seconds).
     """
     if result.status not in _DIAGNOSED or not settings.diagnostics:
         return result, None
@@ -56,6 +60,9 @@ def run_diagnostics(
         diagnostic, signum = _run_diagnostic(
             command, (output_path, output_dir), name, f"{tag}-diagnostic-{index}", limit_s, env, supervisor
         )
+        if started_at is not None:
+            named = files_named(command, os.getcwd(), env.get("HOME"))  # the blocks' working directory
+            diagnostic = dataclasses.replace(diagnostic, predating=predating_files(named, started_at))
         done.append(diagnostic)
         if signum is not None:
             break

@@ -101,7 +101,8 @@ def run_guide(
         os.chdir(options.workdir)  # blocks inherit it (see ProcessSupervisor.start)
     except OSError as exc:  # an earlier guide's block removed it, say: this guide cannot start, the run goes on
         return _unenterable(plan, options.workdir, exc)
-    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started_wall = time.time()  # what a file last modified before it cannot be this guide's (ci.runner.predating)
+    started_at = datetime.fromtimestamp(started_wall, timezone.utc).isoformat(timespec="seconds")
     clock = time.monotonic()
     context = _context(plan, left_out, options, supervisor, listener)
     guide_run = _GuideRun(
@@ -112,6 +113,7 @@ def run_guide(
         keep_going=options.keep_going,
         past_mismatch=options.past_mismatch,
         clock=clock,
+        started_wall=started_wall,
     )
     try:
         for step in plan.steps:
@@ -124,7 +126,7 @@ def run_guide(
     duration_s = time.monotonic() - clock
     # a stop signal, also one that comes during it, cuts the teardown's grace period to a second
     leftovers = tuple(supervisor.teardown())
-    collection = _collect(plan, options, supervisor)
+    collection = _collect(plan, options, supervisor, started_wall)
     interrupted_by = guide_run.interrupted_by
     if interrupted_by is None:  # a signal that came after the last block, during the teardown or the collection
         interrupted_by = supervisor.stop_requested()
@@ -164,7 +166,7 @@ def _context(
     )
 
 
-def _collect(plan: Plan, options: RunOptions, supervisor: ProcessSupervisor) -> Collection | None:
+def _collect(plan: Plan, options: RunOptions, supervisor: ProcessSupervisor, started_wall: float) -> Collection | None:
     """Copy the guide's ci.collect files into OUTPUT_DIR/collected/, once its processes are ended, whatever its verdict.
 
     A stop signal, before or during the copies, cuts them to the stopping
@@ -185,6 +187,7 @@ def _collect(plan: Plan, options: RunOptions, supervisor: ProcessSupervisor) -> 
         deadline=deadline,
         stop_requested=supervisor.stop_requested,
         exclude=options.output_dir,
+        started_at=started_wall,
     )
 
 
@@ -201,9 +204,11 @@ class _GuideRun:
         keep_going: bool,
         past_mismatch: bool = False,
         clock: float,
+        started_wall: float,
     ) -> None:
         self.plan = plan
         self.clock = clock  # time.monotonic() when the guide started: each block's start_s counts from it
+        self.started_wall = started_wall  # time.time() then: a file its diagnostics name, modified before, is old
         self.left_out = left_out
         self.context = context
         self.keep_going = keep_going
@@ -285,6 +290,7 @@ class _GuideRun:
             deadline=self.context.deadline,
             env=self.context.env,
             supervisor=self.context.supervisor,
+            started_at=self.started_wall,
         )
         self._interrupted(signum)
         self.context.events.started(step, *self.context.paths[step.ordinal])  # unless its spawn did
