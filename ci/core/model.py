@@ -224,6 +224,8 @@ class GuideSettings:
     collect: tuple[str, ...] = ()  # globs of files copied into OUTPUT_DIR/collected/ when the run ends
     diagnostics: tuple[str, ...] = ()  # bash commands run after a block fails, mismatches or times out
     diagnostics_timeout_s: float | None = None  # each diagnostic's limit; None: the harness's default
+    cleanup: tuple[str, ...] = ()  # bash commands run when the guide's run ends, whatever its verdict
+    cleanup_timeout_s: float | None = None  # each cleanup command's limit; None: the harness's default
 
 
 @dataclass(frozen=True)
@@ -289,7 +291,7 @@ class PredatingFile:
 
 @dataclass(frozen=True)
 class DiagnosticResult:
-    """One `ci.diagnostics` command run after a failing block, and what it printed."""
+    """One `ci.diagnostics` command run after a failing block (or a `ci.cleanup` one), and what it printed."""
 
     command: str  # as the guide wrote it
     output_path: str | None  # its stdout and stderr together; None when it could not be started
@@ -383,6 +385,7 @@ class GuideOutcome:
     started_at: str  # ISO 8601, UTC
     duration_s: float
     collection: Collection | None = None  # the guide's ci.collect files, copied at its end
+    cleanup: tuple[DiagnosticResult, ...] = ()  # the guide's ci.cleanup commands, run last; they change no verdict
     deadline_reached: bool = False  # --deadline left blocks of this guide not run
 
     @property

@@ -100,6 +100,7 @@ class GuideRecord(TypedDict):
     interrupted_by_signal: int | None
     processes_ended: list[ProcessRecord]  # at teardown
     collected: CollectionRecord | None
+    cleanup: list[DiagnosticRecord]  # the guide's ci.cleanup commands, run last (since version 4)
 
 
 class WholeTextRecord(TypedDict):

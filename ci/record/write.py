@@ -174,6 +174,7 @@ def run_record(outcomes: Sequence[GuideOutcome], exit_status: int, base: Path, *
                 "interrupted_by_signal": o.interrupted_by,
                 "processes_ended": _processes(o.leftovers, masker),
                 "collected": _collection(o.collection, base, masker),
+                "cleanup": [_diagnostic(c, base, masker) for c in o.cleanup],
             }
             for o in outcomes
         ],

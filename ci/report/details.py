@@ -11,7 +11,7 @@ from ci.core.model import BlockResult, BoundedText, DiagnosticResult, Divergence
 from ci.core.streams import read_view
 from ci.core.text import FULL_LIMIT_BYTES, Masker, human_size, plural, utf8_size
 
-__all__ = ["block_details", "predating_note"]
+__all__ = ["block_details", "cleanup_failed", "cleanup_sections", "command_shown", "predating_note"]
 
 
 def block_details(
@@ -164,12 +164,32 @@ def predating_note(modified_at: float) -> str:
     return f"last modified {when}, before this guide started: maybe an earlier run's"
 
 
+def command_shown(command: str) -> str:
+    """A guide's command on one line of a report: its first line, at most 120 characters, ` ...` when cut."""
+    lines = command.strip().splitlines() or [""]
+    return lines[0][:120] + (" ..." if len(lines) > 1 or len(lines[0]) > 120 else "")
+
+
+def cleanup_failed(cleanup: DiagnosticResult) -> bool:
+    """Whether a ci.cleanup command did not do its work: it did not exit 0 (it failed, timed out, never ran)."""
+    return cleanup.exit_code != 0
+
+
+def cleanup_sections(cleanup: Sequence[DiagnosticResult], masker: Masker) -> list[tuple[str, str]]:
+    """A section for each ci.cleanup command that failed: what it printed, bounded as block output is."""
+    sections = []
+    for index, command in enumerate(cleanup, start=1):
+        if cleanup_failed(command) and command.output_bytes:
+            title = f"cleanup {index}/{len(cleanup)}: {command_shown(command.command)} (its output)"
+            sections.append((title, read_view(command.output_path, masker=masker).render()))
+    return sections
+
+
 def _diagnostic_sections(diagnostics: Sequence[DiagnosticResult], masker: Masker) -> list[tuple[str, str]]:
     """One section per ci.diagnostics command: what it printed, bounded as block output is."""
     sections = []
     for index, diagnostic in enumerate(diagnostics, start=1):
-        lines = diagnostic.command.strip().splitlines()
-        shown = lines[0][:120] + (" ..." if len(lines) > 1 or len(lines[0]) > 120 else "")
+        shown = command_shown(diagnostic.command)
         size = human_size(diagnostic.output_bytes)
         title = f"diagnostic {index}/{len(diagnostics)}: {shown} ({diagnostic.message}, {size} in {diagnostic.duration_s:.1f}s)"
         text = read_view(diagnostic.output_path, masker=masker).render() if diagnostic.output_bytes else "(no output)"

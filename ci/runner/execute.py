@@ -15,6 +15,7 @@ from ci.core.files import make_directories
 from ci.core.model import BlockResult, Collection, GuideOutcome, Plan, Status, Step
 from ci.core.text import NO_SECRETS, Masker
 from ci.runner.bug import internal_error_result
+from ci.runner.cleanup import run_cleanup
 from ci.runner.collect import COLLECT_PAST_DEADLINE_S, collect_files
 from ci.runner.diagnostics import run_diagnostics
 from ci.runner.events import Events, Listener
@@ -94,7 +95,8 @@ def run_guide(
 
     Every step runs in order (unless left out, skipped, or stopped by a
     failure, --deadline or a stop signal); then every process the guide left
-    running is ended, and its ci.collect files are copied. A stop signal
+    running is ended, its ci.collect files are copied, and its ci.cleanup
+    commands run. A stop signal
     ends the running block and leaves the rest not run; it is not raised.
     """
     try:
@@ -127,6 +129,15 @@ def run_guide(
     # a stop signal, also one that comes during it, cuts the teardown's grace period to a second
     leftovers = tuple(supervisor.teardown())
     collection = _collect(plan, options, supervisor, started_wall)
+    cleanup = run_cleanup(  # last: the guide's processes are ended, its files collected
+        plan.settings.cleanup,
+        limit_s=plan.settings.cleanup_timeout_s,
+        output_dir=options.output_dir,
+        file_prefix=options.file_prefix,
+        deadline=options.deadline,
+        env=context.env,
+        supervisor=supervisor,
+    )
     interrupted_by = guide_run.interrupted_by
     if interrupted_by is None:  # a signal that came after the last block, during the teardown or the collection
         interrupted_by = supervisor.stop_requested()
@@ -138,6 +149,7 @@ def run_guide(
         started_at=started_at,
         duration_s=duration_s,
         collection=collection,
+        cleanup=cleanup,
         deadline_reached=guide_run.deadline_reached,
     )
 

@@ -16,7 +16,7 @@ import os
 import select
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -188,6 +188,35 @@ class ProcessSupervisor:
                 poll_s = min(poll_s * 2, _POLL_S)
                 self.reap_orphans(exclude=block.pid)
                 self._sample(block)
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
+
+    def wait_until(self, block: BlockProcess, ends_by: Callable[[], float]) -> bool:
+        """Wait for the block's main process until ends_by() (monotonic, asked again at every wake); True if it exited.
+
+        Unlike `wait`, a stop request does not end the wait: it wakes it, and
+        ends_by says how long a command that must run after a stop too (a
+        ci.cleanup command) still has. Reaps orphans as `wait` does.
+        """
+        pidfd = None
+        with contextlib.suppress(AttributeError, OSError):
+            pidfd = os.pidfd_open(block.pid)
+        try:
+            while not self._collect(block, blocking=False):
+                remaining = ends_by() - time.monotonic()
+                if remaining <= 0:
+                    return False
+                if pidfd is None:  # no pidfd (old kernel): poll
+                    time.sleep(min(remaining, 0.01))
+                    continue
+                watch = select.poll()
+                watch.register(pidfd, select.POLLIN)
+                if self.stop_requested() is None:  # readable from the first signal on: watched until then
+                    watch.register(self.signals.wake_fd, select.POLLIN)
+                watch.poll(min(remaining, _POLL_S) * 1000)
+                self.reap_orphans(exclude=block.pid)
+            return True
         finally:
             if pidfd is not None:
                 os.close(pidfd)
