@@ -245,14 +245,14 @@ def test_forced_colour_paints_status_words_and_the_diff_after_masking_and_never_
     run = guide_runner(COLOURED_GUIDE, "-v", "--junit", "junit.xml", env={"FORCE_COLOR": "1", "HF_TOKEN": SECRET})
     assert run.returncode == 1
     log = _log(run)
-    assert f"==> [1/2] #test-setup id=ok at guide.md:1 -> {GREEN_PASSED} in " in log
+    assert f"[1/2] ok: {GREEN_PASSED} in " in log
     assert "[ERROR] [2/2] leaks: \x1b[31mMISMATCH\x1b[0m in " in log
     assert "\n\x1b[31m-token: none\x1b[0m\n\x1b[32m+token: ***\x1b[0m\n" in log  # masked, then painted
     assert "\n  \x1b[31mMISMATCH\x1b[0m leaks at guide.md:10: " in log  # its expected line
     assert log.splitlines()[-1].startswith("[ERROR] === guide.md: \x1b[31mFAILED\x1b[0m (2 blocks: ")
     assert SECRET[:6] not in log
     # block output is never coloured by the harness, and its own escapes are cleaned as ever
-    assert "\n--- stdout" not in log and "magenta" not in log  # a passing setup shows no stdout
+    assert "\n--- stdout (17 B)\nmagenta\n[1/2] ok: " in log and "\x1b[35m" not in log  # -v shows it, cleaned
     for report in (run.output_dir / "results.json", run.guide.parent / "junit.xml"):
         assert "\x1b" not in report.read_text(encoding="utf-8")
 
