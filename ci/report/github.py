@@ -276,11 +276,9 @@ def _predating_lines(outcome: GuideOutcome, masker: Masker) -> list[str]:
     files = [f for f in outcome.collection.files if f.predates_run] if outcome.collection is not None else []
     lines = ["\nCollected files that predate this guide (ci.collect):\n"] if files else []
     for entry in files[:30]:
-        assert entry.modified_at is not None  # predates_run is set from it
-        lines.append(f"- {code_cell(entry.source, masker, limit_chars=200)}: {predating_note(entry.modified_at)}")
-    if len(files) > 30:
-        lines.append(f"- ... and {len(files) - 30} more (results.json lists them)")
-    return lines
+        when = predating_note(entry.modified_at or 0.0)  # predates_run is set from modified_at
+        lines.append(f"- {code_cell(entry.source, masker, limit_chars=200)}: {when}")
+    return lines + ([f"- ... and {len(files) - 30} more (results.json lists them)"] if len(files) > 30 else [])
 
 
 def output_entry(name: str, value: str) -> str:

@@ -24,6 +24,7 @@ __all__ = [
     "COLLECT_PAST_DEADLINE_S",
     "COLLECT_TOTAL_BYTES",
     "collect_files",
+    "mark_predating",
 ]
 
 COLLECT_CAP_BYTES = 64 * 1024 * 1024  # of each file, its last this many bytes are kept
@@ -49,7 +50,6 @@ def collect_files(
     deadline: float | None = None,
     stop_requested: Callable[[], int | None] | None = None,
     exclude: Path | None = None,
-    started_at: float | None = None,
 ) -> Collection:
     """Copy every file matching the globs under destination, mirroring its absolute path.
 
@@ -67,9 +67,7 @@ def collect_files(
     (ci.runner.links): another user's is not, and its match is not copied.
     Each copy is a new file (ci.core.files.create_fresh) under exclude (else
     destination), through real directories only: a link or a FIFO planted
-    in the destination is replaced, never written through. A file last
-    modified before started_at (the guide's start, epoch seconds) is marked
-    predates_run: it may be an earlier run's.
+    in the destination is replaced, never written through.
     """
     budget = _Budget(cap_bytes, total_bytes, deadline, stop_requested)
     files: list[CollectedFile] = []
@@ -94,16 +92,25 @@ def collect_files(
                 left_out += 1
                 continue
             target = destination / os.path.normpath(source).lstrip("/")  # no `..` may lead the copy out
-            copied = _collect_one(pattern, source, target, exclude or destination, budget)
-            if started_at is not None and copied.modified_at is not None and predates(copied.modified_at, started_at):
-                copied = dataclasses.replace(copied, predates_run=True)
-            files.append(copied)
+            files.append(_collect_one(pattern, source, target, exclude or destination, budget))
     if budget.stopping and budget.first_cap_bytes > budget.cap_bytes:
         notes.append(
             f"a stop signal came during the collection: from then on at most {human_size(budget.cap_bytes)}"
             f" of each file, and {_STOPPING_S:g}s more in all"
         )
     return Collection(str(destination), budget.first_cap_bytes, tuple(files), tuple(unmatched), left_out, tuple(notes))
+
+
+def mark_predating(collection: Collection, started_at: float) -> Collection:
+    """COLLECTION with each file last modified before STARTED_AT (the guide's start, epoch seconds) marked
+    predates_run: it may be an earlier run's (ci.runner.predating)."""
+    files = tuple(
+        dataclasses.replace(f, predates_run=True)
+        if f.modified_at is not None and predates(f.modified_at, started_at)
+        else f
+        for f in collection.files
+    )
+    return dataclasses.replace(collection, files=files)
 
 
 class _Budget:

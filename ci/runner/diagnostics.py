@@ -123,11 +123,7 @@ def run_supervised(
         return DiagnosticResult(command, None, 0, False, None, False, 0.0, message), None
     signum = None
     try:
-        if ends_by is None:
-            exited = supervisor.wait(process, limit_s)
-        else:
-            own_end = started + limit_s
-            exited = supervisor.wait_until(process, lambda: ends_by(own_end))
+        exited = supervisor.wait(process, limit_s, ends_by)
     except RunInterrupted as interrupt:
         supervisor.end_tree(process)  # a stop request cuts its grace period short
         exited, signum = False, interrupt.signum

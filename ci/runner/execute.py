@@ -12,11 +12,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ci.core.files import make_directories
-from ci.core.model import BlockResult, Collection, GuideOutcome, Plan, Status, Step
+from ci.core.model import BlockResult, Collection, DiagnosticResult, GuideOutcome, Plan, Status, Step
 from ci.core.text import NO_SECRETS, Masker
 from ci.runner.bug import internal_error_result
 from ci.runner.cleanup import run_cleanup
-from ci.runner.collect import COLLECT_PAST_DEADLINE_S, collect_files
+from ci.runner.collect import COLLECT_PAST_DEADLINE_S, collect_files, mark_predating
 from ci.runner.diagnostics import run_diagnostics
 from ci.runner.events import Events, Listener
 from ci.runner.outputs import OutputFiles, output_paths, output_stem
@@ -96,15 +96,14 @@ def run_guide(
     Every step runs in order (unless left out, skipped, or stopped by a
     failure, --deadline or a stop signal); then every process the guide left
     running is ended, its ci.collect files are copied, and its ci.cleanup
-    commands run. A stop signal
-    ends the running block and leaves the rest not run; it is not raised.
+    commands run. A stop signal ends the running block and leaves the rest
+    not run; it is not raised.
     """
     try:
         os.chdir(options.workdir)  # blocks inherit it (see ProcessSupervisor.start)
     except OSError as exc:  # an earlier guide's block removed it, say: this guide cannot start, the run goes on
         return _unenterable(plan, options.workdir, exc)
     started_wall = time.time()  # what a file last modified before it cannot be this guide's (ci.runner.predating)
-    started_at = datetime.fromtimestamp(started_wall, timezone.utc).isoformat(timespec="seconds")
     clock = time.monotonic()
     context = _context(plan, left_out, options, supervisor, listener)
     guide_run = _GuideRun(
@@ -129,15 +128,7 @@ def run_guide(
     # a stop signal, also one that comes during it, cuts the teardown's grace period to a second
     leftovers = tuple(supervisor.teardown())
     collection = _collect(plan, options, supervisor, started_wall)
-    cleanup = run_cleanup(  # last: the guide's processes are ended, its files collected
-        plan.settings.cleanup,
-        limit_s=plan.settings.cleanup_timeout_s,
-        output_dir=options.output_dir,
-        file_prefix=options.file_prefix,
-        deadline=options.deadline,
-        env=context.env,
-        supervisor=supervisor,
-    )
+    cleanup = _cleanup(plan, options, supervisor, context.env)  # last: processes ended, files collected
     interrupted_by = guide_run.interrupted_by
     if interrupted_by is None:  # a signal that came after the last block, during the teardown or the collection
         interrupted_by = supervisor.stop_requested()
@@ -146,7 +137,7 @@ def run_guide(
         results=tuple(guide_run.results),
         leftovers=leftovers,
         interrupted_by=interrupted_by,
-        started_at=started_at,
+        started_at=datetime.fromtimestamp(started_wall, timezone.utc).isoformat(timespec="seconds"),
         duration_s=duration_s,
         collection=collection,
         cleanup=cleanup,
@@ -191,7 +182,7 @@ def _collect(plan: Plan, options: RunOptions, supervisor: ProcessSupervisor, sta
     deadline = options.deadline
     if deadline is not None:
         deadline = max(deadline, time.monotonic()) + COLLECT_PAST_DEADLINE_S
-    return collect_files(
+    collection = collect_files(
         plan.settings.collect,
         workdir=options.workdir,
         destination=collected / options.guide_dir if options.guide_dir else collected,
@@ -199,7 +190,22 @@ def _collect(plan: Plan, options: RunOptions, supervisor: ProcessSupervisor, sta
         deadline=deadline,
         stop_requested=supervisor.stop_requested,
         exclude=options.output_dir,
-        started_at=started_wall,
+    )
+    return mark_predating(collection, started_wall)
+
+
+def _cleanup(
+    plan: Plan, options: RunOptions, supervisor: ProcessSupervisor, env: Mapping[str, str]
+) -> tuple[DiagnosticResult, ...]:
+    """Run the guide's ci.cleanup commands, with the blocks' environment, whatever its verdict (a stop shortens them)."""
+    return run_cleanup(
+        plan.settings.cleanup,
+        limit_s=plan.settings.cleanup_timeout_s,
+        output_dir=options.output_dir,
+        file_prefix=options.file_prefix,
+        deadline=options.deadline,
+        env=env,
+        supervisor=supervisor,
     )
 
 
