@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -73,7 +73,7 @@ def update_from_run(guides: Sequence[str], run_dir: str, mask_env: Sequence[str]
             run = read_run(run_dir)
         except RecordError as exc:
             return fail(f"--from-run: {exc}")
-        return max((_update_one(name, run, mask_env, None) for name in guides), default=ExitCode.OK)
+        return max((_update_one(name, run, mask_env, None)[0] for name in guides), default=ExitCode.OK)
     finally:
         if held is not None:
             os.close(held)
@@ -117,17 +117,23 @@ def _hold_finished_run(run_dir: Path) -> int | str | None:
     return descriptor
 
 
-def _update_one(name: str, run: LastRun, mask_env: Sequence[str], snapshot: GuideSnapshot | None) -> ExitCode:
-    """Update one guide and say what became of it; a guide that cannot be updated at all is USAGE without SNAPSHOT
-    (bad input), FAILED with it (the run made now went well, the update could not follow)."""
+def _update_one(
+    name: str, run: LastRun, mask_env: Sequence[str], snapshot: GuideSnapshot | None
+) -> tuple[ExitCode, int]:
+    """Update one guide and say what became of it: its status, and how many #test-result bodies were rewritten.
+
+    A guide that cannot be updated at all is USAGE without SNAPSHOT (bad
+    input), FAILED with it (the run made now went well, the update could not follow).
+    """
     from ci.maintain.update import GuideNotUpdatable, update_guide
 
     try:
-        return _print_update(update_guide(name, run, mask_env=mask_env, snapshot=snapshot))
+        update = update_guide(name, run, mask_env=mask_env, snapshot=snapshot)
     except GuideNotUpdatable as refusal:
         for problem in refusal.problems:
             print_error(problem)
-        return ExitCode.USAGE if snapshot is None else ExitCode.FAILED
+        return (ExitCode.USAGE if snapshot is None else ExitCode.FAILED), 0
+    return _print_update(update), (update.updated if update.not_written is None else 0)
 
 
 def _print_update(update: GuideUpdate) -> ExitCode:
@@ -200,17 +206,19 @@ class UpdateAfterRun:
         except RecordError as exc:
             print_error(f"the run's record cannot be read back, so no guide was updated: {exc}")
             return ExitCode.FAILED
-        status = max(
-            [*(_update_one(s.name, run, self.mask_env, s) for s in self.snapshots), self._beyond_update(outcomes)]
-        )
-        if status == ExitCode.OK and exit_status == ExitCode.FAILED:  # the run failed on mismatches alone
-            guides = "the guide now matches" if len(self.snapshots) == 1 else "the guides now match"
-            print(f"every mismatch was updated: {guides} this run (review the diff before committing)", file=sys.stderr)
+        updates = [_update_one(s.name, run, self.mask_env, s) for s in self.snapshots]
+        beyond = self._beyond_update(outcomes)
+        status = max([*(status for status, _ in updates), *beyond.values(), ExitCode.OK])
+        left_alone = [s.name for s, (code, _) in zip(self.snapshots, updates, strict=True) if code != ExitCode.OK]
+        updated = sum(count for _, count in updates)
+        # the last line agrees with the exit status: the run's verdict above is the run's, this is the command's
+        sys.stderr.flush()  # what the update said comes before it
+        print(_update_verdict(outcomes, status, updated, left_alone, beyond, len(self.snapshots)), flush=True)
         return status
 
-    def _beyond_update(self, outcomes: Sequence[GuideOutcome]) -> ExitCode:
-        """FAILED, said why, when the run went wrong in a way no update fixes: a block that failed, timed out or
-        could not run, or blocks left unchecked after a failure or at the deadline."""
+    def _beyond_update(self, outcomes: Sequence[GuideOutcome]) -> dict[str, ExitCode]:
+        """What went wrong in the run in a way no update fixes, said why, each with FAILED: blocks that failed, timed
+        out or could not run; blocks left unchecked after a failure or at the deadline. Empty when nothing did."""
         from ci.core.model import Status
 
         broken = [r for o in outcomes for r in o.results if r.status.is_failure and r.status is not Status.MISMATCH]
@@ -221,18 +229,50 @@ class UpdateAfterRun:
             if result.status is Status.NOT_RUN
             and result.step.ordinal not in (self.left_out[index] if index < len(self.left_out) else {})
         ]
+        found: dict[str, ExitCode] = {}
         if broken:
             print_error(
                 f"{plural(len(broken), 'block')} did not pass for a reason other than its output"
                 " (failed, timed out or could not run: see above); an update cannot fix that"
             )
+            found[f"{plural(len(broken), 'block')} failed, timed out or could not run"] = ExitCode.FAILED
         if unchecked:
             print_error(
                 f"{plural(len(unchecked), 'block')} did not run (the run stopped at a failure or its deadline), so"
                 " their results were not checked: run the update again"
                 + ("" if self.keep_going else ", with --keep-going to check and update every block in one run")
             )
-        return ExitCode.FAILED if broken or unchecked else ExitCode.OK
+            found[f"{plural(len(unchecked), 'block')} not run"] = ExitCode.FAILED
+        return found
+
+
+def _update_verdict(
+    outcomes: Sequence[GuideOutcome],
+    status: int,
+    updated: int,
+    left_alone: Sequence[str],
+    beyond: Mapping[str, ExitCode],
+    guides: int,
+) -> str:
+    """The command's last line, agreeing with its exit status: `=== update: UPDATED|PASSED|FAILED: ...`.
+
+    The run's verdict line, above it, tells the run (FAILED when a block
+    mismatched); this one tells what the command did about it.
+    """
+    from ci.core.model import Status
+
+    mismatches = sum(1 for o in outcomes for r in o.results if r.status is Status.MISMATCH)
+    had = f"the run had {plural(mismatches, 'mismatch', 'mismatches')}, {updated} of them rewritten"
+    if status == ExitCode.OK:
+        if not mismatches:
+            return "=== update: PASSED: nothing to update, every block that ran passed"
+        guide = "the guide now matches" if guides == 1 else "the guides now match"
+        return (
+            f"=== update: UPDATED: the run had {plural(mismatches, 'mismatch', 'mismatches')}; every mismatch was"
+            f" updated: {guide} this run (review the diff before committing)"
+        )
+    why = [*beyond, *(f"{name} not (wholly) updated" for name in left_alone)]
+    return f"[ERROR] === update: FAILED: {had}; {'; '.join(why)} (said above)"
 
 
 def _signal_name(signum: int) -> str:

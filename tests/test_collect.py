@@ -15,6 +15,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from ci.runner.collect import COLLECT_MAX_DIRECTORIES, collect_files
+from ci.runner.predating import files_named
 
 FENCE = "```"
 
@@ -151,6 +152,57 @@ def test_collect_says_what_it_could_not_copy_and_goes_on(guide_runner, tmp_path:
     assert (run.output_dir / notes["plain.log"]["copied_to"]).read_text() == "fine\n"
     assert (run.output_dir / notes["after.log"]["copied_to"]).read_text() == "after\n"
     assert f"  {tmp_path}/odd/fifo: not copied: a FIFO\n" in run.stdout
+
+
+def test_a_file_left_by_an_earlier_run_is_said_to_predate_this_one(guide_runner, tmp_path: Path) -> None:
+    """Last night's server log at a fixed path is no news of tonight: the log, results.json and the summary say so."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "server.log").write_text("yesterday's server\n")
+    os.utime(logs / "server.log", (1_700_000_000, 1_700_000_000))  # 2023-11-14 22:13:20 UTC
+    summary = tmp_path / "summary.md"
+    run = guide_runner(
+        f"""
+        ---
+        ci:
+          collect: ["logs/*.log"]
+          diagnostics: ["tail -n 3 logs/server.log logs/train.log"]
+        ---
+        {FENCE}shell #test-setup
+        echo "tonight's trainer" > logs/train.log
+        exit 1
+        {FENCE}
+        """,
+        env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)},
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    said = "last modified 2023-11-14 22:13:20 UTC, before this guide started: maybe an earlier run's"
+    files = {Path(f["source"]).name: f for f in run.record["guides"][0]["collected"]["files"]}
+    assert (files["server.log"]["predates_run"], files["server.log"]["modified_at"]) == (
+        True,
+        "2023-11-14T22:13:20+00:00",
+    )
+    assert files["train.log"]["predates_run"] is False  # written by a block of this run
+    assert f"  {logs}/server.log (19 B): {said}\n" in run.stdout
+    assert f"  {logs}/train.log (18 B)\n" in run.stdout
+    # the diagnostic read both: only the old one is named
+    diagnostic = run.blocks[0]["diagnostics"][0]
+    assert diagnostic["predating_files"] == [{"path": f"{logs}/server.log", "modified_at": "2023-11-14T22:13:20+00:00"}]
+    assert _section(run.stdout, "files diagnostic 1 names that predate this guide").split("\n")[1] == (
+        f"{logs}/server.log: {said}"
+    )
+    assert f"`{logs}/server.log`: {said}" in summary.read_text(encoding="utf-8")
+    assert "train.log" not in summary.read_text(encoding="utf-8")
+
+
+def test_the_files_a_diagnostic_names_are_its_words_that_are_files(tmp_path: Path) -> None:
+    (tmp_path / "a.log").write_text("a")
+    (tmp_path / "b.log").write_text("b")
+    (tmp_path / "sub").mkdir()
+    command = f"tail -n 50 a.log; cat {tmp_path}/b.log <{tmp_path}/a.log 2>/dev/null | grep -v x sub nothing.log"
+    assert files_named(command, str(tmp_path)) == [str(tmp_path / "a.log"), str(tmp_path / "b.log")]
+    assert files_named("cat *.log", str(tmp_path)) == [str(tmp_path / "a.log"), str(tmp_path / "b.log")]
+    assert files_named("cat ~/a.log 'unbalanced", str(tmp_path), home=str(tmp_path)) == [str(tmp_path / "a.log")]
 
 
 def test_collect_keeps_the_end_of_a_file_over_the_cap(tmp_path: Path) -> None:

@@ -75,6 +75,28 @@ def test_verbose_shows_what_every_block_printed_and_stored(guide_runner) -> None
     assert guide_runner(guide, "-v").stdout.count("--- ") == _log(verbose).count("--- ") == 3
 
 
+def test_under_actions_a_passing_blocks_group_holds_what_it_printed(guide_runner, tmp_path: Path) -> None:
+    """A green night's log: opening the group of `npu-smi info` shows what it printed (contract section 7)."""
+    guide = f"""
+        {FENCE}shell #test-setup id="npu"
+        echo 'NPU 0 healthy'
+        echo 'driver 24.1' >&2
+        {FENCE}
+        """
+    terminal = guide_runner(guide)
+    assert terminal.returncode == 0
+    assert "NPU 0 healthy" not in terminal.stdout
+    assert len(_log(terminal).splitlines()) == 1 + 3  # one line for the block, as before
+    actions = guide_runner(guide, env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")})
+    assert actions.returncode == 0
+    group = _log(actions).split("::group::", 1)[1].split("::endgroup::")[0]
+    token = re.search(r"::stop-commands::(\w+)", group)
+    assert token is not None, group  # copied output is wrapped: it cannot issue workflow commands
+    assert f"--- stdout (14 B)\n::stop-commands::{token[1]}\nNPU 0 healthy\n::{token[1]}::\n" in group
+    assert "--- stderr (12 B)\n" in group and "driver 24.1\n" in group
+    assert f"[1/1] npu: {GREEN_PASSED} in " in _log(actions).split("::endgroup::")[1]
+
+
 def test_a_passing_block_with_an_error_marker_still_shows_its_stderr(guide_runner) -> None:
     run = guide_runner(
         f"""
@@ -223,14 +245,14 @@ def test_forced_colour_paints_status_words_and_the_diff_after_masking_and_never_
     run = guide_runner(COLOURED_GUIDE, "-v", "--junit", "junit.xml", env={"FORCE_COLOR": "1", "HF_TOKEN": SECRET})
     assert run.returncode == 1
     log = _log(run)
-    assert f"==> [1/2] #test-setup id=ok at guide.md:1 -> {GREEN_PASSED} in " in log
+    assert f"[1/2] ok: {GREEN_PASSED} in " in log
     assert "[ERROR] [2/2] leaks: \x1b[31mMISMATCH\x1b[0m in " in log
     assert "\n\x1b[31m-token: none\x1b[0m\n\x1b[32m+token: ***\x1b[0m\n" in log  # masked, then painted
     assert "\n  \x1b[31mMISMATCH\x1b[0m leaks at guide.md:10: " in log  # its expected line
     assert log.splitlines()[-1].startswith("[ERROR] === guide.md: \x1b[31mFAILED\x1b[0m (2 blocks: ")
     assert SECRET[:6] not in log
     # block output is never coloured by the harness, and its own escapes are cleaned as ever
-    assert "\n--- stdout" not in log and "magenta" not in log  # a passing setup shows no stdout
+    assert "\n--- stdout (17 B)\nmagenta\n[1/2] ok: " in log and "\x1b[35m" not in log  # -v shows it, cleaned
     for report in (run.output_dir / "results.json", run.guide.parent / "junit.xml"):
         assert "\x1b" not in report.read_text(encoding="utf-8")
 

@@ -605,6 +605,27 @@ def test_front_matter_collect_and_diagnostics_errors_name_their_lines() -> None:
     ]
 
 
+def test_front_matter_cleanup_is_read_and_its_errors_name_their_lines() -> None:
+    guide = '---\nci:\n  cleanup: ["rm -rf /tmp/smoke-work", "rm -f ~/.cache/x: y"]\n  cleanup_timeout: 10s\n---\n\n'
+    settings = plan_of(guide + pair("a")).settings
+    assert (settings.cleanup, settings.cleanup_timeout_s) == (("rm -rf /tmp/smoke-work", "rm -f ~/.cache/x: y"), 10.0)
+    assert (plan_of(pair("a")).settings.cleanup, plan_of(pair("a")).settings.cleanup_timeout_s) == ((), None)
+    bad = "---\nci:\n  cleanup: rm -rf /tmp/smoke-work\n  cleanup_timeout: soon\n  clean_up: [x]\n---\n\n"
+    assert [(p.line, p.message) for p in problems_of(bad + pair("a"))] == [
+        (
+            3,
+            "front matter ci.cleanup must be a list of strings, a command per item; "
+            'write it as a list: cleanup: ["rm -rf /tmp/smoke-work"]',
+        ),
+        (4, "front matter ci.cleanup_timeout: bad duration 'soon': use seconds (90) or a unit: 30s, 10m, 3h"),
+        (
+            5,
+            "front matter: unknown key ci.clean_up; did you mean ci.cleanup? allowed: cleanup, cleanup_timeout,"
+            " collect, diagnostics, diagnostics_timeout, env, error_markers, timeout, upstream",
+        ),
+    ]
+
+
 def test_front_matter_collect_must_be_a_list() -> None:
     guide = "---\nci:\n  collect: {logs: /tmp}\n---\n\n" + pair("a")
     (problem,) = problems_of(guide)
@@ -801,7 +822,7 @@ ONE_MISTAKE_CASES: list[tuple[str, str, str]] = [
         "misspelt-front-matter-key",
         "---\nci:\n  timout: 1h\n---\n" + block("shell #test-setup"),
         "3: front matter: unknown key ci.timout; did you mean ci.timeout? "
-        "allowed: collect, diagnostics, diagnostics_timeout, env, error_markers, timeout, upstream",
+        "allowed: cleanup, cleanup_timeout, collect, diagnostics, diagnostics_timeout, env, error_markers, timeout, upstream",
     ),
 ]
 

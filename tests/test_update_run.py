@@ -50,13 +50,18 @@ def test_update_runs_the_guide_then_rewrites_only_the_mismatched_bodies(tmp_path
     assert done.stdout[verdict.end() :].startswith("--- a/guide.md\n+++ b/guide.md\n"), done.stdout
     assert "-version 1.2\n" in done.stdout and "+version 1.3\n" in done.stdout
     assert "guide.md: updated 2 #test-result blocks" in done.stderr
-    assert "every mismatch was updated" in done.stderr
+    # the last line tells the command's story, as its exit status does: the run's FAILED above was its mismatches
+    assert done.stdout.splitlines()[-1] == (
+        "=== update: UPDATED: the run had 2 mismatches; every mismatch was updated: the guide now matches this run"
+        " (review the diff before committing)"
+    ), done.stdout
     # only the two bodies changed, every other byte (BOM, CRLF, the wildcard, trailing blanks) kept
     expected = original.replace("version 1.2", "version 1.3").replace('"also"\r\n1\r\n', '"also"\r\n2\r\n')
     assert guide.read_bytes() == expected.encode("utf-8")
     again = run_harness("guide.md", "--update", "--output-dir", "out2")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "guide.md: nothing to update" in again.stderr
+    assert again.stdout.splitlines()[-1] == "=== update: PASSED: nothing to update, every block that ran passed"
     assert guide.read_bytes() == expected.encode("utf-8")
 
 
@@ -113,6 +118,10 @@ def test_a_failed_block_is_said_and_exits_1_though_the_mismatches_are_updated(
     assert run.statuses() == {"broken": status, "drifted": "mismatch"}
     assert "1 block did not pass for a reason other than its output" in run.stderr
     assert "an update cannot fix that" in run.stderr
+    assert run.stdout.splitlines()[-1] == (
+        "[ERROR] === update: FAILED: the run had 1 mismatch, 1 of them rewritten;"
+        " 1 block failed, timed out or could not run (said above)"
+    ), run.stdout
     assert '"drifted"\n2\n' in run.guide.read_text(encoding="utf-8")
 
 
@@ -121,6 +130,10 @@ def test_a_mismatch_left_alone_exits_1_and_says_why(guide_runner) -> None:
     run = guide_runner(guide, "--update", "--keep-going")
     assert run.returncode == 1, run.stdout + run.stderr
     assert "id='fence': the new output holds a line that would close the fence" in run.stderr
+    assert run.stdout.splitlines()[-1] == (
+        f"[ERROR] === update: FAILED: the run had 2 mismatches, 1 of them rewritten; {run.guide} not (wholly) updated"
+        " (said above)"
+    ), run.stdout
     assert run.guide.read_text(encoding="utf-8") == guide.replace('"plain"\n1\n', '"plain"\n2\n')
 
 

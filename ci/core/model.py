@@ -27,6 +27,7 @@ __all__ = [
     "MatchReport",
     "Param",
     "Plan",
+    "PredatingFile",
     "Problem",
     "Status",
     "Step",
@@ -223,6 +224,8 @@ class GuideSettings:
     collect: tuple[str, ...] = ()  # globs of files copied into OUTPUT_DIR/collected/ when the run ends
     diagnostics: tuple[str, ...] = ()  # bash commands run after a block fails, mismatches or times out
     diagnostics_timeout_s: float | None = None  # each diagnostic's limit; None: the harness's default
+    cleanup: tuple[str, ...] = ()  # bash commands run when the guide's run ends, whatever its verdict
+    cleanup_timeout_s: float | None = None  # each cleanup command's limit; None: the harness's default
 
 
 @dataclass(frozen=True)
@@ -279,8 +282,16 @@ class TrackedProcess:
 
 
 @dataclass(frozen=True)
+class PredatingFile:
+    """A file a report shows or names that was last modified before the guide started: maybe an earlier run's."""
+
+    path: str  # absolute
+    modified_at: float  # its last modification, seconds since the epoch
+
+
+@dataclass(frozen=True)
 class DiagnosticResult:
-    """One `ci.diagnostics` command run after a failing block, and what it printed."""
+    """One `ci.diagnostics` command run after a failing block (or a `ci.cleanup` one), and what it printed."""
 
     command: str  # as the guide wrote it
     output_path: str | None  # its stdout and stderr together; None when it could not be started
@@ -290,6 +301,8 @@ class DiagnosticResult:
     timed_out: bool
     duration_s: float
     message: str  # one line: "exit 0", "timed out after 60s; its process tree was ended", ...
+    # files its words name (`tail /tmp/server.log`) last modified before the guide started: what it showed may be old
+    predating: tuple[PredatingFile, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -345,6 +358,8 @@ class CollectedFile:
     copied_bytes: int
     truncated: bool  # only the last cap bytes were kept
     note: str  # "" when copied whole; else what happened (not a regular file, unreadable, grew meanwhile, ...)
+    modified_at: float | None = None  # the source's last modification (epoch seconds) as copied; None when unknown
+    predates_run: bool = False  # last modified before the guide started: maybe an earlier run's file, not this one's
 
 
 @dataclass(frozen=True)
@@ -370,6 +385,7 @@ class GuideOutcome:
     started_at: str  # ISO 8601, UTC
     duration_s: float
     collection: Collection | None = None  # the guide's ci.collect files, copied at its end
+    cleanup: tuple[DiagnosticResult, ...] = ()  # the guide's ci.cleanup commands, run last; they change no verdict
     deadline_reached: bool = False  # --deadline left blocks of this guide not run
 
     @property

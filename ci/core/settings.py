@@ -14,11 +14,22 @@ from ci.core.suggest import closest
 
 __all__ = ["MAX_DURATION_S", "guide_settings", "parse_duration"]
 
-_FRONT_MATTER_KEYS = {"timeout", "error_markers", "env", "upstream", "collect", "diagnostics", "diagnostics_timeout"}
+_FRONT_MATTER_KEYS = {
+    "timeout",
+    "error_markers",
+    "env",
+    "upstream",
+    "collect",
+    "diagnostics",
+    "diagnostics_timeout",
+    "cleanup",
+    "cleanup_timeout",
+}
 # the front-matter lists of text, with what an item is and an example for messages
 _TEXT_LISTS = {
     "collect": ("a glob", '["/tmp/server-*.log", "~/app/log/*.txt"]'),
     "diagnostics": ("a command", '["npu-smi info", "tail -n 100 /tmp/server.log"]'),
+    "cleanup": ("a command", '["rm -rf /tmp/smoke-work"]'),
 }
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smh]?)\Z")
@@ -68,6 +79,7 @@ def guide_settings(parsed: ParsedGuide) -> tuple[GuideSettings, list[Problem]]:
     env = reader.env(section)
     upstream = reader.upstream(section)
     diagnostics_timeout_s = reader.duration(section, "diagnostics_timeout")
+    cleanup_timeout_s = reader.duration(section, "cleanup_timeout")
     settings = GuideSettings(
         timeout_s=timeout_s,
         error_markers=error_markers,
@@ -76,6 +88,8 @@ def guide_settings(parsed: ParsedGuide) -> tuple[GuideSettings, list[Problem]]:
         collect=reader.text_list(section, "collect"),
         diagnostics=reader.text_list(section, "diagnostics"),
         diagnostics_timeout_s=diagnostics_timeout_s,
+        cleanup=reader.text_list(section, "cleanup"),
+        cleanup_timeout_s=cleanup_timeout_s,
     )
     return settings, reader.problems
 
@@ -179,7 +193,8 @@ class _Reader:
         return {str(key.value): _written(value, upstream.get(key.value)) for key, value in pairs}
 
     def text_list(self, section: dict[Any, Any], key: str) -> tuple[str, ...]:
-        """A front-matter list of non-empty strings (ci.collect, ci.diagnostics); each bad item is a document error."""
+        """A front-matter list of non-empty strings (ci.collect, ci.diagnostics, ci.cleanup); each bad item is a
+        document error."""
         what, example = _TEXT_LISTS[key]
         key_line = self.line_of(key)
         value = section.get(key)

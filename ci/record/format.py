@@ -17,6 +17,7 @@ __all__ = [
     "CollectionRecord",
     "DiagnosticRecord",
     "GuideRecord",
+    "PredatingFileRecord",
     "ProcessRecord",
     "RunRecord",
     "WholeTextRecord",
@@ -24,10 +25,11 @@ __all__ = [
 
 # The format's version, written into every record and checked on reading. Raise it with any change to
 # the keys or their meaning, together with docs/results.schema.json (whose objects admit no other keys).
-RECORD_VERSION = 3
+RECORD_VERSION = 4
 # What this guide-guard's reader reads: version 2 only allowed ended_by "still running", which it does not read;
-# version 3 only added each block's start_s, which a reader of an older record makes up from the durations.
-READ_VERSIONS = (1, 2, 3)
+# version 3 only added each block's start_s, which a reader of an older record makes up from the durations;
+# version 4 only added what it does not read (files that predate the run, a guide's cleanup).
+READ_VERSIONS = (1, 2, 3, 4)
 RECORD_FILE = "results.json"  # in the run's output directory
 
 # ---- the format: one TypedDict per object of the file, so that writer and reader share the key names
@@ -42,6 +44,13 @@ class ProcessRecord(TypedDict):
     ended_by: str  # "SIGTERM" or "SIGKILL"; "still running" if it outlived both (since version 2)
 
 
+class PredatingFileRecord(TypedDict):
+    """A file a diagnostic names that was last modified before the guide started (since version 4)."""
+
+    path: str
+    modified_at: str  # ISO 8601, UTC
+
+
 class DiagnosticRecord(TypedDict):
     """One of the guide's `ci.diagnostics`, run after a block failed."""
 
@@ -53,6 +62,7 @@ class DiagnosticRecord(TypedDict):
     timed_out: bool
     duration_s: float
     message: str
+    predating_files: list[PredatingFileRecord]  # files its words name, last modified before the guide started (v4)
 
 
 class CollectedFileRecord(TypedDict):
@@ -65,6 +75,8 @@ class CollectedFileRecord(TypedDict):
     copied_bytes: int
     truncated: bool
     note: str
+    modified_at: str | None  # the source's last modification, ISO 8601 UTC; None when unknown (since version 4)
+    predates_run: bool  # last modified before the guide started: maybe an earlier run's (since version 4)
 
 
 class CollectionRecord(TypedDict):
@@ -88,6 +100,7 @@ class GuideRecord(TypedDict):
     interrupted_by_signal: int | None
     processes_ended: list[ProcessRecord]  # at teardown
     collected: CollectionRecord | None
+    cleanup: list[DiagnosticRecord]  # the guide's ci.cleanup commands, run last (since version 4)
 
 
 class WholeTextRecord(TypedDict):

@@ -6,6 +6,7 @@ import json
 import os
 import resource
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import overload
 
@@ -95,7 +96,14 @@ def _diagnostic(diagnostic: DiagnosticResult, base: Path, masker: Masker) -> Dia
         "timed_out": diagnostic.timed_out,
         "duration_s": round(diagnostic.duration_s, 3),
         "message": clean_text(diagnostic.message, masker),
+        "predating_files": [
+            {"path": masker.mask(f.path), "modified_at": _iso(f.modified_at)} for f in diagnostic.predating
+        ],
     }
+
+
+def _iso(epoch_s: float) -> str:
+    return datetime.fromtimestamp(epoch_s, timezone.utc).isoformat(timespec="seconds")
 
 
 def _collection(collection: Collection | None, base: Path, masker: Masker) -> CollectionRecord | None:
@@ -113,6 +121,8 @@ def _collection(collection: Collection | None, base: Path, masker: Masker) -> Co
                 "copied_bytes": f.copied_bytes,
                 "truncated": f.truncated,
                 "note": clean_text(f.note, masker),
+                "modified_at": None if f.modified_at is None else _iso(f.modified_at),
+                "predates_run": f.predates_run,
             }
             for f in collection.files
         ],
@@ -164,6 +174,7 @@ def run_record(outcomes: Sequence[GuideOutcome], exit_status: int, base: Path, *
                 "interrupted_by_signal": o.interrupted_by,
                 "processes_ended": _processes(o.leftovers, masker),
                 "collected": _collection(o.collection, base, masker),
+                "cleanup": [_diagnostic(c, base, masker) for c in o.cleanup],
             }
             for o in outcomes
         ],

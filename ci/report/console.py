@@ -7,16 +7,25 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from ci.core.model import STILL_RUNNING, BlockResult, Collection, GuideOutcome, Problem, Status, Step
+from ci.core.model import (
+    STILL_RUNNING,
+    BlockResult,
+    Collection,
+    DiagnosticResult,
+    GuideOutcome,
+    Problem,
+    Status,
+    Step,
+)
 from ci.core.text import Masker, clean_text, human_size, plural
 from ci.core.threads import start_deaf
 from ci.report.colour import NO_COLOUR, Palette, status_colour
-from ci.report.details import block_details
-from ci.report.github import StopCommands, escape_data, failure_annotations
+from ci.report.details import block_details, cleanup_failed, cleanup_sections, command_shown, predating_note
+from ci.report.github import StopCommands, cleanup_annotations, escape_data, failure_annotations
 from ci.report.live import LIVE_LIMIT_BYTES, BlockWatch
 from ci.report.tally import block_tally
 
-__all__ = ["LIVE_LIMIT_BYTES", "RECAP_LINES", "ConsoleReporter", "collection_lines", "format_problems"]
+__all__ = ["LIVE_LIMIT_BYTES", "RECAP_LINES", "ConsoleReporter", "cleanup_lines", "collection_lines", "format_problems"]
 
 RECAP_LINES = 50  # failing blocks the recap names one by one; results.json and the step summary list them all
 _REASON_CHARS = 200  # a recap line quotes at most this much of the failure's message
@@ -79,12 +88,33 @@ def collection_lines(collection: Collection) -> list[str]:
             continue
         size = human_size(entry.size_bytes)
         kept = f"last {human_size(entry.copied_bytes)} of {size} kept" if entry.truncated else size
-        lines.append(f"  {source} ({kept}){': ' + entry.note if entry.note else ''}")
+        notes = [entry.note] if entry.note else []
+        if entry.predates_run and entry.modified_at is not None:
+            notes.append(predating_note(entry.modified_at))
+        lines.append(f"  {source} ({kept}){': ' + '; '.join(notes) if notes else ''}")
     more = len(collection.files) - _COLLECTED_LINES + collection.files_left_out
     if more > 0:
         lines.append(f"  ... and {more} more (listed in results.json, but for any beyond the file limit)")
     lines += [f"  {pattern}: matched no file" for pattern in collection.unmatched]
     lines += [f"  {note}" for note in collection.notes]
+    return lines
+
+
+def cleanup_lines(cleanup: Sequence[DiagnosticResult]) -> list[str]:
+    """The log's account of ci.cleanup: a line per command, then a warning line per one that failed."""
+    if not cleanup:
+        return []
+    total = len(cleanup)
+    lines = [f"cleanup (ci.cleanup, {plural(total, 'command')}):"]
+    for index, command in enumerate(cleanup, start=1):
+        took = f" in {command.duration_s:.2f}s" if command.output_path is not None else ""
+        lines.append(f"  [{index}/{total}] {command_shown(command.command)}: {command.message}{took}")
+    for index, command in enumerate(cleanup, start=1):
+        if cleanup_failed(command):
+            output = f"; its output: {command.output_path}" if command.output_path else ""
+            lines.append(
+                f"warning: cleanup {index}/{total} failed ({command.message}); the verdict stays the blocks'{output}"
+            )
     return lines
 
 
@@ -221,7 +251,9 @@ class ConsoleReporter:
         streamed = self.stream and self.started is result.step
         self.started = None
         header_open, mid_line = self._stop_watch()
-        sections = block_details(result, masker=self.masker, verbose=self.verbose, streamed=streamed)
+        # under Actions a passing block's sections go inside its collapsed group: a green log holds what it printed
+        verbose = self.verbose or self.github
+        sections = block_details(result, masker=self.masker, verbose=verbose, streamed=streamed)
         head, word, tail = _verdict_parts(result, total)
         colour = status_colour(result.status)
         if header_open and not sections and not result.status.is_failure:
@@ -263,11 +295,16 @@ class ConsoleReporter:
         if outcome.collection is not None:
             for text in collection_lines(outcome.collection):
                 self.line(text)
+        for text in cleanup_lines(outcome.cleanup):
+            self.line(text)
+        self._sections(cleanup_sections(outcome.cleanup, self.masker))
 
     def run_finished(self, outcomes: Sequence[GuideOutcome], output_dir: Path) -> None:
         """The run's end: annotations (under Actions), where the outputs are, the recap of failures, the verdict."""
         if self.github:
             for text in failure_annotations(outcomes, masker=self.masker):
+                self.line(text)
+            for text in cleanup_annotations(outcomes, masker=self.masker):  # after the failures: those matter more
                 self.line(text)
         self.line(f"full block outputs: {output_dir}")
         self._recap(outcomes)

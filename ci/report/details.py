@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 
 from ci.core.examine import SHOWN_END_LINES, cut_line, head_and_tail_lines
@@ -10,7 +11,7 @@ from ci.core.model import BlockResult, BoundedText, DiagnosticResult, Divergence
 from ci.core.streams import read_view
 from ci.core.text import FULL_LIMIT_BYTES, Masker, human_size, plural, utf8_size
 
-__all__ = ["block_details"]
+__all__ = ["block_details", "cleanup_failed", "cleanup_sections", "command_shown", "predating_note"]
 
 
 def block_details(
@@ -35,7 +36,7 @@ def block_details(
     if result.match is not None:  # the difference first, where a reader looks
         sections += _mismatch_sections(result, result.match, masker, streamed)
     if not streamed:
-        sections += _stream_sections(result, masker)
+        sections += _stream_sections(result, masker, whole=result.status is Status.PASSED)
     if step.label is Label.TEST and result.expected is not None and result.match is None:
         sections.append(("expected", _shown(result.expected, "expected body")))
         if not streamed:
@@ -63,11 +64,17 @@ def block_details(
     return sections
 
 
-def _stream_sections(result: BlockResult, masker: Masker) -> list[tuple[str, str]]:
-    """stderr (and a setup's stdout) when the block failed, holds an error marker, or wrote to stderr alone."""
+def _stream_sections(result: BlockResult, masker: Masker, *, whole: bool = False) -> list[tuple[str, str]]:
+    """stderr (and a setup's stdout) when the block failed, holds an error marker, or wrote to stderr alone.
+
+    `whole`: a passing block shown in full (-v, or its group under Actions): both
+    streams whenever they hold something, so that its log holds what it printed;
+    a setup's stored value stands for its stdout.
+    """
     step = result.step
     noisy = (
-        result.status.is_failure
+        whole
+        or result.status.is_failure
         or result.marker_found is not None
         or (result.stdout_bytes == 0 and result.stderr_bytes > 0)
     )
@@ -81,7 +88,8 @@ def _stream_sections(result: BlockResult, masker: Masker) -> list[tuple[str, str
     marker = f", contains {result.marker_found!r}" if result.marker_found else ""
     if result.stderr_bytes:
         sections.append((f"stderr ({human_size(result.stderr_bytes)}{marker})", stderr_view.render()))
-    if step.label is Label.SETUP and result.stdout_bytes:  # a #test shows its stdout as "actual"
+    stored = whole and result.stored is not None  # shown as the stored value below
+    if step.label is Label.SETUP and result.stdout_bytes and not stored:  # a #test shows its stdout as "actual"
         sections.append(
             (f"stdout ({human_size(result.stdout_bytes)})", read_view(result.stdout_path, masker=masker).render())
         )
@@ -150,14 +158,43 @@ def _shown(text: BoundedText, what: str) -> str:
     return f"{text.shown}\n[... {what} cut: {shown} shown{where} ...]"
 
 
+def predating_note(modified_at: float) -> str:
+    """What reports say of a file last modified before the guide started (ci.runner.predating)."""
+    when = datetime.fromtimestamp(modified_at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"last modified {when}, before this guide started: maybe an earlier run's"
+
+
+def command_shown(command: str) -> str:
+    """A guide's command on one line of a report: its first line, at most 120 characters, ` ...` when cut."""
+    lines = command.strip().splitlines() or [""]
+    return lines[0][:120] + (" ..." if len(lines) > 1 or len(lines[0]) > 120 else "")
+
+
+def cleanup_failed(cleanup: DiagnosticResult) -> bool:
+    """Whether a ci.cleanup command did not do its work: it did not exit 0 (it failed, timed out, never ran)."""
+    return cleanup.exit_code != 0
+
+
+def cleanup_sections(cleanup: Sequence[DiagnosticResult], masker: Masker) -> list[tuple[str, str]]:
+    """A section for each ci.cleanup command that failed: what it printed, bounded as block output is."""
+    sections = []
+    for index, command in enumerate(cleanup, start=1):
+        if cleanup_failed(command) and command.output_bytes:
+            title = f"cleanup {index}/{len(cleanup)}: {command_shown(command.command)} (its output)"
+            sections.append((title, read_view(command.output_path, masker=masker).render()))
+    return sections
+
+
 def _diagnostic_sections(diagnostics: Sequence[DiagnosticResult], masker: Masker) -> list[tuple[str, str]]:
     """One section per ci.diagnostics command: what it printed, bounded as block output is."""
     sections = []
     for index, diagnostic in enumerate(diagnostics, start=1):
-        lines = diagnostic.command.strip().splitlines()
-        shown = lines[0][:120] + (" ..." if len(lines) > 1 or len(lines[0]) > 120 else "")
+        shown = command_shown(diagnostic.command)
         size = human_size(diagnostic.output_bytes)
         title = f"diagnostic {index}/{len(diagnostics)}: {shown} ({diagnostic.message}, {size} in {diagnostic.duration_s:.1f}s)"
         text = read_view(diagnostic.output_path, masker=masker).render() if diagnostic.output_bytes else "(no output)"
         sections.append((title, text))
+        if diagnostic.predating:
+            older = "\n".join(f"{masker.mask(f.path)}: {predating_note(f.modified_at)}" for f in diagnostic.predating)
+            sections.append((f"files diagnostic {index} names that predate this guide", older))
     return sections

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ci.core.model import BlockResult, GuideOutcome, Problem, Status
 from ci.core.text import NO_SECRETS, Masker, clean_text, human_size
+from ci.report.details import cleanup_failed, command_shown, predating_note
 from ci.report.tally import block_tally
 from ci.report.timeline import timeline_of_results
 from ci.report.timeline.gantt import gantt_chart
@@ -155,6 +156,18 @@ def failure_annotations(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> 
     return lines
 
 
+def cleanup_annotations(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> list[str]:
+    """A warning annotation per ci.cleanup command that failed, on its guide (the verdict is not its to change)."""
+    lines = []
+    for outcome in outcomes:
+        for index, command in enumerate(outcome.cleanup, start=1):
+            if cleanup_failed(command):
+                title = f"cleanup {index}/{len(outcome.cleanup)} failed"
+                message = f"{command_shown(command.command)}: {command.message}; the verdict is the blocks'"
+                lines.append(annotation("warning", outcome.plan.source_path, 0, title, message, masker=masker))
+    return lines[:MAX_ANNOTATIONS]
+
+
 def problem_annotations(problems: Sequence[Problem], source_paths: dict[str, str | None]) -> list[str]:
     """Error annotations for document errors (first MAX_ANNOTATIONS)."""
     return [
@@ -241,6 +254,13 @@ def step_summary(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> str:
         chart = gantt_chart(timeline_of_results(outcome.plan.guide, outcome.results))
         if chart:
             parts.append(f"\n{chart.rstrip()}")
+        parts += _predating_lines(outcome, masker)
+        failed = [(i, c) for i, c in enumerate(outcome.cleanup, start=1) if cleanup_failed(c)]
+        if failed:
+            parts.append("\nCleanup commands (ci.cleanup) that did not do their work; the verdict stands:\n")
+            for index, command in failed:
+                shown = code_cell(command_shown(command.command), masker, limit_chars=200)
+                parts.append(f"- {index}/{len(outcome.cleanup)} {shown}: {table_cell(command.message, masker)}")
         if outcome.leftovers:
             parts.append("\nProcesses ended when the run finished:\n")
             for proc in outcome.leftovers:
@@ -249,6 +269,16 @@ def step_summary(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> str:
                 )
         parts.append("")
     return fit_summary("\n".join(parts) + "\n", "results.json")
+
+
+def _predating_lines(outcome: GuideOutcome, masker: Masker) -> list[str]:
+    """The collected files last modified before the guide started: what the run kept of them may be old."""
+    files = [f for f in outcome.collection.files if f.predates_run] if outcome.collection is not None else []
+    lines = ["\nCollected files that predate this guide (ci.collect):\n"] if files else []
+    for entry in files[:30]:
+        when = predating_note(entry.modified_at or 0.0)  # predates_run is set from modified_at
+        lines.append(f"- {code_cell(entry.source, masker, limit_chars=200)}: {when}")
+    return lines + ([f"- ... and {len(files) - 30} more (results.json lists them)"] if len(files) > 30 else [])
 
 
 def output_entry(name: str, value: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 import stat
@@ -14,6 +15,7 @@ from ci.core.model import CollectedFile, Collection
 from ci.core.text import human_size
 from ci.runner.globs import MAX_DIRECTORIES, search_glob
 from ci.runner.links import ForeignLink, open_without_foreign_links
+from ci.runner.predating import predates
 
 __all__ = [
     "COLLECT_CAP_BYTES",
@@ -22,6 +24,7 @@ __all__ = [
     "COLLECT_PAST_DEADLINE_S",
     "COLLECT_TOTAL_BYTES",
     "collect_files",
+    "mark_predating",
 ]
 
 COLLECT_CAP_BYTES = 64 * 1024 * 1024  # of each file, its last this many bytes are kept
@@ -98,6 +101,18 @@ def collect_files(
     return Collection(str(destination), budget.first_cap_bytes, tuple(files), tuple(unmatched), left_out, tuple(notes))
 
 
+def mark_predating(collection: Collection, started_at: float) -> Collection:
+    """COLLECTION with each file last modified before STARTED_AT (the guide's start, epoch seconds) marked
+    predates_run: it may be an earlier run's (ci.runner.predating)."""
+    files = tuple(
+        dataclasses.replace(f, predates_run=True)
+        if f.modified_at is not None and predates(f.modified_at, started_at)
+        else f
+        for f in collection.files
+    )
+    return dataclasses.replace(collection, files=files)
+
+
 class _Budget:
     """The collection's limits as they stand: each file's cap, the bytes left in all, when it must end.
 
@@ -167,15 +182,7 @@ def _inside(path: str, real_directory: str) -> bool:
 
 def _with_note(copied: CollectedFile, note: str) -> CollectedFile:
     joined = f"{copied.note}; {note}" if copied.note else note
-    return CollectedFile(
-        copied.pattern,
-        copied.source,
-        copied.copied_to,
-        copied.size_bytes,
-        copied.copied_bytes,
-        copied.truncated,
-        joined,
-    )
+    return dataclasses.replace(copied, note=joined)
 
 
 def _kind(mode: int) -> str:
@@ -226,7 +233,16 @@ def _copy_tail(pattern: str, source: str, target: Path, within: Path, budget: _B
         truncated = copy.start > 0 or (size == 0 and copied >= copy.cap_bytes)
         if truncated and budget.stopping and copy.cap_bytes == budget.cap_bytes < budget.first_cap_bytes:
             copy.notes.append(f"only its last {human_size(copy.cap_bytes)} kept: {_STOPPING}")
-        return CollectedFile(pattern, source, str(target), size or copied, copied, truncated, "; ".join(copy.notes))
+        return CollectedFile(
+            pattern,
+            source,
+            str(target),
+            size or copied,
+            copied,
+            truncated,
+            "; ".join(copy.notes),
+            modified_at=status.st_mtime,
+        )
     finally:
         os.close(descriptor)
 

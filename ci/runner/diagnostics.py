@@ -5,15 +5,22 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ci.core.files import create_fresh
 from ci.core.model import BlockResult, DiagnosticResult, GuideSettings, Status
 from ci.runner.outputs import file_sizes, slug
+from ci.runner.predating import files_named, predating_files
 from ci.runner.process import ProcessSupervisor, RunInterrupted
 
-__all__ = ["DEFAULT_DIAGNOSTICS_TIMEOUT_S", "DIAGNOSTIC_OUTPUT_LIMIT_BYTES", "run_diagnostics"]
+__all__ = [
+    "DEFAULT_DIAGNOSTICS_TIMEOUT_S",
+    "DIAGNOSTIC_OUTPUT_LIMIT_BYTES",
+    "command_limit_s",
+    "run_diagnostics",
+    "run_supervised",
+]
 
 DEFAULT_DIAGNOSTICS_TIMEOUT_S = 60.0  # each ci.diagnostics command's limit unless ci.diagnostics_timeout says
 DIAGNOSTIC_OUTPUT_LIMIT_BYTES = 1024 * 1024  # a diagnostic printing more is stopped there (RLIMIT_FSIZE)
@@ -32,6 +39,7 @@ def run_diagnostics(
     deadline: float | None,
     env: Mapping[str, str],
     supervisor: ProcessSupervisor,
+    started_at: float | None = None,
 ) -> tuple[BlockResult, int | None]:
     """Run the guide's ci.diagnostics after a block failed, mismatched or timed out.
 
@@ -39,6 +47,8 @@ def run_diagnostics(
     `tag` its marker value, `deadline` the run's (--deadline, monotonic).
     Returns the result carrying them, and the signal number when a stop
     request cut them short (the remaining ones are then not started).
+    Each names the files its words name (ci.runner.predating) that were
+    last modified before started_at (the guide's start, epoch seconds).
     """
     if result.status not in _DIAGNOSED or not settings.diagnostics:
         return result, None
@@ -52,18 +62,21 @@ def run_diagnostics(
             break
         output_path = directory / f"{index}-{slug(command)[:40]}.txt"
         name = f"{result.step.name} (diagnostic {index})"
-        limit_s = _limit_s(own_limit_s, deadline)
-        diagnostic, signum = _run_diagnostic(
+        limit_s = command_limit_s(own_limit_s, deadline)
+        diagnostic, signum = run_supervised(
             command, (output_path, output_dir), name, f"{tag}-diagnostic-{index}", limit_s, env, supervisor
         )
+        if started_at is not None:
+            named = files_named(command, os.getcwd(), env.get("HOME"))  # the blocks' working directory
+            diagnostic = dataclasses.replace(diagnostic, predating=predating_files(named, started_at))
         done.append(diagnostic)
         if signum is not None:
             break
     return dataclasses.replace(result, diagnostics=tuple(done)), signum
 
 
-def _limit_s(own_limit_s: float, deadline: float | None) -> float:
-    """One diagnostic's limit, as it starts: its own, but no more than the time left to the deadline (10 s at least).
+def command_limit_s(own_limit_s: float, deadline: float | None) -> float:
+    """One diagnostic's (or cleanup's) limit, as it starts: its own, but no more than the time left to the deadline (10 s at least).
 
     Near the deadline the job's own limit is close: a glimpse of each still
     fits in the workflow's margin, a full minute each may not.
@@ -73,7 +86,7 @@ def _limit_s(own_limit_s: float, deadline: float | None) -> float:
     return min(own_limit_s, max(_NEAR_DEADLINE_DIAGNOSTIC_S, deadline - time.monotonic()))
 
 
-def _run_diagnostic(
+def run_supervised(
     command: str,
     output: tuple[Path, Path],  # the file, and the output directory it is made under
     name: str,
@@ -81,8 +94,16 @@ def _run_diagnostic(
     limit_s: float,
     env: Mapping[str, str],
     supervisor: ProcessSupervisor,
+    *,
+    ends_by: Callable[[float], float] | None = None,
 ) -> tuple[DiagnosticResult, int | None]:
-    """One diagnostic, supervised as a block is: its own session, a time limit, its whole tree ended."""
+    """One command of the guide's (a diagnostic, a cleanup), supervised as a block is: its own session, a time
+    limit, its whole tree ended.
+
+    A stop request ends it and is returned, unless `ends_by` is given: then
+    it runs through a stop, until ends_by(its own end), asked again as it
+    runs (a cleanup: a stop shortens its time, ends nothing at once).
+    """
     # stderr joins stdout so the file reads as a terminal would show it; the file-size limit caps
     # what a runaway command can write, since its output goes straight to the file, not through us
     limit_kib = DIAGNOSTIC_OUTPUT_LIMIT_BYTES // 1024
@@ -102,7 +123,7 @@ def _run_diagnostic(
         return DiagnosticResult(command, None, 0, False, None, False, 0.0, message), None
     signum = None
     try:
-        exited = supervisor.wait(process, limit_s)
+        exited = supervisor.wait(process, limit_s, ends_by)
     except RunInterrupted as interrupt:
         supervisor.end_tree(process)  # a stop request cuts its grace period short
         exited, signum = False, interrupt.signum
@@ -114,8 +135,11 @@ def _run_diagnostic(
     capped = size >= DIAGNOSTIC_OUTPUT_LIMIT_BYTES
     code = process.exit_code if exited else None
     timed_out = not exited and signum is None
-    message = _diagnostic_message(signum, exited, limit_s, capped, code)
     duration_s = time.monotonic() - started
+    if timed_out and supervisor.stop_requested() is not None and duration_s < limit_s:  # ends_by cut it short
+        message = "stopped: the run was stopping and its time after the stop signal was up; its process tree was ended"
+    else:
+        message = _diagnostic_message(signum, exited, limit_s, capped, code)
     return DiagnosticResult(command, str(output_path), size, capped, code, timed_out, duration_s, message), signum
 
 

@@ -12,10 +12,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ci.core.files import make_directories
-from ci.core.model import BlockResult, Collection, GuideOutcome, Plan, Status, Step
+from ci.core.model import BlockResult, Collection, DiagnosticResult, GuideOutcome, Plan, Status, Step
 from ci.core.text import NO_SECRETS, Masker
 from ci.runner.bug import internal_error_result
-from ci.runner.collect import COLLECT_PAST_DEADLINE_S, collect_files
+from ci.runner.cleanup import run_cleanup
+from ci.runner.collect import COLLECT_PAST_DEADLINE_S, collect_files, mark_predating
 from ci.runner.diagnostics import run_diagnostics
 from ci.runner.events import Events, Listener
 from ci.runner.outputs import OutputFiles, output_paths, output_stem
@@ -94,14 +95,15 @@ def run_guide(
 
     Every step runs in order (unless left out, skipped, or stopped by a
     failure, --deadline or a stop signal); then every process the guide left
-    running is ended, and its ci.collect files are copied. A stop signal
-    ends the running block and leaves the rest not run; it is not raised.
+    running is ended, its ci.collect files are copied, and its ci.cleanup
+    commands run. A stop signal ends the running block and leaves the rest
+    not run; it is not raised.
     """
     try:
         os.chdir(options.workdir)  # blocks inherit it (see ProcessSupervisor.start)
     except OSError as exc:  # an earlier guide's block removed it, say: this guide cannot start, the run goes on
         return _unenterable(plan, options.workdir, exc)
-    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started_wall = time.time()  # what a file last modified before it cannot be this guide's (ci.runner.predating)
     clock = time.monotonic()
     context = _context(plan, left_out, options, supervisor, listener)
     guide_run = _GuideRun(
@@ -112,6 +114,7 @@ def run_guide(
         keep_going=options.keep_going,
         past_mismatch=options.past_mismatch,
         clock=clock,
+        started_wall=started_wall,
     )
     try:
         for step in plan.steps:
@@ -124,7 +127,8 @@ def run_guide(
     duration_s = time.monotonic() - clock
     # a stop signal, also one that comes during it, cuts the teardown's grace period to a second
     leftovers = tuple(supervisor.teardown())
-    collection = _collect(plan, options, supervisor)
+    collection = _collect(plan, options, supervisor, started_wall)
+    cleanup = _cleanup(plan, options, supervisor, context.env)  # last: processes ended, files collected
     interrupted_by = guide_run.interrupted_by
     if interrupted_by is None:  # a signal that came after the last block, during the teardown or the collection
         interrupted_by = supervisor.stop_requested()
@@ -133,9 +137,10 @@ def run_guide(
         results=tuple(guide_run.results),
         leftovers=leftovers,
         interrupted_by=interrupted_by,
-        started_at=started_at,
+        started_at=datetime.fromtimestamp(started_wall, timezone.utc).isoformat(timespec="seconds"),
         duration_s=duration_s,
         collection=collection,
+        cleanup=cleanup,
         deadline_reached=guide_run.deadline_reached,
     )
 
@@ -164,7 +169,7 @@ def _context(
     )
 
 
-def _collect(plan: Plan, options: RunOptions, supervisor: ProcessSupervisor) -> Collection | None:
+def _collect(plan: Plan, options: RunOptions, supervisor: ProcessSupervisor, started_wall: float) -> Collection | None:
     """Copy the guide's ci.collect files into OUTPUT_DIR/collected/, once its processes are ended, whatever its verdict.
 
     A stop signal, before or during the copies, cuts them to the stopping
@@ -177,7 +182,7 @@ def _collect(plan: Plan, options: RunOptions, supervisor: ProcessSupervisor) -> 
     deadline = options.deadline
     if deadline is not None:
         deadline = max(deadline, time.monotonic()) + COLLECT_PAST_DEADLINE_S
-    return collect_files(
+    collection = collect_files(
         plan.settings.collect,
         workdir=options.workdir,
         destination=collected / options.guide_dir if options.guide_dir else collected,
@@ -185,6 +190,22 @@ def _collect(plan: Plan, options: RunOptions, supervisor: ProcessSupervisor) -> 
         deadline=deadline,
         stop_requested=supervisor.stop_requested,
         exclude=options.output_dir,
+    )
+    return mark_predating(collection, started_wall)
+
+
+def _cleanup(
+    plan: Plan, options: RunOptions, supervisor: ProcessSupervisor, env: Mapping[str, str]
+) -> tuple[DiagnosticResult, ...]:
+    """Run the guide's ci.cleanup commands, with the blocks' environment, whatever its verdict (a stop shortens them)."""
+    return run_cleanup(
+        plan.settings.cleanup,
+        limit_s=plan.settings.cleanup_timeout_s,
+        output_dir=options.output_dir,
+        file_prefix=options.file_prefix,
+        deadline=options.deadline,
+        env=env,
+        supervisor=supervisor,
     )
 
 
@@ -201,9 +222,11 @@ class _GuideRun:
         keep_going: bool,
         past_mismatch: bool = False,
         clock: float,
+        started_wall: float,
     ) -> None:
         self.plan = plan
         self.clock = clock  # time.monotonic() when the guide started: each block's start_s counts from it
+        self.started_wall = started_wall  # time.time() then: a file its diagnostics name, modified before, is old
         self.left_out = left_out
         self.context = context
         self.keep_going = keep_going
@@ -285,6 +308,7 @@ class _GuideRun:
             deadline=self.context.deadline,
             env=self.context.env,
             supervisor=self.context.supervisor,
+            started_at=self.started_wall,
         )
         self._interrupted(signum)
         self.context.events.started(step, *self.context.paths[step.ordinal])  # unless its spawn did

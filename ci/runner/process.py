@@ -16,7 +16,7 @@ import os
 import select
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -162,13 +162,15 @@ class ProcessSupervisor:
 
     # -- waiting ----------------------------------------------------------
 
-    def wait(self, block: BlockProcess, timeout_s: float) -> bool:
+    def wait(self, block: BlockProcess, timeout_s: float, ends_by: Callable[[float], float] | None = None) -> bool:
         """Wait for the block's main process; True if it exited, False at the deadline.
 
         Wakes now and then (soon at first, then every half second) to reap
         orphans, sample the tree's memory and see whether the run was
-        interrupted (then raises RunInterrupted). Uses a pidfd where the kernel
-        has one, so a quick block is not slowed by polling.
+        interrupted (then raises RunInterrupted; with `ends_by`, the deadline
+        becomes ends_by(deadline) instead, asked at every wake: a ci.cleanup
+        command runs through a stop, for a while). Uses a pidfd where the
+        kernel has one, so a quick block is not slowed by polling.
         """
         deadline = block.started + timeout_s
         pidfd = None
@@ -178,9 +180,9 @@ class ProcessSupervisor:
         try:
             while True:
                 signum = self.stop_requested()
-                if signum is not None:
+                if signum is not None and ends_by is None:
                     raise RunInterrupted(signum)
-                remaining = deadline - time.monotonic()
+                remaining = (deadline if ends_by is None else ends_by(deadline)) - time.monotonic()
                 if remaining <= 0:
                     return self._collect(block, blocking=False)
                 if self._exits_within(block, pidfd, min(remaining, poll_s)):
@@ -193,13 +195,15 @@ class ProcessSupervisor:
                 os.close(pidfd)
 
     def _exits_within(self, block: BlockProcess, pidfd: int | None, seconds: float) -> bool:
-        """True if the block's process exits within `seconds`; False at once when a stop signal comes."""
+        """True if the block's process exits within `seconds`; False at once when a stop signal comes (after it,
+        with a pidfd, the wait is for the process alone: `wait` goes on only for a command meant to outlive a stop)."""
         if pidfd is not None:
             # poll, not select: a harness started with many descriptors open gets a pidfd numbered over
             # FD_SETSIZE (1024), which select() cannot watch
             watch = select.poll()
             watch.register(pidfd, select.POLLIN)
-            watch.register(self.signals.wake_fd, select.POLLIN)
+            if self.stop_requested() is None:  # readable from the first signal on: watched until then
+                watch.register(self.signals.wake_fd, select.POLLIN)
             ready = watch.poll(seconds * 1000)
             return any(fd == pidfd for fd, _ in ready)
         until = time.monotonic() + seconds  # no pidfd (old kernel): poll
