@@ -24,10 +24,11 @@ __all__ = [
 
 # The format's version, written into every record and checked on reading. Raise it with any change to
 # the keys or their meaning, together with docs/results.schema.json (whose objects admit no other keys).
-RECORD_VERSION = 3
+RECORD_VERSION = 4
 # What this guide-guard's reader reads: version 2 only allowed ended_by "still running", which it does not read;
-# version 3 only added each block's start_s, which a reader of an older record makes up from the durations.
-READ_VERSIONS = (1, 2, 3)
+# version 3 only added each block's start_s, which a reader of an older record makes up from the durations;
+# version 4 only added each block's reason, which the reader does not need.
+READ_VERSIONS = (1, 2, 3, 4)
 RECORD_FILE = "results.json"  # in the run's output directory
 
 # ---- the format: one TypedDict per object of the file, so that writer and reader share the key names
@@ -104,6 +105,7 @@ class BlockRecord(StepIdentity):
     heading: str | None
     status: str  # a Status's value
     message: str
+    reason: str | None  # why it did not pass, beyond message (BlockResult.reason); None when passed (since 4)
     exit_code: int | None
     duration_s: float
     start_s: float | None  # seconds from the guide's started_at to the block's start; None if never started (since 3)
