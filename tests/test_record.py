@@ -168,6 +168,9 @@ def test_a_run_of_several_guides_and_every_verdict_matches_the_schema(tmp_path: 
     assert blocks["greets"]["loads"] == [["WORD", "W"]] and blocks["greets"]["expected"] == "hello world"
     assert blocks["drifted"]["first_unmatched_line"] == 1
     assert blocks["crashes"]["error_marker"] == "BOOM" and blocks["crashes"]["stderr_path"]
+    # why it failed: its stderr's line with the run's marker; a mismatch's message says why already
+    assert blocks["crashes"]["reason"] == "BOOM: the trainer crashed"
+    assert blocks["drifted"]["reason"] is None and blocks["greets"]["reason"] is None
     assert [d["command"] for d in blocks["drifted"]["diagnostics"]] == ['echo "card 0: OK"']
     collected = record["guides"][0]["collected"]
     assert [f["pattern"] for f in collected["files"]] == ["logs/*.log"]
@@ -278,7 +281,7 @@ def test_the_reader_reads_the_versions_it_knows_and_refuses_another(tmp_path: Pa
         read_run(tmp_path / "out")
     message = str(refused.value)
     assert str(path) in message
-    assert f"version {RECORD_VERSION + 1}" in message and f"reads versions 1, 2 and {RECORD_VERSION} only" in message
+    assert f"version {RECORD_VERSION + 1}" in message and f"reads versions 1, 2, 3 and {RECORD_VERSION} only" in message
     _rewrite_version(tmp_path, None)
     with pytest.raises(RecordError, match="no 'version' number"):
         read_run(tmp_path / "out")
