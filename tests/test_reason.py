@@ -47,6 +47,13 @@ RuntimeError: NPU 3 is busy
         ),
         # no failure line: stderr's last line, else stdout's
         ("0 errors, 2 warnings\nconnection refused\n\n", "ok\n", "connection refused"),
+        # a guide's check may say so on stdout (`echo "FAILED - ..."`, a command run with 2>&1)
+        (
+            "trainer: waiting for a batch\n",
+            "FAILED - no step line after 60s\nkilled\n",
+            "FAILED - no step line after 60s",
+        ),
+        ("", "step 0\n" + TRACEBACK, "RuntimeError: NPU 3 is busy"),
         ("", "about to fail\n\n", "about to fail"),
         (" \n", "last words", "last words"),
         ("", "", None),

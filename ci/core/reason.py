@@ -41,21 +41,31 @@ def _last_text(lines: Sequence[str]) -> str | None:
     return next((line.strip() for line in reversed(lines) if line.strip()), None)
 
 
-def failure_line(stderr: str, stdout: str, markers: Sequence[str]) -> str | None:
-    """The line that says why a block failed, from the ends of its streams: None when both are blank.
-
-    Stderr's last line holding an error marker (MARKERS) or the word FAILED or ERROR; a traceback stands for its
-    exception line (`RuntimeError: ...`), not its header. Else stderr's last non-empty line, else stdout's.
-    The line is cleaned of what a log hides, not masked nor cut: `reason_text` does that.
-    """
-    lines = clean_text(stderr).split("\n")  # as a log shows them (a carriage return ends one), indents kept
+def _said(lines: Sequence[str], markers: Sequence[str]) -> str | None:
+    """The last of LINES holding an error marker or the word FAILED or ERROR, a traceback standing for its
+    exception line; None when none does."""
     said = [index for index, line in enumerate(lines) if FAILURE_WORDS.search(line) or _marked(line, markers)]
     for header in [index for index, line in enumerate(lines) if _TRACEBACK in line]:
         exception = _exception_line(lines, header)
         said += [] if exception is None else [exception]
-    if said:
-        return lines[max(said)].strip()
-    return _last_text(lines) or _last_text(clean_text(stdout).split("\n"))
+    return lines[max(said)].strip() if said else None
+
+
+def failure_line(stderr: str, stdout: str, markers: Sequence[str]) -> str | None:
+    """The line that says why a block failed, from the ends of its streams: None when both are blank.
+
+    Stderr's last line holding an error marker (MARKERS) or the word FAILED or ERROR, a traceback standing for
+    its exception line (`RuntimeError: ...`), not its header; else such a line of stdout (a guide's check that
+    echoes its FAILED line, a command run with `2>&1`); else stderr's last non-empty line, else stdout's.
+    The line is cleaned of what a log hides, not masked nor cut: `reason_text` does that.
+    """
+    # as a log shows them (a carriage return ends a line too), indents kept: they tell a frame from its exception
+    streams = [clean_text(text).split("\n") for text in (stderr, stdout)]
+    for lines in streams:
+        said = _said(lines, markers)
+        if said is not None:
+            return said
+    return next((line for line in map(_last_text, streams) if line is not None), None)
 
 
 def _marked(line: str, markers: Sequence[str]) -> bool:
@@ -102,14 +112,15 @@ def block_reason(
     """Why RESULT's block did not pass, beyond its message; None for a block that passed, was skipped or not run.
 
     A block that failed, timed out or could not run gives the failure line of its streams' ends (their last
-    REASON_TAIL_BYTES: the rest of a long stream is never read); a mismatch gives none, its message says the
+    REASON_TAIL_BYTES each: the rest of a long stream is never read); a mismatch gives none, its message says the
     line that failed already. Either is followed by the guide's warnings about the block.
     """
     if not result.status.is_failure:
         return None
     own = None
     if result.status is not Status.MISMATCH:
-        stderr = read_tail(result.stderr_path, REASON_TAIL_BYTES, masker)
-        stdout = "" if stderr.strip() else read_tail(result.stdout_path, REASON_TAIL_BYTES, masker)
+        stderr, stdout = (
+            read_tail(path, REASON_TAIL_BYTES, masker) for path in (result.stderr_path, result.stdout_path)
+        )
         own = failure_line(stderr, stdout, markers)
     return reason_text(own, warnings_about(result.step, warnings), masker)
