@@ -133,7 +133,7 @@ def test_the_last_lines_name_each_failing_block_then_the_verdict_in_status_order
     lines = _log(run).splitlines()
     assert lines[-4:-1] == [
         "2 blocks did not pass:",
-        "  FAILED breaks at guide.md:1: exit 3",
+        "  FAILED breaks at guide.md:1: exit 3: about to fail",  # what it said last (on stdout: stderr is empty)
         f"  MISMATCH drifts at guide.md:{line}: stdout does not match the expected output from its line 1: 'one'",
     ]
     # passed first, whatever order the statuses came in
@@ -146,7 +146,7 @@ def test_one_block_one_failure_and_one_byte_are_singular(guide_runner) -> None:
     run = guide_runner(f'{FENCE}shell #test-setup store="letter"\nprintf x\nexit 1\n{FENCE}\n')
     lines = _log(run).splitlines()
     assert lines[0] == "=== guide.md: 1 block"
-    assert lines[-3:-1] == ["1 block did not pass:", "  FAILED letter at guide.md:1: exit 1"]
+    assert lines[-3:-1] == ["1 block did not pass:", "  FAILED letter at guide.md:1: exit 1: x"]
     assert "(1 block: 1 failed)" in lines[-1]
     stored = guide_runner(f'{FENCE}shell #test-setup store="letter"\nprintf x\n{FENCE}\n', "-v")
     assert "--- stored letter (1 byte)\n" in stored.stdout

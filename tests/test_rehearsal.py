@@ -150,20 +150,27 @@ def assert_in_log_and_file(run: Rehearsed, block: str, stream: str, *texts: str)
         assert text in run.stdout, f"{text!r} not in the job log:\n{run.stdout[-4000:]}"
 
 
-def assert_stops_at(run: Rehearsed, failing: str, message: str = "exit 1") -> None:
+def assert_stops_at(run: Rehearsed, failing: str, reason: str | re.Pattern[str], message: str = "exit 1") -> None:
+    """The run stopped at FAILING, whose MESSAGE and REASON (the line where it said why; a pattern for one that
+    holds a pid) the last lines repeat."""
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr
     statuses = run.statuses()
     position = BLOCK_IDS.index(failing)
     assert [statuses[name] for name in BLOCK_IDS[:position]] == ["passed"] * position, statuses
     assert statuses[failing] == "failed", statuses
     assert run.block(failing)["message"] == message
+    recorded = run.block(failing)["reason"]
+    if isinstance(reason, re.Pattern):
+        assert reason.fullmatch(recorded), recorded
+        reason = recorded
+    assert recorded == reason
     assert {statuses[name] for name in BLOCK_IDS[position + 1 :]} <= {"not_run"}, statuses
     assert re.search(rf"^\[ERROR\] \[\d+/18\] {failing}: FAILED in ", run.stdout, re.M), run.stdout[-3000:]
     # the last lines, under the simulation report, name the block again
     line = run.block(failing)["line"]
     assert run.stdout.splitlines()[-4:-1] == [
         "blocks that did not pass (1; ci.run's log above shows why):",
-        f"  FAILED {failing} at {run.block(failing)['guide']}:{line}: {message}",
+        f"  FAILED {failing} at {run.block(failing)['guide']}:{line}: {message}: {reason}",
         "=== rehearsal: FAILED (ci.run exit 1)",
     ]
 
@@ -320,7 +327,7 @@ def test_an_unknown_failure_knob_is_a_usage_error(tmp_path: Path, run_harness) -
 def test_mooncake_never_binding_fails_its_start_block(tmp_path: Path, run_harness) -> None:
     run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="mooncake-no-bind", SPECFORGE_MOONCAKE_READY_TIMEOUT="3")
 
-    assert_stops_at(run, "smoke-start-mooncake")
+    assert_stops_at(run, "smoke-start-mooncake", "smoke: FAILED - mooncake_master did not bind 35551 in 3s")
     assert_in_log_and_file(
         run,
         "smoke-start-mooncake",
@@ -336,7 +343,7 @@ def test_mooncake_never_binding_fails_its_start_block(tmp_path: Path, run_harnes
 def test_sglang_never_healthy_fails_at_the_guides_deadline(tmp_path: Path, run_harness) -> None:
     run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="sglang-never-healthy", SPECFORGE_SGLANG_HEALTH_TIMEOUT="5")
 
-    assert_stops_at(run, "smoke-start-sglang")
+    assert_stops_at(run, "smoke-start-sglang", "smoke: FAILED - SGLang not healthy after 5s")
     assert run.output("smoke-start-sglang", "stdout") == "smoke: waiting for SGLang /health (up to 5s)\n"
     assert_in_log_and_file(
         run,
@@ -353,7 +360,12 @@ def test_sglang_never_healthy_fails_at_the_guides_deadline(tmp_path: Path, run_h
 def test_a_trainer_dying_at_start_fails_the_launch(tmp_path: Path, run_harness) -> None:
     run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="trainer-dies")
 
-    assert_stops_at(run, "smoke-train-launch")
+    # the guide's FAILED line, then the trainer's log, whose traceback says why
+    assert_stops_at(
+        run,
+        "smoke-train-launch",
+        "RuntimeError: mooncake: Client not available: master 127.0.0.1:35551 refused the connection",
+    )
     assert_in_log_and_file(
         run,
         "smoke-train-launch",
@@ -403,7 +415,9 @@ def test_a_zombie_trainer_counts_as_exited(tmp_path: Path, run_harness) -> None:
 def test_a_trainer_without_step_line_fails_the_monitor(tmp_path: Path, run_harness) -> None:
     run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="trainer-no-step", SPECFORGE_TRAIN_TIMEOUT="0")
 
-    assert_stops_at(run, "smoke-train-monitor")
+    assert_stops_at(
+        run, "smoke-train-monitor", re.compile(r"smoke: FAILED - specforge train exceeded 0s, killing pid=\d+")
+    )
     assert_in_log_and_file(
         run,
         "smoke-train-monitor",
@@ -477,7 +491,12 @@ def test_the_old_stop_pattern_leaves_the_stale_master_and_fails(tmp_path: Path, 
 
     run = rehearse(run_harness, tmp_path, parts, guide=str(guide), REHEARSAL_BREAK="mooncake-stale-master")
 
-    assert_stops_at(run, "smoke-start-mooncake")
+    assert_stops_at(
+        run,
+        "smoke-start-mooncake",
+        "smoke: FAILED - port(s) 35551 35880 35903 on 127.0.0.1 still in use after stopping old mooncake_master"
+        " processes; see who holds them: ss -ltnp",
+    )
     assert_in_log_and_file(
         run,
         "smoke-start-mooncake",
@@ -495,7 +514,12 @@ def test_the_old_stop_pattern_leaves_the_stale_master_and_fails(tmp_path: Path, 
 def test_a_trainer_dependency_missing_fails_the_install_block(tmp_path: Path, run_harness) -> None:
     run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="specforge-missing-dep")
 
-    assert_stops_at(run, "specforge-install-source")
+    assert_stops_at(
+        run,
+        "specforge-install-source",
+        "specforge-install-source: FAILED - `specforge train` imports specforge.application, which needs yunchang"
+        " (No module named 'yunchang'); install the package that provides it, then run this block again",
+    )
     assert_in_log_and_file(
         run,
         "specforge-install-source",
@@ -510,7 +534,11 @@ def test_a_checkout_without_the_ascend_companion_patch_fails_at_the_first_captur
     run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="ascend-patch-missing", SPECFORGE_TRAIN_LIVENESS_WAIT="10")
 
     # The patch block warns and goes on; the server starts healthy, as it reaches Mooncake only at the first capture.
-    assert_stops_at(run, "smoke-train-launch")
+    assert_stops_at(
+        run,
+        "smoke-train-launch",
+        "urllib.error.HTTPError: HTTP Error 500: spec-capture failed: spec-capture mooncake setup failed (status -1)",
+    )
     assert re.fullmatch(
         r"smoke: WARNING - no Ascend companion patch in this SpecForge checkout \(\S+/SpecForge/patches/sglang/"
         r"v0\.5\.18/spec-capture-ascend-mount\.patch missing; .* specforge train fails at launch\n",

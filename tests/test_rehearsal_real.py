@@ -125,7 +125,12 @@ def test_without_the_ascend_companion_patch_the_first_capture_fails_against_the_
         run_harness, tmp_path, "--real", REHEARSAL_BREAK="ascend-patch-missing", SPECFORGE_TRAIN_LIVENESS_WAIT="10"
     )
 
-    assert_stops_at(run, "smoke-train-launch")
+    failed = r"spec-capture mooncake setup failed \(status -?\d+\)"
+    assert_stops_at(
+        run,
+        "smoke-train-launch",
+        re.compile(rf"urllib\.error\.HTTPError: HTTP Error 500: spec-capture failed: {failed}"),
+    )
     assert "smoke: WARNING - no Ascend companion patch in this SpecForge checkout" in run.output(
         "smoke-apply-patches", "stderr"
     )

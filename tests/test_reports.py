@@ -140,7 +140,10 @@ def test_github_actions_groups_annotations_and_summary(tmp_path: Path, run_harne
     annotations = [line for line in log.splitlines() if line.startswith("::error ")]
     # the first failure comes first; a mismatch points at the first expected line that failed
     assert annotations[0].startswith("::error file=report-guide.md,line=27,title=#test drifted%3A mismatch::")
-    assert annotations[1].startswith("::error file=report-guide.md,line=30,title=#test crashes%3A failed::exit 4")
+    # a failure's annotation says why: the exception line that ends the block's traceback
+    assert annotations[1] == (
+        "::error file=report-guide.md,line=30,title=#test crashes%3A failed::exit 4: RuntimeError: the model is missing"
+    )
     text = summary.read_text(encoding="utf-8")
     assert "report-guide.md: failed" in text
     assert "| 3 | `#test drifted` | mismatch |" in text
@@ -155,6 +158,7 @@ def test_block_output_cannot_issue_workflow_commands(guide_runner, tmp_path: Pat
         {FENCE}shell #test id="evil"
         echo "::error file=x::pwned"
         echo "::add-mask::leak" >&2
+        echo "why: ##[add-mask]leak" >&2
         exit 1
         {FENCE}
 
@@ -170,6 +174,11 @@ def test_block_output_cannot_issue_workflow_commands(guide_runner, tmp_path: Pat
             stopped_by = line.removeprefix("::stop-commands::")
         elif stopped_by is not None and line == f"::{stopped_by}::":
             stopped_by = None
+        elif stopped_by is None and line.startswith("::error "):
+            # its annotation quotes its last line as its message: data, for the runner reads a line that starts
+            # with a workflow command as that command alone (the older `##[` form is looked for only after);
+            # the recap, which quotes it too, is wrapped
+            assert line.endswith("::exit 1: why: ##[add-mask]leak"), line
         elif "pwned" in line or "add-mask" in line:
             assert stopped_by is not None, f"block output outside stop-commands: {line!r}"
             assert len(stopped_by) >= 32

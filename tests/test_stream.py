@@ -65,7 +65,9 @@ def test_output_without_a_final_newline_does_not_swallow_the_resume_line(guide_r
     assert [c.split("[")[0] for c in commands if "group::" in c] == ["::group::", "::endgroup::"] * 3
     assert [c for c in commands if c.startswith("::error ")], run.stdout
     assert "\n! half a line on stderr\n" in run.stdout
-    assert run.stdout.count("failing") == 1 and "\n| failing\n" in run.stdout  # shown live, not again after
+    # shown live, not again after in a section (the recap and the annotation quote it, as the reason it failed)
+    assert lines.count("| failing") == 1 and "failing" not in lines
+    assert lines[-3].endswith(": exit 3: failing")  # the recap, before the verdict
 
 
 LEGACY_GUIDE = f"""

@@ -340,6 +340,9 @@ class BlockResult:
     cpu_s: float | None = None
     diagnostics: tuple[DiagnosticResult, ...] = ()  # the guide's ci.diagnostics, run after a failure
     start_s: float | None = None  # seconds from the guide's start to the block's; None for a block never started
+    # why it did not pass, beyond `message` (ci.core.reason): the last line its output said so, then the guide's
+    # warnings about it; masked and bounded. None for a block that passed, was skipped or not run, or said nothing
+    reason: str | None = None
 
     @property
     def failure_line(self) -> int:

@@ -17,7 +17,7 @@ from ci.core.text import (
     human_size,
 )
 
-__all__ = ["OutputView", "file_contains", "read_view"]
+__all__ = ["OutputView", "file_contains", "read_tail", "read_view"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,37 @@ def read_view(
     # the first tail line is probably cut in the middle; drop it unless it is all we have
     tail_lines = tail_lines[1:] if len(tail_lines) > 1 else tail_lines
     return OutputView("\n".join(head_lines), "\n".join(tail_lines[-TAIL_LINES:]), size, False)
+
+
+def read_tail(path: str | None, limit_bytes: int, masker: Masker = NO_SECRETS) -> str:
+    """The last LIMIT_BYTES of a stream file, decoded ("" for none): only they are read, whatever its size.
+
+    It starts at a line's start: a line the cut falls in is left out, unless
+    it is the only one (a line longer than LIMIT_BYTES), which then starts
+    past any of the masker's secrets the cut falls inside, so that masking
+    what is read leaves no part of one. Not cleaned nor masked.
+    """
+    try:
+        size = os.stat(path).st_size if path is not None else 0
+    except FileNotFoundError:
+        return ""
+    if path is None or size == 0:
+        return ""
+    start = max(size - limit_bytes, 0)
+    # read before the cut: the byte there says whether a line starts at it, and a secret may straddle it
+    around = min(max(masker.longest_bytes, 1), start)
+    with open(path, "rb") as handle:
+        handle.seek(start - around)
+        # never past the size seen: a process the block left may still be writing
+        raw = handle.read(size - start + around)
+    text = raw.decode("utf-8", "replace")
+    if start == 0:
+        return text
+    cut = len(raw[:around].decode("utf-8", "replace"))
+    line_start = text.find("\n", cut - 1)
+    if line_start != -1 and line_start + 1 < len(text):
+        return text[line_start + 1 :]
+    return text[masker.clear_cut(text, cut, forward=True) :]
 
 
 def file_contains(

@@ -28,7 +28,7 @@ __all__ = [
 RECORD_VERSION = 4
 # What this guide-guard's reader reads: version 2 only allowed ended_by "still running", which it does not read;
 # version 3 only added each block's start_s, which a reader of an older record makes up from the durations;
-# version 4 only added what it does not read (files that predate the run, a guide's cleanup).
+# version 4 only added what it does not read (each block's reason, files that predate the run, a guide's cleanup).
 READ_VERSIONS = (1, 2, 3, 4)
 RECORD_FILE = "results.json"  # in the run's output directory
 
@@ -117,6 +117,7 @@ class BlockRecord(StepIdentity):
     heading: str | None
     status: str  # a Status's value
     message: str
+    reason: str | None  # why it did not pass, beyond message (BlockResult.reason); None when passed (since 4)
     exit_code: int | None
     duration_s: float
     start_s: float | None  # seconds from the guide's started_at to the block's start; None if never started (since 3)

@@ -62,6 +62,7 @@ def _block(result: BlockResult, guide: str, base: Path, masker: Masker) -> Block
         "heading": clean_text(step.heading, masker) if step.heading else None,
         "status": result.status.value,
         "message": clean_text(result.message, masker),
+        "reason": clean_text(result.reason, masker) if result.reason is not None else None,
         "exit_code": result.exit_code,
         "duration_s": round(result.duration_s, 3),
         "start_s": round(result.start_s, 3) if result.start_s is not None else None,

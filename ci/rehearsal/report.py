@@ -13,6 +13,7 @@ from ci.core.model import Status
 from ci.core.text import plural
 from ci.rehearsal.fake_hub import FakeHub
 from ci.rehearsal.model import GUIDE_PORTS, Rehearsal, Sandbox
+from ci.report.recap import did_not_pass_line
 
 __all__ = ["render"]
 
@@ -80,9 +81,15 @@ def _did_not_pass(blocks: list[dict[str, Any]]) -> list[str]:
         failing = [block for block in blocks if block["status"] in _FAILING]
         lines = [f"blocks that did not pass ({len(failing)}; ci.run's log above shows why):"] if failing else []
         for block in failing[:_NAMED]:
-            name = block["id"] or block["store"] or f"#{block['ordinal']}"
-            reason = str(block["message"]).split("\n")[0][:200]
-            lines.append(f"  {block['status'].upper()} {name} at {block['guide']}:{block['failure_line']}: {reason}")
+            lines.append(
+                did_not_pass_line(
+                    status=block["status"],
+                    name=block["id"] or block["store"] or f"#{block['ordinal']}",
+                    where=f"{block['guide']}:{block['failure_line']}",
+                    message=str(block["message"]),
+                    reason=str(block["reason"]) if block.get("reason") else None,  # since version 4 of the record
+                )
+            )
     except (KeyError, TypeError):  # a record that is not ours
         return []
     if len(failing) > _NAMED:

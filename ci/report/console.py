@@ -23,12 +23,12 @@ from ci.report.colour import NO_COLOUR, Palette, status_colour
 from ci.report.details import block_details, cleanup_failed, cleanup_sections, command_shown, predating_note
 from ci.report.github import StopCommands, cleanup_annotations, escape_data, failure_annotations
 from ci.report.live import LIVE_LIMIT_BYTES, BlockWatch
+from ci.report.recap import did_not_pass_parts
 from ci.report.tally import block_tally
 
 __all__ = ["LIVE_LIMIT_BYTES", "RECAP_LINES", "ConsoleReporter", "cleanup_lines", "collection_lines", "format_problems"]
 
 RECAP_LINES = 50  # failing blocks the recap names one by one; results.json and the step summary list them all
-_REASON_CHARS = 200  # a recap line quotes at most this much of the failure's message
 
 
 def format_problems(problems: Sequence[Problem], kind: str = "[ERROR]") -> str:
@@ -315,19 +315,22 @@ class ConsoleReporter:
             self._verdict(name, outcomes, sum(outcome.duration_s for outcome in outcomes))
 
     def _recap(self, outcomes: Sequence[GuideOutcome]) -> None:
-        """One line per block that failed, mismatched, timed out or could not run: status, name, `file:line`, why."""
+        """One line per block that failed, mismatched, timed out or could not run: status, name, `file:line`, message,
+        reason (the line ci.rehearsal's report rebuilds from results.json)."""
         failing = [result for outcome in outcomes for result in outcome.results if result.status.is_failure]
         if not failing:
             return
         self.line(f"{plural(len(failing), 'block')} did not pass:")
         for result in failing[:RECAP_LINES]:
-            # masked before it is cut, so that no cut shows part of a secret
-            reason = clean_text(result.message, self.masker).strip().split("\n")[0]
-            if len(reason) > _REASON_CHARS:
-                reason = reason[:_REASON_CHARS] + " [...]"
-            word = result.status.value.upper()
-            tail = f" {result.step.name} at {_where(result)}: {reason}"
-            self._write(self._painted("  ", word, tail, status_colour(result.status)))
+            head, word, tail = did_not_pass_parts(
+                status=result.status.value,
+                name=result.step.name,
+                where=_where(result),
+                message=result.message,
+                reason=result.reason,
+                masker=self.masker,
+            )
+            self._write(self._painted(head, word, tail, status_colour(result.status)))
         if len(failing) > RECAP_LINES:
             self.line(f"  ... and {len(failing) - RECAP_LINES} more (results.json lists them all)")
 

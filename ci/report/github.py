@@ -15,6 +15,7 @@ from pathlib import Path
 from ci.core.model import BlockResult, GuideOutcome, Problem, Status
 from ci.core.text import NO_SECRETS, Masker, clean_text, human_size
 from ci.report.details import cleanup_failed, command_shown, predating_note
+from ci.report.recap import with_reason
 from ci.report.tally import block_tally
 from ci.report.timeline import timeline_of_results
 from ci.report.timeline.gantt import gantt_chart
@@ -55,6 +56,7 @@ SUMMARY_LIMIT_BYTES = 1000 * 1024  # the step summary must stay under 1 MiB
 BLOCKS_SUMMARY_SHOWN_BYTES = 64 * 1024
 # A job's outputs may hold 1 MB in all; a guide has far fewer blocks, so this only bounds a runaway list.
 MAX_FAILING_LISTED = 50
+_NOTE_CHARS = 600  # of a block's message and reason, the step summary's table shows this much
 
 
 def in_github_actions() -> bool:
@@ -152,7 +154,8 @@ def failure_annotations(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> 
         step = result.step
         title = f"{step.label.value} {step.name}: {result.status.value}"
         line = result.failure_line  # a mismatch: its first failing expected line; else the block
-        lines.append(annotation("error", outcome.plan.source_path, line, title, result.message, masker=masker))
+        message = with_reason(result.message, result.reason)
+        lines.append(annotation("error", outcome.plan.source_path, line, title, message, masker=masker))
     return lines
 
 
@@ -246,10 +249,10 @@ def step_summary(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> str:
             rss = human_size(result.peak_rss_bytes) if result.peak_rss_bytes else ""
             cpu = f"{result.cpu_s:.1f}s" if result.cpu_s is not None else ""
             exit_code = "" if result.exit_code is None else str(result.exit_code)
-            note = "" if result.status is Status.PASSED else result.message
+            note = "" if result.status is Status.PASSED else with_reason(result.message, result.reason)
             parts.append(
                 f"| {step.ordinal} | {code_cell(f'{step.label.value} {step.name}', masker)} | {result.status.value} "
-                f"| {result.duration_s:.1f}s | {exit_code} | {rss} | {cpu} | {result.failure_line} | {table_cell(note, masker)[:300]} |"
+                f"| {result.duration_s:.1f}s | {exit_code} | {rss} | {cpu} | {result.failure_line} | {table_cell(note, masker)[:_NOTE_CHARS]} |"
             )
         chart = gantt_chart(timeline_of_results(outcome.plan.guide, outcome.results))
         if chart:

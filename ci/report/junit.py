@@ -12,6 +12,7 @@ from ci.core.files import write_atomically
 from ci.core.model import BlockResult, GuideOutcome, Label, Status, Step
 from ci.core.text import Masker, clean_text
 from ci.report.details import block_details
+from ci.report.recap import with_reason
 
 __all__ = ["junit_xml", "testcase_names", "write_junit"]
 
@@ -63,7 +64,8 @@ def _testcase(result: BlockResult, classname: str, name: str, masker: Masker) ->
     )
     sections = block_details(result, masker=masker)
     details = "\n\n".join(f"--- {title}\n{clean_text(text, masker)}" for title, text in sections)
-    message = clean_text(f"{result.status.value.replace('_', ' ')}: {result.message}", masker)
+    why = with_reason(result.message, result.reason)  # `exit 1: server never became ready`
+    message = clean_text(f"{result.status.value.replace('_', ' ')}: {why}", masker)
     status = result.status
     if status is Status.PASSED:
         pass

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ci.core.files import make_directories
 from ci.core.model import BlockResult, Collection, DiagnosticResult, GuideOutcome, Plan, Status, Step
+from ci.core.reason import block_reason
 from ci.core.text import NO_SECRETS, Masker
 from ci.runner.bug import internal_error_result
 from ci.runner.cleanup import run_cleanup
@@ -295,7 +296,9 @@ class _GuideRun:
             result, signum = unstarted_result(step, Status.ERROR, unstored, masker=self.context.masker), None
         else:
             result, signum = run_step(step, self.stored, self.context)
-        result = dataclasses.replace(result, start_s=start_s)
+        context = self.context
+        reason = block_reason(result, markers=context.markers, warnings=self.plan.warnings, masker=context.masker)
+        result = dataclasses.replace(result, start_s=start_s, reason=reason)
         for name in [name for name in self.stored if self.last_load.get(name, 0) <= step.ordinal]:
             del self.stored[name]
         self._interrupted(signum)
