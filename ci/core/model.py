@@ -10,6 +10,7 @@ from typing import TypedDict
 
 __all__ = [
     "STILL_RUNNING",
+    "Attempt",
     "Block",
     "BlockResult",
     "BoundedText",
@@ -160,6 +161,8 @@ class StepIdentity(TypedDict):
     timeout_s: float
     loads: list[list[str]]  # [NAME, PLACEHOLDER] pairs
     hidden: bool
+    retry: int  # more attempts after a first that failed or timed out
+    retry_delay_s: float  # the pause before each of them
 
 
 @dataclass(frozen=True)
@@ -181,6 +184,13 @@ class Step:
     loads: tuple[Load, ...]
     skip_reason: str | None  # from skip='...'
     expected: Expected | None  # `#test` only
+    retry: int = 0  # resolved (block, else front matter): attempts after a first that failed or timed out
+    retry_delay_s: float = 0.0  # resolved: the pause before each further attempt
+
+    @property
+    def attempts(self) -> int:
+        """How many times the block may be run: once, and once per retry."""
+        return self.retry + 1
 
     @property
     def name(self) -> str:
@@ -209,6 +219,8 @@ class Step:
             "timeout_s": self.timeout_s,
             "loads": [[load.name, load.placeholder] for load in self.loads],
             "hidden": self.hidden,
+            "retry": self.retry,
+            "retry_delay_s": self.retry_delay_s,
         }
 
 
@@ -223,6 +235,8 @@ class GuideSettings:
     collect: tuple[str, ...] = ()  # globs of files copied into OUTPUT_DIR/collected/ when the run ends
     diagnostics: tuple[str, ...] = ()  # bash commands run after a block fails, mismatches or times out
     diagnostics_timeout_s: float | None = None  # each diagnostic's limit; None: the harness's default
+    retry: int | None = None  # ci.retry: every runnable block's retries unless it gives its own; None: 0
+    retry_delay_s: float | None = None  # ci.retry_delay: the pause before each; None: DEFAULT_RETRY_DELAY_S
 
 
 @dataclass(frozen=True)
@@ -303,6 +317,22 @@ class BoundedText:
 
 
 @dataclass(frozen=True)
+class Attempt:
+    """An earlier attempt of a block run more than once (`retry=`): one that failed or timed out, its files kept."""
+
+    number: int  # 1-based: the first attempt is 1
+    status: Status  # FAILED or TIMED_OUT: nothing else is retried
+    exit_code: int | None  # None when it timed out or was killed by a signal
+    duration_s: float
+    message: str  # one line, as a block's ("exit 1", "timed out after 30s; ...")
+    stdout_path: str | None  # its whole stdout, kept under an `.attempt-N.` name; None when it stayed empty
+    stderr_path: str | None
+    stdout_bytes: int
+    stderr_bytes: int
+    ended: tuple[TrackedProcess, ...] = ()  # what of it was left running and ended before the next attempt
+
+
+@dataclass(frozen=True)
 class BlockResult:
     """What happened to one step: the status and everything a reporter may show."""
 
@@ -327,6 +357,18 @@ class BlockResult:
     cpu_s: float | None = None
     diagnostics: tuple[DiagnosticResult, ...] = ()  # the guide's ci.diagnostics, run after a failure
     start_s: float | None = None  # seconds from the guide's start to the block's; None for a block never started
+    # the attempts before the last, which this result is (retry=): each failed or timed out; () when run once
+    attempts: tuple[Attempt, ...] = ()
+
+    @property
+    def attempt(self) -> int:
+        """Which attempt this result is: 1 unless the block was retried."""
+        return len(self.attempts) + 1
+
+    @property
+    def flaky(self) -> bool:
+        """True for a block that passed after failed attempts."""
+        return self.status is Status.PASSED and bool(self.attempts)
 
     @property
     def failure_line(self) -> int:

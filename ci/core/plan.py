@@ -10,6 +10,7 @@ from ci.core.model import (
     Block,
     DocumentError,
     Expected,
+    GuideSettings,
     Label,
     Language,
     Load,
@@ -20,10 +21,11 @@ from ci.core.model import (
 )
 from ci.core.parse import NearLabel, ParsedGuide
 from ci.core.placeholders import unloaded_placeholders
-from ci.core.settings import guide_settings, parse_duration
+from ci.core.settings import DEFAULT_RETRY_DELAY_S, guide_settings, parse_duration, parse_retry, parse_retry_delay
 from ci.core.suggest import closest
 
 __all__ = [
+    "DEFAULT_RETRY_DELAY_S",
     "DEFAULT_TIMEOUT_S",
     "LANGUAGES",
     "LOAD_SEPARATOR",
@@ -49,9 +51,9 @@ LANGUAGES = {
 
 # Which keys each label accepts; flags take no value, the rest need a quoted one.
 _KEYS = {
-    Label.TEST: {"id", "load", "timeout", "skip"},
+    Label.TEST: {"id", "load", "timeout", "skip", "retry", "retry_delay"},
     Label.RESULT: {"id", "load", "fuzzy", "disable_fuzzy"},
-    Label.SETUP: {"id", "store", "load", "timeout", "skip"},
+    Label.SETUP: {"id", "store", "load", "timeout", "skip", "retry", "retry_delay"},
 }
 _ALL_KEYS = set().union(*_KEYS.values())
 _FLAGS = {"disable_fuzzy"}
@@ -128,6 +130,27 @@ class _Checker:
             self.error(block.line, f"timeout: {exc}")
             return None
 
+    def retry(self, block: Block, params: dict[str, list[str]], settings: GuideSettings) -> tuple[int, float]:
+        """The block's retries and the pause before each: its own retry=/retry_delay=, else the front matter's."""
+        retry, delay_s = settings.retry or 0, settings.retry_delay_s
+        if "retry" in params:
+            try:
+                retry = parse_retry(params["retry"][0])
+            except ValueError as exc:
+                self.error(block.line, f"retry: {exc}")
+        if "retry_delay" in params:
+            try:
+                delay_s = parse_retry_delay(params["retry_delay"][0])
+            except ValueError as exc:
+                self.error(block.line, f"retry_delay: {exc}")
+            if retry == 0 and "retry" not in params:  # retry="0" beside it says the author knows
+                message = (
+                    f"retry_delay= on this {block.label.value} has no effect: it is retried only with retry=\"N\""
+                    " (or ci.retry in the front matter); add one, or remove retry_delay="
+                )
+                self.warnings.append(Problem(self.file, block.line, message))
+        return retry, DEFAULT_RETRY_DELAY_S if delay_s is None else delay_s
+
     def language(self, block: Block) -> Language | None:
         if block.language is None:
             self.error(
@@ -199,7 +222,7 @@ def build_plan(
     checked = [(block, checker.params(block)) for block in parsed.blocks]
     _pair_by_id(checked, checker)
     block_default_s = settings.timeout_s or default_timeout_s or DEFAULT_TIMEOUT_S
-    steps = _steps(checked, set(preset_names), block_default_s, checker)
+    steps = _steps(checked, set(preset_names), block_default_s, settings, checker)
     _warn_of_unpaired_results(checker)
     problems = sorted([*parsed.problems, *checker.problems], key=lambda p: p.line)
     if not problems:  # on a guide that plans: what is left of an error would be a consequence of it
@@ -250,7 +273,9 @@ def _warn_of_unpaired_results(checker: _Checker) -> None:
         checker.warnings.append(Problem(checker.file, found[0][0].line, message))
 
 
-def _steps(checked: list[_Checked], stored: set[str], block_default_s: float, checker: _Checker) -> list[Step]:
+def _steps(
+    checked: list[_Checked], stored: set[str], block_default_s: float, settings: GuideSettings, checker: _Checker
+) -> list[Step]:
     """The runnable blocks as steps, in order; `stored` (the names preset) grows with each setup's store."""
     steps: list[Step] = []
     for block, params in checked:
@@ -259,6 +284,7 @@ def _steps(checked: list[_Checked], stored: set[str], block_default_s: float, ch
         language = checker.language(block)
         loads = checker.loads(block, params.get("load", []), stored)
         timeout_s = checker.timeout(block, params.get("timeout", []))
+        retry, retry_delay_s = checker.retry(block, params, settings)
         block_id = params.get("id", [None])[0]
         expected = None
         if block.label is Label.TEST and block_id is not None:
@@ -284,6 +310,8 @@ def _steps(checked: list[_Checked], stored: set[str], block_default_s: float, ch
                 loads=loads,
                 skip_reason=params["skip"][0] or "skipped" if "skip" in params else None,
                 expected=expected,
+                retry=retry,
+                retry_delay_s=retry_delay_s,
             )
         )
     return steps

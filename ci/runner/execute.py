@@ -14,6 +14,7 @@ from pathlib import Path
 from ci.core.files import make_directories
 from ci.core.model import BlockResult, Collection, GuideOutcome, Plan, Status, Step
 from ci.core.text import NO_SECRETS, Masker
+from ci.runner.attempts import run_attempts
 from ci.runner.bug import internal_error_result
 from ci.runner.collect import COLLECT_PAST_DEADLINE_S, collect_files
 from ci.runner.diagnostics import run_diagnostics
@@ -271,7 +272,7 @@ class _GuideRun:
         if unstored is not None:
             result, signum = unstarted_result(step, Status.ERROR, unstored, masker=self.context.masker), None
         else:
-            result, signum = run_step(step, self.stored, self.context)
+            result, signum = run_attempts(step, self.stored, self.context, run_step)
         result = dataclasses.replace(result, start_s=start_s)
         for name in [name for name in self.stored if self.last_load.get(name, 0) <= step.ordinal]:
             del self.stored[name]
