@@ -154,6 +154,7 @@ def _print_plan_text(plans: Sequence[Plan], github: bool) -> None:
             loads = " ".join(f"load={load.name}>>{load.placeholder}" for load in step.loads)
             extra = " hidden" if step.hidden else ""
             extra += f" skip={step.skip_reason!r}" if step.skip_reason is not None else ""
+            extra += f" retry={step.retry} retry_delay={step.retry_delay_s:g}s" if step.retry else ""
             lines.append(
                 f"{step.ordinal:>4}  {step.label.value:<12} {name or '-':<30} {step.language_word:<7} "
                 f"{step.file}:{step.line}  timeout={step.timeout_s:g}s {loads}{extra}".rstrip()

@@ -12,6 +12,7 @@ __all__ = [
     "READ_VERSIONS",
     "RECORD_FILE",
     "RECORD_VERSION",
+    "AttemptRecord",
     "BlockRecord",
     "CollectedFileRecord",
     "CollectionRecord",
@@ -24,10 +25,11 @@ __all__ = [
 
 # The format's version, written into every record and checked on reading. Raise it with any change to
 # the keys or their meaning, together with docs/results.schema.json (whose objects admit no other keys).
-RECORD_VERSION = 3
+RECORD_VERSION = 4
 # What this guide-guard's reader reads: version 2 only allowed ended_by "still running", which it does not read;
-# version 3 only added each block's start_s, which a reader of an older record makes up from the durations.
-READ_VERSIONS = (1, 2, 3)
+# version 3 only added each block's start_s, which a reader of an older record makes up from the durations;
+# version 4 added each block's retry, retry_delay_s and attempts, which a reader of an older one does without.
+READ_VERSIONS = (1, 2, 3, 4)
 RECORD_FILE = "results.json"  # in the run's output directory
 
 # ---- the format: one TypedDict per object of the file, so that writer and reader share the key names
@@ -40,6 +42,21 @@ class ProcessRecord(TypedDict):
     command: str
     started_by: str  # the block whose process tree it came from
     ended_by: str  # "SIGTERM" or "SIGKILL"; "still running" if it outlived both (since version 2)
+
+
+class AttemptRecord(TypedDict):
+    """An earlier attempt of a retried block: it failed or timed out, and the block ran again (since version 4)."""
+
+    attempt: int  # 1-based
+    status: str  # "failed" or "timed_out"
+    message: str
+    exit_code: int | None
+    duration_s: float
+    stdout_path: str | None  # relative to the output directory; None for a stream that stayed empty
+    stderr_path: str | None
+    stdout_bytes: int
+    stderr_bytes: int
+    processes_ended: list[ProcessRecord]  # what it left running, ended before the next attempt
 
 
 class DiagnosticRecord(TypedDict):
@@ -127,6 +144,7 @@ class BlockRecord(StepIdentity):
     peak_rss_bytes: int | None
     cpu_s: float | None
     diagnostics: list[DiagnosticRecord]
+    attempts: list[AttemptRecord]  # the earlier attempts of a retried block, in order; [] when run once (since 4)
 
 
 class RunRecord(TypedDict):
