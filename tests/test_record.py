@@ -20,6 +20,7 @@ from ci.maintain.lastrun import recheck
 from ci.record import (
     RECORD_FILE,
     RECORD_VERSION,
+    AttemptRecord,
     BlockRecord,
     CollectedFileRecord,
     CollectionRecord,
@@ -136,8 +137,9 @@ def test_the_schema_is_a_valid_versioned_draft_2020_12_schema() -> None:
         (("$defs", "collected_file"), CollectedFileRecord),
         (("$defs", "diagnostic"), DiagnosticRecord),
         (("$defs", "whole_text"), WholeTextRecord),
+        (("$defs", "attempt"), AttemptRecord),
     ],
-    ids=["run", "guide", "block", "process", "collection", "collected_file", "diagnostic", "whole_text"],
+    ids=["run", "guide", "block", "process", "collection", "collected_file", "diagnostic", "whole_text", "attempt"],
 )
 def test_the_schema_names_the_keys_writer_and_reader_share(where: tuple[str, ...], typed: Any) -> None:
     described = SCHEMA

@@ -145,7 +145,7 @@ class _Checker:
                 self.error(block.line, f"retry_delay: {exc}")
             if retry == 0 and "retry" not in params:  # retry="0" beside it says the author knows
                 message = (
-                    f"retry_delay= on this {block.label.value} has no effect: it is retried only with retry=\"N\""
+                    f'retry_delay= on this {block.label.value} has no effect: it is retried only with retry="N"'
                     " (or ci.retry in the front matter); add one, or remove retry_delay="
                 )
                 self.warnings.append(Problem(self.file, block.line, message))

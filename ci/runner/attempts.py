@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, MutableMapping
@@ -44,7 +45,7 @@ def attempt_stem(stem: str, number: int) -> str:
 
 
 def run_attempts(
-    step: Step, stored: MutableMapping[str, str], context: StepContext, run_step: RunStep
+    step: Step, stored: MutableMapping[str, str], context: StepContext, run_step: RunStep, *, clock: float
 ) -> tuple[BlockResult, int | None]:
     """Run the step by RUN_STEP, again after each failed or timed-out attempt while it has retries left.
 
@@ -54,12 +55,14 @@ def run_attempts(
     files are renamed to STEM.attempt-N.*. A stop signal during the pause
     ends the retrying at once, as does a pause that would end past
     --deadline: the last attempt's result stands. The result carries the
-    earlier attempts; with the signal's number when a stop signal came.
+    earlier attempts, and its start_s is its last attempt's (counted from
+    CLOCK, the guide's start); with the signal's number when a stop signal came.
     """
     attempts: list[Attempt] = []
     while True:
+        start_s = time.monotonic() - clock
         result, signum = run_step(step, stored, context)
-        result = dataclasses.replace(result, attempts=tuple(attempts))
+        result = dataclasses.replace(result, attempts=tuple(attempts), start_s=start_s)
         if signum is not None or not retried(result.status) or len(attempts) >= step.retry:
             return result, signum
         number = len(attempts) + 1
@@ -120,8 +123,6 @@ def _kept(attempt: Attempt, stem: str, kept_stem: str, output_dir: Path) -> Atte
         paths.append(None if path is None else str(target))
     dumps = Path(f"{stem}.dumps")
     if dumps.is_dir() and not dumps.is_symlink():
-        try:
+        with contextlib.suppress(OSError):  # the next attempt's dumps, if any, go beside them
             rename_within(dumps, Path(f"{kept_stem}.dumps"), within=output_dir)
-        except OSError:
-            pass  # the next attempt's dumps, if any, go beside them
     return dataclasses.replace(attempt, stdout_path=paths[0], stderr_path=paths[1])

@@ -271,9 +271,9 @@ class _GuideRun:
         unstored = self._unstored_message(step)
         if unstored is not None:
             result, signum = unstarted_result(step, Status.ERROR, unstored, masker=self.context.masker), None
-        else:
-            result, signum = run_attempts(step, self.stored, self.context, run_step)
-        result = dataclasses.replace(result, start_s=start_s)
+            result = dataclasses.replace(result, start_s=start_s)
+        else:  # a retried block's start_s is its last attempt's
+            result, signum = run_attempts(step, self.stored, self.context, run_step, clock=self.clock)
         for name in [name for name in self.stored if self.last_load.get(name, 0) <= step.ordinal]:
             del self.stored[name]
         self._interrupted(signum)

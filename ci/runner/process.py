@@ -350,7 +350,9 @@ class ProcessSupervisor:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(block.pid, signal.SIGKILL if timing.hurried else signal.SIGTERM)
 
-        ended, exit_codes = end_in_rounds(lambda: self._look(block.block_tag), timing, signal_group, self._reap_children)
+        ended, exit_codes = end_in_rounds(
+            lambda: self._look(block.block_tag), timing, signal_group, self._reap_children
+        )
         if block.exit_code is None:
             if block.pid in exit_codes:  # reaped while waiting for the tree
                 block.exit_code = exit_codes[block.pid]
