@@ -294,3 +294,19 @@ def test_list_shows_each_blocks_retries(
     (entry,) = json.loads(listed.stdout)
     assert (entry["retry"], entry["retry_delay_s"]) == (2, 30.0)
     assert os.path.basename(entry["guide"]) == "guide.md"
+
+
+def test_stream_shows_each_attempts_output_in_its_place(guide_runner) -> None:  # type: ignore[no-untyped-def]
+    run = guide_runner(
+        f"""
+        {FENCE}bash #test-setup id="fetch" retry="1" retry_delay="0"
+        {_counted("c")}; echo "try $n"; [ "$n" -ge 1 ]
+        {FENCE}
+        """,
+        "--stream",
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    retry = next(index for index, line in enumerate(lines) if "attempt 1 of 2 failed (exit 1); retrying now" in line)
+    assert "| try 0" in lines[:retry] and "| try 1" in lines[retry:]
+    assert "| try 0" not in lines[retry:]

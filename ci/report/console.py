@@ -221,6 +221,9 @@ class ConsoleReporter:
 
     def block_retrying(self, step: Step, attempt: Attempt, delay_s: float) -> None:
         """A line that an attempt failed and another follows; then the next attempt is watched as the first was."""
+        if self.watch is not None:  # its files are kept under other names now: the rest of them is shown first
+            kept = {"stdout": attempt.stdout_path, "stderr": attempt.stderr_path}
+            self.watch.moved({name: Path(path) for name, path in kept.items() if path is not None})
         header_open, mid_line = self._stop_watch()
         if header_open or mid_line:
             self.out.write("\n")
