@@ -131,6 +131,7 @@ def _plan_entries(plans: Sequence[Plan]) -> list[dict[str, Any]]:
     for plan in plans:
         for step in plan.steps:
             entry: dict[str, Any] = {"guide": plan.guide, **step.identity()}
+            entry.update(retry=step.retry, retry_delay_s=step.retry_delay_s)
             if step.skip_reason is not None:
                 entry["skip"] = step.skip_reason
             if step.expected is not None:

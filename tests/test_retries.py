@@ -22,7 +22,8 @@ from waiting import wait_for
 
 from ci.core.model import DocumentError
 from ci.core.parse import parse_guide
-from ci.core.plan import DEFAULT_RETRY_DELAY_S, build_plan
+from ci.core.plan import build_plan
+from ci.core.settings import DEFAULT_RETRY_DELAY_S
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((REPO / "docs" / "results.schema.json").read_text(encoding="utf-8"))
@@ -278,7 +279,7 @@ def test_a_retry_delay_without_retries_is_a_warning() -> None:
     plan = _plan(f'{FENCE}bash #test-setup retry_delay="5s"\ntrue\n{FENCE}\n')
     assert [str(w) for w in plan.warnings] == [
         'guide.md:1: retry_delay= on this #test-setup has no effect: it is retried only with retry="N"'
-        " (or ci.retry in the front matter); add one, or remove retry_delay="
+        " (or ci.retry); add one, or remove retry_delay="
     ]
 
 

@@ -161,8 +161,6 @@ class StepIdentity(TypedDict):
     timeout_s: float
     loads: list[list[str]]  # [NAME, PLACEHOLDER] pairs
     hidden: bool
-    retry: int  # more attempts after a first that failed or timed out
-    retry_delay_s: float  # the pause before each of them
 
 
 @dataclass(frozen=True)
@@ -186,11 +184,6 @@ class Step:
     expected: Expected | None  # `#test` only
     retry: int = 0  # resolved (block, else front matter): attempts after a first that failed or timed out
     retry_delay_s: float = 0.0  # resolved: the pause before each further attempt
-
-    @property
-    def attempts(self) -> int:
-        """How many times the block may be run: once, and once per retry."""
-        return self.retry + 1
 
     @property
     def name(self) -> str:
@@ -219,8 +212,6 @@ class Step:
             "timeout_s": self.timeout_s,
             "loads": [[load.name, load.placeholder] for load in self.loads],
             "hidden": self.hidden,
-            "retry": self.retry,
-            "retry_delay_s": self.retry_delay_s,
         }
 
 
@@ -357,18 +348,7 @@ class BlockResult:
     cpu_s: float | None = None
     diagnostics: tuple[DiagnosticResult, ...] = ()  # the guide's ci.diagnostics, run after a failure
     start_s: float | None = None  # seconds from the guide's start to the block's; None for a block never started
-    # the attempts before the last, which this result is (retry=): each failed or timed out; () when run once
-    attempts: tuple[Attempt, ...] = ()
-
-    @property
-    def attempt(self) -> int:
-        """Which attempt this result is: 1 unless the block was retried."""
-        return len(self.attempts) + 1
-
-    @property
-    def flaky(self) -> bool:
-        """True for a block that passed after failed attempts."""
-        return self.status is Status.PASSED and bool(self.attempts)
+    attempts: tuple[Attempt, ...] = ()  # retry=: the attempts before this last one, each failed or timed out
 
     @property
     def failure_line(self) -> int:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 from ci.core.match import DEFAULT_WILDCARD
 from ci.core.model import (
@@ -25,7 +26,6 @@ from ci.core.settings import DEFAULT_RETRY_DELAY_S, guide_settings, parse_durati
 from ci.core.suggest import closest
 
 __all__ = [
-    "DEFAULT_RETRY_DELAY_S",
     "DEFAULT_TIMEOUT_S",
     "LANGUAGES",
     "LOAD_SEPARATOR",
@@ -38,6 +38,7 @@ __all__ = [
     "written_line",
 ]
 
+_T = TypeVar("_T")
 DEFAULT_TIMEOUT_S = 10800.0
 LOAD_SEPARATOR = ">>"  # load="NAME>>PLACEHOLDER"
 
@@ -75,6 +76,7 @@ class _Checker:
         self.claimed: set[str] = set()  # ids of results without a #test that an error already names
         self.near_labels: tuple[NearLabel, ...] = ()  # fences ignored for a misspelt label
         self.claimed_warnings: list[Problem] = []  # parser warnings an error already says
+        self.settings = GuideSettings()  # the front matter's: ci.retry and ci.retry_delay are the blocks' defaults
 
     def error(self, line: int, message: str) -> None:
         self.problems.append(Problem(self.file, line, message))
@@ -121,34 +123,23 @@ class _Checker:
             loads.append(load)
         return tuple(loads)
 
-    def timeout(self, block: Block, values: list[str]) -> float | None:
-        if not values:
-            return None
+    def value(self, block: Block, params: dict[str, list[str]], key: str, parse: Callable[[str], _T]) -> _T | None:
+        """The block's KEY= read by PARSE (timeout, retry, retry_delay); None when not given or bad (a problem then)."""
         try:
-            return parse_duration(values[0])
+            return parse(params[key][0]) if key in params else None
         except ValueError as exc:
-            self.error(block.line, f"timeout: {exc}")
+            self.error(block.line, f"{key}: {exc}")
             return None
 
-    def retry(self, block: Block, params: dict[str, list[str]], settings: GuideSettings) -> tuple[int, float]:
+    def retry(self, block: Block, params: dict[str, list[str]]) -> tuple[int, float]:
         """The block's retries and the pause before each: its own retry=/retry_delay=, else the front matter's."""
-        retry, delay_s = settings.retry or 0, settings.retry_delay_s
-        if "retry" in params:
-            try:
-                retry = parse_retry(params["retry"][0])
-            except ValueError as exc:
-                self.error(block.line, f"retry: {exc}")
-        if "retry_delay" in params:
-            try:
-                delay_s = parse_retry_delay(params["retry_delay"][0])
-            except ValueError as exc:
-                self.error(block.line, f"retry_delay: {exc}")
-            if retry == 0 and "retry" not in params:  # retry="0" beside it says the author knows
-                message = (
-                    f'retry_delay= on this {block.label.value} has no effect: it is retried only with retry="N"'
-                    " (or ci.retry in the front matter); add one, or remove retry_delay="
-                )
-                self.warnings.append(Problem(self.file, block.line, message))
+        retry = self.value(block, params, "retry", parse_retry)
+        delay_s = self.value(block, params, "retry_delay", parse_retry_delay)
+        if "retry_delay" in params and "retry" not in params and not self.settings.retry:  # retry="0": it is meant
+            why = 'has no effect: it is retried only with retry="N" (or ci.retry); add one, or remove retry_delay='
+            self.warnings.append(Problem(self.file, block.line, f"retry_delay= on this {block.label.value} {why}"))
+        delay_s = self.settings.retry_delay_s if delay_s is None else delay_s
+        retry = self.settings.retry or 0 if retry is None else retry
         return retry, DEFAULT_RETRY_DELAY_S if delay_s is None else delay_s
 
     def language(self, block: Block) -> Language | None:
@@ -218,11 +209,12 @@ def build_plan(
     checker = _Checker(parsed.file)
     checker.near_labels = parsed.near_labels
     settings, settings_problems = guide_settings(parsed)
+    checker.settings = settings
     checker.problems.extend(settings_problems)
     checked = [(block, checker.params(block)) for block in parsed.blocks]
     _pair_by_id(checked, checker)
     block_default_s = settings.timeout_s or default_timeout_s or DEFAULT_TIMEOUT_S
-    steps = _steps(checked, set(preset_names), block_default_s, settings, checker)
+    steps = _steps(checked, set(preset_names), block_default_s, checker)
     _warn_of_unpaired_results(checker)
     problems = sorted([*parsed.problems, *checker.problems], key=lambda p: p.line)
     if not problems:  # on a guide that plans: what is left of an error would be a consequence of it
@@ -273,9 +265,7 @@ def _warn_of_unpaired_results(checker: _Checker) -> None:
         checker.warnings.append(Problem(checker.file, found[0][0].line, message))
 
 
-def _steps(
-    checked: list[_Checked], stored: set[str], block_default_s: float, settings: GuideSettings, checker: _Checker
-) -> list[Step]:
+def _steps(checked: list[_Checked], stored: set[str], block_default_s: float, checker: _Checker) -> list[Step]:
     """The runnable blocks as steps, in order; `stored` (the names preset) grows with each setup's store."""
     steps: list[Step] = []
     for block, params in checked:
@@ -283,8 +273,8 @@ def _steps(
             continue
         language = checker.language(block)
         loads = checker.loads(block, params.get("load", []), stored)
-        timeout_s = checker.timeout(block, params.get("timeout", []))
-        retry, retry_delay_s = checker.retry(block, params, settings)
+        timeout_s = checker.value(block, params, "timeout", parse_duration)
+        retry, retry_delay_s = checker.retry(block, params)
         block_id = params.get("id", [None])[0]
         expected = None
         if block.label is Label.TEST and block_id is not None:

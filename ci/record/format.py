@@ -119,6 +119,8 @@ class BlockRecord(StepIdentity):
 
     guide: str
     heading: str | None
+    retry: int  # more attempts after one that failed or timed out (since version 4)
+    retry_delay_s: float  # the pause before each
     status: str  # a Status's value
     message: str
     exit_code: int | None

@@ -61,6 +61,8 @@ def _block(result: BlockResult, guide: str, base: Path, masker: Masker) -> Block
         "guide": guide,
         **step.identity(),
         "heading": clean_text(step.heading, masker) if step.heading else None,
+        "retry": step.retry,
+        "retry_delay_s": step.retry_delay_s,
         "status": result.status.value,
         "message": clean_text(result.message, masker),
         "exit_code": result.exit_code,

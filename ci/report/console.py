@@ -62,7 +62,7 @@ def _verdict_parts(result: BlockResult, total: int) -> tuple[str, str, str]:
 
 def attempt_words(result: BlockResult) -> str:
     """` on attempt 2 of 3` after the status word of a block that was retried; "" for one run once."""
-    return f" on attempt {result.attempt} of {result.step.attempts}" if result.attempts else ""
+    return f" on attempt {len(result.attempts) + 1} of {result.step.retry + 1}" if result.attempts else ""
 
 
 def _seconds(seconds: float) -> str:
@@ -77,7 +77,7 @@ def retry_line(step: Step, attempt: Attempt, total: int, delay_s: float) -> str:
     kept = f"; its output: {', '.join(files)}" if files else ""
     when = f"in {_seconds(delay_s)}" if delay_s else "now"
     return (
-        f"[{step.ordinal}/{total}] {step.name}: attempt {attempt.number} of {step.attempts} {what}"
+        f"[{step.ordinal}/{total}] {step.name}: attempt {attempt.number} of {step.retry + 1} {what}"
         f" ({attempt.message}); retrying {when}{ended}{kept}"
     )
 

@@ -164,12 +164,12 @@ def _attempts_said(result: BlockResult) -> str:
     if not result.attempts:
         return ""
     earlier = "; ".join(attempt.message[:_ATTEMPT_MESSAGE_CHARS] for attempt in result.attempts)
-    return f" (attempt {result.attempt} of {result.step.attempts}; earlier: {earlier})"
+    return f" (attempt {len(result.attempts) + 1} of {result.step.retry + 1}; earlier: {earlier})"
 
 
 def _flaky_lines(results: Sequence[BlockResult], masker: Masker) -> list[str]:
     """The step summary's list of blocks that passed only after failed attempts; [] when none did."""
-    flaky = [result for result in results if result.flaky]
+    flaky = [result for result in results if result.status is Status.PASSED and result.attempts]
     if not flaky:
         return []
     lines = ["\nFlaky blocks (passed after failed attempts, retry=):\n"]
@@ -178,7 +178,7 @@ def _flaky_lines(results: Sequence[BlockResult], masker: Masker) -> list[str]:
         earlier = "; ".join(attempt.message[:_ATTEMPT_MESSAGE_CHARS] for attempt in result.attempts)
         lines.append(
             f"- {code_cell(f'{step.label.value} {step.name}', masker)} (line {step.line}): passed on attempt"
-            f" {result.attempt} of {step.attempts}; earlier: {table_cell(earlier, masker)}"
+            f" {len(result.attempts) + 1} of {step.retry + 1}; earlier: {table_cell(earlier, masker)}"
         )
     return lines
 

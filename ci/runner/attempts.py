@@ -68,16 +68,16 @@ def run_attempts(
         number = len(attempts) + 1
         deadline = context.deadline
         if deadline is not None and time.monotonic() + step.retry_delay_s >= deadline:
-            why = f"no attempt {number + 1} of {step.attempts}: the run deadline comes before it could start"
+            why = f"no attempt {number + 1} of {step.retry + 1}: the run deadline comes before it could start"
             return dataclasses.replace(result, message=f"{result.message}; {why}"), None
         ended = tuple(context.supervisor.end_left_behind(context.tag(step)))
         stem = context.stem(step)
         attempt = _kept(_attempt(result, number, ended), stem, attempt_stem(stem, number), context.output_dir)
         context.events.retrying(step, attempt, step.retry_delay_s)
-        signum = context.supervisor.pause(step.retry_delay_s)
+        signum = context.supervisor.signals.pause(step.retry_delay_s)
         if signum is not None:  # the last attempt's result stands, its files under their usual names again
             back = _kept(attempt, attempt_stem(stem, number), stem, context.output_dir)
-            why = f"interrupted by signal {signum} before attempt {number + 1} of {step.attempts}"
+            why = f"interrupted by signal {signum} before attempt {number + 1} of {step.retry + 1}"
             final = dataclasses.replace(
                 result,
                 message=f"{result.message}; {why}",

@@ -363,30 +363,11 @@ class ProcessSupervisor:
         self.reap_orphans()
         return sorted(ended, key=lambda p: p.pid != block.pid)
 
-    def end_left_behind(self, block_tag: str, *, grace_s: float | None = None) -> list[TrackedProcess]:
-        """End what a block that has exited left running (a background server, a daemon), before it runs again.
-
-        As end_tree does for a block that timed out, for one whose main
-        process is gone: the processes are the block's by its marker, its
-        session and when they started (see Owners). Returns them.
-        """
-        self.reap_orphans()
-        ended, _ = end_in_rounds(lambda: self._look(block_tag), self._timing(grace_s), reap=self._reap_children)
+    def end_left_behind(self, block_tag: str) -> list[TrackedProcess]:
+        """End what a block that exited left running (a background server, its daemons), as end_tree would."""
+        ended, _ = end_in_rounds(lambda: self._look(block_tag), self._timing(None), reap=self._reap_children)
         self.reap_orphans()
         return ended
-
-    def pause(self, seconds: float) -> int | None:
-        """Wait SECONDS (reaping orphans meanwhile); the stop signal's number, at once, when one comes or came."""
-        end = time.monotonic() + seconds
-        watch = select.poll()
-        watch.register(self.signals.wake_fd, select.POLLIN)
-        while (signum := self.stop_requested()) is None:
-            remaining = end - time.monotonic()
-            if remaining <= 0:
-                return None
-            watch.poll(min(remaining, _POLL_S) * 1000)
-            self.reap_orphans()
-        return signum
 
     def teardown(self, grace_s: float | None = None) -> list[TrackedProcess]:
         """End every process of the run still alive (background servers, daemons) and list them.
