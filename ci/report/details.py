@@ -61,7 +61,8 @@ def block_details(
         sections.append((f"processes ended ({len(result.ended)})", listed))
     if result.attempts:
         listed = "\n".join(attempt_summary(attempt) for attempt in result.attempts)
-        sections.append((f"earlier attempts ({len(result.attempts)} of {step.retry + 1})", listed))
+        last = f"this was attempt {len(result.attempts) + 1} of {step.retry + 1}"
+        sections.append((f"earlier attempts ({last})", listed))
     sections += _diagnostic_sections(result.diagnostics, masker)
     return sections
 
