@@ -133,6 +133,7 @@ def _plan_entries(plans: Sequence[Plan], listing: PlanListing) -> list[dict[str,
     for index, plan in enumerate(plans):
         for step in plan.steps:
             entry: dict[str, Any] = {"guide": plan.guide, **step.identity(), **listing.json_keys(index, step)}
+            entry.update(retry=step.retry, retry_delay_s=step.retry_delay_s)
             if step.skip_reason is not None:
                 entry["skip"] = step.skip_reason
             if step.expected is not None:
@@ -156,6 +157,7 @@ def _print_plan_text(plans: Sequence[Plan], github: bool, listing: PlanListing) 
             loads = " ".join(f"load={load.name}>>{load.placeholder}" for load in step.loads)
             extra = " hidden" if step.hidden else ""
             extra += f" skip={step.skip_reason!r}" if step.skip_reason is not None else ""
+            extra += f" retry={step.retry} retry_delay={step.retry_delay_s:g}s" if step.retry else ""
             lines.append(
                 f"{step.ordinal:>4}  {step.label.value:<12} {name or '-':<30} {step.language_word:<7} "
                 f"{step.file}:{step.line}  timeout={step.timeout_s:g}s {loads}{extra}".rstrip()

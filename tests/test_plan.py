@@ -748,7 +748,7 @@ ONE_MISTAKE_CASES: list[tuple[str, str, str]] = [
     (
         "misspelt-id-on-test",
         block('shell #test ids="four"') + block('shell #test-result id="four"', "4"),
-        "1: unknown parameter 'ids' on #test; did you mean id=\"four\"? allowed: id, load, skip, timeout",
+        "1: unknown parameter 'ids' on #test; did you mean id=\"four\"? allowed: id, load, retry, retry_delay, skip, timeout",
     ),
     (
         "misspelt-id-on-result",
@@ -758,7 +758,7 @@ ONE_MISTAKE_CASES: list[tuple[str, str, str]] = [
     (
         "misspelt-timeout",
         block("shell #test id=\"a\" timout='5'") + block('shell #test-result id="a"'),
-        "1: unknown parameter 'timout' on #test; did you mean timeout=\"5\"? allowed: id, load, skip, timeout",
+        "1: unknown parameter 'timout' on #test; did you mean timeout=\"5\"? allowed: id, load, retry, retry_delay, skip, timeout",
     ),
     (
         "misspelt-flag",
@@ -773,7 +773,7 @@ ONE_MISTAKE_CASES: list[tuple[str, str, str]] = [
     (
         "misspelt-store",
         block('shell #test-setup stor="port"') + block('shell #test-setup load="port>>P"'),
-        "1: unknown parameter 'stor' on #test-setup; did you mean store=\"port\"? allowed: id, load, skip, store, timeout",
+        "1: unknown parameter 'stor' on #test-setup; did you mean store=\"port\"? allowed: id, load, retry, retry_delay, skip, store, timeout",
     ),
     (
         "unterminated-quote",
@@ -822,7 +822,7 @@ ONE_MISTAKE_CASES: list[tuple[str, str, str]] = [
         "misspelt-front-matter-key",
         "---\nci:\n  timout: 1h\n---\n" + block("shell #test-setup"),
         "3: front matter: unknown key ci.timout; did you mean ci.timeout? "
-        "allowed: cleanup, cleanup_timeout, collect, diagnostics, diagnostics_timeout, env, error_markers, timeout, upstream",
+        "allowed: cleanup, cleanup_timeout, collect, diagnostics, diagnostics_timeout, env, error_markers, retry, retry_delay, timeout, upstream",
     ),
 ]
 

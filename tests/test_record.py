@@ -20,6 +20,7 @@ from ci.maintain.lastrun import recheck
 from ci.record import (
     RECORD_FILE,
     RECORD_VERSION,
+    AttemptRecord,
     BlockRecord,
     CollectedFileRecord,
     CollectionRecord,
@@ -138,8 +139,20 @@ def test_the_schema_is_a_valid_versioned_draft_2020_12_schema() -> None:
         (("$defs", "diagnostic"), DiagnosticRecord),
         (("$defs", "predating_file"), PredatingFileRecord),
         (("$defs", "whole_text"), WholeTextRecord),
+        (("$defs", "attempt"), AttemptRecord),
     ],
-    ids=["run", "guide", "block", "process", "collection", "collected_file", "diagnostic", "predating", "whole_text"],
+    ids=[
+        "run",
+        "guide",
+        "block",
+        "process",
+        "collection",
+        "collected_file",
+        "diagnostic",
+        "predating",
+        "whole_text",
+        "attempt",
+    ],
 )
 def test_the_schema_names_the_keys_writer_and_reader_share(where: tuple[str, ...], typed: Any) -> None:
     described = SCHEMA

@@ -835,6 +835,9 @@ class Quiet:
     def block_started(self, *args):
         pass
 
+    def block_retrying(self, *args):
+        pass
+
     def block_finished(self, *args):
         pass
 

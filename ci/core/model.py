@@ -10,6 +10,7 @@ from typing import TypedDict
 
 __all__ = [
     "STILL_RUNNING",
+    "Attempt",
     "Block",
     "BlockResult",
     "BoundedText",
@@ -182,6 +183,8 @@ class Step:
     loads: tuple[Load, ...]
     skip_reason: str | None  # from skip='...'
     expected: Expected | None  # `#test` only
+    retry: int = 0  # resolved (block, else front matter): attempts after a first that failed or timed out
+    retry_delay_s: float = 0.0  # resolved: the pause before each further attempt
 
     @property
     def name(self) -> str:
@@ -226,6 +229,8 @@ class GuideSettings:
     diagnostics_timeout_s: float | None = None  # each diagnostic's limit; None: the harness's default
     cleanup: tuple[str, ...] = ()  # bash commands run when the guide's run ends, whatever its verdict
     cleanup_timeout_s: float | None = None  # each cleanup command's limit; None: the harness's default
+    retry: int | None = None  # ci.retry: every runnable block's retries unless it gives its own; None: 0
+    retry_delay_s: float | None = None  # ci.retry_delay: the pause before each; None: DEFAULT_RETRY_DELAY_S
 
 
 @dataclass(frozen=True)
@@ -316,6 +321,22 @@ class BoundedText:
 
 
 @dataclass(frozen=True)
+class Attempt:
+    """An earlier attempt of a block run more than once (`retry=`): one that failed or timed out, its files kept."""
+
+    number: int  # 1-based: the first attempt is 1
+    status: Status  # FAILED or TIMED_OUT: nothing else is retried
+    exit_code: int | None  # None when it timed out or was killed by a signal
+    duration_s: float
+    message: str  # one line, as a block's ("exit 1", "timed out after 30s; ...")
+    stdout_path: str | None  # its whole stdout, kept under an `.attempt-N.` name; None when it stayed empty
+    stderr_path: str | None
+    stdout_bytes: int
+    stderr_bytes: int
+    ended: tuple[TrackedProcess, ...] = ()  # what of it was left running and ended before the next attempt
+
+
+@dataclass(frozen=True)
 class BlockResult:
     """What happened to one step: the status and everything a reporter may show."""
 
@@ -343,6 +364,7 @@ class BlockResult:
     # why it did not pass, beyond `message` (ci.core.reason): the last line its output said so, then the guide's
     # warnings about it; masked and bounded. None for a block that passed, was skipped or not run, or said nothing
     reason: str | None = None
+    attempts: tuple[Attempt, ...] = ()  # retry=: the attempts before this last one, each failed or timed out
 
     @property
     def failure_line(self) -> int:

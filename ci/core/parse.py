@@ -117,7 +117,7 @@ def _parse_params(words: list[tuple[str, int]]) -> list[Param]:
 # How far a word may be from a label (letters added, removed, changed or swapped) to be taken for a typo of it:
 # one for the short `#test` (`#tset`, `#tests`), two for the longer ones (`#test-resluts`).
 _NEAR_MISS_DISTANCE = {"#test": 1, "#test-result": 2, "#test-setup": 2}
-_PARAM_KEYS = ("id", "store", "load", "fuzzy", "timeout", "skip")
+_PARAM_KEYS = ("id", "store", "load", "fuzzy", "timeout", "skip", "retry", "retry_delay")
 
 
 def near_miss_of(word: str, *, first: bool = False, before_params: bool = False) -> str | None:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 from ci.core.match import DEFAULT_WILDCARD
 from ci.core.model import (
     Block,
     DocumentError,
     Expected,
+    GuideSettings,
     Label,
     Language,
     Load,
@@ -20,7 +22,7 @@ from ci.core.model import (
 )
 from ci.core.parse import NearLabel, ParsedGuide
 from ci.core.placeholders import unloaded_placeholders
-from ci.core.settings import guide_settings, parse_duration
+from ci.core.settings import DEFAULT_RETRY_DELAY_S, guide_settings, parse_duration, parse_retry, parse_retry_delay
 from ci.core.suggest import closest
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "written_line",
 ]
 
+_T = TypeVar("_T")
 DEFAULT_TIMEOUT_S = 10800.0
 LOAD_SEPARATOR = ">>"  # load="NAME>>PLACEHOLDER"
 
@@ -49,9 +52,9 @@ LANGUAGES = {
 
 # Which keys each label accepts; flags take no value, the rest need a quoted one.
 _KEYS = {
-    Label.TEST: {"id", "load", "timeout", "skip"},
+    Label.TEST: {"id", "load", "timeout", "skip", "retry", "retry_delay"},
     Label.RESULT: {"id", "load", "fuzzy", "disable_fuzzy"},
-    Label.SETUP: {"id", "store", "load", "timeout", "skip"},
+    Label.SETUP: {"id", "store", "load", "timeout", "skip", "retry", "retry_delay"},
 }
 _ALL_KEYS = set().union(*_KEYS.values())
 _FLAGS = {"disable_fuzzy"}
@@ -73,6 +76,7 @@ class _Checker:
         self.claimed: set[str] = set()  # ids of results without a #test that an error already names
         self.near_labels: tuple[NearLabel, ...] = ()  # fences ignored for a misspelt label
         self.claimed_warnings: list[Problem] = []  # parser warnings an error already says
+        self.settings = GuideSettings()  # the front matter's: ci.retry and ci.retry_delay are the blocks' defaults
 
     def error(self, line: int, message: str) -> None:
         self.problems.append(Problem(self.file, line, message))
@@ -119,14 +123,24 @@ class _Checker:
             loads.append(load)
         return tuple(loads)
 
-    def timeout(self, block: Block, values: list[str]) -> float | None:
-        if not values:
-            return None
+    def value(self, block: Block, params: dict[str, list[str]], key: str, parse: Callable[[str], _T]) -> _T | None:
+        """The block's KEY= read by PARSE (timeout, retry, retry_delay); None when not given or bad (a problem then)."""
         try:
-            return parse_duration(values[0])
+            return parse(params[key][0]) if key in params else None
         except ValueError as exc:
-            self.error(block.line, f"timeout: {exc}")
+            self.error(block.line, f"{key}: {exc}")
             return None
+
+    def retry(self, block: Block, params: dict[str, list[str]]) -> tuple[int, float]:
+        """The block's retries and the pause before each: its own retry=/retry_delay=, else the front matter's."""
+        retry = self.value(block, params, "retry", parse_retry)
+        delay_s = self.value(block, params, "retry_delay", parse_retry_delay)
+        if "retry_delay" in params and "retry" not in params and not self.settings.retry:  # retry="0": it is meant
+            why = 'has no effect: it is retried only with retry="N" (or ci.retry); add one, or remove retry_delay='
+            self.warnings.append(Problem(self.file, block.line, f"retry_delay= on this {block.label.value} {why}"))
+        delay_s = self.settings.retry_delay_s if delay_s is None else delay_s
+        retry = self.settings.retry or 0 if retry is None else retry
+        return retry, DEFAULT_RETRY_DELAY_S if delay_s is None else delay_s
 
     def language(self, block: Block) -> Language | None:
         if block.language is None:
@@ -195,6 +209,7 @@ def build_plan(
     checker = _Checker(parsed.file)
     checker.near_labels = parsed.near_labels
     settings, settings_problems = guide_settings(parsed)
+    checker.settings = settings
     checker.problems.extend(settings_problems)
     checked = [(block, checker.params(block)) for block in parsed.blocks]
     _pair_by_id(checked, checker)
@@ -258,7 +273,8 @@ def _steps(checked: list[_Checked], stored: set[str], block_default_s: float, ch
             continue
         language = checker.language(block)
         loads = checker.loads(block, params.get("load", []), stored)
-        timeout_s = checker.timeout(block, params.get("timeout", []))
+        timeout_s = checker.value(block, params, "timeout", parse_duration)
+        retry, retry_delay_s = checker.retry(block, params)
         block_id = params.get("id", [None])[0]
         expected = None
         if block.label is Label.TEST and block_id is not None:
@@ -284,6 +300,8 @@ def _steps(checked: list[_Checked], stored: set[str], block_default_s: float, ch
                 loads=loads,
                 skip_reason=params["skip"][0] or "skipped" if "skip" in params else None,
                 expected=expected,
+                retry=retry,
+                retry_delay_s=retry_delay_s,
             )
         )
     return steps

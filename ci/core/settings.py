@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 import yaml
 
@@ -12,7 +12,16 @@ from ci.core.model import GuideSettings, Problem
 from ci.core.parse import ParsedGuide
 from ci.core.suggest import closest
 
-__all__ = ["MAX_DURATION_S", "guide_settings", "parse_duration"]
+__all__ = [
+    "DEFAULT_RETRY_DELAY_S",
+    "MAX_DURATION_S",
+    "MAX_RETRY",
+    "MAX_RETRY_DELAY_S",
+    "guide_settings",
+    "parse_duration",
+    "parse_retry",
+    "parse_retry_delay",
+]
 
 _FRONT_MATTER_KEYS = {
     "timeout",
@@ -24,6 +33,8 @@ _FRONT_MATTER_KEYS = {
     "diagnostics_timeout",
     "cleanup",
     "cleanup_timeout",
+    "retry",
+    "retry_delay",
 }
 # the front-matter lists of text, with what an item is and an example for messages
 _TEXT_LISTS = {
@@ -31,6 +42,8 @@ _TEXT_LISTS = {
     "diagnostics": ("a command", '["npu-smi info", "tail -n 100 /tmp/server.log"]'),
     "cleanup": ("a command", '["rm -rf /tmp/smoke-work"]'),
 }
+
+_T = TypeVar("_T")
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smh]?)\Z")
 _UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -46,6 +59,34 @@ def parse_duration(text: str) -> float:
     # `not <=` also refuses infinity, which 400 digits become and which no JSON report can hold
     if not seconds <= MAX_DURATION_S:
         raise ValueError(f"duration {_shown(text)} is over the maximum of 7 days: give at most 168h")
+    return seconds
+
+
+MAX_RETRY = 10  # the most retries a block may have: a step that fails eleven times in a row is broken, not flaky
+DEFAULT_RETRY_DELAY_S = 10.0  # the pause before a retry unless retry_delay= says: long enough for a network blip
+MAX_RETRY_DELAY_S = 3600.0  # the longest pause before a retry: an hour
+
+
+def parse_retry(text: str) -> int:
+    """How many retries `retry="N"` asks for: a whole number from 0 to MAX_RETRY; ValueError otherwise."""
+    written = str(text).strip()
+    if not written.isdecimal() or not written.isascii():
+        raise ValueError(f"bad number of retries {_shown(text)}: give a whole number from 0 to {MAX_RETRY}, e.g. 2")
+    if int(written) > MAX_RETRY:
+        raise ValueError(
+            f"{_shown(text)} retries is over the maximum of {MAX_RETRY}: a step that fails that often is broken,"
+            " not flaky; give at most 10"
+        )
+    return int(written)
+
+
+def parse_retry_delay(text: str) -> float:
+    """The pause before a retry: 0, or a duration as `timeout=` takes (`90`, `30s`, `10m`) up to an hour; ValueError otherwise."""
+    if str(text).strip() in ("0", "0s", "0.0"):
+        return 0.0
+    seconds = parse_duration(text)
+    if seconds > MAX_RETRY_DELAY_S:
+        raise ValueError(f"retry delay {_shown(text)} is over the maximum of an hour: give at most 60m")
     return seconds
 
 
@@ -80,6 +121,8 @@ def guide_settings(parsed: ParsedGuide) -> tuple[GuideSettings, list[Problem]]:
     upstream = reader.upstream(section)
     diagnostics_timeout_s = reader.duration(section, "diagnostics_timeout")
     cleanup_timeout_s = reader.duration(section, "cleanup_timeout")
+    retry = reader.parsed(section, "retry", parse_retry)
+    retry_delay_s = reader.parsed(section, "retry_delay", parse_retry_delay)
     settings = GuideSettings(
         timeout_s=timeout_s,
         error_markers=error_markers,
@@ -90,6 +133,8 @@ def guide_settings(parsed: ParsedGuide) -> tuple[GuideSettings, list[Problem]]:
         diagnostics_timeout_s=diagnostics_timeout_s,
         cleanup=reader.text_list(section, "cleanup"),
         cleanup_timeout_s=cleanup_timeout_s,
+        retry=retry,
+        retry_delay_s=retry_delay_s,
     )
     return settings, reader.problems
 
@@ -146,6 +191,16 @@ class _Reader:
             return None
         try:
             return parse_duration(_written(self.nodes.get(key), section[key]))
+        except ValueError as exc:
+            self.error(self.line_of(key), f"front matter ci.{key}: {exc}")
+            return None
+
+    def parsed(self, section: dict[Any, Any], key: str, parse: Callable[[str], _T]) -> _T | None:
+        """The value of ci.KEY read by PARSE from its text as written; None when not given or bad (a problem then)."""
+        if section.get(key) is None:
+            return None
+        try:
+            return parse(_written(self.nodes.get(key), section[key]))
         except ValueError as exc:
             self.error(self.line_of(key), f"front matter ci.{key}: {exc}")
             return None

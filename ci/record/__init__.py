@@ -5,6 +5,7 @@ from __future__ import annotations
 from ci.record.format import (
     RECORD_FILE,
     RECORD_VERSION,
+    AttemptRecord,
     BlockRecord,
     CollectedFileRecord,
     CollectionRecord,
@@ -21,6 +22,7 @@ from ci.record.write import run_record, write_record
 __all__ = [
     "RECORD_FILE",
     "RECORD_VERSION",
+    "AttemptRecord",
     "BlockRecord",
     "CollectedFileRecord",
     "CollectionRecord",

@@ -12,6 +12,7 @@ __all__ = [
     "READ_VERSIONS",
     "RECORD_FILE",
     "RECORD_VERSION",
+    "AttemptRecord",
     "BlockRecord",
     "CollectedFileRecord",
     "CollectionRecord",
@@ -28,7 +29,8 @@ __all__ = [
 RECORD_VERSION = 4
 # What this guide-guard's reader reads: version 2 only allowed ended_by "still running", which it does not read;
 # version 3 only added each block's start_s, which a reader of an older record makes up from the durations;
-# version 4 only added what it does not read (each block's reason, files that predate the run, a guide's cleanup).
+# version 4 only added what it does not read (each block's reason, retry, retry_delay_s and attempts, files that
+# predate the run, a guide's cleanup).
 READ_VERSIONS = (1, 2, 3, 4)
 RECORD_FILE = "results.json"  # in the run's output directory
 
@@ -49,6 +51,21 @@ class PredatingFileRecord(TypedDict):
 
     path: str
     modified_at: str  # ISO 8601, UTC
+
+
+class AttemptRecord(TypedDict):
+    """An earlier attempt of a retried block: it failed or timed out, and the block ran again (since version 4)."""
+
+    attempt: int  # 1-based
+    status: str  # "failed" or "timed_out"
+    message: str
+    exit_code: int | None
+    duration_s: float
+    stdout_path: str | None  # relative to the output directory; None for a stream that stayed empty
+    stderr_path: str | None
+    stdout_bytes: int
+    stderr_bytes: int
+    processes_ended: list[ProcessRecord]  # what it left running, ended before the next attempt
 
 
 class DiagnosticRecord(TypedDict):
@@ -115,6 +132,8 @@ class BlockRecord(StepIdentity):
 
     guide: str
     heading: str | None
+    retry: int  # more attempts after one that failed or timed out (since version 4)
+    retry_delay_s: float  # the pause before each
     status: str  # a Status's value
     message: str
     reason: str | None  # why it did not pass, beyond message (BlockResult.reason); None when passed (since 4)
@@ -141,6 +160,7 @@ class BlockRecord(StepIdentity):
     peak_rss_bytes: int | None
     cpu_s: float | None
     diagnostics: list[DiagnosticRecord]
+    attempts: list[AttemptRecord]  # the earlier attempts of a retried block, in order; [] when run once (since 4)
 
 
 class RunRecord(TypedDict):

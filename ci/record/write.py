@@ -12,6 +12,7 @@ from typing import overload
 
 from ci.core.files import write_atomically
 from ci.core.model import (
+    Attempt,
     BlockResult,
     BoundedText,
     Collection,
@@ -22,6 +23,7 @@ from ci.core.model import (
 from ci.core.text import Masker, clean_text, escape_undecodable_json
 from ci.record.format import (
     RECORD_VERSION,
+    AttemptRecord,
     BlockRecord,
     CollectionRecord,
     DiagnosticRecord,
@@ -60,6 +62,8 @@ def _block(result: BlockResult, guide: str, base: Path, masker: Masker) -> Block
         "guide": guide,
         **step.identity(),
         "heading": clean_text(step.heading, masker) if step.heading else None,
+        "retry": step.retry,
+        "retry_delay_s": step.retry_delay_s,
         "status": result.status.value,
         "message": clean_text(result.message, masker),
         "reason": clean_text(result.reason, masker) if result.reason is not None else None,
@@ -84,6 +88,22 @@ def _block(result: BlockResult, guide: str, base: Path, masker: Masker) -> Block
         "peak_rss_bytes": result.peak_rss_bytes,
         "cpu_s": round(result.cpu_s, 3) if result.cpu_s is not None else None,
         "diagnostics": [_diagnostic(d, base, masker) for d in result.diagnostics],
+        "attempts": [_attempt(a, base, masker) for a in result.attempts],
+    }
+
+
+def _attempt(attempt: Attempt, base: Path, masker: Masker) -> AttemptRecord:
+    return {
+        "attempt": attempt.number,
+        "status": attempt.status.value,
+        "message": clean_text(attempt.message, masker),
+        "exit_code": attempt.exit_code,
+        "duration_s": round(attempt.duration_s, 3),
+        "stdout_path": _relative(attempt.stdout_path, base),
+        "stderr_path": _relative(attempt.stderr_path, base),
+        "stdout_bytes": attempt.stdout_bytes,
+        "stderr_bytes": attempt.stderr_bytes,
+        "processes_ended": _processes(attempt.ended, masker),
     }
 
 

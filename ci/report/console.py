@@ -9,6 +9,7 @@ from typing import TextIO
 
 from ci.core.model import (
     STILL_RUNNING,
+    Attempt,
     BlockResult,
     Collection,
     DiagnosticResult,
@@ -26,7 +27,16 @@ from ci.report.live import LIVE_LIMIT_BYTES, BlockWatch
 from ci.report.recap import did_not_pass_parts
 from ci.report.tally import block_tally
 
-__all__ = ["LIVE_LIMIT_BYTES", "RECAP_LINES", "ConsoleReporter", "cleanup_lines", "collection_lines", "format_problems"]
+__all__ = [
+    "LIVE_LIMIT_BYTES",
+    "RECAP_LINES",
+    "ConsoleReporter",
+    "attempt_words",
+    "cleanup_lines",
+    "collection_lines",
+    "format_problems",
+    "retry_line",
+]
 
 RECAP_LINES = 50  # failing blocks the recap names one by one; results.json and the step summary list them all
 
@@ -55,10 +65,32 @@ def _verdict_parts(result: BlockResult, total: int) -> tuple[str, str, str]:
         return head, word, f": {result.message}"
     sizes = f"stdout {human_size(result.stdout_bytes)}, stderr {human_size(result.stderr_bytes)}"
     exit_text = "" if result.exit_code is None else f"exit {result.exit_code}, "
-    tail = f" in {result.duration_s:.2f}s ({exit_text}{sizes})"
+    tail = f"{attempt_words(result)} in {result.duration_s:.2f}s ({exit_text}{sizes})"
     if result.status.is_failure:
         return f"[ERROR] {head}", word, f"{tail}: {result.message} ({_where(result)})"
     return head, word, tail
+
+
+def attempt_words(result: BlockResult) -> str:
+    """` on attempt 2 of 3` after the status word of a block that was retried; "" for one run once."""
+    return f" on attempt {len(result.attempts) + 1} of {result.step.retry + 1}" if result.attempts else ""
+
+
+def _seconds(seconds: float) -> str:
+    return f"{seconds:g}s" if seconds < 60 else f"{seconds / 60:g}m"
+
+
+def retry_line(step: Step, attempt: Attempt, total: int, delay_s: float) -> str:
+    """`[2/5] pip: attempt 1 of 3 failed (exit 1); retrying in 10s`, with what was ended and where its output is."""
+    what = "timed out" if attempt.status is Status.TIMED_OUT else attempt.status.value
+    ended = f"; {plural(len(attempt.ended), 'process')} it left running ended" if attempt.ended else ""
+    files = [path for path in (attempt.stdout_path, attempt.stderr_path) if path is not None]
+    kept = f"; its output: {', '.join(files)}" if files else ""
+    when = f"in {_seconds(delay_s)}" if delay_s else "now"
+    return (
+        f"[{step.ordinal}/{total}] {step.name}: attempt {attempt.number} of {step.retry + 1} {what}"
+        f" ({attempt.message}); retrying {when}{ended}{kept}"
+    )
 
 
 def _where(result: BlockResult) -> str:
@@ -153,6 +185,8 @@ class ConsoleReporter:
         self.group_open = False  # under Actions, a block's fold is open between its start and end
         self.stopped = False  # under Actions with --stream, commands are stopped from a block's start to its report
         self.holding = False  # while True, lines are flushed together (one write for a block's report)
+        self.watched: dict[str, Path] = {}  # the running block's stdout and stderr files
+        self.total = 0  # the guide's number of blocks, as the running block's header counts them
 
     def _write(self, text: str) -> None:
         """TEXT, cleaned, masked and painted already, and a line end; under Actions, issuing no command it quotes."""
@@ -198,11 +232,16 @@ class ConsoleReporter:
             self.out.write(clean_text(f"==> {header}", self.masker))
             self.out.flush()
             self.header_open = True
+        self.watched = {"stdout": stdout_path, "stderr": stderr_path}
+        self.total = total
+        self._watch(step)
+
+    def _watch(self, step: Step) -> None:
+        """With --stream or a heartbeat: watch the running block's files while it runs."""
         if self.stream or self.heartbeat_s > 0:
-            paths = {"stdout": stdout_path, "stderr": stderr_path}
             self.watch = BlockWatch(
                 step.name,
-                paths,
+                self.watched,
                 self.out,
                 self.masker,
                 stream=self.stream,
@@ -211,6 +250,17 @@ class ConsoleReporter:
                 guard=self.stop.guard if self.github and not self.stream else None,  # --stream: inside the stop
             )
             start_deaf(self.watch)  # a stop signal wakes the main thread, which ends the block
+
+    def block_retrying(self, step: Step, attempt: Attempt, delay_s: float) -> None:
+        """A line that an attempt failed and another follows; then the next attempt is watched as the first was."""
+        if self.watch is not None:  # its files are kept under other names now: the rest of them is shown first
+            kept = {"stdout": attempt.stdout_path, "stderr": attempt.stderr_path}
+            self.watch.moved({name: Path(path) for name, path in kept.items() if path is not None})
+        header_open, mid_line = self._stop_watch()
+        if header_open or mid_line:
+            self.out.write("\n")
+        self.line(retry_line(step, attempt, self.total, delay_s))
+        self._watch(step)  # its files are made new: a --stream shows the next attempt's output from its start
 
     def block_finished(self, result: BlockResult, total: int) -> None:
         self.holding = True

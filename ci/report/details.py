@@ -7,11 +7,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ci.core.examine import SHOWN_END_LINES, cut_line, head_and_tail_lines
-from ci.core.model import BlockResult, BoundedText, DiagnosticResult, Divergence, Label, MatchReport, Status
+from ci.core.model import Attempt, BlockResult, BoundedText, DiagnosticResult, Divergence, Label, MatchReport, Status
 from ci.core.streams import read_view
 from ci.core.text import FULL_LIMIT_BYTES, Masker, human_size, plural, utf8_size
 
-__all__ = ["block_details", "cleanup_failed", "cleanup_sections", "command_shown", "predating_note"]
+__all__ = ["attempt_summary", "block_details", "cleanup_failed", "cleanup_sections", "command_shown", "predating_note"]
 
 
 def block_details(
@@ -60,8 +60,27 @@ def block_details(
             f"pid {p.pid} ({p.ended_by}): {' '.join(masker.mask(p.command).split())[:300]}" for p in result.ended
         )
         sections.append((f"processes ended ({len(result.ended)})", listed))
+    if result.attempts:
+        listed = "\n".join(attempt_summary(attempt) for attempt in result.attempts)
+        last = f"this was attempt {len(result.attempts) + 1} of {step.retry + 1}"
+        sections.append((f"earlier attempts ({last})", listed))
     sections += _diagnostic_sections(result.diagnostics, masker)
     return sections
+
+
+def attempt_summary(attempt: Attempt) -> str:
+    """`attempt 1: failed in 0.01s (exit 1); stdout: PATH (10 B); stderr: PATH (6 B)`: an earlier attempt on one line."""
+    files = "".join(
+        f"; {name}: {path} ({human_size(size)})"
+        for name, path, size in (
+            ("stdout", attempt.stdout_path, attempt.stdout_bytes),
+            ("stderr", attempt.stderr_path, attempt.stderr_bytes),
+        )
+        if path is not None
+    )
+    ended = f"; {plural(len(attempt.ended), 'process')} it left running ended" if attempt.ended else ""
+    what = attempt.status.value.replace("_", " ")
+    return f"attempt {attempt.number}: {what} in {attempt.duration_s:.2f}s ({attempt.message}){ended}{files or '; no output'}"
 
 
 def _stream_sections(result: BlockResult, masker: Masker, *, whole: bool = False) -> list[tuple[str, str]]:

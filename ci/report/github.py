@@ -154,8 +154,35 @@ def failure_annotations(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> 
         step = result.step
         title = f"{step.label.value} {step.name}: {result.status.value}"
         line = result.failure_line  # a mismatch: its first failing expected line; else the block
-        message = with_reason(result.message, result.reason)
+        message = with_reason(result.message, result.reason) + _attempts_said(result)
         lines.append(annotation("error", outcome.plan.source_path, line, title, message, masker=masker))
+    return lines
+
+
+_ATTEMPT_MESSAGE_CHARS = 80  # an annotation quotes at most this much of each earlier attempt's message
+
+
+def _attempts_said(result: BlockResult) -> str:
+    """` (attempt 3 of 3; earlier: exit 1; exit 1)` after a retried block's message; "" for one run once."""
+    if not result.attempts:
+        return ""
+    earlier = "; ".join(attempt.message[:_ATTEMPT_MESSAGE_CHARS] for attempt in result.attempts)
+    return f" (attempt {len(result.attempts) + 1} of {result.step.retry + 1}; earlier: {earlier})"
+
+
+def _flaky_lines(results: Sequence[BlockResult], masker: Masker) -> list[str]:
+    """The step summary's list of blocks that passed only after failed attempts; [] when none did."""
+    flaky = [result for result in results if result.status is Status.PASSED and result.attempts]
+    if not flaky:
+        return []
+    lines = ["\nFlaky blocks (passed after failed attempts, retry=):\n"]
+    for result in flaky:
+        step = result.step
+        earlier = "; ".join(attempt.message[:_ATTEMPT_MESSAGE_CHARS] for attempt in result.attempts)
+        lines.append(
+            f"- {code_cell(f'{step.label.value} {step.name}', masker)} (line {step.line}): passed on attempt"
+            f" {len(result.attempts) + 1} of {step.retry + 1}; earlier: {table_cell(earlier, masker)}"
+        )
     return lines
 
 
@@ -254,6 +281,7 @@ def step_summary(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> str:
                 f"| {step.ordinal} | {code_cell(f'{step.label.value} {step.name}', masker)} | {result.status.value} "
                 f"| {result.duration_s:.1f}s | {exit_code} | {rss} | {cpu} | {result.failure_line} | {table_cell(note, masker)[:_NOTE_CHARS]} |"
             )
+        parts += _flaky_lines(outcome.results, masker)
         chart = gantt_chart(timeline_of_results(outcome.plan.guide, outcome.results))
         if chart:
             parts.append(f"\n{chart.rstrip()}")

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import NoReturn
 
 from ci.core.files import write_atomically
-from ci.core.model import BlockResult, GuideOutcome, Label, Status, Step
+from ci.core.model import Attempt, BlockResult, GuideOutcome, Label, Status, Step
+from ci.core.streams import read_view
 from ci.core.text import Masker, clean_text
-from ci.report.details import block_details
+from ci.report.details import attempt_summary, block_details
 from ci.report.recap import with_reason
 
 __all__ = ["junit_xml", "testcase_names", "write_junit"]
@@ -72,16 +73,44 @@ def _testcase(result: BlockResult, classname: str, name: str, masker: Masker) ->
     elif status is Status.FAILED or status is Status.MISMATCH or status is Status.TIMED_OUT:
         failure = ET.SubElement(case, "failure", {"message": message, "type": status.value})
         failure.text = details
+        _earlier_attempts(case, result, "rerunFailure", masker)
     elif status is Status.ERROR:
+        _earlier_attempts(case, result, "rerunFailure", masker)  # the schema's order: before <error>
         error = ET.SubElement(case, "error", {"message": message, "type": status.value})
         error.text = details
     elif status is Status.SKIPPED or status is Status.NOT_RUN:
         ET.SubElement(case, "skipped", {"message": message, "type": status.value})
     else:
         _assert_never(status)
+    if status is Status.PASSED:
+        _earlier_attempts(case, result, "flakyFailure", masker)
     if status is Status.PASSED and details:
         ET.SubElement(case, "system-out").text = details
     return case
+
+
+def _earlier_attempts(case: ET.Element, result: BlockResult, tag: str, masker: Masker) -> None:
+    """One TAG element per earlier attempt of a retried block, as Maven Surefire writes reruns.
+
+    `flakyFailure` under a block that passed in the end, `rerunFailure` under
+    one that did not: each with its message and type, a `stackTrace` (what
+    the attempt was, where its files are) and its output's `system-out` and
+    `system-err` (bounded, as a block's sections are).
+    """
+    for attempt in result.attempts:
+        message = clean_text(f"{attempt.status.value.replace('_', ' ')}: {attempt.message}", masker)
+        element = ET.SubElement(case, tag, {"message": message, "type": attempt.status.value})
+        ET.SubElement(element, "stackTrace").text = clean_text(attempt_summary(attempt), masker)
+        for name, path, size in _streams(attempt):
+            if size:
+                ET.SubElement(element, name).text = clean_text(read_view(path, masker=masker).render(), masker)
+
+
+def _streams(attempt: Attempt) -> tuple[tuple[str, str | None, int], ...]:
+    return (
+        ("system-out", attempt.stdout_path, attempt.stdout_bytes),
+        ("system-err", attempt.stderr_path, attempt.stderr_bytes),
+    )
 
 
 def junit_xml(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> bytes:

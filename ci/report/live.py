@@ -153,6 +153,16 @@ class BlockWatch(threading.Thread):
             waits.append(max(self.last_written + self.heartbeat_s - time.monotonic(), 0.01))
         return min(waits, default=None)
 
+    def moved(self, paths: Mapping[str, Path]) -> None:
+        """The files followed were renamed (an attempt's, kept before the next one): follow them there to their end.
+
+        A read between the rename and this finds no file and reads nothing: what
+        was read is counted, so the next read goes on where it stopped.
+        """
+        for stream in self.followed:
+            if stream.name in paths:
+                stream.path = paths[stream.name]
+
     def pump(self, *, last: bool = False) -> None:
         """Shows all that is written so far (up to the limit); LAST: the block has ended, show what is held too."""
         for stream in self.followed:

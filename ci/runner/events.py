@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from ci.core.model import BlockResult, Step
+from ci.core.model import Attempt, BlockResult, Step
 
 __all__ = ["Events", "Listener"]
 
@@ -17,6 +17,8 @@ class Listener(Protocol):
     """Receives the run's events as they happen (the live console)."""
 
     def block_started(self, step: Step, total: int, stdout_path: Path, stderr_path: Path) -> None: ...
+
+    def block_retrying(self, step: Step, attempt: Attempt, delay_s: float) -> None: ...
 
     def block_finished(self, result: BlockResult, total: int) -> None: ...
 
@@ -51,6 +53,11 @@ class Events:
         self._tell(
             f"the start of block {step.name}", self.listener.block_started, step, self.total, stdout_path, stderr_path
         )
+
+    def retrying(self, step: Step, attempt: Attempt, delay_s: float) -> None:
+        """Say that an attempt of the running block failed and another follows after DELAY_S."""
+        self.flush()
+        self._tell(f"the retry of block {step.name}", self.listener.block_retrying, step, attempt, delay_s)
 
     def finished(self, result: BlockResult) -> None:
         self.flush()

@@ -15,6 +15,7 @@ from ci.core.files import make_directories
 from ci.core.model import BlockResult, Collection, DiagnosticResult, GuideOutcome, Plan, Status, Step
 from ci.core.reason import block_reason
 from ci.core.text import NO_SECRETS, Masker
+from ci.runner.attempts import run_attempts
 from ci.runner.bug import internal_error_result
 from ci.runner.cleanup import run_cleanup
 from ci.runner.collect import COLLECT_PAST_DEADLINE_S, collect_files, mark_predating
@@ -294,11 +295,12 @@ class _GuideRun:
         unstored = self._unstored_message(step)
         if unstored is not None:
             result, signum = unstarted_result(step, Status.ERROR, unstored, masker=self.context.masker), None
-        else:
-            result, signum = run_step(step, self.stored, self.context)
+            result = dataclasses.replace(result, start_s=start_s)
+        else:  # a retried block's start_s is its last attempt's
+            result, signum = run_attempts(step, self.stored, self.context, run_step, clock=self.clock)
         context = self.context
         reason = block_reason(result, markers=context.markers, warnings=self.plan.warnings, masker=context.masker)
-        result = dataclasses.replace(result, start_s=start_s, reason=reason)
+        result = dataclasses.replace(result, reason=reason)
         for name in [name for name in self.stored if self.last_load.get(name, 0) <= step.ordinal]:
             del self.stored[name]
         self._interrupted(signum)

@@ -269,7 +269,7 @@ class ProcessSupervisor:
 
     # -- finding and ending trees ----------------------------------------
 
-    def _look(self, block: BlockProcess | None) -> Found:
+    def _look(self, tag: str | None) -> Found:
         """The run's processes alive now (or one block's), from one look at /proc, each with its block.
 
         The run's: every descendant of the harness (orphans are re-parented to
@@ -290,8 +290,8 @@ class ProcessSupervisor:
         own_group = os.getpgid(0)
         below = table.trees_and_groups(table.descendants(os.getpid()), own_group)
         found = dict.fromkeys([*below, *tags])
-        if block is not None:
-            found = {pid: None for pid in found if owners.of(pid) == block.block_tag}
+        if tag is not None:
+            found = {pid: None for pid in found if owners.of(pid) == tag}
         found.pop(os.getpid(), None)
         processes = []
         for pid in found:
@@ -325,7 +325,7 @@ class ProcessSupervisor:
 
         Skipped, or cut short, when a stop signal comes: the run must end within 2 s of it.
         """
-        return dump_python_stacks(self._look(block).processes, dump_dir, self.stop_requested, within=within)
+        return dump_python_stacks(self._look(block.block_tag).processes, dump_dir, self.stop_requested, within=within)
 
     def stack_dump_problem(self) -> str | None:
         """Why stack dumps on timeout would be missing in this run (what is wrong, then the fix), or None."""
@@ -333,7 +333,7 @@ class ProcessSupervisor:
 
     def left_behind(self, block: BlockProcess) -> bool:
         """True while any process the block started is alive (its own, a background child, an adopted daemon)."""
-        return bool(self._look(block).processes)
+        return bool(self._look(block.block_tag).processes)
 
     def _timing(self, grace_s: float | None) -> Timing:
         grace_end = time.monotonic() + (self.grace_s if grace_s is None else grace_s)
@@ -354,7 +354,9 @@ class ProcessSupervisor:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(block.pid, signal.SIGKILL if timing.hurried else signal.SIGTERM)
 
-        ended, exit_codes = end_in_rounds(lambda: self._look(block), timing, signal_group, self._reap_children)
+        ended, exit_codes = end_in_rounds(
+            lambda: self._look(block.block_tag), timing, signal_group, self._reap_children
+        )
         if block.exit_code is None:
             if block.pid in exit_codes:  # reaped while waiting for the tree
                 block.exit_code = exit_codes[block.pid]
@@ -364,6 +366,12 @@ class ProcessSupervisor:
             self.active = None
         self.reap_orphans()
         return sorted(ended, key=lambda p: p.pid != block.pid)
+
+    def end_left_behind(self, block_tag: str) -> list[TrackedProcess]:
+        """End what a block that exited left running (a background server, its daemons), as end_tree would."""
+        ended, _ = end_in_rounds(lambda: self._look(block_tag), self._timing(None), reap=self._reap_children)
+        self.reap_orphans()
+        return ended
 
     def teardown(self, grace_s: float | None = None) -> list[TrackedProcess]:
         """End every process of the run still alive (background servers, daemons) and list them.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import time
 from types import FrameType
@@ -72,6 +73,15 @@ class StopSignals:
             self.first, self.first_at = signum, time.monotonic()
         with contextlib.suppress(OSError):  # the pipe is full: it is readable already
             os.write(self._wake_write, b"\0")
+
+    def pause(self, seconds: float) -> int | None:
+        """Sleep SECONDS, or less: the first stop signal's number, at once, when one comes (or came before)."""
+        end = time.monotonic() + seconds
+        watch = select.poll()
+        watch.register(self.wake_fd, select.POLLIN)
+        while self.first is None and (remaining_s := end - time.monotonic()) > 0:
+            watch.poll(remaining_s * 1000)  # the wake-up pipe turns readable as a signal comes, and stays so
+        return self.first
 
     @property
     def hurried(self) -> bool:
