@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ci.cli import ConsoleGuard, ExitCode, command_parser, fail, print_error, run_guarded
 from ci.core.text import plural
 from ci.report_paths import report_path_problem
+from ci.resume import add_resume_options, resume_usage_problem
 from ci.run_update import UPDATE_EXIT_STATUS, UpdateAfterRun, add_update_options, update_from_run, update_usage_problem
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_choice_options(parser)
     add_update_options(parser)
+    add_resume_options(parser)
     return parser
 
 
@@ -259,7 +261,7 @@ def _combination_problem(args: argparse.Namespace) -> str | None:
             f"--format {args.format} goes with --list, which prints the plan and runs nothing:"
             f" add --list (--list --format {args.format}), or drop --format to run the guide"
         )
-    return update_usage_problem(args)
+    return update_usage_problem(args) or resume_usage_problem(args)
 
 
 def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> int:
@@ -285,16 +287,27 @@ def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> 
     from ci.core.model import DocumentError
     from ci.core.plan import guides_without_blocks
     from ci.core.selection import only_idents, select_steps
+    from ci.resume import ResumeRefused, resume_run
 
     plans, problems, warnings = _load_plans(args, settings.preset, settings.timeout_s)
     problems.extend(guides_without_blocks(plans))
     only = only_idents(args.only, plans)
     left_out: list[dict[int, str]] = []
+    resume = None
     if not problems and not args.list:
         try:
-            left_out = select_steps(plans, only=only, start=args.start, until=args.until, preset_names=settings.preset)
+            resume = resume_run(args, plans)
+        except ResumeRefused as refusal:
+            _print_warnings(warnings, settings.github)
+            print_error("\n".join(refusal.problems))
+            return ExitCode.USAGE
+        preset_names = {*settings.preset, *(resume.stored if resume else ())}
+        try:
+            left_out = select_steps(plans, only=only, start=args.start, until=args.until, preset_names=preset_names)
         except DocumentError as error:
             problems.extend(error.problems)
+        if resume is not None and left_out:
+            resume.apply(left_out[0])
     if _report_plan_problems(args, plans, problems, warnings, settings.github):
         return ExitCode.USAGE
     if args.list:
@@ -315,7 +328,7 @@ def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> 
 
     if update is not None:
         update.left_out = left_out
-    return run(args, plans, left_out, settings, after=update, console_guard=console)
+    return run(args, plans, left_out, settings, after=update, console_guard=console, resume=resume)
 
 
 # The annotations of warnings and document errors go to stderr, beside the lines they repeat: stdout is the

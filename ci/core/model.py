@@ -18,6 +18,7 @@ __all__ = [
     "DiagnosticResult",
     "Divergence",
     "DocumentError",
+    "EarlierRun",
     "Expected",
     "GuideOutcome",
     "GuideSettings",
@@ -181,6 +182,7 @@ class Step:
     loads: tuple[Load, ...]
     skip_reason: str | None  # from skip='...'
     expected: Expected | None  # `#test` only
+    rerun_on_resume: bool = False  # the rerun_on_resume flag: a resumed run runs it again even though it passed
 
     @property
     def name(self) -> str:
@@ -327,11 +329,20 @@ class BlockResult:
     cpu_s: float | None = None
     diagnostics: tuple[DiagnosticResult, ...] = ()  # the guide's ci.diagnostics, run after a failure
     start_s: float | None = None  # seconds from the guide's start to the block's; None for a block never started
+    kept_from: EarlierRun | None = None  # a resumed run's block not run again: the run it passed in (SKIPPED)
 
     @property
     def failure_line(self) -> int:
         """The guide line every report names for this block: a mismatch's first failing expected line, else its fence."""
         return self.match.guide_line if self.match is not None else self.step.line
+
+
+@dataclass(frozen=True)
+class EarlierRun:
+    """A run recorded in an output directory, as a resumed run names the run it continues (`--resume DIR`)."""
+
+    directory: str  # its output directory, as the resumed run was given it (absolute)
+    started_at: str  # ISO 8601, UTC: when its guide started, as its results.json says
 
 
 @dataclass(frozen=True)

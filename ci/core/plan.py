@@ -49,12 +49,12 @@ LANGUAGES = {
 
 # Which keys each label accepts; flags take no value, the rest need a quoted one.
 _KEYS = {
-    Label.TEST: {"id", "load", "timeout", "skip"},
+    Label.TEST: {"id", "load", "timeout", "skip", "rerun_on_resume"},
     Label.RESULT: {"id", "load", "fuzzy", "disable_fuzzy"},
-    Label.SETUP: {"id", "store", "load", "timeout", "skip"},
+    Label.SETUP: {"id", "store", "load", "timeout", "skip", "rerun_on_resume"},
 }
 _ALL_KEYS = set().union(*_KEYS.values())
-_FLAGS = {"disable_fuzzy"}
+_FLAGS = {"disable_fuzzy", "rerun_on_resume"}
 _REPEATABLE = {"load", "fuzzy"}
 
 
@@ -284,6 +284,7 @@ def _steps(checked: list[_Checked], stored: set[str], block_default_s: float, ch
                 loads=loads,
                 skip_reason=params["skip"][0] or "skipped" if "skip" in params else None,
                 expected=expected,
+                rerun_on_resume="rerun_on_resume" in params,
             )
         )
     return steps

@@ -16,6 +16,7 @@ __all__ = [
     "CollectedFileRecord",
     "CollectionRecord",
     "DiagnosticRecord",
+    "EarlierRunRecord",
     "GuideRecord",
     "ProcessRecord",
     "RunRecord",
@@ -24,10 +25,11 @@ __all__ = [
 
 # The format's version, written into every record and checked on reading. Raise it with any change to
 # the keys or their meaning, together with docs/results.schema.json (whose objects admit no other keys).
-RECORD_VERSION = 3
+RECORD_VERSION = 4
 # What this guide-guard's reader reads: version 2 only allowed ended_by "still running", which it does not read;
-# version 3 only added each block's start_s, which a reader of an older record makes up from the durations.
-READ_VERSIONS = (1, 2, 3)
+# version 3 only added each block's start_s, which a reader of an older record makes up from the durations;
+# version 4 added resumed_from and each block's kept_from (a run made with --resume), null in older records.
+READ_VERSIONS = (1, 2, 3, 4)
 RECORD_FILE = "results.json"  # in the run's output directory
 
 # ---- the format: one TypedDict per object of the file, so that writer and reader share the key names
@@ -76,6 +78,13 @@ class CollectionRecord(TypedDict):
     unmatched: list[str]
     files_left_out: int
     notes: list[str]
+
+
+class EarlierRunRecord(TypedDict):
+    """A run recorded in another output directory: the run a resumed run continues (since version 4)."""
+
+    directory: str  # its output directory, absolute, as the resumed run was given it
+    started_at: str  # ISO 8601, UTC: its guide's started_at
 
 
 class GuideRecord(TypedDict):
@@ -127,6 +136,7 @@ class BlockRecord(StepIdentity):
     peak_rss_bytes: int | None
     cpu_s: float | None
     diagnostics: list[DiagnosticRecord]
+    kept_from: EarlierRunRecord | None  # status skipped: it passed in that run, which this one resumed (since 4)
 
 
 class RunRecord(TypedDict):
@@ -135,6 +145,7 @@ class RunRecord(TypedDict):
     version: int  # RECORD_VERSION
     exit_status: int
     harness_peak_rss_bytes: int
+    resumed_from: EarlierRunRecord | None  # the run this one continued (--resume DIR); None for a whole run
     guides: list[GuideRecord]
     blocks: list[BlockRecord]  # every guide's, in run order
 
