@@ -135,6 +135,8 @@ def _plan_entries(plans: Sequence[Plan]) -> list[dict[str, Any]]:
             entry: dict[str, Any] = {"guide": plan.guide, **step.identity()}
             if step.skip_reason is not None:
                 entry["skip"] = step.skip_reason
+            if step.rerun_on_resume:
+                entry["rerun_on_resume"] = True
             if step.expected is not None:
                 entry["expected"] = step.expected.body
                 entry["fuzzy"] = list(step.expected.fuzzy)
@@ -156,6 +158,7 @@ def _print_plan_text(plans: Sequence[Plan], github: bool) -> None:
             loads = " ".join(f"load={load.name}>>{load.placeholder}" for load in step.loads)
             extra = " hidden" if step.hidden else ""
             extra += f" skip={step.skip_reason!r}" if step.skip_reason is not None else ""
+            extra += " rerun_on_resume" if step.rerun_on_resume else ""
             lines.append(
                 f"{step.ordinal:>4}  {step.label.value:<12} {name or '-':<30} {step.language_word:<7} "
                 f"{step.file}:{step.line}  timeout={step.timeout_s:g}s {loads}{extra}".rstrip()

@@ -24,6 +24,7 @@ from ci.record import (
     CollectedFileRecord,
     CollectionRecord,
     DiagnosticRecord,
+    EarlierRunRecord,
     GuideRecord,
     ProcessRecord,
     RecordError,
@@ -136,8 +137,9 @@ def test_the_schema_is_a_valid_versioned_draft_2020_12_schema() -> None:
         (("$defs", "collected_file"), CollectedFileRecord),
         (("$defs", "diagnostic"), DiagnosticRecord),
         (("$defs", "whole_text"), WholeTextRecord),
+        (("$defs", "earlier_run"), EarlierRunRecord),
     ],
-    ids=["run", "guide", "block", "process", "collection", "collected_file", "diagnostic", "whole_text"],
+    ids=["run", "guide", "block", "process", "collection", "collected_file", "diagnostic", "whole_text", "earlier_run"],
 )
 def test_the_schema_names_the_keys_writer_and_reader_share(where: tuple[str, ...], typed: Any) -> None:
     described = SCHEMA
@@ -278,7 +280,7 @@ def test_the_reader_reads_the_versions_it_knows_and_refuses_another(tmp_path: Pa
         read_run(tmp_path / "out")
     message = str(refused.value)
     assert str(path) in message
-    assert f"version {RECORD_VERSION + 1}" in message and f"reads versions 1, 2 and {RECORD_VERSION} only" in message
+    assert f"version {RECORD_VERSION + 1}" in message and f"reads versions 1, 2, 3 and {RECORD_VERSION} only" in message
     _rewrite_version(tmp_path, None)
     with pytest.raises(RecordError, match="no 'version' number"):
         read_run(tmp_path / "out")
