@@ -115,7 +115,7 @@ def test_a_resumed_run_keeps_what_passed_reruns_the_server_and_starts_at_the_fai
 
 def test_a_changed_block_refuses_the_resume_unless_told_to_go_on(tmp_path: Path, run_harness) -> None:
     guide = _guide(tmp_path, GREETING, SERVE, CHECK, LAST)
-    run1 = _failed_run(tmp_path, run_harness)
+    _failed_run(tmp_path, run_harness)
     (tmp_path / "flag").write_text("ok\n", encoding="utf-8")
     _guide(tmp_path, GREETING.replace("echo hello", "echo hello; true"), SERVE, CHECK, LAST)
 
@@ -123,7 +123,7 @@ def test_a_changed_block_refuses_the_resume_unless_told_to_go_on(tmp_path: Path,
 
     assert refused.returncode == 2, refused.stdout + refused.stderr
     line = _line_of(guide, 'store="greeting"')
-    assert f"guide.md changed since that run before the block the resume starts at" in refused.stderr
+    assert "guide.md changed since that run before the block the resume starts at" in refused.stderr
     assert f"changed since: greeting (line {line})" in refused.stderr
     assert "--resume-changed" in refused.stderr and "serve" not in refused.stderr
     assert (_runs(tmp_path, "greeting"), _runs(tmp_path, "serve")) == (1, 1)  # nothing ran
