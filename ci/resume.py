@@ -15,10 +15,13 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from ci.record.format import RECORD_FILE
 
 if TYPE_CHECKING:
     from ci.core.model import EarlierRun, Plan, Step
@@ -34,6 +37,7 @@ __all__ = [
     "pair_blocks",
     "resume_run",
     "resume_usage_problem",
+    "run_directory",
     "take_resume",
 ]
 
@@ -168,7 +172,7 @@ def take_resume(plan: Plan, run_dir: str, *, output_dir: str | None, start: Step
     from ci.record import RecordError, read_run
     from ci.run_update import hold_finished_run
 
-    directory = Path(run_dir).absolute()
+    directory = run_directory(Path(run_dir).absolute())
     if not directory.is_dir():
         raise ResumeRefused([f"--resume {run_dir}: no such directory; pass the --output-dir of an earlier run"])
     if output_dir is not None and _same_directory(directory, Path(output_dir)):
@@ -186,11 +190,35 @@ def take_resume(plan: Plan, run_dir: str, *, output_dir: str | None, start: Step
             last = read_run(directory)
         except RecordError as exc:
             raise ResumeRefused([f"--resume: {exc}"]) from None
-        recorded = _recorded_guide(plan, last, run_dir)
+        recorded = _recorded_guide(plan, last, str(directory))
         return _resume(plan, recorded, directory, start=start, changed_ok=changed_ok)
     finally:
         if held is not None:
             os.close(held)
+
+
+_ATTEMPT = re.compile(r".+-attempt-([0-9]+)")  # guide-run.yml's report artifacts: NAME-attempt-N
+
+
+def run_directory(given: Path) -> Path:
+    """Where the run's record is in GIVEN: GIVEN itself (an --output-dir), else its outputs/ (a report directory as
+    guide-run.yml uploads it), else the newest attempt's among the report artifacts NAME-attempt-N downloaded into
+    it (one directory each); else GIVEN, whose missing results.json reading it says."""
+    for candidate in (given, given / "outputs"):
+        if (candidate / RECORD_FILE).is_file():
+            return candidate
+    try:
+        entries = list(given.iterdir())
+    except OSError:
+        return given
+    attempts = sorted(
+        (int(found[1]), entry) for entry in entries if (found := _ATTEMPT.fullmatch(entry.name)) and entry.is_dir()
+    )
+    for _, attempt in reversed(attempts):
+        for candidate in (attempt / "outputs", attempt):
+            if (candidate / RECORD_FILE).is_file():
+                return candidate
+    return given
 
 
 def _same_directory(one: Path, other: Path) -> bool:

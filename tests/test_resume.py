@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -179,5 +180,15 @@ def test_resume_refuses_what_is_no_finished_run_of_this_guide(tmp_path: Path, ru
     finally:
         os.close(holder)
     assert busy.returncode == 2 and f"is still writing {run1}" in busy.stderr, busy.stderr
+    # report artifacts downloaded one directory each (guide-run.yml): the newest attempt's record is read
+    for attempt in (9, 10):
+        shutil.copytree(run1, tmp_path / "artifacts" / f"guide-attempt-{attempt}" / "outputs")
+    newest = tmp_path / "artifacts" / "guide-attempt-10" / "outputs"
+    record = _record(newest)
+    for entry in (*record["blocks"], *record["guides"]):
+        entry["guide"] = "elsewhere.md"
+    (newest / "results.json").write_text(json.dumps(record), encoding="utf-8")
+    done = run_harness("guide.md", "--resume", "artifacts", "--output-dir", "o")
+    assert done.returncode == 2 and f"--resume {newest}: that run ran elsewhere.md" in done.stderr, done.stderr
     assert _runs(tmp_path, "greeting") == 1  # none of them ran a block
     assert not (tmp_path / "o" / "results.json").exists()
