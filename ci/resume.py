@@ -294,9 +294,12 @@ def _resume(plan: Plan, recorded: RecordedGuide, directory: Path, *, start: Step
 
 def _natural_start(plan: Plan, pairing: Pairing) -> Step | None:
     """The first block that did not pass in the earlier run; else the first added after the last it had."""
+    from ci.core.model import Status
+
     for step in plan.steps:
         block = pairing.pairs.get(step.ordinal)
-        if block is not None and not block.passed:
+        # a block skipped there by its skip= (and skipped now) is no failure to start at
+        if block is not None and not block.passed and not (block.status is Status.SKIPPED and step.skip_reason):
             return step
     last_paired = max(pairing.pairs, default=0)
     return next((step for step in pairing.added if step.ordinal > last_paired), None)

@@ -129,6 +129,17 @@ def test_a_changed_block_refuses_the_resume_unless_told_to_go_on(tmp_path: Path,
     assert "--resume-changed" in refused.stderr and "serve" not in refused.stderr
     assert (_runs(tmp_path, "greeting"), _runs(tmp_path, "serve")) == (1, 1)  # nothing ran
 
+    # a block added before the start, and one removed there, are said too
+    serve_line = _line_of(guide, 'id="serve"')
+    added = _guide(tmp_path, GREETING, _setup('id="new"', "true"), CHECK, LAST)
+    moved = run_harness("guide.md", "--resume", "run1", "--output-dir", "run2")
+    assert moved.returncode == 2, moved.stdout + moved.stderr
+    new_line = _line_of(added, 'id="new"')
+    assert f"added since: new (line {new_line})" in moved.stderr
+    assert f"removed since: serve (then at line {serve_line})" in moved.stderr
+    assert "changed since:" not in moved.stderr
+    _guide(tmp_path, GREETING.replace("echo hello", "echo hello; true"), SERVE, CHECK, LAST)
+
     done = run_harness("guide.md", "--resume", "run1", "--resume-changed", "--output-dir", "run2")
 
     assert done.returncode == 0, done.stdout + done.stderr
@@ -140,16 +151,18 @@ def test_a_setup_marked_rerun_on_resume_runs_again_and_its_change_is_no_reason_t
     tmp_path: Path, run_harness
 ) -> None:
     marked = GREETING.replace('store="greeting"', 'store="greeting" rerun_on_resume')
-    _guide(tmp_path, marked, CHECK)
+    skipped = _setup('id="later" skip="not on this machine"', "echo run >> later.count")
+    _guide(tmp_path, marked, skipped, CHECK)
     run1 = _failed_run(tmp_path, run_harness)
     (tmp_path / "flag").write_text("ok\n", encoding="utf-8")
-    _guide(tmp_path, marked.replace("echo hello", "echo hello; true"), CHECK)
+    _guide(tmp_path, marked.replace("echo hello", "echo hello; true"), skipped, CHECK)
 
     done = run_harness("guide.md", "--resume", str(run1), "--output-dir", "run2")
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert "re-running greeting (line 3): it is marked rerun_on_resume" in done.stdout
-    assert _runs(tmp_path, "greeting") == 2
+    assert "starting at check (line " in done.stdout  # not at the block its skip= skips
+    assert (_runs(tmp_path, "greeting"), _runs(tmp_path, "later")) == (2, 0)
     listed = run_harness("guide.md", "--list")
     assert "rerun_on_resume" in listed.stdout.splitlines()[1], listed.stdout
 
