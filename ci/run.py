@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ci.cli import ConsoleGuard, ExitCode, command_parser, fail, print_error, run_guarded
 from ci.core.text import plural
 from ci.report_paths import report_path_problem
-from ci.resume import add_resume_options, resume_usage_problem
+from ci.resume import RESUME_EXIT_STATUS, add_resume_options, resume_usage_problem
 from ci.run_update import UPDATE_EXIT_STATUS, UpdateAfterRun, add_update_options, update_from_run, update_usage_problem
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=(
             "Exit status: 0 all blocks that ran passed; 1 a block failed, or --deadline was reached;"
             " 2 usage or document error; 130/143/129 interrupted by SIGINT/SIGTERM/SIGHUP, 128+N by another"
-            " signal N that would kill it (reports written). " + UPDATE_EXIT_STATUS
+            " signal N that would kill it (reports written). " + UPDATE_EXIT_STATUS + " " + RESUME_EXIT_STATUS
         ),
     )
     parser.add_argument("guides", nargs="+", metavar="GUIDE", help="a guide: a path or an http(s) URL")
@@ -287,30 +287,19 @@ def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> 
         print_error("--update: nothing was run or updated")
         return ExitCode.USAGE
 
-    from ci.core.model import DocumentError
     from ci.core.plan import guides_without_blocks
-    from ci.core.selection import only_idents, select_steps
-    from ci.resume import ResumeRefused, resume_run
+    from ci.resume import select_and_resume
 
     plans, problems, warnings = _load_plans(args, settings.preset, settings.timeout_s)
     problems.extend(guides_without_blocks(plans))
-    only = only_idents(args.only, plans)
     left_out: list[dict[int, str]] = []
     resume = None
     if not problems and not args.list:
-        try:
-            resume = resume_run(args, plans)
-        except ResumeRefused as refusal:
+        selected = select_and_resume(args, plans, settings.preset, problems)
+        if selected is None:  # a resume refused
             _print_warnings(warnings, settings.github)
-            print_error("\n".join(refusal.problems))
             return ExitCode.USAGE
-        preset_names = {*settings.preset, *(resume.stored if resume else ())}
-        try:
-            left_out = select_steps(plans, only=only, start=args.start, until=args.until, preset_names=preset_names)
-        except DocumentError as error:
-            problems.extend(error.problems)
-        if resume is not None and left_out:
-            resume.apply(left_out[0])
+        left_out, resume = selected
     if _report_plan_problems(args, plans, problems, warnings, settings.github):
         return ExitCode.USAGE
     if args.list:

@@ -21,10 +21,10 @@ from ci.pidfile import PID_FILE, remove_pid_file, write_pid_file
 from ci.runner.actions_files import PrivateFiles
 
 if TYPE_CHECKING:
-    from ci.core.model import EarlierRun, GuideOutcome, Plan
+    from ci.core.model import GuideOutcome, Plan
     from ci.core.text import Masker
+    from ci.record.resume import Resume
     from ci.report.console import ConsoleReporter
-    from ci.resume import Resume
     from ci.runner.process import ProcessSupervisor
     from ci.runner.signals import StopSignals
 
@@ -94,17 +94,13 @@ def run(
         supervisor = ProcessSupervisor(
             os.urandom(16).hex(), grace_s=settings.grace_s, signals=signals, workdir=settings.workdir
         )
-        _warn_of_missing_stack_dumps(supervisor, settings.github, masker)
-        if resume is not None:
-            _say_resumed(resume, plans[0], settings.github, masker)
+        _say_before_the_first_block(supervisor, settings.github, masker, resume, plans)
         try:
             outcomes = _run_guides(args, plans, left_out, settings, output_dir, supervisor, console, resume)
         finally:  # a harness bug too: its files may hold what the blocks printed
             masked = _mask_files(output_dir, masker, signals) if args.mask_files else None
         exit_status = _exit_status(outcomes, signals, args.deadline)
-        _write_reports(
-            outcomes, exit_status, output_dir, junit_path, settings.github, masker, resume.earlier if resume else None
-        )
+        _write_reports(outcomes, exit_status, output_dir, junit_path, settings.github, masker, resume)
         console.run_finished(outcomes, output_dir)
         if masked:
             print(masked, flush=True)
@@ -196,19 +192,15 @@ def _console(args: argparse.Namespace, masker: Masker, settings: RunSettings) ->
     )
 
 
-def _say_resumed(resume: Resume, plan: Plan, github: bool, masker: Masker) -> None:
-    """Before the first block: the run it continues, what it keeps, what runs again and why, where it starts."""
-    from ci.report.github import command_safe
-
-    for note in resume.notes:
-        print(command_safe(masker.mask(f"warning: {note}"), github), file=sys.stderr, flush=True)
-    print(command_safe(masker.mask("\n".join(resume.log_lines(plan.steps))), github), flush=True)
-
-
-def _warn_of_missing_stack_dumps(supervisor: ProcessSupervisor, github: bool, masker: Masker) -> None:
-    """Said once, before the first block, rather than found out at the first time-out."""
+def _say_before_the_first_block(
+    supervisor: ProcessSupervisor, github: bool, masker: Masker, resume: Resume | None, plans: Sequence[Plan]
+) -> None:
+    """Said once, before the first block: missing stack dumps, rather than found out at the first time-out; with
+    --resume, what the run takes over from the run it continues (one guide)."""
     from ci.report.github import annotation
 
+    if resume is not None:
+        resume.say(plans[0], github, masker)
     dump_problem = supervisor.stack_dump_problem()
     if dump_problem is not None:
         print(f"warning: stack dumps on timeout will be missing: {dump_problem}", file=sys.stderr, flush=True)
@@ -318,9 +310,9 @@ def _write_reports(
     junit_path: Path | None,
     github: bool,
     masker: Masker,
-    resumed_from: EarlierRun | None = None,
+    resume: Resume | None = None,
 ) -> None:
-    """results.json (naming the run it RESUMED_FROM, if any), --junit, and under Actions the step summary and outputs;
+    """results.json (naming the run it resumed, if any), --junit, and under Actions the step summary and outputs;
     one that fails is said, not fatal. What blocks wrote to their copies of the runner's files is said too."""
     from ci.record import write_record
     from ci.report.github import runner_file_writes
@@ -329,7 +321,9 @@ def _write_reports(
     _write_report(
         "the run record",
         output_dir / "results.json",
-        lambda path: write_record(path, outcomes, exit_status, masker=masker, resumed_from=resumed_from),
+        lambda path: write_record(
+            path, outcomes, exit_status, masker=masker, resumed_from=resume.earlier if resume else None
+        ),
     )
     if junit_path is not None:
         from ci.report.junit import write_junit
