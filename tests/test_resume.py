@@ -165,6 +165,8 @@ def test_a_setup_marked_rerun_on_resume_runs_again_and_its_change_is_no_reason_t
     assert (_runs(tmp_path, "greeting"), _runs(tmp_path, "later")) == (2, 0)
     listed = run_harness("guide.md", "--list")
     assert "rerun_on_resume" in listed.stdout.splitlines()[1], listed.stdout
+    entries = json.loads(run_harness("guide.md", "--list", "--format", "json").stdout)
+    assert [entry.get("rerun_on_resume") for entry in entries] == [True, None, None]
 
 
 def test_resume_refuses_what_is_no_finished_run_of_this_guide(tmp_path: Path, run_harness) -> None:
