@@ -31,7 +31,7 @@ RUN_DEADLINE = "run deadline"  # the reason of every block left out because --de
 
 @dataclass(frozen=True)
 class KeptBlock:
-    """A block a resumed run does not run again: it passed in the run resumed (ci.resume)."""
+    """A block a resumed run does not run again: it passed in the run resumed (ci.record.resume)."""
 
     earlier: EarlierRun  # the run it passed in
     reason: str  # the skipped block's message
