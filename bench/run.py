@@ -22,12 +22,13 @@ import machine
 import matching
 import memory
 import overhead
+import resume
 import startup
 import timeouts
 from common import REPO, CommandFailed, Section
 from report import RunData, summary_rows, summary_text, write_document
 
-BENCHMARKS = ("overhead", "matching", "memory", "timeouts", "startup")
+BENCHMARKS = ("overhead", "matching", "memory", "timeouts", "startup", "resume")
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ class Sizes:
     grace_s: float
     timeout_repeat: int
     startup_repeat: int
+    resume_scale: float  # of the resumed guide's sleeps
+    resume_repeat: int
 
 
 FULL = Sizes(
@@ -67,6 +70,8 @@ FULL = Sizes(
     grace_s=1.0,
     timeout_repeat=3,
     startup_repeat=11,
+    resume_scale=1.0,
+    resume_repeat=3,
 )
 
 QUICK = Sizes(
@@ -85,6 +90,8 @@ QUICK = Sizes(
     grace_s=0.2,
     timeout_repeat=1,
     startup_repeat=1,
+    resume_scale=0.05,
+    resume_repeat=1,
 )
 
 
@@ -128,12 +135,16 @@ def run_all(chosen: list[str], sizes: Sizes, data: RunData) -> None:
     def run_startup(section: Section) -> None:
         startup.run_startup(sizes.startup_repeat, section)
 
+    def run_resume(section: Section) -> None:
+        resume.run_resume(sizes.resume_scale, sizes.resume_repeat, section)
+
     steps: dict[str, Callable[[Section], None]] = {
         "overhead": run_overhead,
         "matching": run_matching,
         "memory": run_memory,
         "timeouts": run_timeouts,
         "startup": run_startup,
+        "resume": run_resume,
     }
     for name in chosen:
         section = Section(name.capitalize())

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ci.cli import ConsoleGuard, ExitCode, command_parser, fail, print_error, run_guarded
 from ci.core.text import plural
 from ci.report_paths import report_path_problem
+from ci.resume import RESUME_EXIT_STATUS, add_resume_options, resume_usage_problem
 from ci.run_update import UPDATE_EXIT_STATUS, UpdateAfterRun, add_update_options, update_from_run, update_usage_problem
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=(
             "Exit status: 0 all blocks that ran passed; 1 a block failed, or --deadline was reached;"
             " 2 usage or document error; 130/143/129 interrupted by SIGINT/SIGTERM/SIGHUP, 128+N by another"
-            " signal N that would kill it (reports written). " + UPDATE_EXIT_STATUS
+            " signal N that would kill it (reports written). " + UPDATE_EXIT_STATUS + " " + RESUME_EXIT_STATUS
         ),
     )
     parser.add_argument("guides", nargs="+", metavar="GUIDE", help="a guide: a path or an http(s) URL")
@@ -73,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_choice_options(parser)
     add_update_options(parser)
+    add_resume_options(parser)
     return parser
 
 
@@ -136,6 +138,8 @@ def _plan_entries(plans: Sequence[Plan], listing: PlanListing) -> list[dict[str,
             entry.update(retry=step.retry, retry_delay_s=step.retry_delay_s)
             if step.skip_reason is not None:
                 entry["skip"] = step.skip_reason
+            if step.rerun_on_resume:
+                entry["rerun_on_resume"] = True
             if step.expected is not None:
                 entry["expected"] = step.expected.body
                 entry["fuzzy"] = list(step.expected.fuzzy)
@@ -158,6 +162,7 @@ def _print_plan_text(plans: Sequence[Plan], github: bool, listing: PlanListing) 
             extra = " hidden" if step.hidden else ""
             extra += f" skip={step.skip_reason!r}" if step.skip_reason is not None else ""
             extra += f" retry={step.retry} retry_delay={step.retry_delay_s:g}s" if step.retry else ""
+            extra += " rerun_on_resume" if step.rerun_on_resume else ""
             lines.append(
                 f"{step.ordinal:>4}  {step.label.value:<12} {name or '-':<30} {step.language_word:<7} "
                 f"{step.file}:{step.line}  timeout={step.timeout_s:g}s {loads}{extra}".rstrip()
@@ -267,7 +272,7 @@ def _combination_problem(args: argparse.Namespace) -> str | None:
         )
     if args.commands and not args.list:  # as for --format: a whole run, when only a look was asked for
         return "--commands goes with --list, which prints the plan and runs nothing: add --list (--list --commands)"
-    return update_usage_problem(args)
+    return update_usage_problem(args) or resume_usage_problem(args)
 
 
 def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> int:
@@ -290,19 +295,19 @@ def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> 
         print_error("--update: nothing was run or updated")
         return ExitCode.USAGE
 
-    from ci.core.model import DocumentError
     from ci.core.plan import guides_without_blocks
-    from ci.core.selection import only_idents, select_steps
+    from ci.resume import select_and_resume
 
     plans, problems, warnings = _load_plans(args, settings.preset, settings.timeout_s)
     problems.extend(guides_without_blocks(plans))
-    only = only_idents(args.only, plans)
     left_out: list[dict[int, str]] = [{} for _ in plans]
+    resume = None
     if not problems:  # --list too: it shows what the selection runs, and a selection of nothing is an error there too
-        try:
-            left_out = select_steps(plans, only=only, start=args.start, until=args.until, preset_names=settings.preset)
-        except DocumentError as error:
-            problems.extend(error.problems)
+        selected = select_and_resume(args, plans, settings.preset, problems)
+        if selected is None:  # a resume refused
+            _print_warnings(warnings, settings.github)
+            return ExitCode.USAGE
+        left_out, resume = selected
     if _report_plan_problems(args, plans, problems, warnings, settings.github):
         return ExitCode.USAGE
     if args.list:
@@ -326,7 +331,7 @@ def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> 
 
     if update is not None:
         update.left_out = left_out
-    return run(args, plans, left_out, settings, after=update, console_guard=console)
+    return run(args, plans, left_out, settings, after=update, console_guard=console, resume=resume)
 
 
 # The annotations of warnings and document errors go to stderr, beside the lines they repeat: stdout is the

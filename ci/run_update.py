@@ -23,7 +23,14 @@ if TYPE_CHECKING:
     from ci.maintain.update import GuideSnapshot, GuideUpdate
     from ci.record import LastRun
 
-__all__ = ["UPDATE_EXIT_STATUS", "UpdateAfterRun", "add_update_options", "update_from_run", "update_usage_problem"]
+__all__ = [
+    "UPDATE_EXIT_STATUS",
+    "UpdateAfterRun",
+    "add_update_options",
+    "hold_finished_run",
+    "update_from_run",
+    "update_usage_problem",
+]
 
 UPDATE_EXIT_STATUS = (
     "With --update (the run, then the update): 0 every block that ran passed or mismatched and every mismatch was"
@@ -65,7 +72,7 @@ def update_from_run(guides: Sequence[str], run_dir: str, mask_env: Sequence[str]
     """--update --from-run DIR: 0 every mismatch updated (or none), 1 some left alone (said why), 2 bad input."""
     from ci.record import RecordError, read_run
 
-    held = _hold_finished_run(Path(run_dir))
+    held = hold_finished_run(Path(run_dir))
     if isinstance(held, str):
         return fail(f"--from-run: {held}; nothing was updated")
     try:
@@ -79,7 +86,7 @@ def update_from_run(guides: Sequence[str], run_dir: str, mask_env: Sequence[str]
             os.close(held)
 
 
-def _hold_finished_run(run_dir: Path) -> int | str | None:
+def hold_finished_run(run_dir: Path) -> int | str | None:
     """A shared hold on RUN_DIR, so that no run starts writing there while the guides are updated from it (the
     descriptor; None when RUN_DIR is no directory, which reading it says); or why its files are not a finished run's.
 

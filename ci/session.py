@@ -23,6 +23,7 @@ from ci.runner.actions_files import PrivateFiles
 if TYPE_CHECKING:
     from ci.core.model import GuideOutcome, Plan
     from ci.core.text import Masker
+    from ci.record.resume import Resume
     from ci.report.console import ConsoleReporter
     from ci.runner.process import ProcessSupervisor
     from ci.runner.signals import StopSignals
@@ -56,10 +57,12 @@ def run(
     *,
     after: AfterRun | None = None,
     console_guard: ConsoleGuard | None = None,
+    resume: Resume | None = None,
 ) -> int:
     """Run the planned guides as ARGS ask (blocks LEFT_OUT of each skipped) and write every report; the exit status,
     or AFTER's when given (it is called once every report is written and the verdict said). CONSOLE_GUARD, the
-    command's console: from a stop signal on, its writes give way to the stop."""
+    command's console: from a stop signal on, its writes give way to the stop. RESUME (--resume, one guide): what
+    the run takes over from the run it continues."""
     from ci.runner.process import ProcessSupervisor
 
     # absolute, because the run moves to --workdir before its first block
@@ -91,13 +94,13 @@ def run(
         supervisor = ProcessSupervisor(
             os.urandom(16).hex(), grace_s=settings.grace_s, signals=signals, workdir=settings.workdir
         )
-        _warn_of_missing_stack_dumps(supervisor, settings.github, masker)
+        _say_before_the_first_block(supervisor, settings.github, masker, resume, plans)
         try:
-            outcomes = _run_guides(args, plans, left_out, settings, output_dir, supervisor, console)
+            outcomes = _run_guides(args, plans, left_out, settings, output_dir, supervisor, console, resume)
         finally:  # a harness bug too: its files may hold what the blocks printed
             masked = _mask_files(output_dir, masker, signals) if args.mask_files else None
         exit_status = _exit_status(outcomes, signals, args.deadline)
-        _write_reports(outcomes, exit_status, output_dir, junit_path, settings.github, masker)
+        _write_reports(outcomes, exit_status, output_dir, junit_path, settings.github, masker, resume)
         console.run_finished(outcomes, output_dir)
         if masked:
             print(masked, flush=True)
@@ -189,10 +192,15 @@ def _console(args: argparse.Namespace, masker: Masker, settings: RunSettings) ->
     )
 
 
-def _warn_of_missing_stack_dumps(supervisor: ProcessSupervisor, github: bool, masker: Masker) -> None:
-    """Said once, before the first block, rather than found out at the first time-out."""
+def _say_before_the_first_block(
+    supervisor: ProcessSupervisor, github: bool, masker: Masker, resume: Resume | None, plans: Sequence[Plan]
+) -> None:
+    """Said once, before the first block: missing stack dumps, rather than found out at the first time-out; with
+    --resume, what the run takes over from the run it continues (one guide)."""
     from ci.report.github import annotation
 
+    if resume is not None:
+        resume.say(plans[0], github, masker)
     dump_problem = supervisor.stack_dump_problem()
     if dump_problem is not None:
         print(f"warning: stack dumps on timeout will be missing: {dump_problem}", file=sys.stderr, flush=True)
@@ -209,8 +217,9 @@ def _run_guides(
     output_dir: Path,
     supervisor: ProcessSupervisor,
     console: ConsoleReporter,
+    resume: Resume | None = None,
 ) -> list[GuideOutcome]:
-    """Run the guides one after another; a guide the run no longer gets to is not run."""
+    """Run the guides one after another; a guide the run no longer gets to is not run. RESUME is the one guide's."""
     from ci.runner.execute import DEFAULT_ERROR_MARKERS, RUN_DEADLINE, RunOptions, not_run_outcome, run_guide
 
     signals, workdir, deadline = supervisor.signals, settings.workdir, settings.deadline
@@ -228,7 +237,8 @@ def _run_guides(
             options = RunOptions(
                 workdir=workdir,
                 output_dir=output_dir,
-                preset=settings.preset,
+                # --set wins over what the run resumed stored
+                preset={**resume.stored, **settings.preset} if resume else settings.preset,
                 error_markers=(*DEFAULT_ERROR_MARKERS, *args.error_marker),
                 keep_going=args.keep_going,
                 past_mismatch=bool(args.update),  # --update (without --from-run): mismatches are what it rewrites
@@ -237,6 +247,7 @@ def _run_guides(
                 deadline=deadline,
                 masker=console.masker,  # no output the run keeps is cut inside a secret
                 private_env=private.env(),
+                kept=resume.kept if resume else {},
             )
             console.guide_started(plan.guide, len(plan.steps))
             outcome = run_guide(
@@ -299,9 +310,10 @@ def _write_reports(
     junit_path: Path | None,
     github: bool,
     masker: Masker,
+    resume: Resume | None = None,
 ) -> None:
-    """results.json, --junit, and under Actions the step summary and outputs; one that fails is said, not fatal.
-    What blocks wrote to their copies of the runner's files is said too."""
+    """results.json (naming the run it resumed, if any), --junit, and under Actions the step summary and outputs;
+    one that fails is said, not fatal. What blocks wrote to their copies of the runner's files is said too."""
     from ci.record import write_record
     from ci.report.github import runner_file_writes
 
@@ -309,7 +321,9 @@ def _write_reports(
     _write_report(
         "the run record",
         output_dir / "results.json",
-        lambda path: write_record(path, outcomes, exit_status, masker=masker),
+        lambda path: write_record(
+            path, outcomes, exit_status, masker=masker, resumed_from=resume.earlier if resume else None
+        ),
     )
     if junit_path is not None:
         from ci.report.junit import write_junit

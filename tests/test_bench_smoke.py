@@ -32,6 +32,20 @@ def table_rows(out: str, header_first: str) -> tuple[list[str], list[list[str]]]
     return lines[start].split(), rows
 
 
+def test_resume_bench_runs() -> None:
+    done = run_script("bench/resume.py", "--scale", "0.02", "--repeat", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    _, rows = table_rows(done.stdout, "run")
+    blocks_run = {" ".join(row[:-3]): int(row[-3]) for row in rows}
+    assert blocks_run == {
+        "first run (fails at train)": 8,
+        "after the fix: whole guide": 9,
+        "after the fix: --resume": 3,
+        "saved by --resume": 6,
+    }, done.stdout
+    assert "--resume ran: start-server, train, monitor" in done.stdout
+
+
 def test_overhead_bench_runs() -> None:
     done = run_script("bench/overhead.py", "--sizes", "3,5", "--repeat", "1")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -118,11 +132,11 @@ def test_run_all_quick_writes_the_document(tmp_path: Path) -> None:
     done = run_script("bench/run.py", "--quick", "--out-dir", str(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
-    for title in ("Overhead", "Matching", "Memory", "Timeouts", "Startup", "Summary"):
+    for title in ("Overhead", "Matching", "Memory", "Timeouts", "Startup", "Resume", "Summary"):
         assert f"== {title}" in out, out
     summary = out[out.index("== Summary") :]
     assert "verdict" in summary
-    for benchmark in ("overhead", "matching", "memory", "timeouts", "startup"):
+    for benchmark in ("overhead", "matching", "memory", "timeouts", "startup", "resume"):
         assert f"\n{benchmark} " in summary, summary
     document = (tmp_path / "performance.md").read_text(encoding="utf-8")
     assert "Quick run" in document

@@ -748,7 +748,7 @@ ONE_MISTAKE_CASES: list[tuple[str, str, str]] = [
     (
         "misspelt-id-on-test",
         block('shell #test ids="four"') + block('shell #test-result id="four"', "4"),
-        "1: unknown parameter 'ids' on #test; did you mean id=\"four\"? allowed: id, load, retry, retry_delay, skip, timeout",
+        "1: unknown parameter 'ids' on #test; did you mean id=\"four\"? allowed: id, load, rerun_on_resume, retry, retry_delay, skip, timeout",
     ),
     (
         "misspelt-id-on-result",
@@ -758,12 +758,22 @@ ONE_MISTAKE_CASES: list[tuple[str, str, str]] = [
     (
         "misspelt-timeout",
         block("shell #test id=\"a\" timout='5'") + block('shell #test-result id="a"'),
-        "1: unknown parameter 'timout' on #test; did you mean timeout=\"5\"? allowed: id, load, retry, retry_delay, skip, timeout",
+        "1: unknown parameter 'timout' on #test; did you mean timeout=\"5\"? allowed: id, load, rerun_on_resume, retry, retry_delay, skip, timeout",
     ),
     (
         "misspelt-flag",
         block('shell #test id="a"') + block('shell #test-result id="a" disable_fuzy'),
         "5: unknown parameter 'disable_fuzy' on #test-result; did you mean disable_fuzzy? allowed: disable_fuzzy, fuzzy, id, load",
+    ),
+    (
+        "misspelt-rerun-flag",
+        block("shell #test-setup rerun_on_resum"),
+        "1: unknown parameter 'rerun_on_resum' on #test-setup; did you mean rerun_on_resume? allowed: id, load, rerun_on_resume, skip, store, timeout",
+    ),
+    (
+        "rerun-flag-given-a-value",
+        block('shell #test-setup rerun_on_resume="yes"'),
+        "1: rerun_on_resume is a flag and takes no value: write rerun_on_resume alone",
     ),
     (
         "unquoted-store",
@@ -773,7 +783,7 @@ ONE_MISTAKE_CASES: list[tuple[str, str, str]] = [
     (
         "misspelt-store",
         block('shell #test-setup stor="port"') + block('shell #test-setup load="port>>P"'),
-        "1: unknown parameter 'stor' on #test-setup; did you mean store=\"port\"? allowed: id, load, retry, retry_delay, skip, store, timeout",
+        "1: unknown parameter 'stor' on #test-setup; did you mean store=\"port\"? allowed: id, load, rerun_on_resume, retry, retry_delay, skip, store, timeout",
     ),
     (
         "unterminated-quote",

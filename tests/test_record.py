@@ -25,6 +25,7 @@ from ci.record import (
     CollectedFileRecord,
     CollectionRecord,
     DiagnosticRecord,
+    EarlierRunRecord,
     GuideRecord,
     PredatingFileRecord,
     ProcessRecord,
@@ -140,6 +141,7 @@ def test_the_schema_is_a_valid_versioned_draft_2020_12_schema() -> None:
         (("$defs", "predating_file"), PredatingFileRecord),
         (("$defs", "whole_text"), WholeTextRecord),
         (("$defs", "attempt"), AttemptRecord),
+        (("$defs", "earlier_run"), EarlierRunRecord),
     ],
     ids=[
         "run",
@@ -152,6 +154,7 @@ def test_the_schema_is_a_valid_versioned_draft_2020_12_schema() -> None:
         "predating",
         "whole_text",
         "attempt",
+        "earlier_run",
     ],
 )
 def test_the_schema_names_the_keys_writer_and_reader_share(where: tuple[str, ...], typed: Any) -> None:

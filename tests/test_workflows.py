@@ -8,6 +8,7 @@ job of a workflow) and, to show it can fail, to a workflow that breaks it.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import importlib
 import importlib.util
 import io
@@ -1748,7 +1749,9 @@ def run_the_guide_path(
         name: fill_references(value, known)
         for name, value in {**(workflow.doc.get("env") or {}), **(job.get("env") or {})}.items()
     }
-    known |= {f"steps.prepare.outputs.{name}": value for name, value in outputs.items()}
+    # an output the prepare step did not write (resume-dir, on a run of the whole guide) is empty, as GitHub gives it
+    unwritten = {reference: "" for reference in re.findall(r"steps\.prepare\.outputs\.[\w-]+", str(job["steps"]))}
+    known |= unwritten | {f"steps.prepare.outputs.{name}": value for name, value in outputs.items()}
     known |= {f"env.{name}": value for name, value in job_env.items()}
     step = action_step(job)
     declared = ACTION.doc["action"]["inputs"]
@@ -2174,3 +2177,41 @@ def test_dependabot_keeps_the_pinned_actions_current() -> None:
     assert config["version"] == 2
     [actions] = [update for update in config["updates"] if update["package-ecosystem"] == "github-actions"]
     assert actions["directory"] == "/" and actions["schedule"]["interval"] == "weekly"
+
+
+@pytest.mark.parametrize("run_id", ["4242", ""])
+def test_a_dispatched_resume_downloads_the_earlier_reports_and_passes_them_as_resume(
+    run_id: str, tmp_path: Path
+) -> None:
+    """guides.yml's `resume-run-id` reaches guide-run.yml, whose run job downloads every attempt's report of the
+    guide from that workflow run (actions: read) and gives the harness their directory as --resume (which takes
+    the newest attempt's record); without it, the harness gets no --resume and nothing is downloaded."""
+    from ci.maintain.artifacts import attempt_name
+
+    dispatch = WORKFLOWS["guides.yml"].doc["on"]["workflow_dispatch"]["inputs"]
+    assert dispatch["resume-run-id"]["default"] == ""
+    caller = WORKFLOWS["guides.yml"].jobs["run"]
+    assert caller["with"]["resume-run-id"] == "${{ inputs.resume-run-id }}"
+    assert caller["permissions"] == {"contents": "read", "actions": "read"}
+    run_job = WORKFLOWS[GUIDE_RUN].jobs["run"]
+    assert run_job["permissions"] == {"contents": "read", "actions": "read"}
+    [fetch] = steps_using(WORKFLOWS[GUIDE_RUN], "run", "actions/download-artifact")
+    assert fetch["if"] == "steps.prepare.outputs.resume-dir != ''"
+    assert fetch["with"]["run-id"] == "${{ inputs.resume-run-id }}"
+    assert fetch["with"]["github-token"] == "${{ github.token }}"
+    assert "merge-multiple" not in fetch["with"]  # one directory per attempt: the harness picks the newest
+    pattern = fill_references(fetch["with"]["pattern"], {"inputs.report-name": "specforge-npu"})
+    assert fnmatch.fnmatchcase(attempt_name("specforge-npu", 3), pattern)
+    python = stand_in_python(tmp_path)
+    (tmp_path / "temp").mkdir()
+    given = {"inputs.guide": "guide.md", "inputs.timeout-minutes": "300", "inputs.resume-run-id": run_id}
+    given["steps.install.outputs.venv"] = str(python.parent.parent)
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "RUNNER_TEMP": str(tmp_path / "temp")}
+    path = run_the_guide_path(tmp_path, given, env)
+    assert path.run is not None and path.run.returncode == 0, path.prepare.stdout + path.prepare.stderr
+    args = Path(f"{python}.args").read_text(encoding="utf-8").splitlines()
+    if run_id:
+        downloaded = fill_references(fetch["with"]["path"], {"steps.prepare.outputs.resume-dir": path.inputs["resume"]})
+        assert args[args.index("--resume") + 1] == downloaded == "guide-guard-resume"
+    else:
+        assert "--resume" not in args and path.inputs["resume"] == ""

@@ -19,6 +19,7 @@ __all__ = [
     "DiagnosticResult",
     "Divergence",
     "DocumentError",
+    "EarlierRun",
     "Expected",
     "GuideOutcome",
     "GuideSettings",
@@ -185,6 +186,7 @@ class Step:
     expected: Expected | None  # `#test` only
     retry: int = 0  # resolved (block, else front matter): attempts after a first that failed or timed out
     retry_delay_s: float = 0.0  # resolved: the pause before each further attempt
+    rerun_on_resume: bool = False  # the rerun_on_resume flag: a resumed run runs it again even though it passed
 
     @property
     def name(self) -> str:
@@ -365,11 +367,20 @@ class BlockResult:
     # warnings about it; masked and bounded. None for a block that passed, was skipped or not run, or said nothing
     reason: str | None = None
     attempts: tuple[Attempt, ...] = ()  # retry=: the attempts before this last one, each failed or timed out
+    kept_from: EarlierRun | None = None  # a resumed run's block not run again: the run it passed in (SKIPPED)
 
     @property
     def failure_line(self) -> int:
         """The guide line every report names for this block: a mismatch's first failing expected line, else its fence."""
         return self.match.guide_line if self.match is not None else self.step.line
+
+
+@dataclass(frozen=True)
+class EarlierRun:
+    """A run recorded in an output directory, as a resumed run names the run it continues (`--resume DIR`)."""
+
+    directory: str  # its output directory, as the resumed run was given it (absolute)
+    started_at: str  # ISO 8601, UTC: when its guide started, as its results.json says
 
 
 @dataclass(frozen=True)

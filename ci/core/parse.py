@@ -118,6 +118,7 @@ def _parse_params(words: list[tuple[str, int]]) -> list[Param]:
 # one for the short `#test` (`#tset`, `#tests`), two for the longer ones (`#test-resluts`).
 _NEAR_MISS_DISTANCE = {"#test": 1, "#test-result": 2, "#test-setup": 2}
 _PARAM_KEYS = ("id", "store", "load", "fuzzy", "timeout", "skip", "retry", "retry_delay")
+_PARAM_FLAGS = ("disable_fuzzy", "rerun_on_resume")
 
 
 def near_miss_of(word: str, *, first: bool = False, before_params: bool = False) -> str | None:
@@ -155,7 +156,7 @@ def _distance(word: str, other: str) -> int:
 
 def _has_params(words: list[tuple[str, int]]) -> bool:
     """Whether WORDS hold a parameter of a label (`id="x"`, `disable_fuzzy`): what makes a bare `test` a label's."""
-    return any(word == "disable_fuzzy" or ("=" in word and word.split("=", 1)[0] in _PARAM_KEYS) for word, _ in words)
+    return any(word in _PARAM_FLAGS or ("=" in word and word.split("=", 1)[0] in _PARAM_KEYS) for word, _ in words)
 
 
 class _Collector:

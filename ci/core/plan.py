@@ -52,12 +52,12 @@ LANGUAGES = {
 
 # Which keys each label accepts; flags take no value, the rest need a quoted one.
 _KEYS = {
-    Label.TEST: {"id", "load", "timeout", "skip", "retry", "retry_delay"},
+    Label.TEST: {"id", "load", "timeout", "skip", "retry", "retry_delay", "rerun_on_resume"},
     Label.RESULT: {"id", "load", "fuzzy", "disable_fuzzy"},
-    Label.SETUP: {"id", "store", "load", "timeout", "skip", "retry", "retry_delay"},
+    Label.SETUP: {"id", "store", "load", "timeout", "skip", "retry", "retry_delay", "rerun_on_resume"},
 }
 _ALL_KEYS = set().union(*_KEYS.values())
-_FLAGS = {"disable_fuzzy"}
+_FLAGS = {"disable_fuzzy", "rerun_on_resume"}
 _REPEATABLE = {"load", "fuzzy"}
 
 
@@ -302,6 +302,7 @@ def _steps(checked: list[_Checked], stored: set[str], block_default_s: float, ch
                 expected=expected,
                 retry=retry,
                 retry_delay_s=retry_delay_s,
+                rerun_on_resume="rerun_on_resume" in params,
             )
         )
     return steps

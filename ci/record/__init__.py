@@ -1,4 +1,5 @@
-"""results.json, the machine-readable record of a run: its format, its writer and its reader (docs/results.schema.json)."""
+"""results.json, the machine-readable record of a run: its format, its writer and its reader (docs/results.schema.json);
+ci.record.resume reads it for a run resumed from it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from ci.record.format import (
     CollectedFileRecord,
     CollectionRecord,
     DiagnosticRecord,
+    EarlierRunRecord,
     GuideRecord,
     PredatingFileRecord,
     ProcessRecord,
@@ -27,6 +29,7 @@ __all__ = [
     "CollectedFileRecord",
     "CollectionRecord",
     "DiagnosticRecord",
+    "EarlierRunRecord",
     "GuideRecord",
     "LastRun",
     "PredatingFileRecord",

@@ -17,6 +17,7 @@ __all__ = [
     "CollectedFileRecord",
     "CollectionRecord",
     "DiagnosticRecord",
+    "EarlierRunRecord",
     "GuideRecord",
     "PredatingFileRecord",
     "ProcessRecord",
@@ -30,7 +31,7 @@ RECORD_VERSION = 4
 # What this guide-guard's reader reads: version 2 only allowed ended_by "still running", which it does not read;
 # version 3 only added each block's start_s, which a reader of an older record makes up from the durations;
 # version 4 only added what it does not read (each block's reason, retry, retry_delay_s and attempts, files that
-# predate the run, a guide's cleanup).
+# predate the run, a guide's cleanup) and resumed_from and each block's kept_from (null in older records).
 READ_VERSIONS = (1, 2, 3, 4)
 RECORD_FILE = "results.json"  # in the run's output directory
 
@@ -107,6 +108,13 @@ class CollectionRecord(TypedDict):
     notes: list[str]
 
 
+class EarlierRunRecord(TypedDict):
+    """A run recorded in another output directory: the run a resumed run continues (since version 4)."""
+
+    directory: str  # its output directory, absolute, as the resumed run was given it
+    started_at: str  # ISO 8601, UTC: its guide's started_at
+
+
 class GuideRecord(TypedDict):
     """One guide of the run."""
 
@@ -161,6 +169,7 @@ class BlockRecord(StepIdentity):
     cpu_s: float | None
     diagnostics: list[DiagnosticRecord]
     attempts: list[AttemptRecord]  # the earlier attempts of a retried block, in order; [] when run once (since 4)
+    kept_from: EarlierRunRecord | None  # status skipped: it passed in that run, which this one resumed (since 4)
 
 
 class RunRecord(TypedDict):
@@ -169,6 +178,7 @@ class RunRecord(TypedDict):
     version: int  # RECORD_VERSION
     exit_status: int
     harness_peak_rss_bytes: int
+    resumed_from: EarlierRunRecord | None  # the run this one continued (--resume DIR); None for a whole run
     guides: list[GuideRecord]
     blocks: list[BlockRecord]  # every guide's, in run order
 

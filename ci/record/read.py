@@ -9,6 +9,7 @@ from pathlib import Path, PurePath
 from typing import cast
 
 from ci.core.model import (
+    EarlierRun,
     Label,
     Status,
     naming,
@@ -42,11 +43,18 @@ class RecordedBlock:
     peak_rss_bytes: int | None = None
     cpu_s: float | None = None
     stdout_bytes: int | None = None  # what the block wrote; a file kept smaller was masked since (--mask-files)
+    captured_file: Path | None = None  # absolute: the file holding a stored value `captured` leaves out as cut
+    kept_from: EarlierRun | None = None  # skipped in a resumed run: the run it passed in (since version 4)
 
     @property
     def name(self) -> str:
         """The id, else the store, else the ordinal: as the log named the block."""
         return next((value for _, value in naming(self.id, self.store)), f"#{self.ordinal}")
+
+    @property
+    def passed(self) -> bool:
+        """True when the block passed in this run, or in the earlier run this one resumed and kept it from."""
+        return self.status is Status.PASSED or (self.status is Status.SKIPPED and self.kept_from is not None)
 
     @property
     def printed(self) -> bool:
@@ -64,6 +72,8 @@ class RecordedGuide:
     duration_s: float | None = None  # None when the record does not say
     failed: bool | None = None
     interrupted_by: int | None = None  # the signal that stopped the run, if one did
+    # the blocks (by name, as the log names them) that started a process still running when the guide ended
+    leftovers_started_by: tuple[str, ...] = ()
 
     def test(self, test_id: str) -> RecordedBlock | None:
         """The recorded `#test` with this id."""
@@ -77,6 +87,7 @@ class LastRun:
     directory: Path
     exit_status: int | None
     guides: tuple[RecordedGuide, ...]
+    resumed_from: EarlierRun | None = None  # the run this one continued (--resume), when it did
 
     def guide_for(self, name: str) -> RecordedGuide | None:
         """The recorded guide that `name` refers to.
@@ -135,9 +146,18 @@ def _inside(directory: Path, relative: str, key: str) -> Path:
     return path
 
 
+def _earlier_run(raw: object) -> EarlierRun | None:
+    """A `resumed_from` or `kept_from` object as read back; None for null (and in records older than version 4)."""
+    if not isinstance(raw, dict):
+        return None
+    return EarlierRun(directory=str(raw["directory"]), started_at=str(raw["started_at"]))
+
+
 def _recorded_block(raw: BlockRecord, directory: Path) -> RecordedBlock:
     """The block as read back; KeyError, TypeError or ValueError when `raw` is not what the writer writes."""
     stdout = _text(raw.get("stdout_path"))
+    whole = raw.get("captured_whole")
+    whole_path = _text(whole.get("path")) if isinstance(whole, dict) else None
     # a text recorded cut (its head) is no value to re-check with: the whole one may hold a secret the record masked
     captured = raw.get("captured") if raw.get("captured_whole") is None else {}
     expected = _text(raw.get("expected")) if raw.get("expected_whole") is None else None
@@ -157,6 +177,8 @@ def _recorded_block(raw: BlockRecord, directory: Path) -> RecordedBlock:
         peak_rss_bytes=int(rss) if (rss := _number(raw.get("peak_rss_bytes"))) is not None else None,
         cpu_s=_number(raw.get("cpu_s")),
         stdout_bytes=int(size) if (size := _number(raw.get("stdout_bytes"))) is not None else None,
+        captured_file=_inside(directory, whole_path, "captured_whole") if whole_path else None,
+        kept_from=_earlier_run(raw.get("kept_from")),
     )
 
 
@@ -202,6 +224,7 @@ def read_record(path: str | Path) -> LastRun:
         for raw in data["blocks"]:
             blocks_by_guide.setdefault(str(raw["guide"]), []).append(_recorded_block(raw, base))
         guides = {str(g["guide"]): g for g in data.get("guides") or [] if isinstance(g, dict)}
+        _earlier_run(data.get("resumed_from"))  # checked here, where a bad one is said
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise RecordError(f"{path} is not a guide-guard run record: {type(exc).__name__} {exc}") from None
     names = list(dict.fromkeys([*guides, *blocks_by_guide]))
@@ -210,6 +233,7 @@ def read_record(path: str | Path) -> LastRun:
         directory=base,
         exit_status=exit_status if isinstance(exit_status, int) else None,
         guides=tuple(_recorded_guide(name, guides.get(name, {}), blocks_by_guide.get(name, [])) for name in names),
+        resumed_from=_earlier_run(data.get("resumed_from")),
     )
 
 
@@ -218,6 +242,8 @@ def _recorded_guide(name: str, raw: Mapping[str, object], blocks: Sequence[Recor
     duration = raw.get("duration_s")
     failed = raw.get("failed")
     signal = raw.get("interrupted_by_signal")
+    ended = raw.get("processes_ended")
+    started_by = [p.get("started_by") for p in ended if isinstance(p, dict)] if isinstance(ended, list) else []
     return RecordedGuide(
         guide=name,
         started_at=str(raw.get("started_at") or ""),
@@ -225,4 +251,5 @@ def _recorded_guide(name: str, raw: Mapping[str, object], blocks: Sequence[Recor
         duration_s=float(duration) if isinstance(duration, (int, float)) and not isinstance(duration, bool) else None,
         failed=failed if isinstance(failed, bool) else None,
         interrupted_by=signal if isinstance(signal, int) and not isinstance(signal, bool) else None,
+        leftovers_started_by=tuple(dict.fromkeys(name for name in started_by if isinstance(name, str))),
     )

@@ -17,6 +17,7 @@ from ci.core.model import (
     BoundedText,
     Collection,
     DiagnosticResult,
+    EarlierRun,
     GuideOutcome,
     TrackedProcess,
 )
@@ -27,6 +28,7 @@ from ci.record.format import (
     BlockRecord,
     CollectionRecord,
     DiagnosticRecord,
+    EarlierRunRecord,
     ProcessRecord,
     RunRecord,
     WholeTextRecord,
@@ -88,6 +90,7 @@ def _block(result: BlockResult, guide: str, base: Path, masker: Masker) -> Block
         "peak_rss_bytes": result.peak_rss_bytes,
         "cpu_s": round(result.cpu_s, 3) if result.cpu_s is not None else None,
         "diagnostics": [_diagnostic(d, base, masker) for d in result.diagnostics],
+        "kept_from": _earlier(result.kept_from, masker),
         "attempts": [_attempt(a, base, masker) for a in result.attempts],
     }
 
@@ -105,6 +108,10 @@ def _attempt(attempt: Attempt, base: Path, masker: Masker) -> AttemptRecord:
         "stderr_bytes": attempt.stderr_bytes,
         "processes_ended": _processes(attempt.ended, masker),
     }
+
+
+def _earlier(run: EarlierRun | None, masker: Masker) -> EarlierRunRecord | None:
+    return None if run is None else {"directory": masker.mask(run.directory), "started_at": run.started_at}
 
 
 def _diagnostic(diagnostic: DiagnosticResult, base: Path, masker: Masker) -> DiagnosticRecord:
@@ -180,12 +187,20 @@ def _own_peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
 
-def run_record(outcomes: Sequence[GuideOutcome], exit_status: int, base: Path, *, masker: Masker) -> RunRecord:
-    """The run record: every block of every guide, plus per-guide verdicts and leftovers."""
+def run_record(
+    outcomes: Sequence[GuideOutcome],
+    exit_status: int,
+    base: Path,
+    *,
+    masker: Masker,
+    resumed_from: EarlierRun | None = None,
+) -> RunRecord:
+    """The run record: every block of every guide, plus per-guide verdicts and leftovers, and the run it resumed."""
     return {
         "version": RECORD_VERSION,
         "exit_status": int(exit_status),  # the number, not the ExitCode member the run may pass
         "harness_peak_rss_bytes": _own_peak_rss_bytes(),
+        "resumed_from": _earlier(resumed_from, masker),
         "guides": [
             {
                 "guide": o.plan.guide,
@@ -203,13 +218,20 @@ def run_record(outcomes: Sequence[GuideOutcome], exit_status: int, base: Path, *
     }
 
 
-def write_record(path: Path, outcomes: Sequence[GuideOutcome], exit_status: int, *, masker: Masker) -> None:
+def write_record(
+    path: Path,
+    outcomes: Sequence[GuideOutcome],
+    exit_status: int,
+    *,
+    masker: Masker,
+    resumed_from: EarlierRun | None = None,
+) -> None:
     """Write the run record to `path`, whole or not at all; paths in it are relative to `path`'s directory.
 
     A name from the OS that is not UTF-8 (a guide's file name, a collected
     file's) is recorded with those bytes as `\\xNN`: the file stays UTF-8.
     """
-    record = run_record(outcomes, exit_status, path.parent, masker=masker)
+    record = run_record(outcomes, exit_status, path.parent, masker=masker, resumed_from=resumed_from)
     path.parent.mkdir(parents=True, exist_ok=True)
     # One line per block: readable, and json's fast C encoder works only without indent.
     head = json.dumps({key: value for key, value in record.items() if key != "blocks"}, indent=2, ensure_ascii=False)

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ci.core.files import make_directories
-from ci.core.model import BlockResult, Collection, DiagnosticResult, GuideOutcome, Plan, Status, Step
+from ci.core.model import BlockResult, Collection, DiagnosticResult, EarlierRun, GuideOutcome, Plan, Status, Step
 from ci.core.reason import block_reason
 from ci.core.text import NO_SECRETS, Masker
 from ci.runner.attempts import run_attempts
@@ -24,11 +24,21 @@ from ci.runner.events import Events, Listener
 from ci.runner.outputs import OutputFiles, output_paths, output_stem
 from ci.runner.process import ProcessSupervisor
 from ci.runner.step import StepContext, run_step, unstarted_result
+from ci.runner.stored import bounded
 
-__all__ = ["DEFAULT_ERROR_MARKERS", "RUN_DEADLINE", "RunOptions", "not_run_outcome", "run_guide"]
+__all__ = ["DEFAULT_ERROR_MARKERS", "RUN_DEADLINE", "KeptBlock", "RunOptions", "not_run_outcome", "run_guide"]
 
 DEFAULT_ERROR_MARKERS = ("[ERROR]", "Traceback (most recent call last)")
 RUN_DEADLINE = "run deadline"  # the reason of every block left out because --deadline was reached
+
+
+@dataclass(frozen=True)
+class KeptBlock:
+    """A block a resumed run does not run again: it passed in the run resumed (ci.record.resume)."""
+
+    earlier: EarlierRun  # the run it passed in
+    reason: str  # the skipped block's message
+    stored: tuple[str, str] | None  # (name, whole value) it stored there, for a setup with store
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,7 @@ class RunOptions:
     # last over every block's environment, the guide's ci.env included: the run's private copies of the
     # Actions runner's files (ci.runner.actions_files), so that no block writes the runner's own
     private_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    kept: Mapping[int, KeptBlock] = dataclasses.field(default_factory=dict)  # --resume: ordinal -> block kept
 
     @property
     def file_prefix(self) -> str:
@@ -107,11 +118,12 @@ def run_guide(
         return _unenterable(plan, options.workdir, exc)
     started_wall = time.time()  # what a file last modified before it cannot be this guide's (ci.runner.predating)
     clock = time.monotonic()
-    context = _context(plan, left_out, options, supervisor, listener)
+    context = _context(plan, {**left_out, **{o: "" for o in options.kept}}, options, supervisor, listener)
     guide_run = _GuideRun(
         plan,
         left_out,
         context,
+        kept=options.kept,
         preset=options.preset,
         keep_going=options.keep_going,
         past_mismatch=options.past_mismatch,
@@ -220,6 +232,7 @@ class _GuideRun:
         left_out: Mapping[int, str],
         context: StepContext,
         *,
+        kept: Mapping[int, KeptBlock],
         preset: Mapping[str, str],
         keep_going: bool,
         past_mismatch: bool = False,
@@ -230,6 +243,7 @@ class _GuideRun:
         self.clock = clock  # time.monotonic() when the guide started: each block's start_s counts from it
         self.started_wall = started_wall  # time.time() then: a file its diagnostics name, modified before, is old
         self.left_out = left_out
+        self.kept = kept  # blocks a resumed run keeps from the run it resumes
         self.context = context
         self.keep_going = keep_going
         self.past_mismatch = past_mismatch  # a mismatch does not stop the guide
@@ -271,6 +285,10 @@ class _GuideRun:
         if step.ordinal in self.left_out:
             self.results.append(unstarted_result(step, Status.NOT_RUN, self.left_out[step.ordinal]))
             return
+        if step.ordinal in self.kept:
+            self.results.append(self._kept(step, self.kept[step.ordinal]))
+            self.context.events.finished(self.results[-1])
+            return
         if step.skip_reason is not None:
             self.results.append(unstarted_result(step, Status.SKIPPED, step.skip_reason))
             self.context.events.finished(self.results[-1])
@@ -289,6 +307,17 @@ class _GuideRun:
         goes_on = self.keep_going or (self.past_mismatch and result.status is Status.MISMATCH)
         if result.status.is_failure and not goes_on and self.stop_reason is None:
             self.stop_reason = f"after block {step.name} (line {step.line}) {result.status.value}"
+
+    def _kept(self, step: Step, kept: KeptBlock) -> BlockResult:
+        """The result of a block kept from the run resumed: skipped, with the value it stored there (kept whole on
+        disk when long, so that this run's record can be resumed in turn)."""
+        result = unstarted_result(step, Status.SKIPPED, kept.reason, masker=self.context.masker)
+        stored = None
+        if kept.stored is not None:
+            name, value = kept.stored
+            whole = Path(f"{self.context.stem(step)}.stored.txt")
+            stored = (name, bounded(value, self.context.masker, whole, within=self.context.output_dir))
+        return dataclasses.replace(result, stored=stored, kept_from=kept.earlier)
 
     def _run(self, step: Step, start_s: float) -> BlockResult:
         """Run the step (started START_S into the guide) and its diagnostics, and report it."""

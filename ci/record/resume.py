@@ -1,0 +1,275 @@
+"""What a resumed run (`ci.run GUIDE --resume DIR`) takes over from the run recorded in DIR, and what it runs again.
+
+The earlier run is read from its output directory (results.json and the
+files holding its long stored values). The resumed run keeps the blocks that
+passed there (reported as skipped, naming that run), takes the values they
+stored, runs again the blocks that started a process the earlier run ended
+at its end and those marked `rerun_on_resume`, and starts at the first block
+that did not pass (or at `--from`). Blocks it would keep whose body changed
+since, and blocks added or removed before its start, refuse the resume
+unless `--resume-changed` says to go on.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ci.record.format import RECORD_FILE
+
+if TYPE_CHECKING:
+    from ci.core.model import EarlierRun, Plan, Step
+    from ci.core.text import Masker
+    from ci.record.read import RecordedBlock, RecordedGuide
+    from ci.runner.execute import KeptBlock
+
+__all__ = ["RESUME_CHANGED", "Pairing", "Resume", "ResumeRefused", "pair_blocks", "plan_resume", "run_directory"]
+
+RESUME_CHANGED = "--resume-changed"  # the flag that keeps blocks changed since the earlier run anyway
+LEFTOVER_REASON = "it started a process the earlier run ended at its end"
+MARKED_REASON = "it is marked rerun_on_resume"
+ADDED_REASON = f"it was added since the earlier run ({RESUME_CHANGED})"
+
+
+class ResumeRefused(Exception):
+    """The run cannot be resumed from that directory: each line says why and what to do (exit 2, nothing run)."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = tuple(problems)
+
+
+@dataclass(frozen=True)
+class Resume:
+    """What a resumed run of one guide takes over from the run it continues."""
+
+    earlier: EarlierRun  # the run it continues
+    kept: Mapping[int, KeptBlock]  # ordinal -> a block that passed there: not run again, reported skipped
+    rerun: Mapping[int, str]  # ordinal -> why a block before the start runs again (in plan order)
+    start: Step  # the first block run from: the first that did not pass there, or --from's
+    stored: Mapping[str, str]  # the values the kept setups stored there, whole (--set still wins)
+    notes: tuple[str, ...]  # warnings said before the run: changes let through, values that may be masked
+
+    def say(self, plan: Plan, github: bool, masker: Masker) -> None:
+        """Before the first block: the notes (stderr), then the run it continues, what it keeps, what runs again
+        and why, where it starts."""
+        import sys
+
+        from ci.report.github import command_safe
+
+        for note in self.notes:
+            print(command_safe(masker.mask(f"warning: {note}"), github), file=sys.stderr, flush=True)
+        print(command_safe(masker.mask("\n".join(self.log_lines(plan.steps))), github), flush=True)
+
+    def apply(self, left_out: dict[int, str]) -> None:
+        """Make the selection's LEFT_OUT (--from leaves the blocks before it out) run the blocks that run again; the
+        kept ones are reported as kept, not as left out."""
+        for ordinal in (*self.kept, *self.rerun):
+            left_out.pop(ordinal, None)
+
+    def log_lines(self, steps: Sequence[Step]) -> list[str]:
+        """What the log says before the first block: the run continued, what is kept, what runs again, where it starts."""
+        by_ordinal = {step.ordinal: step for step in steps}
+        lines = [
+            f"resuming the run in {self.earlier.directory} (started {self.earlier.started_at}):"
+            f" {len(self.kept)} block{'' if len(self.kept) == 1 else 's'} that passed there kept, not run again"
+        ]
+        for ordinal, why in self.rerun.items():
+            step = by_ordinal[ordinal]
+            lines.append(f"re-running {step.name} (line {step.line}): {why}")
+        lines.append(f"starting at {self.start.name} (line {self.start.line})")
+        return lines
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """How the blocks of a guide now pair with the blocks an earlier run recorded."""
+
+    pairs: Mapping[int, RecordedBlock]  # a step's ordinal -> the recorded block it is
+    added: tuple[Step, ...]  # steps the earlier run did not have
+    removed: tuple[RecordedBlock, ...]  # recorded blocks the guide no longer has
+
+
+def _key(label: str, block_id: str | None, store: str | None) -> tuple[str, str, str]:
+    return (label, block_id or "", store or "")
+
+
+def pair_blocks(steps: Sequence[Step], recorded: Sequence[RecordedBlock]) -> Pairing:
+    """Pair the steps with the recorded blocks by label, id and store, in order (blocks in between may come and
+    go: the rest still pair); a pair's body may differ (`code_sha256`)."""
+    now = [_key(step.label.value, step.id, step.store) for step in steps]
+    then = [_key(block.label.value, block.id, block.store) for block in recorded]
+    pairs: dict[int, RecordedBlock] = {}
+    added: list[Step] = []
+    removed: list[RecordedBlock] = []
+    for tag, then_from, then_to, now_from, now_to in difflib.SequenceMatcher(
+        None, then, now, autojunk=False
+    ).get_opcodes():
+        if tag == "equal":
+            for offset in range(now_to - now_from):
+                pairs[steps[now_from + offset].ordinal] = recorded[then_from + offset]
+            continue
+        removed.extend(recorded[then_from:then_to])
+        added.extend(steps[now_from:now_to])
+    return Pairing(pairs, tuple(added), tuple(removed))
+
+
+_ATTEMPT = re.compile(r".+-attempt-([0-9]+)")  # guide-run.yml's report artifacts: NAME-attempt-N
+
+
+def run_directory(given: Path) -> Path:
+    """Where the run's record is in GIVEN: GIVEN itself (an --output-dir), else its outputs/ (a report directory as
+    guide-run.yml uploads it), else the newest attempt's among the report artifacts NAME-attempt-N downloaded into
+    it (one directory each); else GIVEN, whose missing results.json reading it says."""
+    for candidate in (given, given / "outputs"):
+        if (candidate / RECORD_FILE).is_file():
+            return candidate
+    try:
+        entries = list(given.iterdir())
+    except OSError:
+        return given
+    attempts = sorted(
+        (int(found[1]), entry) for entry in entries if (found := _ATTEMPT.fullmatch(entry.name)) and entry.is_dir()
+    )
+    for _, attempt in reversed(attempts):
+        for candidate in (attempt / "outputs", attempt):
+            if (candidate / RECORD_FILE).is_file():
+                return candidate
+    return given
+
+
+def plan_resume(
+    plan: Plan, recorded: RecordedGuide, directory: Path, *, start: Step | None, changed_ok: bool
+) -> Resume:
+    from ci.core.masker import MASK
+    from ci.core.model import EarlierRun
+    from ci.runner.execute import KeptBlock
+
+    pairing = pair_blocks(plan.steps, recorded.blocks)
+    first = start or _natural_start(plan, pairing)
+    if first is None:
+        raise ResumeRefused(
+            [
+                f"--resume {directory}: every block of {plan.guide} passed in that run, so there is nothing to"
+                " resume; run the guide again, or start at a block with --from ID"
+            ]
+        )
+    earlier = EarlierRun(str(directory), recorded.started_at)
+    before = [step for step in plan.steps if step.ordinal < first.ordinal]
+    started_leftovers = _leftover_steps(recorded, pairing)
+    changes = _changes_before(before, pairing, recorded, first, runs_again=started_leftovers)
+    if changes and not changed_ok:
+        raise ResumeRefused(_refusal(plan, directory, changes))
+    rerun: dict[int, str] = {}
+    kept: dict[int, KeptBlock] = {}
+    stored: dict[str, str] = {}
+    notes = [f"{RESUME_CHANGED}: {change}; kept as it is" for change in changes]
+    problems: list[str] = []
+    for step in before:
+        block = pairing.pairs.get(step.ordinal)
+        if block is None:  # added since (--resume-changed let it through): it never ran
+            rerun[step.ordinal] = ADDED_REASON
+            continue
+        if not block.passed or step.skip_reason is not None:
+            continue  # --from starts after it (left out as --from leaves blocks out), or its skip= skips it now
+        if step.ordinal in started_leftovers:
+            rerun[step.ordinal] = LEFTOVER_REASON
+            continue
+        if step.rerun_on_resume:
+            rerun[step.ordinal] = MARKED_REASON
+            continue
+        value = _stored_value(step, block, directory, problems)
+        if value is not None and step.store is not None:
+            stored[step.store] = value
+            if MASK in value:
+                notes.append(
+                    f"the value of {step.store} recorded in {directory} holds {MASK}: if the record masked a secret"
+                    f" there, pass --set {step.store}=VALUE"
+                )
+        kept[step.ordinal] = KeptBlock(
+            earlier=block.kept_from or earlier,
+            reason=f"passed in the run this one resumes ({directory})",
+            stored=(step.store, value) if step.store is not None and value is not None else None,
+        )
+    if problems:
+        raise ResumeRefused(problems)
+    return Resume(earlier, kept, rerun, first, stored, tuple(notes))
+
+
+def _natural_start(plan: Plan, pairing: Pairing) -> Step | None:
+    """The first block that did not pass in the earlier run; else the first added after the last it had."""
+    from ci.core.model import Status
+
+    for step in plan.steps:
+        block = pairing.pairs.get(step.ordinal)
+        # a block skipped there by its skip= (and skipped now) is no failure to start at
+        if block is not None and not block.passed and not (block.status is Status.SKIPPED and step.skip_reason):
+            return step
+    last_paired = max(pairing.pairs, default=0)
+    return next((step for step in pairing.added if step.ordinal > last_paired), None)
+
+
+def _changes_before(
+    before: Sequence[Step], pairing: Pairing, recorded: RecordedGuide, first: Step, *, runs_again: set[int]
+) -> list[str]:
+    """Each block before the start that changed, was added or was removed since the earlier run, said in a line;
+    a changed block that runs again anyway (RUNS_AGAIN, or marked) is no reason to refuse."""
+    changes = []
+    for step in before:
+        block = pairing.pairs.get(step.ordinal)
+        if block is None:
+            changes.append(f"added since: {step.name} (line {step.line})")
+        elif (
+            block.passed
+            and block.code_sha256 not in (None, step.code_sha256)
+            and not (step.rerun_on_resume or step.ordinal in runs_again)
+        ):
+            changes.append(f"changed since: {step.name} (line {step.line})")
+    first_then = pairing.pairs.get(first.ordinal)
+    end = first_then.ordinal if first_then is not None else max((b.ordinal for b in recorded.blocks), default=0) + 1
+    changes.extend(
+        f"removed since: {block.name} (then at line {block.line})" for block in pairing.removed if block.ordinal < end
+    )
+    return changes
+
+
+def _refusal(plan: Plan, directory: Path, changes: Sequence[str]) -> list[str]:
+    """The refusal: what changed before the start, and the three ways on."""
+    return [
+        f"--resume {directory}: {plan.guide} changed since that run before the block the resume starts at,"
+        " so what passed there may not pass now:",
+        *(f"  {change}" for change in changes),
+        "run the guide whole, start before the first change with --from ID (it runs from there),"
+        f" or pass {RESUME_CHANGED} to keep what passed there anyway",
+    ]
+
+
+def _leftover_steps(recorded: RecordedGuide, pairing: Pairing) -> set[int]:
+    """The ordinals (now) of the blocks that started a process the earlier run ended when it ended."""
+    by_name = {block.name: block for block in recorded.blocks}
+    starters = {id(by_name[name]) for name in recorded.leftovers_started_by if name in by_name}
+    return {ordinal for ordinal, block in pairing.pairs.items() if id(block) in starters}
+
+
+def _stored_value(step: Step, block: RecordedBlock, directory: Path, problems: list[str]) -> str | None:
+    """The value the kept setup stored in the earlier run, whole; None (a problem said) when it cannot be had."""
+    if step.store is None:
+        return None
+    if step.store in block.captured:
+        return block.captured[step.store]
+    if block.captured_file is not None:
+        try:
+            return block.captured_file.read_text(encoding="utf-8", errors="replace").rstrip()
+        except OSError as exc:
+            why = f"its file {block.captured_file} cannot be read ({exc.strerror or exc})"
+    else:
+        why = "the record keeps only its head"
+    problems.append(
+        f"--resume {directory}: the value {step.store} that {step.name} (line {step.line}) stored there cannot be"
+        f" taken: {why}; pass --set {step.store}=VALUE, or start at that setup with --from {step.name}"
+    )
+    return None

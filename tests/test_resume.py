@@ -1,0 +1,209 @@
+"""`python -m ci.run GUIDE --resume DIR`: a failed run continued where it failed, with what passed kept."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "docs" / "results.schema.json").read_text(encoding="utf-8"))
+
+FENCE = "```"
+
+
+def _setup(params: str, *body: str) -> str:
+    return f"{FENCE}shell #test-setup {params}\n" + "\n".join(body) + f"\n{FENCE}\n\n"
+
+
+def _test(ident: str, command: str, expected: str, params: str = "") -> str:
+    return (
+        f'{FENCE}shell #test id="{ident}"{params}\n{command}\n{FENCE}\n\n'
+        f'{FENCE}shell #test-result id="{ident}"\n{expected}\n{FENCE}\n\n'
+    )
+
+
+# Four tiny blocks: each appends to a count file when it runs; `check` fails until the flag file says ok; `serve`
+# leaves a sleep running, which the end of the run ends.
+GREETING = _setup('store="greeting"', "echo run >> greeting.count", "echo hello")
+SERVE = _setup('id="serve"', "echo run >> serve.count", "sleep 60 >/dev/null 2>&1 &")
+CHECK = _test("check", 'test "$(cat flag 2>/dev/null)" = ok && echo "<G> from check"', "hello from check")
+CHECK = CHECK.replace('id="check"\n', 'id="check" load="greeting>>G"\n', 1)
+LAST = _setup('id="last" load="greeting>>G"', "echo run >> last.count", 'echo "<G> at last"')
+
+
+def _guide(tmp_path: Path, *blocks: str, name: str = "guide.md") -> Path:
+    guide = tmp_path / name
+    guide.write_text("# Resume\n\n" + "".join(blocks), encoding="utf-8")
+    return guide
+
+
+def _runs(tmp_path: Path, name: str) -> int:
+    path = tmp_path / f"{name}.count"
+    return len(path.read_text(encoding="utf-8").splitlines()) if path.exists() else 0
+
+
+def _record(directory: Path) -> dict[str, Any]:
+    return json.loads((directory / "results.json").read_text(encoding="utf-8"))
+
+
+def _line_of(guide: Path, text: str) -> int:
+    return next(n for n, line in enumerate(guide.read_text(encoding="utf-8").splitlines(), 1) if text in line)
+
+
+def _failed_run(tmp_path: Path, run_harness, *blocks: str) -> Path:
+    """Run 1 of the guide: it fails at `check` (no flag file yet); its output directory."""
+    done = run_harness("guide.md", "--output-dir", "run1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    return tmp_path / "run1"
+
+
+def test_a_resumed_run_keeps_what_passed_reruns_the_server_and_starts_at_the_failure(
+    tmp_path: Path, run_harness
+) -> None:
+    guide = _guide(tmp_path, GREETING, SERVE, CHECK, LAST)
+    run1 = _failed_run(tmp_path, run_harness)
+    assert {b["id"] or b["store"]: b["status"] for b in _record(run1)["blocks"]} == {
+        "greeting": "passed",
+        "serve": "passed",
+        "check": "failed",
+        "last": "not_run",
+    }
+    (tmp_path / "flag").write_text("ok\n", encoding="utf-8")  # the fix
+
+    done = run_harness("guide.md", "--resume", "run1", "--output-dir", "run2", "--junit", "run2.xml")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    # greeting ran once (run 1), serve twice (its sleep was ended at run 1's end), check and last now
+    assert (_runs(tmp_path, "greeting"), _runs(tmp_path, "serve"), _runs(tmp_path, "last")) == (1, 2, 1)
+    serve_line, check_line = _line_of(guide, 'id="serve"'), _line_of(guide, 'id="check"')
+    assert f"resuming the run in {run1} (started " in done.stdout
+    assert f"re-running serve (line {serve_line}): it started a process the earlier run ended at its end" in done.stdout
+    assert f"starting at check (line {check_line})" in done.stdout
+    assert f"greeting: SKIPPED: passed in the run this one resumes ({run1})" in done.stdout
+    record, earlier = _record(tmp_path / "run2"), _record(run1)
+    jsonschema.validate(record, SCHEMA)
+    run1_started = earlier["guides"][0]["started_at"]
+    assert record["resumed_from"] == {"directory": str(run1), "started_at": run1_started}
+    assert earlier["resumed_from"] is None
+    blocks = {b["id"] or b["store"]: b for b in record["blocks"]}
+    assert {name: b["status"] for name, b in blocks.items()} == {
+        "greeting": "skipped",
+        "serve": "passed",
+        "check": "passed",  # it loaded greeting's value from run 1
+        "last": "passed",
+    }
+    assert blocks["greeting"]["kept_from"] == {"directory": str(run1), "started_at": run1_started}
+    assert blocks["greeting"]["captured"] == {"greeting": "hello"}  # so that this run can be resumed in turn
+    assert blocks["serve"]["kept_from"] is None
+    assert (tmp_path / "run2" / blocks["last"]["stdout_path"]).read_text(encoding="utf-8") == "hello at last\n"
+    skipped = ET.parse(tmp_path / "run2.xml").getroot().find(".//testcase[@name='#test-setup store=greeting']/skipped")
+    assert skipped is not None and f"passed in the run this one resumes ({run1})" in (skipped.get("message") or "")
+    # run 1's record is as it was
+    assert earlier["blocks"][2]["status"] == "failed"
+
+    # run 2 passed whole: resuming it has nothing to do
+    again = run_harness("guide.md", "--resume", "run2", "--output-dir", "run3")
+    assert again.returncode == 2, again.stdout + again.stderr
+    assert "every block of guide.md passed in that run, so there is nothing to resume" in again.stderr
+    assert not (tmp_path / "run3" / "results.json").exists()
+
+
+def test_a_changed_block_refuses_the_resume_unless_told_to_go_on(tmp_path: Path, run_harness) -> None:
+    guide = _guide(tmp_path, GREETING, SERVE, CHECK, LAST)
+    _failed_run(tmp_path, run_harness)
+    (tmp_path / "flag").write_text("ok\n", encoding="utf-8")
+    _guide(tmp_path, GREETING.replace("echo hello", "echo hello; true"), SERVE, CHECK, LAST)
+
+    refused = run_harness("guide.md", "--resume", "run1", "--output-dir", "run2")
+
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    line = _line_of(guide, 'store="greeting"')
+    assert "guide.md changed since that run before the block the resume starts at" in refused.stderr
+    assert f"changed since: greeting (line {line})" in refused.stderr
+    assert "--resume-changed" in refused.stderr and "serve" not in refused.stderr
+    assert (_runs(tmp_path, "greeting"), _runs(tmp_path, "serve")) == (1, 1)  # nothing ran
+
+    # a block added before the start, and one removed there, are said too
+    serve_line = _line_of(guide, 'id="serve"')
+    added = _guide(tmp_path, GREETING, _setup('id="new"', "true"), CHECK, LAST)
+    moved = run_harness("guide.md", "--resume", "run1", "--output-dir", "run2")
+    assert moved.returncode == 2, moved.stdout + moved.stderr
+    new_line = _line_of(added, 'id="new"')
+    assert f"added since: new (line {new_line})" in moved.stderr
+    assert f"removed since: serve (then at line {serve_line})" in moved.stderr
+    assert "changed since:" not in moved.stderr
+    _guide(tmp_path, GREETING.replace("echo hello", "echo hello; true"), SERVE, CHECK, LAST)
+
+    done = run_harness("guide.md", "--resume", "run1", "--resume-changed", "--output-dir", "run2")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"warning: --resume-changed: changed since: greeting (line {line}); kept as it is" in done.stderr
+    assert (_runs(tmp_path, "greeting"), _runs(tmp_path, "serve"), _runs(tmp_path, "last")) == (1, 2, 1)
+
+
+def test_a_setup_marked_rerun_on_resume_runs_again_and_its_change_is_no_reason_to_refuse(
+    tmp_path: Path, run_harness
+) -> None:
+    marked = GREETING.replace('store="greeting"', 'store="greeting" rerun_on_resume')
+    skipped = _setup('id="later" skip="not on this machine"', "echo run >> later.count")
+    _guide(tmp_path, marked, skipped, CHECK)
+    run1 = _failed_run(tmp_path, run_harness)
+    (tmp_path / "flag").write_text("ok\n", encoding="utf-8")
+    _guide(tmp_path, marked.replace("echo hello", "echo hello; true"), skipped, CHECK)
+
+    done = run_harness("guide.md", "--resume", str(run1), "--output-dir", "run2")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "re-running greeting (line 3): it is marked rerun_on_resume" in done.stdout
+    assert "starting at check (line " in done.stdout  # not at the block its skip= skips
+    assert (_runs(tmp_path, "greeting"), _runs(tmp_path, "later")) == (2, 0)
+    listed = run_harness("guide.md", "--list")
+    assert "rerun_on_resume" in listed.stdout.splitlines()[1], listed.stdout
+    entries = json.loads(run_harness("guide.md", "--list", "--format", "json").stdout)
+    assert [entry.get("rerun_on_resume") for entry in entries] == [True, None, None]
+
+
+def test_resume_refuses_what_is_no_finished_run_of_this_guide(tmp_path: Path, run_harness) -> None:
+    _guide(tmp_path, GREETING, SERVE, CHECK, LAST)
+    run1 = _failed_run(tmp_path, run_harness)
+    _guide(tmp_path, GREETING, name="other.md")
+    (tmp_path / "empty").mkdir()
+
+    cases = {
+        ("guide.md", "--resume", "empty", "--output-dir", "o"): f"{tmp_path / 'empty' / 'results.json'} does not exist",
+        ("guide.md", "--resume", "missing", "--output-dir", "o"): "--resume missing: no such directory",
+        ("other.md", "--resume", "run1", "--output-dir", "o"): "not other.md; resume a run of this guide",
+        ("guide.md", "--resume", "run1", "--output-dir", "run1"): "are the same directory",
+        ("guide.md", "--resume-changed"): "--resume-changed goes with --resume DIR",
+        ("guide.md", "other.md", "--resume", "run1"): "continues the run of one guide",
+        ("guide.md", "--resume", "run1", "--only", "check"): "--only does not go with it",
+    }
+    for args, message in cases.items():
+        done = run_harness(*args)
+        assert done.returncode == 2 and message in done.stderr, (args, done.stdout + done.stderr)
+    # a run still holding its directory is not finished: its record may be an earlier one's
+    holder = os.open(run1, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        busy = run_harness("guide.md", "--resume", "run1", "--output-dir", "o")
+    finally:
+        os.close(holder)
+    assert busy.returncode == 2 and f"is still writing {run1}" in busy.stderr, busy.stderr
+    # report artifacts downloaded one directory each (guide-run.yml): the newest attempt's record is read
+    for attempt in (9, 10):
+        shutil.copytree(run1, tmp_path / "artifacts" / f"guide-attempt-{attempt}" / "outputs")
+    newest = tmp_path / "artifacts" / "guide-attempt-10" / "outputs"
+    record = _record(newest)
+    for entry in (*record["blocks"], *record["guides"]):
+        entry["guide"] = "elsewhere.md"
+    (newest / "results.json").write_text(json.dumps(record), encoding="utf-8")
+    done = run_harness("guide.md", "--resume", "artifacts", "--output-dir", "o")
+    assert done.returncode == 2 and f"--resume {newest}: that run ran elsewhere.md" in done.stderr, done.stderr
+    assert _runs(tmp_path, "greeting") == 1  # none of them ran a block
+    assert not (tmp_path / "o" / "results.json").exists()
