@@ -621,7 +621,7 @@ def test_front_matter_cleanup_is_read_and_its_errors_name_their_lines() -> None:
         (
             5,
             "front matter: unknown key ci.clean_up; did you mean ci.cleanup? allowed: cleanup, cleanup_timeout,"
-            " collect, diagnostics, diagnostics_timeout, env, error_markers, timeout, upstream",
+            " collect, diagnostics, diagnostics_timeout, env, error_markers, retry, retry_delay, timeout, upstream",
         ),
     ]
 
@@ -768,7 +768,7 @@ ONE_MISTAKE_CASES: list[tuple[str, str, str]] = [
     (
         "misspelt-rerun-flag",
         block("shell #test-setup rerun_on_resum"),
-        "1: unknown parameter 'rerun_on_resum' on #test-setup; did you mean rerun_on_resume? allowed: id, load, rerun_on_resume, skip, store, timeout",
+        "1: unknown parameter 'rerun_on_resum' on #test-setup; did you mean rerun_on_resume? allowed: id, load, rerun_on_resume, retry, retry_delay, skip, store, timeout",
     ),
     (
         "rerun-flag-given-a-value",
