@@ -9,20 +9,18 @@ if TYPE_CHECKING:
     from ci.core.match import matches, split_pieces
     from ci.core.model import (
         Block,
-        BlockResult,
         DocumentError,
         Expected,
-        GuideOutcome,
         GuideSettings,
         Label,
         Language,
         Load,
-        MatchReport,
         Plan,
         Problem,
         Status,
         Step,
     )
+    from ci.core.outcome import BlockResult, GuideOutcome, MatchReport
 
 __all__ = [
     "Block",
@@ -47,7 +45,11 @@ __all__ = [
 __version__ = "0.1.0"
 
 # Loaded on first use, so that `python -m ci.run --help` (which imports this package first) stays fast.
-_HOMES = {"matches": "ci.core.match", "split_pieces": "ci.core.match"}
+_HOMES = {
+    "matches": "ci.core.match",
+    "split_pieces": "ci.core.match",
+    **dict.fromkeys(("BlockResult", "GuideOutcome", "MatchReport"), "ci.core.outcome"),
+}
 
 
 def __getattr__(name: str) -> Any:

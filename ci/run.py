@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -20,7 +19,6 @@ from ci.run_update import UPDATE_EXIT_STATUS, UpdateAfterRun, add_update_options
 
 if TYPE_CHECKING:
     from ci.core.model import Plan, Problem
-    from ci.report.listing import PlanListing
     from ci.session import RunSettings
 
 __all__ = ["build_parser", "main"]
@@ -128,61 +126,6 @@ def _add_choice_options(parser: argparse.ArgumentParser) -> None:
             " (default 5m; at least 1s; 0 turns it off)"
         ),
     )
-
-
-def _plan_entries(plans: Sequence[Plan], listing: PlanListing) -> list[dict[str, Any]]:
-    entries = []
-    for index, plan in enumerate(plans):
-        for step in plan.steps:
-            entry: dict[str, Any] = {"guide": plan.guide, **step.identity(), **listing.json_keys(index, step)}
-            entry.update(retry=step.retry, retry_delay_s=step.retry_delay_s)
-            if step.skip_reason is not None:
-                entry["skip"] = step.skip_reason
-            if step.rerun_on_resume:
-                entry["rerun_on_resume"] = True
-            if step.expected is not None:
-                entry["expected"] = step.expected.body
-                entry["fuzzy"] = list(step.expected.fuzzy)
-                entry["expected_line"] = step.expected.line
-                entry["expected_loads"] = [[load.name, load.placeholder] for load in step.expected.loads]
-            entries.append(entry)
-    return entries
-
-
-def _print_plan_text(plans: Sequence[Plan], github: bool, listing: PlanListing) -> None:
-    """The plan, a line per block; under Actions issuing no workflow command an id, a store or a reason quotes."""
-    from ci.report.github import command_safe
-
-    lines = []
-    for index, plan in enumerate(plans):
-        lines.append(listing.header(index, plan))
-        for step in plan.steps:
-            name = " ".join(step.named_by)
-            loads = " ".join(f"load={load.name}>>{load.placeholder}" for load in step.loads)
-            extra = " hidden" if step.hidden else ""
-            extra += f" skip={step.skip_reason!r}" if step.skip_reason is not None else ""
-            extra += f" retry={step.retry} retry_delay={step.retry_delay_s:g}s" if step.retry else ""
-            extra += " rerun_on_resume" if step.rerun_on_resume else ""
-            lines.append(
-                f"{step.ordinal:>4}  {step.label.value:<12} {name or '-':<30} {step.language_word:<7} "
-                f"{step.file}:{step.line}  timeout={step.timeout_s:g}s {loads}{extra}".rstrip()
-                + listing.note(index, step)
-            )
-            lines.extend(listing.command_lines(index, step))
-    print(command_safe("\n".join(lines), github))
-
-
-def _print_plan_json(plans: Sequence[Plan], github: bool, listing: PlanListing) -> None:
-    """The plan as JSON; under Actions with `##[` written `#\\u0023[`: the same JSON, and no workflow command.
-
-    Stop-commands lines would make it something else than JSON; the other
-    form of a command, `::` at a line's start, cannot occur in it.
-    """
-    from ci.core.text import escape_undecodable_json
-    from ci.report.github import LEGACY_COMMAND
-
-    text = escape_undecodable_json(json.dumps(_plan_entries(plans, listing), indent=2, ensure_ascii=False))
-    print(text.replace(LEGACY_COMMAND, "#\\u0023[") if github else text)
 
 
 def _load_plans(
@@ -311,13 +254,10 @@ def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> 
     if _report_plan_problems(args, plans, problems, warnings, settings.github):
         return ExitCode.USAGE
     if args.list:
-        from ci.report.listing import PlanListing
+        from ci.report.listing import PlanListing, print_plan
 
         listing = PlanListing.of_command_line(args, plans, left_out, settings.preset, os.environ)
-        if args.format == "json":
-            _print_plan_json(plans, settings.github, listing)
-        else:
-            _print_plan_text(plans, settings.github, listing)
+        print_plan(plans, listing, as_json=args.format == "json", github=settings.github)
         return ExitCode.OK
     problem = _output_problem(args) or report_path_problem(
         [name for name in args.guides if not name.startswith(("http://", "https://"))],

@@ -19,7 +19,7 @@ from ci.cli import ExitCode, fail, print_error
 from ci.core.text import plural
 
 if TYPE_CHECKING:
-    from ci.core.model import GuideOutcome
+    from ci.core.outcome import GuideOutcome
     from ci.maintain.update import GuideSnapshot, GuideUpdate
     from ci.record import LastRun
 

@@ -21,7 +21,8 @@ from ci.pidfile import PID_FILE, remove_pid_file, write_pid_file
 from ci.runner.actions_files import PrivateFiles
 
 if TYPE_CHECKING:
-    from ci.core.model import GuideOutcome, Plan
+    from ci.core.model import Plan
+    from ci.core.outcome import GuideOutcome
     from ci.core.text import Masker
     from ci.record.resume import Resume
     from ci.report.console import ConsoleReporter
@@ -257,7 +258,7 @@ def _run_guides(
             outcomes.append(outcome)
     except Exception:
         # a bug in the harness: it may not leave what the run started running
-        from ci.core.model import STILL_RUNNING
+        from ci.core.outcome import STILL_RUNNING
 
         console.close()
         ended = supervisor.teardown(grace_s=min(settings.grace_s, 1.5))

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from ci.core.examine import examine_file, examine_text, explain_mismatch
 from ci.core.match import blame_file, blame_text, match_file, matches, split_pieces
-from ci.core.model import MatchReport
+from ci.core.outcome import MatchReport
 from ci.core.text import clean_text
 
 DEFAULT = ("...",)

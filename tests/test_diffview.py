@@ -7,7 +7,7 @@ import pytest
 
 from ci.core.examine import examine_file, examine_text
 from ci.core.match import blame_text
-from ci.core.model import Divergence
+from ci.core.outcome import Divergence
 from ci.core.text import Masker
 
 DEFAULT = ("...",)

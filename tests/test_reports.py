@@ -15,7 +15,8 @@ from pathlib import Path
 import junitparser
 import pytest
 
-from ci.report.github import SUMMARY_LIMIT_BYTES, escape_data, escape_property, fit_summary, table_cell
+from ci.report.github import escape_data, escape_property
+from ci.report.summary import SUMMARY_LIMIT_BYTES, fit_summary, table_cell
 
 GOLDEN = Path(__file__).parent / "golden"
 FENCE = "```"

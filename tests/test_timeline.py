@@ -13,7 +13,7 @@ import pytest
 
 from ci.core.model import Status
 from ci.record import read_record
-from ci.report.github import SUMMARY_LIMIT_BYTES, fit_summary
+from ci.report.summary import SUMMARY_LIMIT_BYTES, fit_summary
 from ci.report.timeline import STATUS_COLOURS, Bar, Timeline, timeline_of_record
 from ci.report.timeline.gantt import MAX_GANTT_BARS, gantt_chart
 from ci.report.timeline.png import chart_rows

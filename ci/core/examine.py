@@ -14,7 +14,7 @@ from typing import Any
 
 from ci.core.align import CONTEXT_LINES, SHOWN_CHANGES, Gap, Item, Op, Pattern, align, hunk
 from ci.core.match import DEFAULT_WILDCARD, Blame, Location, locate, matches, piece_offsets, split_pieces
-from ci.core.model import Divergence, MatchReport
+from ci.core.outcome import Divergence, MatchReport
 from ci.core.searchable import WINDOW_BYTES, MemoryText, Searchable, open_output
 from ci.core.text import NO_SECRETS, Masker, human_size, masked_to_show_hidden, show_hidden, without_hidden
 from ci.core.visible import show_invisible

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ci.core.model import Divergence
+from ci.core.outcome import Divergence
 from ci.core.searchable import WINDOW_BYTES, MemoryText, Searchable, open_output
 
 __all__ = [

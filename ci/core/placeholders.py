@@ -1,4 +1,4 @@
-"""Placeholders: a `<NAME>` in a block for a value the guide stores, which no `load` of that block replaces.
+"""Placeholders: `<NAME>` in a block, replaced by the value a `load` names; one that no `load` replaces is warned of.
 
 A forgotten `load` leaves `<NAME>` in the command as written (bash reads it as a redirection) or in the
 expected output, and the run fails far from the cause. Planning warns of it, with the `load` to add.
@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from ci.core.model import Load, Problem, Step
 
-__all__ = ["unloaded_placeholders"]
+__all__ = ["substitute", "unloaded_placeholders", "written_line"]
 
 _TOKEN = re.compile(r"<([^<>\s]+)>")
 
@@ -90,3 +90,30 @@ def _value_for(
 def _named(step: Step) -> str:
     """`#test-setup store=port`, `#test id=check`, else `#test-setup #3`."""
     return f"{step.label.value} {(step.named_by or (f'#{step.ordinal}',))[0]}"
+
+
+def substitute(text: str, loads: tuple[tuple[str, str], ...]) -> str:
+    """Replace every `<PH>` of TEXT by its value, in one pass over TEXT; loads are (placeholder, value) pairs.
+
+    A value is pasted as it is: a `<PH>` inside a value is never expanded again, so the result does not
+    depend on the order of the loads, and grows by the values' sizes only. Where two placeholders could
+    start at the same `<`, the longer wins; a placeholder loaded twice takes its first load's value.
+    """
+    values: dict[str, str] = {}
+    for placeholder, value in loads:
+        values.setdefault(f"<{placeholder}>", value)
+    if not values:
+        return text
+    found = re.compile("|".join(re.escape(token) for token in sorted(values, key=len, reverse=True)))
+    return found.sub(lambda match: values[match.group()], text)
+
+
+def written_line(text: str, loads: tuple[tuple[str, str], ...], line: int) -> int:
+    """The line of TEXT (1-based) that line LINE of its substitution comes from: a value may span lines."""
+    written = text.split("\n")
+    reached = 0
+    for number, each in enumerate(written, start=1):
+        reached += substitute(each, loads).count("\n") + 1
+        if line <= reached:
+            return number
+    return len(written)

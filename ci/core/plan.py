@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
@@ -34,8 +33,6 @@ __all__ = [
     "guides_without_blocks",
     "parse_duration",
     "parse_load",
-    "substitute",
-    "written_line",
 ]
 
 _T = TypeVar("_T")
@@ -372,30 +369,3 @@ def block_loads(block: Block) -> list[Load]:
     """The well-formed loads a parsed block names, in order (planning reports the others)."""
     loads = (parse_load(p.value) for p in block.params if p.key == "load" and p.value is not None)
     return [load for load in loads if load is not None]
-
-
-def substitute(text: str, loads: tuple[tuple[str, str], ...]) -> str:
-    """Replace every `<PH>` of TEXT by its value, in one pass over TEXT; loads are (placeholder, value) pairs.
-
-    A value is pasted as it is: a `<PH>` inside a value is never expanded again, so the result does not
-    depend on the order of the loads, and grows by the values' sizes only. Where two placeholders could
-    start at the same `<`, the longer wins; a placeholder loaded twice takes its first load's value.
-    """
-    values: dict[str, str] = {}
-    for placeholder, value in loads:
-        values.setdefault(f"<{placeholder}>", value)
-    if not values:
-        return text
-    found = re.compile("|".join(re.escape(token) for token in sorted(values, key=len, reverse=True)))
-    return found.sub(lambda match: values[match.group()], text)
-
-
-def written_line(text: str, loads: tuple[tuple[str, str], ...], line: int) -> int:
-    """The line of TEXT (1-based) that line LINE of its substitution comes from: a value may span lines."""
-    written = text.split("\n")
-    reached = 0
-    for number, each in enumerate(written, start=1):
-        reached += substitute(each, loads).count("\n") + 1
-        if line <= reached:
-            return number
-    return len(written)

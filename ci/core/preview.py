@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ci.core.model import Plan, Step
-from ci.core.plan import substitute
+from ci.core.placeholders import substitute
 
 __all__ = ["PreviewedCommand", "previewed_commands"]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ci.core.model import BlockResult, Problem, Status, Step
+from ci.core.model import Problem, Status, Step
+from ci.core.outcome import BlockResult
 from ci.core.streams import read_tail
 from ci.core.text import NO_SECRETS, Masker, clean_text
 

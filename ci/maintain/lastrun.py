@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ci.core.match import Blame, blame_file, blame_text
 from ci.core.model import Expected, Step
-from ci.core.plan import substitute
+from ci.core.placeholders import substitute
 from ci.core.text import MASK
 from ci.record import RecordedBlock, RecordedGuide, RecordError
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from ci.core.match import matches, split_pieces
-from ci.core.plan import substitute
+from ci.core.placeholders import substitute
 
 __all__ = ["MAX_ALIGN_CELLS", "MAX_INTRA_LINE_CHARS", "CannotRewrite", "updated_body"]
 

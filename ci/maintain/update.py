@@ -14,7 +14,7 @@ from ci.core.disk import os_error_text
 from ci.core.files import write_atomically
 from ci.core.match import matches
 from ci.core.model import DocumentError, Label, Plan, Status, Step
-from ci.core.plan import substitute
+from ci.core.placeholders import substitute
 from ci.core.source import read_local_guide, redact_url
 from ci.core.text import MASK, Masker, secret_values
 from ci.maintain.guide import plan_without_running

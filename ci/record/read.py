@@ -8,12 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import cast
 
-from ci.core.model import (
-    EarlierRun,
-    Label,
-    Status,
-    naming,
-)
+from ci.core.model import Label, Status, naming
+from ci.core.outcome import EarlierRun
 from ci.core.text import escape_undecodable
 from ci.record.format import READ_VERSIONS, RECORD_FILE, BlockRecord, RunRecord
 

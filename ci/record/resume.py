@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 from ci.record.format import RECORD_FILE
 
 if TYPE_CHECKING:
-    from ci.core.model import EarlierRun, Plan, Step
+    from ci.core.model import Plan, Step
+    from ci.core.outcome import EarlierRun
     from ci.core.text import Masker
     from ci.record.read import RecordedBlock, RecordedGuide
     from ci.runner.execute import KeptBlock
@@ -146,7 +147,7 @@ def plan_resume(
     plan: Plan, recorded: RecordedGuide, directory: Path, *, start: Step | None, changed_ok: bool
 ) -> Resume:
     from ci.core.masker import MASK
-    from ci.core.model import EarlierRun
+    from ci.core.outcome import EarlierRun
     from ci.runner.execute import KeptBlock
 
     pairing = pair_blocks(plan.steps, recorded.blocks)

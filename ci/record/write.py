@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import overload
 
 from ci.core.files import write_atomically
-from ci.core.model import (
+from ci.core.outcome import (
     Attempt,
     BlockResult,
     BoundedText,

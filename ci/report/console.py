@@ -7,17 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from ci.core.model import (
-    STILL_RUNNING,
-    Attempt,
-    BlockResult,
-    Collection,
-    DiagnosticResult,
-    GuideOutcome,
-    Problem,
-    Status,
-    Step,
-)
+from ci.core.model import Problem, Status, Step
+from ci.core.outcome import STILL_RUNNING, Attempt, BlockResult, Collection, DiagnosticResult, GuideOutcome
 from ci.core.text import Masker, clean_text, human_size, plural
 from ci.core.threads import start_deaf
 from ci.report.colour import NO_COLOUR, Palette, status_colour

@@ -7,11 +7,20 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ci.core.examine import SHOWN_END_LINES, cut_line, head_and_tail_lines
-from ci.core.model import Attempt, BlockResult, BoundedText, DiagnosticResult, Divergence, Label, MatchReport, Status
+from ci.core.model import Label, Status
+from ci.core.outcome import Attempt, BlockResult, BoundedText, DiagnosticResult, Divergence, MatchReport
 from ci.core.streams import read_view
 from ci.core.text import FULL_LIMIT_BYTES, Masker, human_size, plural, utf8_size
 
-__all__ = ["attempt_summary", "block_details", "cleanup_failed", "cleanup_sections", "command_shown", "predating_note"]
+__all__ = [
+    "attempt_summary",
+    "block_details",
+    "cleanup_failed",
+    "cleanup_sections",
+    "command_shown",
+    "earlier_attempts",
+    "predating_note",
+]
 
 
 def block_details(
@@ -66,6 +75,16 @@ def block_details(
         sections.append((f"earlier attempts ({last})", listed))
     sections += _diagnostic_sections(result.diagnostics, masker)
     return sections
+
+
+_ATTEMPT_MESSAGE_CHARS = (
+    80  # an annotation or the step summary quotes at most this much of each earlier attempt's message
+)
+
+
+def earlier_attempts(result: BlockResult) -> str:
+    """`exit 1; exit 1`: what each earlier attempt of a retried block ended with, on one line."""
+    return "; ".join(attempt.message[:_ATTEMPT_MESSAGE_CHARS] for attempt in result.attempts)
 
 
 def attempt_summary(attempt: Attempt) -> str:

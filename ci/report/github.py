@@ -1,62 +1,48 @@
-"""GitHub Actions: workflow-command escaping, stop-commands, annotations, the step summary and step outputs."""
+"""GitHub Actions: workflow-command escaping, stop-commands, annotations, and what the runner's files get (the
+step summary, ci.report.summary, and the step outputs)."""
 
 from __future__ import annotations
 
-import html
 import itertools
 import json
 import os
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.core.model import BlockResult, GuideOutcome, Problem, Status
-from ci.core.text import NO_SECRETS, Masker, clean_text, human_size
-from ci.report.details import cleanup_failed, command_shown, predating_note
+from ci.core.model import Problem, Status
+from ci.core.outcome import BlockResult, GuideOutcome
+from ci.core.text import NO_SECRETS, Masker, clean_text
+from ci.report.details import cleanup_failed, command_shown, earlier_attempts
 from ci.report.recap import with_reason
-from ci.report.tally import block_tally
-from ci.report.timeline import timeline_of_results
-from ci.report.timeline.gantt import gantt_chart
+from ci.report.summary import SUMMARY_LIMIT_BYTES, blocks_summary, step_summary
 
 __all__ = [
-    "BLOCKS_SUMMARY_SHOWN_BYTES",
     "LEGACY_COMMAND",
     "MAX_ANNOTATIONS",
-    "SUMMARY_LIMIT_BYTES",
     "RunnerFileWrite",
     "StopCommands",
     "annotation",
-    "blocks_summary",
-    "code_block",
-    "code_cell",
-    "code_span",
     "command_safe",
     "escape_data",
     "escape_property",
     "failure_annotations",
-    "fit_summary",
     "in_github_actions",
     "output_entry",
     "private_files_note",
     "problem_annotations",
     "runner_file_writes",
     "step_outputs",
-    "step_summary",
-    "table_cell",
 ]
 
 # The runner's older form of a workflow command (`##[error]...`, `##[stop-commands]...`): it is read
 # anywhere in a line, not only at its start as `::error::` is.
 LEGACY_COMMAND = "##["
-MAX_ANNOTATIONS = 10  # Actions shows at most 10 error annotations per step
-SUMMARY_LIMIT_BYTES = 1000 * 1024  # the step summary must stay under 1 MiB
-# of what the guide's blocks wrote to their own step summary, the runner's shows at most this much (as text)
-BLOCKS_SUMMARY_SHOWN_BYTES = 64 * 1024
-# A job's outputs may hold 1 MB in all; a guide has far fewer blocks, so this only bounds a runaway list.
+MAX_ANNOTATIONS = (
+    10  # A job's outputs may hold 1 MB in all; a guide has far fewer blocks, so this only bounds a runaway list.
+)
 MAX_FAILING_LISTED = 50
-_NOTE_CHARS = 600  # of a block's message and reason, the step summary's table shows this much
 
 
 def in_github_actions() -> bool:
@@ -159,31 +145,11 @@ def failure_annotations(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> 
     return lines
 
 
-_ATTEMPT_MESSAGE_CHARS = 80  # an annotation quotes at most this much of each earlier attempt's message
-
-
 def _attempts_said(result: BlockResult) -> str:
     """` (attempt 3 of 3; earlier: exit 1; exit 1)` after a retried block's message; "" for one run once."""
     if not result.attempts:
         return ""
-    earlier = "; ".join(attempt.message[:_ATTEMPT_MESSAGE_CHARS] for attempt in result.attempts)
-    return f" (attempt {len(result.attempts) + 1} of {result.step.retry + 1}; earlier: {earlier})"
-
-
-def _flaky_lines(results: Sequence[BlockResult], masker: Masker) -> list[str]:
-    """The step summary's list of blocks that passed only after failed attempts; [] when none did."""
-    flaky = [result for result in results if result.status is Status.PASSED and result.attempts]
-    if not flaky:
-        return []
-    lines = ["\nFlaky blocks (passed after failed attempts, retry=):\n"]
-    for result in flaky:
-        step = result.step
-        earlier = "; ".join(attempt.message[:_ATTEMPT_MESSAGE_CHARS] for attempt in result.attempts)
-        lines.append(
-            f"- {code_cell(f'{step.label.value} {step.name}', masker)} (line {step.line}): passed on attempt"
-            f" {len(result.attempts) + 1} of {step.retry + 1}; earlier: {table_cell(earlier, masker)}"
-        )
-    return lines
+    return f" (attempt {len(result.attempts) + 1} of {result.step.retry + 1}; earlier: {earlier_attempts(result)})"
 
 
 def cleanup_annotations(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> list[str]:
@@ -210,106 +176,6 @@ def problem_annotations(problems: Sequence[Problem], source_paths: dict[str, str
         )
         for p in problems[:MAX_ANNOTATIONS]
     ]
-
-
-# The signs with which text in a cell or heading would become HTML, an entity (`&#x2705;`), a link or an
-# image, emphasis or a code span: each is written with a backslash, which Markdown reads as the sign itself.
-_MARKDOWN_SIGN = re.compile(r"[\\`*_\[\]<>&~|]")
-
-
-def table_cell(text: str, masker: Masker = NO_SECRETS) -> str:
-    """TEXT as the step summary shows it in a table cell or a heading: cleaned, on one line, and nothing in it
-    read as Markdown or HTML (a guide's `</table><h3>passed</h3>` shows as those characters)."""
-    return _MARKDOWN_SIGN.sub(lambda sign: "\\" + sign.group(), clean_text(text, masker)).replace("\n", " ")
-
-
-def code_cell(text: str, masker: Masker = NO_SECRETS, *, limit_chars: int | None = None) -> str:
-    """TEXT as a code span in a table cell: cleaned (then cut to LIMIT_CHARS), on one line, `|` escaped (which
-    GFM's tables read first)."""
-    return code_span(clean_text(text, masker).replace("|", "\\|").replace("\n", " ")[:limit_chars])
-
-
-def code_span(text: str) -> str:
-    """TEXT as a Markdown code span that nothing in it can end: fenced by more backticks than it holds in a row."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * (longest + 1)
-    padding = " " if text.startswith("`") or text.endswith("`") else ""  # else they would join the fence
-    return f"{fence}{padding}{text}{padding}{fence}"
-
-
-def code_block(text: str) -> str:
-    """TEXT as a fenced Markdown code block that no line of it can end: fenced by more backticks than it holds in a row.
-
-    Inside it nothing is Markdown or HTML: an unclosed `<!--`, a heading or a
-    table a block wrote shows as the text it is.
-    """
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}text\n{text}\n{fence}"
-
-
-def fit_summary(text: str, rest_in: str) -> str:
-    """A step summary cut to stay under SUMMARY_LIMIT_BYTES (GitHub refuses larger), saying where the rest is."""
-    if len(text.encode()) <= SUMMARY_LIMIT_BYTES:
-        return text
-    cut = text.encode()[: SUMMARY_LIMIT_BYTES - 200].decode("utf-8", "ignore")
-    chart = cut.rfind("\n```mermaid\n")
-    if chart != -1 and "\n```\n" not in cut[chart + 1 :]:  # a chart cut short would not be drawn at all
-        cut = cut[:chart]
-    return f"{cut}\n\n(summary cut to stay under the 1 MiB limit; see {rest_in})\n"
-
-
-def step_summary(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> str:
-    """The Markdown step summary: per guide, a verdict line, a table of blocks and a Mermaid chart of their timeline."""
-    parts: list[str] = []
-    for outcome in outcomes:
-        verdict = "interrupted" if outcome.interrupted_by else ("failed" if outcome.failed else "passed")
-        icon = {"passed": "✅", "failed": "❌", "interrupted": "⚠️"}[verdict]
-        tally = block_tally(outcome.results)
-        parts.append(
-            f"### {icon} {table_cell(outcome.plan.guide, masker)}: {verdict} ({tally}) in {outcome.duration_s:.1f}s\n"
-        )
-        parts.append("| # | block | status | duration | exit | peak RSS | CPU | line | note |")
-        parts.append("|---|---|---|---|---|---|---|---|---|")
-        for result in outcome.results:
-            step = result.step
-            rss = human_size(result.peak_rss_bytes) if result.peak_rss_bytes else ""
-            cpu = f"{result.cpu_s:.1f}s" if result.cpu_s is not None else ""
-            exit_code = "" if result.exit_code is None else str(result.exit_code)
-            note = "" if result.status is Status.PASSED else with_reason(result.message, result.reason)
-            parts.append(
-                f"| {step.ordinal} | {code_cell(f'{step.label.value} {step.name}', masker)} | {result.status.value} "
-                f"| {result.duration_s:.1f}s | {exit_code} | {rss} | {cpu} | {result.failure_line} | {table_cell(note, masker)[:_NOTE_CHARS]} |"
-            )
-        parts += _flaky_lines(outcome.results, masker)
-        chart = gantt_chart(timeline_of_results(outcome.plan.guide, outcome.results))
-        if chart:
-            parts.append(f"\n{chart.rstrip()}")
-        parts += _predating_lines(outcome, masker)
-        failed = [(i, c) for i, c in enumerate(outcome.cleanup, start=1) if cleanup_failed(c)]
-        if failed:
-            parts.append("\nCleanup commands (ci.cleanup) that did not do their work; the verdict stands:\n")
-            for index, command in failed:
-                shown = code_cell(command_shown(command.command), masker, limit_chars=200)
-                parts.append(f"- {index}/{len(outcome.cleanup)} {shown}: {table_cell(command.message, masker)}")
-        if outcome.leftovers:
-            parts.append("\nProcesses ended when the run finished:\n")
-            for proc in outcome.leftovers:
-                parts.append(
-                    f"- pid {proc.pid} {code_cell(proc.command, masker, limit_chars=200)} (from {table_cell(proc.started_by, masker)}): {proc.ended_by}"
-                )
-        parts.append("")
-    return fit_summary("\n".join(parts) + "\n", "results.json")
-
-
-def _predating_lines(outcome: GuideOutcome, masker: Masker) -> list[str]:
-    """The collected files last modified before the guide started: what the run kept of them may be old."""
-    files = [f for f in outcome.collection.files if f.predates_run] if outcome.collection is not None else []
-    lines = ["\nCollected files that predate this guide (ci.collect):\n"] if files else []
-    for entry in files[:30]:
-        when = predating_note(entry.modified_at or 0.0)  # predates_run is set from modified_at
-        lines.append(f"- {code_cell(entry.source, masker, limit_chars=200)}: {when}")
-    return lines + ([f"- ... and {len(files) - 30} more (results.json lists them)"] if len(files) > 30 else [])
 
 
 def output_entry(name: str, value: str) -> str:
@@ -357,25 +223,6 @@ def step_outputs(outcomes: Sequence[GuideOutcome], exit_status: int, *, masker: 
             output_entry("duration_s", f"{sum(outcome.duration_s for outcome in outcomes):.1f}"),
         ]
     )
-
-
-def blocks_summary(path: Path, masker: Masker, room_bytes: int) -> str:
-    """What the guide's blocks wrote to their own $GITHUB_STEP_SUMMARY (the run's private copy at PATH), for the
-    runner's: in a fold, as text that cannot close or hide anything of the harness's, at most ROOM_BYTES of it."""
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as handle:
-            head = handle.read(BLOCKS_SUMMARY_SHOWN_BYTES)
-    except OSError as exc:  # a block's process removed it, say
-        return f"\nWhat the guide's blocks wrote to their step summary could not be read ({exc.strerror}).\n"
-    shown_bytes = min(len(head), room_bytes - 1024)  # the fold's own lines, and the room a cut line needs
-    where = html.escape(str(path))
-    if shown_bytes <= 0:
-        return f"\nThe guide's blocks wrote {human_size(size)} to their step summary, kept in {code_span(str(path))}.\n"
-    text = clean_text(head[:shown_bytes].decode("utf-8", "replace"), masker)
-    shown = "" if shown_bytes == size else f", the first {human_size(shown_bytes)} shown"
-    title = f"What the guide's blocks wrote to their step summary ({human_size(size)}{shown}; kept in {where}), as text"
-    return f"\n<details><summary>{title}</summary>\n\n{code_block(text)}\n\n</details>\n"
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from ci.core.files import write_atomically
-from ci.core.model import Attempt, BlockResult, GuideOutcome, Label, Status, Step
+from ci.core.model import Label, Status, Step
+from ci.core.outcome import Attempt, BlockResult, GuideOutcome
 from ci.core.streams import read_view
 from ci.core.text import Masker, clean_text
 from ci.report.details import attempt_summary, block_details

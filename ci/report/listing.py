@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ci.core.model import Plan, Step
 from ci.core.preview import PreviewedCommand, previewed_commands
-from ci.core.text import Masker, clean_text, plural, secret_values
+from ci.core.text import Masker, clean_text, escape_undecodable_json, plural, secret_values
+from ci.report.github import LEGACY_COMMAND, command_safe
 
-__all__ = ["COMMAND_INDENT", "PlanListing", "listing_masker"]
+__all__ = ["COMMAND_INDENT", "PlanListing", "listing_masker", "print_plan"]
 
 COMMAND_INDENT = " " * 6  # before each line of a command under its block's line, past the ordinal's column
 
@@ -100,3 +102,61 @@ class PlanListing:
             keys["command"] = self.masker.mask(command.text)
             keys["command_pending"] = [self.masker.mask(note) for note in command.pending]
         return keys
+
+
+def print_plan(plans: Sequence[Plan], listing: PlanListing, *, as_json: bool, github: bool) -> None:
+    """What `--list` prints: the plan as text, a line per block, or (AS_JSON) as JSON, one entry per block."""
+    if as_json:
+        _print_json(plans, github, listing)
+    else:
+        _print_text(plans, github, listing)
+
+
+def _plan_entries(plans: Sequence[Plan], listing: PlanListing) -> list[dict[str, Any]]:
+    entries = []
+    for index, plan in enumerate(plans):
+        for step in plan.steps:
+            entry: dict[str, Any] = {"guide": plan.guide, **step.identity(), **listing.json_keys(index, step)}
+            entry.update(retry=step.retry, retry_delay_s=step.retry_delay_s)
+            if step.skip_reason is not None:
+                entry["skip"] = step.skip_reason
+            if step.rerun_on_resume:
+                entry["rerun_on_resume"] = True
+            if step.expected is not None:
+                entry["expected"] = step.expected.body
+                entry["fuzzy"] = list(step.expected.fuzzy)
+                entry["expected_line"] = step.expected.line
+                entry["expected_loads"] = [[load.name, load.placeholder] for load in step.expected.loads]
+            entries.append(entry)
+    return entries
+
+
+def _print_text(plans: Sequence[Plan], github: bool, listing: PlanListing) -> None:
+    """The plan, a line per block; under Actions issuing no workflow command an id, a store or a reason quotes."""
+    lines = []
+    for index, plan in enumerate(plans):
+        lines.append(listing.header(index, plan))
+        for step in plan.steps:
+            name = " ".join(step.named_by)
+            loads = " ".join(f"load={load.name}>>{load.placeholder}" for load in step.loads)
+            extra = " hidden" if step.hidden else ""
+            extra += f" skip={step.skip_reason!r}" if step.skip_reason is not None else ""
+            extra += f" retry={step.retry} retry_delay={step.retry_delay_s:g}s" if step.retry else ""
+            extra += " rerun_on_resume" if step.rerun_on_resume else ""
+            lines.append(
+                f"{step.ordinal:>4}  {step.label.value:<12} {name or '-':<30} {step.language_word:<7} "
+                f"{step.file}:{step.line}  timeout={step.timeout_s:g}s {loads}{extra}".rstrip()
+                + listing.note(index, step)
+            )
+            lines.extend(listing.command_lines(index, step))
+    print(command_safe("\n".join(lines), github))
+
+
+def _print_json(plans: Sequence[Plan], github: bool, listing: PlanListing) -> None:
+    """The plan as JSON; under Actions with `##[` written `#\\u0023[`: the same JSON, and no workflow command.
+
+    Stop-commands lines would make it something else than JSON; the other
+    form of a command, `::` at a line's start, cannot occur in it.
+    """
+    text = escape_undecodable_json(json.dumps(_plan_entries(plans, listing), indent=2, ensure_ascii=False))
+    print(text.replace(LEGACY_COMMAND, "#\\u0023[") if github else text)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ci.core.model import BlockResult, Status
+from ci.core.model import Status
+from ci.core.outcome import BlockResult
 from ci.core.text import plural
 
 __all__ = ["block_tally", "status_counts", "status_tally"]

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ci.core.model import STILL_RUNNING, TrackedProcess
+from ci.core.outcome import STILL_RUNNING, TrackedProcess
 from ci.runner.trees import live_children
 
 __all__ = ["Adopted", "kill_adopted"]

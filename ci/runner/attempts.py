@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from ci.core.files import rename_within
-from ci.core.model import Attempt, BlockResult, Status, Step, TrackedProcess
+from ci.core.model import Status, Step
+from ci.core.outcome import Attempt, BlockResult, TrackedProcess
 from ci.runner.context import StepContext
 
 __all__ = ["RunStep", "attempt_stem", "retried", "run_attempts"]

@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ci.core.model import DiagnosticResult
+from ci.core.outcome import DiagnosticResult
 from ci.runner.diagnostics import command_limit_s, run_supervised
 from ci.runner.outputs import slug
 from ci.runner.process import ProcessSupervisor

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ci.core.files import create_fresh
-from ci.core.model import CollectedFile, Collection
+from ci.core.outcome import CollectedFile, Collection
 from ci.core.text import human_size
 from ci.runner.globs import MAX_DIRECTORIES, search_glob
 from ci.runner.links import ForeignLink, open_without_foreign_links

@@ -9,7 +9,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ci.core.files import create_fresh
-from ci.core.model import BlockResult, DiagnosticResult, GuideSettings, Status
+from ci.core.model import GuideSettings, Status
+from ci.core.outcome import BlockResult, DiagnosticResult
 from ci.runner.outputs import file_sizes, slug
 from ci.runner.predating import files_named, predating_files
 from ci.runner.process import ProcessSupervisor, RunInterrupted

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from ci.core.model import STILL_RUNNING, TrackedProcess
+from ci.core.outcome import STILL_RUNNING, TrackedProcess
 from ci.runner.trees import describe, wait_gone
 
 __all__ = ["Found", "Timing", "end_in_rounds"]

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from ci.core.model import Attempt, BlockResult, Step
+from ci.core.model import Step
+from ci.core.outcome import Attempt, BlockResult
 
 __all__ = ["Events", "Listener"]
 

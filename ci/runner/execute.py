@@ -12,7 +12,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ci.core.files import make_directories
-from ci.core.model import BlockResult, Collection, DiagnosticResult, EarlierRun, GuideOutcome, Plan, Status, Step
+from ci.core.model import Plan, Status, Step
+from ci.core.outcome import BlockResult, Collection, DiagnosticResult, EarlierRun, GuideOutcome
 from ci.core.reason import block_reason
 from ci.core.text import NO_SECRETS, Masker
 from ci.runner.attempts import run_attempts
@@ -130,14 +131,7 @@ def run_guide(
         clock=clock,
         started_wall=started_wall,
     )
-    try:
-        for step in plan.steps:
-            guide_run.take(step)
-    finally:  # what ran is reported, and no file of a block that never ran is left, whatever happens
-        try:
-            context.events.flush()
-        finally:
-            context.output_files.remove_unused()
+    _take_every_step(guide_run, context)
     duration_s = time.monotonic() - clock
     # a stop signal, also one that comes during it, cuts the teardown's grace period to a second
     leftovers = tuple(supervisor.teardown())
@@ -157,6 +151,17 @@ def run_guide(
         cleanup=cleanup,
         deadline_reached=guide_run.deadline_reached,
     )
+
+
+def _take_every_step(guide_run: _GuideRun, context: StepContext) -> None:
+    try:
+        for step in guide_run.plan.steps:
+            guide_run.take(step)
+    finally:  # what ran is reported, and no file of a block that never ran is left, whatever happens
+        try:
+            context.events.flush()
+        finally:
+            context.output_files.remove_unused()
 
 
 def _context(

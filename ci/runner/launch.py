@@ -10,7 +10,8 @@ from ci.core.files import create_fresh
 from ci.core.model import Step
 from ci.runner.body import body_path, environment_too_large, launches, too_long_for_an_argument
 from ci.runner.context import StepContext
-from ci.runner.process import BlockProcess, WorkdirUnenterable
+from ci.runner.process import BlockProcess
+from ci.runner.spawn import WorkdirUnenterable
 
 __all__ = ["start_step"]
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from ci.core.examine import examine_file, explain_mismatch
 from ci.core.files import write_atomically
-from ci.core.model import Divergence, MatchReport, Step
-from ci.core.plan import written_line
+from ci.core.model import Step
+from ci.core.outcome import Divergence, MatchReport
+from ci.core.placeholders import written_line
 from ci.core.text import Masker, hidden_characters, masked_to_show_hidden, plural
 from ci.core.visible import invisible_characters, looks_alike
 

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import psutil
 
-from ci.core.model import STILL_RUNNING, TrackedProcess
+from ci.core.outcome import STILL_RUNNING, TrackedProcess
 from ci.runner.adopted import kill_adopted
 from ci.runner.ending import Found, Timing, end_in_rounds
 from ci.runner.owners import BlockStart, Owners, block_tag_of, marked_pids, run_markers
 from ci.runner.signals import StopSignals
-from ci.runner.spawn import become_subreaper, keep_inherited_fds, spawn_in_session
+from ci.runner.spawn import WorkdirUnenterable, become_subreaper, keep_inherited_fds, spawn_in_session
 from ci.runner.stacks import dump_python_stacks, stack_dump_problem
 from ci.runner.trees import ProcessTable, alive, command_of, has_children, start_ticks
 
@@ -37,7 +37,6 @@ __all__ = [
     "BlockProcess",
     "ProcessSupervisor",
     "RunInterrupted",
-    "WorkdirUnenterable",
     "marked_pids",
 ]
 
@@ -60,14 +59,6 @@ class RunInterrupted(Exception):
     def __init__(self, signum: int) -> None:
         super().__init__(f"interrupted by signal {signum}")
         self.signum = signum
-
-
-class WorkdirUnenterable(OSError):
-    """The working directory cannot be entered by its path (a block removed it): no block can start there."""
-
-    def __init__(self, workdir: str, cause: OSError) -> None:
-        why = f"cannot enter the working directory {workdir} ({cause.strerror or cause}); was it removed?"
-        super().__init__(cause.errno, why)
 
 
 @dataclass

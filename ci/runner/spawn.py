@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ci.runner.signals import SUSPEND_SIGNALS
 
-__all__ = ["become_subreaper", "keep_inherited_fds", "spawn_in_session"]
+__all__ = ["WorkdirUnenterable", "become_subreaper", "keep_inherited_fds", "spawn_in_session"]
 
 _PR_SET_CHILD_SUBREAPER = 36  # from <linux/prctl.h>
 # Python ignores SIGPIPE and SIGXFSZ for itself, and a run ignores the signals that would suspend it
@@ -21,6 +21,14 @@ _RESTORED_SIGNALS = (
     *(getattr(signal, name) for name in ("SIGPIPE", "SIGXFSZ") if hasattr(signal, name)),
     *SUSPEND_SIGNALS,
 )
+
+
+class WorkdirUnenterable(OSError):
+    """The working directory cannot be entered by its path (a block removed it): no block can start there."""
+
+    def __init__(self, workdir: str, cause: OSError) -> None:
+        why = f"cannot enter the working directory {workdir} ({cause.strerror or cause}); was it removed?"
+        super().__init__(cause.errno, why)
 
 
 def become_subreaper() -> bool:

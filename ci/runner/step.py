@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ci.core.disk import full_disk
-from ci.core.model import BlockResult, BoundedText, MatchReport, Status, Step, TrackedProcess
-from ci.core.plan import substitute
+from ci.core.model import Status, Step
+from ci.core.outcome import BlockResult, BoundedText, MatchReport, TrackedProcess
+from ci.core.placeholders import substitute
 from ci.core.streams import file_contains
 from ci.core.text import NO_SECRETS, Masker
 from ci.runner.context import StepContext

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from ci.core.files import write_atomically
-from ci.core.model import BoundedText
+from ci.core.outcome import BoundedText
 from ci.core.text import Masker, human_size, text_head, utf8_size
 
 __all__ = ["STORE_LIMIT_BYTES", "bounded", "read_stored"]

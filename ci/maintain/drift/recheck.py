@@ -6,8 +6,9 @@ import shlex
 from collections.abc import Mapping
 
 from ci.core.match import Blame
-from ci.core.model import Divergence, Label, Plan
-from ci.core.plan import written_line
+from ci.core.model import Label, Plan
+from ci.core.outcome import Divergence
+from ci.core.placeholders import written_line
 from ci.core.text import NO_SECRETS, Masker, masked_to_show_hidden, plural
 from ci.maintain.drift.findings import LAST_RUN, Finding, GuideDrift, Severity
 from ci.maintain.lastrun import recheck

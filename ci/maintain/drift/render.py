@@ -6,7 +6,8 @@ from collections.abc import Sequence
 
 from ci.core.text import plural
 from ci.maintain.drift.findings import CHECKS, Finding, GuideDrift, Severity
-from ci.report.github import MAX_ANNOTATIONS, annotation, fit_summary, table_cell
+from ci.report.github import MAX_ANNOTATIONS, annotation
+from ci.report.summary import fit_summary, table_cell
 
 __all__ = ["annotation_lines", "console_report", "step_summary"]
 

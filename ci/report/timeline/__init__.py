@@ -11,7 +11,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ci.core.model import BlockResult, Status
+from ci.core.model import Status
+from ci.core.outcome import BlockResult
 from ci.record import RecordedGuide
 
 __all__ = [
