@@ -90,7 +90,7 @@ def run(
     # died) cannot stop the run from ending its processes and writing its reports: ci.run's main()
     # guards both streams (ci.cli.guarded_console).
     try:
-        masker = _masker(args, plans, settings.github)
+        masker = _masker(args, plans, settings)
         console = _console(args, masker, settings)
         supervisor = ProcessSupervisor(
             os.urandom(16).hex(), grace_s=settings.grace_s, signals=signals, workdir=settings.workdir
@@ -150,16 +150,14 @@ def _lock_output_dir(output_dir: Path) -> int | str:
     return descriptor
 
 
-def _masker(args: argparse.Namespace, plans: Sequence[Plan], github: bool) -> Masker:
-    """What every report masks: the secret values the blocks may print (registered with Actions first)."""
-    from ci.core.text import Masker, secret_values
+def _masker(args: argparse.Namespace, plans: Sequence[Plan], settings: RunSettings) -> Masker:
+    """What every report masks: the secret values the blocks may print, `--set HF_TOKEN=...` too (registered
+    with Actions first)."""
     from ci.report.github import escape_data
+    from ci.report.listing import secrets_masker
 
-    env_seen: dict[str, str] = dict(os.environ)
-    for plan in plans:
-        env_seen.update(plan.settings.env)
-    masker = Masker.of(secret_values(env_seen, args.mask_env))
-    if github:
+    masker = secrets_masker(os.environ, plans, settings.preset, args.mask_env)
+    if settings.github:
         for value in masker.values:  # registered first, so Actions masks them in every later line too
             print(f"::add-mask::{escape_data(value)}", flush=True)
     return masker

@@ -117,3 +117,27 @@ def test_masking_leaves_no_part_of_any_secret_and_files_mask_as_the_whole(
     data = text.encode()
     reads = [data[at : at + chunk_bytes] for at in range(0, len(data), chunk_bytes)]
     assert b"".join(part for _, part in masker.masked_windows(reads)) == masker.mask_bytes(data) == masked.encode()
+
+
+def test_a_secret_given_with_set_is_masked_in_the_run_as_in_its_listing(guide_runner, tmp_path: Path) -> None:
+    """`--set HF_TOKEN=...` names a secret as an environment variable of that name would: no report shows it."""
+    guide = """\
+        ```shell #test id="token" load="HF_TOKEN>>TOKEN"
+        echo "using <TOKEN>"; echo "cannot log in with <TOKEN>" >&2; exit 1
+        ```
+
+        ```text #test-result id="token"
+        using ...
+        ```
+        """
+    junit = tmp_path / "junit.xml"
+    secret = "hf_set_on_the_command_line_42"
+    run = guide_runner(guide, "--set", f"HF_TOKEN={secret}", "-v", "--junit", str(junit))
+    assert run.returncode == 1 and run.statuses() == {"token": "failed"}, run.stdout + run.stderr
+    assert "cannot log in with ***" in run.stdout  # its reason, at the end of the log
+    for where, text in (
+        ("console", run.stdout + run.stderr),
+        ("junit", junit.read_text()),
+        ("record", json.dumps(run.record)),
+    ):
+        assert secret not in text, f"the --set secret shows in {where}"

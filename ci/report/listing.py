@@ -13,16 +13,16 @@ from ci.core.preview import PreviewedCommand, previewed_commands
 from ci.core.text import Masker, clean_text, escape_undecodable_json, plural, secret_values
 from ci.report.github import LEGACY_COMMAND, command_safe
 
-__all__ = ["COMMAND_INDENT", "PlanListing", "listing_masker", "print_plan"]
+__all__ = ["COMMAND_INDENT", "PlanListing", "print_plan", "secrets_masker"]
 
 COMMAND_INDENT = " " * 6  # before each line of a command under its block's line, past the ordinal's column
 
 
-def listing_masker(
+def secrets_masker(
     env: Mapping[str, str], plans: Sequence[Plan], preset: Mapping[str, str], mask_env: Sequence[str]
 ) -> Masker:
-    """What a listing masks: the values a run would mask (ENV's and the guides' `ci.env` secrets, the variables
-    named by --mask-env), and the `--set` values whose names are secret or named by --mask-env."""
+    """What a run and a listing mask: ENV's and the guides' `ci.env` secret values, the variables named by
+    --mask-env, and the `--set` values (PRESET) whose names are secret by the same rule or named by --mask-env."""
     env_seen = dict(env)
     for plan in plans:
         env_seen.update(plan.settings.env)
@@ -36,7 +36,7 @@ class PlanListing:
     left_out: tuple[Mapping[int, str], ...]  # per plan, in order: the ordinals the selection leaves out, with why
     selection: str  # the selection options as given (`--only a --from b`); "" when none was given
     commands: tuple[Mapping[int, PreviewedCommand], ...] | None  # per plan, by ordinal (--commands); else None
-    masker: Masker  # what the listing masks in the commands (listing_masker)
+    masker: Masker  # what the listing masks in the commands (secrets_masker)
 
     @classmethod
     def of(
@@ -66,7 +66,7 @@ class PlanListing:
         """The listing ci.run's options ask for (the selection, --commands, --mask-env), in the environment ENV."""
         given = [("--only", value) for value in args.only] + [("--from", args.start), ("--until", args.until)]
         selection = " ".join(f"{flag} {value}" for flag, value in given if value)
-        masker = listing_masker(env, plans, preset, args.mask_env)
+        masker = secrets_masker(env, plans, preset, args.mask_env)
         return cls.of(plans, left_out, selection=selection, preset=preset if args.commands else None, masker=masker)
 
     def header(self, index: int, plan: Plan) -> str:
