@@ -118,7 +118,7 @@ def find_earlier(given: str, *, output_dir: str | None, mode: str, knob: str) ->
     wanted = knob if knob in SHAPING_KNOBS else ""
     if shaped != wanted:
         built_with = f"REHEARSAL_BREAK={shaped}" if shaped else f"neither {' nor '.join(SHAPING_KNOBS)}"
-        fix = f"REHEARSAL_BREAK={shaped}" if shaped else "another REHEARSAL_BREAK or none"
+        fix = f"REHEARSAL_BREAK={shaped}" if shaped else f"no REHEARSAL_BREAK={knob}"
         raise SetupError(
             f"--resume {given}: its sandbox was built with {built_with}, and this rehearsal has "
             f"REHEARSAL_BREAK={knob or '(none)'}; these knobs change a sandbox's files when it is built, and a "
