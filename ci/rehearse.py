@@ -192,8 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if plan.resumed is None:
         print(f"rehearsal: outputs and sandbox kept in {plan.sandbox.root}{where}", flush=True)
     else:
-        resumed = f"the sandbox, {plan.resumed}'s, in {plan.sandbox.base}"
-        print(f"rehearsal: outputs kept in {plan.sandbox.root}{where}; {resumed}", flush=True)
+        reused = f"the sandbox it reused is {plan.sandbox.base}"
+        print(f"rehearsal: outputs kept in {plan.sandbox.root}{where}; {reused}", flush=True)
     return exit_status
 
 
