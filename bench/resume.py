@@ -16,28 +16,38 @@ took (their `duration_s` summed) and the command's wall time, medians over
 the rounds; the resume re-runs the server block, whose process the first
 run ended at its end. `--scale` multiplies every sleep.
 
-The rehearsal (`python -m ci.rehearse docs/specforge.md`) is not what is
-measured: each rehearsal builds a new sandbox, so the blocks a resume keeps
-would have installed their packages into the previous one's, and the
-re-run server block fails there (docs/performance.md, "Resume").
+Then the same on the rehearsal of the SpecForge guide itself
+(`python -m ci.rehearse docs/specforge.md`, docs/rehearsal.md), for
+`--rehearsal-repeat` rounds: the first rehearsal with
+`REHEARSAL_BREAK=trainer-dies` fails at smoke-train-launch; after the fix
+(no knob) the whole rehearsal again (a new sandbox, every block), and
+`--resume` of the first (its sandbox as it was left, the kept blocks not
+run again), in turns. The own guide shows what a resume saves where the
+set-up is slow, as on the NPU machine (its sleeps scale); the rehearsal,
+whose stand-ins install and download in a fraction of a second, shows the
+harness and the guide as they are, set-up of the sandbox included.
 
-    python bench/resume.py [--scale 1.0] [--repeat 3]
+    python bench/resume.py [--scale 1.0] [--repeat 3] [--rehearsal-repeat 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import CommandFailed, Section, SummaryRow, interleaved, median, run_timed
+from common import REPO, CommandFailed, Section, SummaryRow, interleaved, median, run_timed
 
 FENCE = "```"
 RESUME = "--resume"
 WHOLE = "whole guide"
+WHOLE_REHEARSAL = "whole rehearsal"
+REHEARSED = "docs/specforge.md"
+KNOB = "trainer-dies"  # fails smoke-train-launch, the guide's 17th block of 18
 
 
 def guide_text(scale: float) -> str:
@@ -91,6 +101,7 @@ class RunFigures:
 
 
 def figures(output_dir: Path, wall_s: float) -> RunFigures:
+    """What the record in OUTPUT_DIR says ran (neither kept nor left out), and the seconds those blocks took."""
     record = json.loads((output_dir / "results.json").read_text(encoding="utf-8"))
     ran = [b for b in record["blocks"] if b["status"] not in ("skipped", "not_run")]
     return RunFigures(tuple(b["id"] or b["store"] for b in ran), sum(b["duration_s"] for b in ran), wall_s)
@@ -114,7 +125,13 @@ class ResumeResult:
     runs: dict[str, RunFigures]  # WHOLE and RESUME, medians of block_s and wall_s; ran from the last round
 
 
-def run_resume(scale: float, repeat: int, section: Section) -> ResumeResult:
+def medians(found: list[RunFigures]) -> RunFigures:
+    """The blocks of the last sample (every round runs the same ones), median seconds."""
+    return RunFigures(found[-1].ran, median([f.block_s for f in found]), median([f.wall_s for f in found]))
+
+
+def run_resume(scale: float, repeat: int, section: Section, rehearsal_repeat: int = 0) -> ResumeResult:
+    """The own guide's figures (printed), then, with REHEARSAL_REPEAT rounds, the rehearsal's (printed too)."""
     firsts: list[RunFigures] = []
     with tempfile.TemporaryDirectory(prefix="gg-resume-") as tmp:
         rounds: list[Path] = []
@@ -132,26 +149,79 @@ def run_resume(scale: float, repeat: int, section: Section) -> ResumeResult:
             },
             repeat,
         )
-    runs = {
-        name: RunFigures(found[-1].ran, median([f.block_s for f in found]), median([f.wall_s for f in found]))
-        for name, found in samples.items()
-    }
-    first = RunFigures(firsts[-1].ran, median([f.block_s for f in firsts]), median([f.wall_s for f in firsts]))
-    _print(first, runs, scale, repeat, section)
-    return ResumeResult(first, runs)
-
-
-def _print(first: RunFigures, runs: dict[str, RunFigures], scale: float, repeat: int, section: Section) -> None:
+    runs = {name: medians(found) for name, found in samples.items()}
+    first = medians(firsts)
     total = len(first.ran) + 1  # the first run stops at the training step, before the last block
     section.line(f"a guide of {total} blocks that fails at its training step (block {total - 1}); sleeps x{scale:g};")
     section.line(f"median of {repeat} rounds, the whole guide and the resume interleaved")
+    _print(first, runs, WHOLE, "first run (fails at train)", "late failure, after the fix: --resume", section)
+    section.notes.append(
+        "The own guide has the SpecForge guide's shape, its slow steps as sleeps (install 3 s, model download 4 s, a"
+        " server up after 2 s, data 1 s, a training step of 0.5 s); the resume keeps what passed, re-runs the"
+        " server block (the first run ended its process at its end) and starts at the training step."
+    )
+    if rehearsal_repeat > 0:
+        section.line()
+        run_rehearsal_resume(rehearsal_repeat, section)
+    return ResumeResult(first, runs)
+
+
+def rehearse(root: Path, output: str, *extra: str, knob: str = "", expect: int) -> RunFigures:
+    """One `python -m ci.rehearse` of the SpecForge guide into ROOT/OUTPUT, timed; KNOB its REHEARSAL_BREAK."""
+    env = {name: value for name, value in os.environ.items() if name != "REHEARSAL_BREAK"}
+    env.update({"REHEARSAL_BREAK": knob} if knob else {})
+    timing = run_timed(
+        [sys.executable, "-m", "ci.rehearse", REHEARSED, "--output-dir", str(root / output), *extra],
+        cwd=REPO,
+        log=root / f"{output}.log",
+        expect=(expect,),
+        env=env,
+    )
+    return figures(root / output, timing.wall_s)
+
+
+def run_rehearsal_resume(repeat: int, section: Section) -> ResumeResult:
+    """The rehearsal failing with KNOB, then, after the fix, the whole rehearsal and its resume, interleaved."""
+    with tempfile.TemporaryDirectory(prefix="gg-resume-rehearsal-") as tmp:
+        root = Path(tmp)
+        # every round's first rehearsal, before the fix; each resume continues its own round's
+        firsts = [rehearse(root, f"first-{index}", knob=KNOB, expect=1) for index in range(repeat)]
+        samples = interleaved(
+            {
+                WHOLE_REHEARSAL: lambda index: rehearse(root, f"whole-{index}", expect=0),
+                RESUME: lambda index: rehearse(
+                    root, f"resumed-{index}", RESUME, str(root / f"first-{index}"), expect=0
+                ),
+            },
+            repeat,
+        )
+    runs = {name: medians(found) for name, found in samples.items()}
+    first = medians(firsts)
+    section.line(f"the rehearsal of {REHEARSED} ({len(first.ran) + 1} blocks), REHEARSAL_BREAK={KNOB} first:")
+    section.line(f"median of {repeat} rounds, the whole rehearsal and the resume interleaved")
+    _print(first, runs, WHOLE_REHEARSAL, f"first ({KNOB})", f"rehearsal after {KNOB}, fixed: --resume", section)
+    section.notes += [
+        "",  # a paragraph of its own in docs/performance.md
+        f"The rehearsal: `REHEARSAL_BREAK={KNOB} python -m ci.rehearse {REHEARSED}` fails at smoke-train-launch;"
+        f" after the fix (no knob) the whole rehearsal builds a new sandbox and runs every block, while"
+        f" `--resume` of the first reuses its sandbox as it was left (packages, model, clone), keeps the blocks"
+        " that passed, re-runs smoke-start-mooncake and smoke-start-sglang (the first run ended their servers at"
+        " its end) and starts at smoke-train-launch. Wall time includes each rehearsal's own set-up (the whole"
+        " rehearsal's sandbox build).",
+    ]
+    return ResumeResult(first, runs)
+
+
+def _print(
+    first: RunFigures, runs: dict[str, RunFigures], whole_name: str, first_name: str, measure: str, section: Section
+) -> None:
     header = f"{'run':<32} {'blocks run':>10} {'block s':>9} {'wall s':>8}"
     section.table(header)
-    rows = [("first run (fails at train)", first), (f"after the fix: {WHOLE}", runs[WHOLE])]
+    rows = [(first_name, first), (f"after the fix: {whole_name}", runs[whole_name])]
     rows.append((f"after the fix: {RESUME}", runs[RESUME]))
     for name, run in rows:
         section.line(f"{name:<32} {len(run.ran):>10} {run.block_s:>9.2f} {run.wall_s:>8.2f}")
-    whole, resumed = runs[WHOLE], runs[RESUME]
+    whole, resumed = runs[whole_name], runs[RESUME]
     saved_blocks = len(whole.ran) - len(resumed.ran)
     saved_s = whole.wall_s - resumed.wall_s
     share = saved_s / whole.wall_s if whole.wall_s > 0 else 0.0
@@ -159,38 +229,32 @@ def _print(first: RunFigures, runs: dict[str, RunFigures], scale: float, repeat:
         f"{'saved by ' + RESUME:<32} {saved_blocks:>10} {whole.block_s - resumed.block_s:>9.2f} {saved_s:>8.2f}"
     )
     section.line()
-    section.line(f"{RESUME} ran: {', '.join(resumed.ran)} ({share:.0%} of the whole guide's wall time saved)")
+    section.line(f"{RESUME} ran: {', '.join(resumed.ran)} ({share:.0%} of the {whole_name}'s wall time saved)")
     section.summary.append(
         SummaryRow(
             "resume",
-            "late failure, after the fix: --resume",
+            measure,
             f"{resumed.wall_s:.2f} s ({len(resumed.ran)} blocks)",
-            f"whole guide {whole.wall_s:.2f} s ({len(whole.ran)} blocks)",
+            f"{whole_name} {whole.wall_s:.2f} s ({len(whole.ran)} blocks)",
             f"{resumed.wall_s / whole.wall_s:.2f}x" if whole.wall_s > 0 else "",
             "",
             "",
         )
-    )
-    section.notes.append(
-        "The guide has the SpecForge guide's shape, its slow steps as sleeps (install 3 s, model download 4 s, a"
-        " server up after 2 s, data 1 s, a training step of 0.5 s); the resume keeps what passed, re-runs the"
-        " server block (the first run ended its process at its end) and starts at the training step. The"
-        " rehearsal itself cannot be resumed: every rehearsal builds a new sandbox, so the packages the kept"
-        " blocks installed are in the previous one's, and the re-run `smoke-start-mooncake` fails there; on the"
-        " rehearsal's record after `REHEARSAL_BREAK=trainer-dies`, a resume keeps 14 of its 18 blocks, re-runs"
-        " smoke-start-mooncake and smoke-start-sglang and starts at smoke-train-launch. See bench/resume.py."
     )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every sleep of the guide (default 1.0)")
-    parser.add_argument("--repeat", type=int, default=3, help="rounds (default 3)")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds of the own guide (default 3)")
+    parser.add_argument(
+        "--rehearsal-repeat", type=int, default=3, help="rounds of the rehearsal (default 3; 0: the own guide only)"
+    )
     args = parser.parse_args(argv)
-    if args.scale <= 0 or args.repeat < 1:
-        parser.error("--scale must be positive and --repeat at least 1")
+    if args.scale <= 0 or args.repeat < 1 or args.rehearsal_repeat < 0:
+        parser.error("--scale must be positive, --repeat at least 1 and --rehearsal-repeat at least 0")
     try:
-        run_resume(args.scale, args.repeat, Section("Resume"))
+        run_resume(args.scale, args.repeat, Section("Resume"), args.rehearsal_repeat)
     except CommandFailed as exc:
         print(f"[ERROR] {exc}", file=sys.stderr)
         return 1

@@ -52,6 +52,7 @@ class Sizes:
     startup_repeat: int
     resume_scale: float  # of the resumed guide's sleeps
     resume_repeat: int
+    resume_rehearsal_repeat: int  # rounds of the rehearsal resumed (0: the own guide only)
 
 
 FULL = Sizes(
@@ -72,6 +73,7 @@ FULL = Sizes(
     startup_repeat=11,
     resume_scale=1.0,
     resume_repeat=3,
+    resume_rehearsal_repeat=3,
 )
 
 QUICK = Sizes(
@@ -92,6 +94,7 @@ QUICK = Sizes(
     startup_repeat=1,
     resume_scale=0.05,
     resume_repeat=1,
+    resume_rehearsal_repeat=0,  # a round costs three rehearsals, about 40 s
 )
 
 
@@ -136,7 +139,7 @@ def run_all(chosen: list[str], sizes: Sizes, data: RunData) -> None:
         startup.run_startup(sizes.startup_repeat, section)
 
     def run_resume(section: Section) -> None:
-        resume.run_resume(sizes.resume_scale, sizes.resume_repeat, section)
+        resume.run_resume(sizes.resume_scale, sizes.resume_repeat, section, sizes.resume_rehearsal_repeat)
 
     steps: dict[str, Callable[[Section], None]] = {
         "overhead": run_overhead,

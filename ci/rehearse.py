@@ -5,7 +5,9 @@
 # tools first on PATH, a virtualenv holding the simulated image's Python packages, a local git repository
 # standing in for SpecForge, the CANN files the guide reads), starts a fake Hugging Face Hub on 127.0.0.1
 # for the real huggingface_hub client, runs `python -m ci.run` on the guide in that environment, and
-# prints a report of every simulation and override in effect. Its exit status is ci.run's. The
+# prints a report of every simulation and override in effect. Its exit status is ci.run's. With
+# `--resume DIR` it reuses the sandbox of the rehearsal in DIR as that one left it, and its ci.run continues
+# DIR's record (ci/rehearsal/resumed.py). The
 # simulations and the modules that run them live in ci/rehearsal/; docs/rehearsal.md describes them,
 # the overrides and the failure knobs.
 
@@ -76,6 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
         "default $GUIDE_GUARD_WHEELHOUSE",
     )
     parser.add_argument(
+        "--resume",
+        metavar="DIR",
+        help="continue the rehearsal kept in DIR (its --output-dir): reuse its sandbox as it was left (packages, "
+        "model, clone) and run `ci.run --resume DIR`; the record goes to this one's --output-dir, DIR's stays as it is",
+    )
+    parser.add_argument(
         "--ref",
         choices=("tag", "commit"),
         default="tag",
@@ -91,6 +99,8 @@ def _usage_problem(args: argparse.Namespace, passed_on: Sequence[str]) -> str | 
         return "--wheelhouse is for --real: the stand-ins need no wheels"
     if any(arg == "--workdir" or arg.startswith("--workdir=") for arg in passed_on):
         return "--workdir is the rehearsal's: every block runs in the sandbox"
+    if args.resume is not None and args.mode == "real":
+        return "--resume continues --simulated rehearsals only: a --real one's real parts are set up per rehearsal"
     knob = os.environ.get(BREAK_ENV, "")
     if knob and knob not in KNOBS:
         return f"{BREAK_ENV}={knob!r} is not a failure knob; known: {', '.join(KNOBS)}"
@@ -146,27 +156,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ci.rehearsal.model import SetupError
     from ci.rehearsal.namespaces import scratch_files
     from ci.rehearsal.report import render
+    from ci.rehearsal.resumed import find_earlier
     from ci.rehearsal.sandbox import set_up
 
     scratch = scratch_files(Path(args.guide).read_text(encoding="utf-8"))
     try:
-        plan = set_up(args.output_dir, ref_kind=args.ref, scratch=scratch, mode=args.mode, wheelhouse=args.wheelhouse)
+        knob = os.environ.get(BREAK_ENV, "")
+        earlier = None
+        if args.resume is not None:
+            earlier = find_earlier(args.resume, output_dir=args.output_dir, mode=args.mode, knob=knob)
+        plan = set_up(
+            args.output_dir,
+            ref_kind=args.ref,
+            scratch=scratch,
+            mode=args.mode,
+            wheelhouse=args.wheelhouse,
+            earlier=earlier,
+        )
     except SetupError as exc:
         print_error(f"rehearsal: {exc}")
         return ExitCode.USAGE
 
-    hub = FakeHub(hub_repositories(), plan.sandbox.base / "hub.log")
+    hub = FakeHub(hub_repositories(), plan.own_files / "hub.log")
     plan.override("HF_ENDPOINT", hub.url, "the fake Hub serves the model")
     command = [sys.executable, "-m", "ci.run", args.guide, "--output-dir", str(plan.sandbox.root)]
-    command += ["--workdir", str(plan.sandbox.workdir), *passed_on]
+    command += ["--workdir", str(plan.sandbox.workdir)]
+    command += ["--resume", str(plan.resumed)] if plan.resumed is not None else []
     print(f"rehearsal: {args.guide} against simulations; sandbox {plan.sandbox.base}", flush=True)
-    exit_status, leftovers = _run(plan, command, hub)
+    exit_status, leftovers = _run(plan, [*command, *passed_on], hub)
     text = render(plan, args.guide, hub, int(exit_status), leftovers)
-    write_atomically(plan.sandbox.base / "rehearsal-report.txt", text + "\n")  # a new file: never through a link
+    write_atomically(plan.own_files / "rehearsal-report.txt", text + "\n")  # a new file: never through a link
     print(text, flush=True)
     # kept, even after a passing run: every path printed above stays good (a temporary one goes when pruned)
     where = "" if args.output_dir else f" (a temporary directory: the {KEEP_NEWEST} newest are kept)"
-    print(f"rehearsal: outputs and sandbox kept in {plan.sandbox.root}{where}", flush=True)
+    if plan.resumed is None:
+        print(f"rehearsal: outputs and sandbox kept in {plan.sandbox.root}{where}", flush=True)
+    else:
+        reused = f"the sandbox it reused is {plan.sandbox.base}"
+        print(f"rehearsal: outputs kept in {plan.sandbox.root}{where}; {reused}", flush=True)
     return exit_status
 
 

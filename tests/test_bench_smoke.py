@@ -33,7 +33,7 @@ def table_rows(out: str, header_first: str) -> tuple[list[str], list[list[str]]]
 
 
 def test_resume_bench_runs() -> None:
-    done = run_script("bench/resume.py", "--scale", "0.02", "--repeat", "1")
+    done = run_script("bench/resume.py", "--scale", "0.02", "--repeat", "1", "--rehearsal-repeat", "0")
     assert done.returncode == 0, done.stdout + done.stderr
     _, rows = table_rows(done.stdout, "run")
     blocks_run = {" ".join(row[:-3]): int(row[-3]) for row in rows}

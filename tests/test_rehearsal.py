@@ -58,10 +58,11 @@ class Rehearsed:
     stderr: str
     output_dir: Path
     duration_s: float
+    reused: Path | None = None  # --resume: the earlier rehearsal's sandbox, which this one ran in
 
     @property
     def sandbox(self) -> Path:
-        return self.output_dir / "sandbox"
+        return self.reused or self.output_dir / "sandbox"
 
     @property
     def record(self) -> dict[str, Any]:
@@ -96,15 +97,27 @@ def rehearse(
     tmp_path: Path,
     *args: str,
     guide: str = GUIDE,
+    resuming: Rehearsed | None = None,
     **variables: str,
 ) -> Rehearsed:
-    """Run the rehearsal of the guide with --output-dir in tmp_path; variables go into its environment."""
-    output_dir = tmp_path / "rehearsal"
+    """Run the rehearsal of the guide with --output-dir in tmp_path (with --resume of RESUMING's, if given);
+    variables go into its environment."""
+    output_dir = tmp_path / ("rehearsal" if resuming is None else "resumed")
+    resume = () if resuming is None else ("--resume", str(resuming.output_dir))
     started = time.monotonic()
     done = run_harness(
-        guide, "--output-dir", str(output_dir), *args, module="ci.rehearse", cwd=REPO, env=variables, timeout_s=240
+        guide,
+        "--output-dir",
+        str(output_dir),
+        *resume,
+        *args,
+        module="ci.rehearse",
+        cwd=REPO,
+        env=variables,
+        timeout_s=240,
     )
-    return Rehearsed(done.returncode, done.stdout, done.stderr, output_dir, time.monotonic() - started)
+    reused = None if resuming is None else resuming.sandbox
+    return Rehearsed(done.returncode, done.stdout, done.stderr, output_dir, time.monotonic() - started, reused)
 
 
 def _has_live_thread(pid: int) -> bool:
@@ -357,7 +370,10 @@ def test_sglang_never_healthy_fails_at_the_guides_deadline(tmp_path: Path, run_h
     assert_nothing_left(run)
 
 
-def test_a_trainer_dying_at_start_fails_the_launch(tmp_path: Path, run_harness) -> None:
+def test_a_trainer_dying_at_start_fails_the_launch_and_a_resume_after_the_fix_passes(
+    tmp_path: Path, run_harness
+) -> None:
+    """The resume, on the machine the failed rehearsal left: one test, so that the costly first run is paid once."""
     run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="trainer-dies")
 
     # the guide's FAILED line, then the trainer's log, whose traceback says why
@@ -394,6 +410,50 @@ def test_a_trainer_dying_at_start_fails_the_launch(tmp_path: Path, run_harness) 
     train_log = (run.output_dir / collected["/tmp/smoke-train.log"]["copied_to"]).read_text(encoding="utf-8")
     assert "REHEARSAL_BREAK=trainer-dies" in train_log
     assert_nothing_left(run)
+
+    # The fix (no knob), and `--resume` of that rehearsal: in its sandbox as it was left, with its installs and model.
+    record, report = (run.output_dir / "results.json").read_bytes(), (run.sandbox / "rehearsal-report.txt").read_bytes()
+    # refused, nothing run, where it cannot work: a knob that shapes the sandbox, a directory that is no rehearsal's
+    refused = rehearse(run_harness, tmp_path, resuming=run, REHEARSAL_BREAK="uv-no-venv")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "its sandbox was built with neither uv-no-venv nor ascend-patch-missing, and this rehearsal has " in (
+        refused.stderr
+    )
+    assert "resume with no REHEARSAL_BREAK=uv-no-venv, or rehearse again whole" in refused.stderr
+    not_one = run_harness(
+        GUIDE,
+        "--output-dir",
+        str(tmp_path / "resumed"),
+        "--resume",
+        str(run.output_dir / "blocks"),
+        module="ci.rehearse",
+        cwd=REPO,
+    )
+    assert not_one.returncode == 2, not_one.stdout + not_one.stderr
+    assert "blocks is not a rehearsal's output directory (no sandbox/.guide-guard-rehearsal in it)" in not_one.stderr
+    assert not (tmp_path / "resumed").exists()
+    resumed = rehearse(run_harness, tmp_path, resuming=run)
+
+    assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr
+    statuses = resumed.statuses()
+    assert list(statuses) == BLOCK_IDS
+    # the server blocks again (the first run ended their processes at its end), then from the failed block on
+    ran = ["smoke-start-mooncake", "smoke-start-sglang", "smoke-train-launch", "smoke-train-monitor"]
+    assert [name for name, status in statuses.items() if status != "skipped"] == ran, statuses
+    assert {statuses[name] for name in ran} == {"passed"}, statuses
+    assert resumed.block("check-py")["kept_from"]["directory"] == str(run.output_dir)
+    assert (
+        f"\nresumed: the rehearsal in {run.output_dir}, in its sandbox {run.sandbox} as that one left it"
+        in resumed.stdout
+    )
+    assert f"\n  --workdir {run.sandbox}/work  (" in resumed.stdout
+    assert "\n  REHEARSAL_BREAK=" not in resumed.stdout  # the knob of the first run is not this one's
+    assert (resumed.output_dir / "rehearsal-report.txt").is_file()
+    assert not (resumed.output_dir / "sandbox").exists()
+    # the earlier rehearsal's record and report are as it left them
+    assert (run.output_dir / "results.json").read_bytes() == record
+    assert (run.sandbox / "rehearsal-report.txt").read_bytes() == report
+    assert_nothing_left(resumed)
 
 
 def test_a_zombie_trainer_counts_as_exited(tmp_path: Path, run_harness) -> None:

@@ -67,7 +67,7 @@ class Sandbox:
     """Where one rehearsal keeps everything it builds; nothing outside it is written (but the guide's /tmp logs)."""
 
     root: Path  # --output-dir, or a temporary directory: ci.run's results.json and blocks/ go here too
-    base: Path  # root/sandbox: the simulation's files
+    base: Path  # root/sandbox: the simulation's files (a resumed rehearsal's: the earlier one's sandbox)
     system_python: bool = False  # the image's Python is a system one, not a virtualenv (REHEARSAL_BREAK=uv-no-venv)
 
     @property
@@ -139,6 +139,13 @@ class Rehearsal:
     simulations: list[Simulation] = field(default_factory=list)
     overrides: list[Override] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the rehearsal itself set up and what became of it
+    resumed: Path | None = None  # --resume: the earlier rehearsal's output directory, whose sandbox this one reuses
+    calls_from: int = 0  # where this rehearsal's calls begin in calls.jsonl (a resumed one's follow the earlier's)
+
+    @property
+    def own_files(self) -> Path:
+        """Where the report and the fake Hub's log go: the sandbox, or a resumed rehearsal's output directory."""
+        return self.sandbox.base if self.resumed is None else self.sandbox.root
 
     def override(self, name: str, value: str, why: str) -> None:
         self.env[name] = value

@@ -21,9 +21,15 @@ _FAILING = frozenset(status.value for status in Status if status.is_failure)
 
 
 def render(plan: Rehearsal, guide: str, hub: FakeHub, exit_status: int, leftovers: Mapping[int, str]) -> str:
-    """The report printed at the end of a rehearsal and kept as sandbox/rehearsal-report.txt."""
+    """The report printed at the end of a rehearsal and kept as sandbox/rehearsal-report.txt (a resumed
+    rehearsal's: rehearsal-report.txt in its output directory)."""
     sandbox = plan.sandbox
     lines = [f"=== rehearsal of {guide}: simulations, no NPU, no network (everything on 127.0.0.1)"]
+    if plan.resumed is not None:
+        lines.append(
+            f"resumed: the rehearsal in {plan.resumed}, in its sandbox {sandbox.base} as that one left it "
+            f"(installed packages, model, clone); its record is left as it is, this one's is in {sandbox.root}"
+        )
     lines += _parts(plan)
     if plan.shared is None:
         lines.append("isolation: private network namespace (loopback only) and mount namespace")
@@ -31,7 +37,7 @@ def render(plan: Rehearsal, guide: str, hub: FakeHub, exit_status: int, leftover
         lines.append(f"isolation: none ({plan.shared}); the machine's loopback and /tmp are shared")
     lines.append("simulations:")
     lines += [f"  {s.name}: {s.how} (for {s.stands_in_for})" for s in plan.simulations]
-    hub_log = sandbox.base / "hub.log"
+    hub_log = plan.own_files / "hub.log"
     logged = f", log {hub_log}" if hub_log.exists() else ""  # only a path that is there is named
     lines.append(f"  fake Hugging Face Hub: {hub.url} ({plural(hub.requests, 'request')}{logged})")
     lines.append("invented for the guide, not read from the real packages (a real run can fail here and this cannot):")
@@ -46,11 +52,12 @@ def render(plan: Rehearsal, guide: str, hub: FakeHub, exit_status: int, leftover
         )
     else:
         lines.append(f"  not redirected: the guide's own {', '.join(plan.scratch)}")
-    calls = _calls(sandbox)
+    calls = _calls(sandbox, plan.calls_from)
     counts = Counter(str(call["tool"]) for call in calls if "tool" in call)
     listed = ", ".join(f"{tool} x{n}" for tool, n in sorted(counts.items())) or "none"
     recorded = f" ({sandbox.calls})" if sandbox.calls.exists() else ""
-    lines.append(f"calls recorded by the simulations: {listed}{recorded}")
+    since = f" (from byte {plan.calls_from}: the earlier rehearsal's come before)" if plan.calls_from else ""
+    lines.append(f"calls recorded by the simulations: {listed}{recorded}{since}")
     blocks = _recorded_blocks(sandbox)
     lines += _parts_per_block(blocks, calls)
     lines += plan.notes
@@ -132,11 +139,12 @@ def _parts_per_block(blocks: list[dict[str, Any]], calls: list[dict[str, Any]]) 
     return lines if len(lines) > 1 else []
 
 
-def _calls(sandbox: Sandbox) -> list[dict[str, Any]]:
-    """The calls the simulations and real parts recorded in calls.jsonl (a line that is not a record is passed over)."""
+def _calls(sandbox: Sandbox, start: int) -> list[dict[str, Any]]:
+    """The calls the simulations and real parts recorded in calls.jsonl from byte START (a line that is not a record
+    is passed over)."""
     calls = []
     with contextlib.suppress(OSError):
-        for line in sandbox.calls.read_text(encoding="utf-8").splitlines():
+        for line in sandbox.calls.read_bytes()[start:].decode("utf-8", "replace").splitlines():
             with contextlib.suppress(ValueError):
                 call = json.loads(line)
                 if isinstance(call, dict):

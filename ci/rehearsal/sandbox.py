@@ -32,23 +32,30 @@ from ci.rehearsal.model import (
 from ci.rehearsal.namespaces import isolate, redirect_scratch
 from ci.rehearsal.parts import REQUIRE_ENV, Parts, choose_parts
 from ci.rehearsal.real import use_real_parts
+from ci.rehearsal.resumed import BUILT_FILE, POINTER_FILE, SANDBOX_MARKER, Earlier, built_facts, pointer
 from ci.temporary import make_temporary_outputs
 
-__all__ = ["FAKE_TOOLS", "check_machine", "prepare", "set_up"]
+__all__ = ["FAKE_TOOLS", "check_machine", "prepare", "reuse", "set_up"]
 
 # Guide variables the rehearsal sets unless the caller already has: (value, why).
 GUIDE_DEFAULTS = {"SPECFORGE_TRAIN_LIVENESS_WAIT": ("3", "the stand-in trainer needs about a second, not 30 s")}
 FAKE_TOOLS = ("uv", "apt-get", "npu-smi", "pkill")
 _FIXED_GIT_DATE = "2026-01-01T00:00:00+0000"  # the stand-in's commit hash is the same on every run
-_SANDBOX_MARKER = ".guide-guard-rehearsal"  # the file that makes a directory a sandbox this command may delete
 
 
 def set_up(
-    output_dir: str | None, *, ref_kind: str, scratch: list[str], mode: str, wheelhouse: str | None
+    output_dir: str | None,
+    *,
+    ref_kind: str,
+    scratch: list[str],
+    mode: str,
+    wheelhouse: str | None,
+    earlier: Earlier | None = None,
 ) -> Rehearsal:
     """Isolate this process, check the machine and prepare the sandbox under output_dir, or else under a new
     temporary directory in $TMPDIR/guide-guard/ (ci.temporary: kept, so that every path printed stays good, and
-    pruned with the temporary outputs of runs).
+    pruned with the temporary outputs of runs). With EARLIER (--resume), reuse its sandbox as it was left
+    instead: output_dir then gets ci.run's record and the report only.
 
     mode is "simulated" or "real" (ci/rehearsal/parts.py). Raises SetupError, also when a real part cannot be
     had and GUIDE_GUARD_REQUIRE_EXTERNAL=1; a temporary directory made is kept, as the paths its message may name.
@@ -71,7 +78,10 @@ def set_up(
         for warning in made.warnings:
             print(f"warning: {warning}", file=sys.stderr, flush=True)
         root = made.path
-    plan = prepare(root, ref_kind=ref_kind, shared=shared, scratch=scratch, parts=parts)
+    if earlier is None:
+        plan = prepare(root, ref_kind=ref_kind, shared=shared, scratch=scratch, parts=parts)
+    else:
+        plan = reuse(root, earlier, ref_kind=ref_kind, shared=shared, scratch=scratch, parts=parts)
     if shared is None:
         redirect_scratch(scratch, plan.sandbox.base / "guide-tmp")
     return plan
@@ -180,18 +190,57 @@ def prepare(root: Path, *, ref_kind: str, shared: str | None, scratch: list[str]
     system_python = os.environ.get(BREAK_ENV) == SYSTEM_PYTHON_KNOB
     sandbox = Sandbox(root=root, base=root / "sandbox", system_python=system_python)
     if sandbox.base.exists():
-        if not (sandbox.base / _SANDBOX_MARKER).exists():
+        if not (sandbox.base / SANDBOX_MARKER).exists():
             raise SetupError(f"{sandbox.base} exists and is not a rehearsal sandbox")
         shutil.rmtree(sandbox.base)
     for directory in (sandbox.bin, sandbox.workdir, sandbox.base / "home", sandbox.base / "tmp"):
         directory.mkdir(parents=True, exist_ok=True)
-    (sandbox.base / _SANDBOX_MARKER).write_text("a rehearsal sandbox; safe to delete\n", encoding="utf-8")
+    (sandbox.base / SANDBOX_MARKER).write_text("a rehearsal sandbox; safe to delete\n", encoding="utf-8")
+    (sandbox.base / BUILT_FILE).write_text(built_facts(parts.mode, os.environ.get(BREAK_ENV, "")), encoding="utf-8")
     python = make_python(sandbox)
     tools = install_fake_tools(sandbox, python)
     make_image(sandbox)
     commit, gitconfig = make_upstream(sandbox)
 
     plan = Rehearsal(sandbox=sandbox, env=_inherited_env(), shared=shared, scratch=scratch, parts=parts)
+    _environment(plan, ref_kind=ref_kind, commit=commit, gitconfig=gitconfig)
+    use_real_parts(plan, parts)
+    if "curl" in tools:
+        plan.simulations.append(_FAKE_CURL)
+    return plan
+
+
+def reuse(
+    root: Path, earlier: Earlier, *, ref_kind: str, shared: str | None, scratch: list[str], parts: Parts
+) -> Rehearsal:
+    """The environment ci.run gets in EARLIER's sandbox, as that rehearsal left it (nothing built, nothing wiped);
+    ci.run's record goes to root. Only --simulated sandboxes are reused (resumed.find_earlier)."""
+    sandbox = Sandbox(root=root, base=earlier.base, system_python=earlier.system_python)
+    tag = f"{UPSTREAM_TAG}^{{commit}}"
+    commit = run_checked(["git", "-C", str(sandbox.bare_repo), "rev-parse", tag], env=_git_env()).strip()
+    calls_from = sandbox.calls.stat().st_size if sandbox.calls.exists() else 0
+    root.mkdir(parents=True, exist_ok=True)
+    (root / POINTER_FILE).write_text(pointer(earlier), encoding="utf-8")  # so that this rehearsal can be resumed
+    plan = Rehearsal(
+        sandbox=sandbox,
+        env=_inherited_env(),
+        shared=shared,
+        scratch=scratch,
+        parts=parts,
+        resumed=earlier.root,
+        calls_from=calls_from,
+    )
+    _environment(plan, ref_kind=ref_kind, commit=commit, gitconfig=sandbox.base / "gitconfig")
+    if (sandbox.bin / "curl").exists():
+        plan.simulations.append(_FAKE_CURL)
+    return plan
+
+
+_FAKE_CURL = Simulation("curl", "curl", "fake: this machine has no curl")
+
+
+def _environment(plan: Rehearsal, *, ref_kind: str, commit: str, gitconfig: Path) -> None:
+    """ci.run's environment for the sandbox, and the simulations the report lists (but the real parts')."""
     _override_machine(plan)
     plan.override("GIT_CONFIG_GLOBAL", str(gitconfig), f"url.insteadOf sends {UPSTREAM_URL} to the local repository")
     plan.override("GIT_CONFIG_NOSYSTEM", "1", "the machine's git config cannot redirect the clone elsewhere")
@@ -199,11 +248,7 @@ def prepare(root: Path, *, ref_kind: str, shared: str | None, scratch: list[str]
     why = "the stand-in's release tag" if ref_kind == "tag" else f"the commit of the stand-in's {UPSTREAM_TAG}"
     plan.override("UPSTREAM_REF", upstream_ref, why)
     _override_guide(plan)
-    plan.simulations += simulations(sandbox, parts)
-    use_real_parts(plan, parts)
-    if "curl" in tools:
-        plan.simulations.append(Simulation("curl", "curl", "fake: this machine has no curl"))
-    return plan
+    plan.simulations += simulations(plan.sandbox, plan.parts)
 
 
 def _inherited_env() -> dict[str, str]:
