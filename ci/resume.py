@@ -87,7 +87,7 @@ def select_and_resume(
     except DocumentError as error:
         problems.extend(error.problems)
     if resume is not None and left_out:
-        resume.apply(left_out[0])
+        resume = resume.apply(left_out[0])
     return left_out, resume
 
 

@@ -207,3 +207,60 @@ def test_resume_refuses_what_is_no_finished_run_of_this_guide(tmp_path: Path, ru
     assert done.returncode == 2 and f"--resume {newest}: that run ran elsewhere.md" in done.stderr, done.stderr
     assert _runs(tmp_path, "greeting") == 1  # none of them ran a block
     assert not (tmp_path / "o" / "results.json").exists()
+
+
+def test_a_leftover_of_one_of_two_setups_sharing_a_name_reruns_both(tmp_path: Path, run_harness) -> None:
+    # the record names a process's block as the log does: two setups storing `port` are both "port"
+    first = _setup('store="port"', "echo run >> first.count", "sleep 60 >/dev/null 2>&1 &", "echo 8000")
+    second = _setup('store="port"', "echo run >> second.count", "echo 8001")
+    _guide(tmp_path, first, second, CHECK.replace('load="greeting>>G"', 'load="port>>G"'))
+    _failed_run(tmp_path, run_harness)
+    (tmp_path / "flag").write_text("ok\n", encoding="utf-8")
+
+    done = run_harness("guide.md", "--resume", "run1", "--output-dir", "run2")
+
+    # the one that left the sleep runs again, whichever of the two it was; the record cannot tell which
+    assert (_runs(tmp_path, "first"), _runs(tmp_path, "second")) == (2, 2), done.stdout + done.stderr
+    shared = "a process the earlier run ended at its end was started by a block named port"
+    assert f"re-running port (line 3): {shared}" in done.stdout, done.stdout
+    assert done.returncode == 1  # check now loads 8001 and prints "8001 from check", not the expected text
+
+
+def test_a_kept_value_is_the_value_itself_not_the_record_s_masked_text(tmp_path: Path, run_harness) -> None:
+    secret = {"SERVICE_TOKEN": "s3cret-value"}  # a name ending in _TOKEN: masked in every report
+    token = _setup('store="token"', 'printf "%s\\n" "$SERVICE_TOKEN"')
+    check = f'{FENCE}shell #test-setup id="check" load="token>>T"\ntest "<T>" = "$SERVICE_TOKEN" && test -f flag\n{FENCE}\n\n'
+    later = check.replace('id="check"', 'id="later"').replace("-f flag", "-f flag2")
+    _guide(tmp_path, token, check, later)
+    done = run_harness("guide.md", "--output-dir", "run1", env=secret)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert _record(tmp_path / "run1")["blocks"][0]["captured"] == {"token": "***"}
+    (tmp_path / "flag").write_text("ok\n", encoding="utf-8")
+
+    resumed = run_harness("guide.md", "--resume", "run1", "--output-dir", "run2", env=secret)
+
+    # check passed with the value itself; later fails (no flag2) after it
+    assert resumed.returncode == 1, resumed.stdout + resumed.stderr
+    assert [b["status"] for b in _record(tmp_path / "run2")["blocks"]] == ["skipped", "passed", "failed"]
+    assert "s3cret-value" not in resumed.stdout + resumed.stderr
+    (tmp_path / "flag2").write_text("ok\n", encoding="utf-8")
+
+    # resumed in turn: the value kept by run 2, whose record shows it masked, is taken whole from run 2's files
+    again = run_harness("guide.md", "--resume", "run2", "--output-dir", "run3", env=secret)
+
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert [b["status"] for b in _record(tmp_path / "run3")["blocks"]] == ["skipped", "skipped", "passed"]
+
+
+def test_until_leaves_out_what_it_leaves_out_on_a_resume(tmp_path: Path, run_harness) -> None:
+    _guide(tmp_path, GREETING, SERVE, CHECK, LAST)
+    _failed_run(tmp_path, run_harness)
+    (tmp_path / "flag").write_text("ok\n", encoding="utf-8")
+
+    # --until before the resume's start: nothing of the resume runs, and the log does not say it starts anywhere
+    done = run_harness("guide.md", "--resume", "run1", "--until", "greeting", "--output-dir", "run2")
+    blocks = {b["id"] or b["store"]: b["status"] for b in _record(tmp_path / "run2")["blocks"]}
+    assert blocks["check"] == "not_run" and blocks["last"] == "not_run", (blocks, done.stdout)
+    assert "not starting at check (line 13): --until ends the run before it" in done.stdout, done.stdout
+    assert "re-running serve" not in done.stdout and blocks["greeting"] == "skipped"
+    assert (_runs(tmp_path, "last"), _runs(tmp_path, "serve")) == (0, 1)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ci.core.model import Status
 from ci.record.format import RECORD_FILE
 
 if TYPE_CHECKING:
@@ -32,8 +33,10 @@ __all__ = ["RESUME_CHANGED", "Pairing", "Resume", "ResumeRefused", "pair_blocks"
 
 RESUME_CHANGED = "--resume-changed"  # the flag that keeps blocks changed since the earlier run anyway
 LEFTOVER_REASON = "it started a process the earlier run ended at its end"
+LEFTOVER_SHARED_REASON = "a process the earlier run ended at its end was started by a block named"
 MARKED_REASON = "it is marked rerun_on_resume"
 ADDED_REASON = f"it was added since the earlier run ({RESUME_CHANGED})"
+FROM_LEFT_OUT = "before --from"  # how the selection says a block --from leaves out
 
 
 class ResumeRefused(Exception):
@@ -54,6 +57,7 @@ class Resume:
     start: Step  # the first block run from: the first that did not pass there, or --from's
     stored: Mapping[str, str]  # the values the kept setups stored there, whole (--set still wins)
     notes: tuple[str, ...]  # warnings said before the run: changes let through, values that may be masked
+    start_runs: bool = True  # False when the selection (--until) ends before the start
 
     def say(self, plan: Plan, github: bool, masker: Masker) -> None:
         """Before the first block: the notes (stderr), then the run it continues, what it keeps, what runs again
@@ -66,11 +70,23 @@ class Resume:
             print(command_safe(masker.mask(f"warning: {note}"), github), file=sys.stderr, flush=True)
         print(command_safe(masker.mask("\n".join(self.log_lines(plan.steps))), github), flush=True)
 
-    def apply(self, left_out: dict[int, str]) -> None:
-        """Make the selection's LEFT_OUT (--from leaves the blocks before it out) run the blocks that run again; the
-        kept ones are reported as kept, not as left out."""
+    def apply(self, left_out: dict[int, str]) -> Resume:
+        """Make the selection's LEFT_OUT run the blocks that run again and report the kept ones as kept, where the
+        start leaves them out (before --from, or before the resume's own start); what --until leaves out stays out,
+        and the resume returned no longer says it runs or keeps those."""
+        from dataclasses import replace
+
+        taken: set[int] = set()
         for ordinal in (*self.kept, *self.rerun):
-            left_out.pop(ordinal, None)
+            if ordinal < self.start.ordinal and left_out.get(ordinal, FROM_LEFT_OUT).startswith(FROM_LEFT_OUT):
+                left_out.pop(ordinal, None)
+                taken.add(ordinal)
+        return replace(
+            self,
+            kept={o: block for o, block in self.kept.items() if o in taken},
+            rerun={o: why for o, why in self.rerun.items() if o in taken},
+            start_runs=self.start.ordinal not in left_out,
+        )
 
     def log_lines(self, steps: Sequence[Step]) -> list[str]:
         """What the log says before the first block: the run continued, what is kept, what runs again, where it starts."""
@@ -82,7 +98,10 @@ class Resume:
         for ordinal, why in self.rerun.items():
             step = by_ordinal[ordinal]
             lines.append(f"re-running {step.name} (line {step.line}): {why}")
-        lines.append(f"starting at {self.start.name} (line {self.start.line})")
+        if self.start_runs:
+            lines.append(f"starting at {self.start.name} (line {self.start.line})")
+        else:
+            lines.append(f"not starting at {self.start.name} (line {self.start.line}): --until ends the run before it")
         return lines
 
 
@@ -162,7 +181,7 @@ def plan_resume(
     earlier = EarlierRun(str(directory), recorded.started_at)
     before = [step for step in plan.steps if step.ordinal < first.ordinal]
     started_leftovers = _leftover_steps(recorded, pairing)
-    changes = _changes_before(before, pairing, recorded, first, runs_again=started_leftovers)
+    changes = _changes_before(before, pairing, recorded, first, runs_again=set(started_leftovers))
     if changes and not changed_ok:
         raise ResumeRefused(_refusal(plan, directory, changes))
     rerun: dict[int, str] = {}
@@ -178,7 +197,7 @@ def plan_resume(
         if not block.passed or step.skip_reason is not None:
             continue  # --from starts after it (left out as --from leaves blocks out), or its skip= skips it now
         if step.ordinal in started_leftovers:
-            rerun[step.ordinal] = LEFTOVER_REASON
+            rerun[step.ordinal] = started_leftovers[step.ordinal]
             continue
         if step.rerun_on_resume:
             rerun[step.ordinal] = MARKED_REASON
@@ -203,8 +222,6 @@ def plan_resume(
 
 def _natural_start(plan: Plan, pairing: Pairing) -> Step | None:
     """The first block that did not pass in the earlier run; else the first added after the last it had."""
-    from ci.core.model import Status
-
     for step in plan.steps:
         block = pairing.pairs.get(step.ordinal)
         # a block skipped there by its skip= (and skipped now) is no failure to start at
@@ -249,24 +266,39 @@ def _refusal(plan: Plan, directory: Path, changes: Sequence[str]) -> list[str]:
     ]
 
 
-def _leftover_steps(recorded: RecordedGuide, pairing: Pairing) -> set[int]:
-    """The ordinals (now) of the blocks that started a process the earlier run ended when it ended."""
-    by_name = {block.name: block for block in recorded.blocks}
-    starters = {id(by_name[name]) for name in recorded.leftovers_started_by if name in by_name}
-    return {ordinal for ordinal, block in pairing.pairs.items() if id(block) in starters}
+def _leftover_steps(recorded: RecordedGuide, pairing: Pairing) -> dict[int, str]:
+    """The ordinals (now) of the blocks that started a process the earlier run ended when it ended, and why each
+    runs again. The record names a block as the log does; where blocks share that name (setups storing one
+    name, without ids), each of them that passed there runs again, as the record cannot tell which one it was."""
+    named: dict[str, list[int]] = {}
+    for ordinal, block in pairing.pairs.items():
+        named.setdefault(block.name, []).append(ordinal)
+    found: dict[int, str] = {}
+    for name in recorded.leftovers_started_by:
+        ordinals = named.get(name, [])
+        for ordinal in ordinals:
+            found[ordinal] = LEFTOVER_REASON if len(ordinals) == 1 else f"{LEFTOVER_SHARED_REASON} {name}"
+    return found
 
 
 def _stored_value(step: Step, block: RecordedBlock, directory: Path, problems: list[str]) -> str | None:
-    """The value the kept setup stored in the earlier run, whole; None (a problem said) when it cannot be had."""
+    """The value the kept setup stored in the earlier run, exactly: from the file holding it whole, else from the
+    setup's own stdout there (read as the run read it), else (a block that run kept in turn, its value short and
+    recorded as it was) from the record; None (a problem said) when it cannot be had."""
+    from ci.runner.stored import stored_text
+
     if step.store is None:
         return None
-    if step.store in block.captured:
-        return block.captured[step.store]
-    if block.captured_file is not None:
+    source = block.captured_file or (block.stdout_file if block.status is Status.PASSED else None)
+    if source is not None:
         try:
-            return block.captured_file.read_text(encoding="utf-8", errors="replace").rstrip()
+            return stored_text(source)
         except OSError as exc:
-            why = f"its file {block.captured_file} cannot be read ({exc.strerror or exc})"
+            why = f"its file {source} cannot be read ({exc.strerror or exc})"
+    elif step.store in block.captured:
+        return block.captured[step.store]
+    elif block.status is Status.PASSED:
+        return ""  # it printed nothing: the record keeps no empty stdout file
     else:
         why = "the record keeps only its head"
     problems.append(

@@ -25,7 +25,7 @@ from ci.runner.events import Events, Listener
 from ci.runner.outputs import OutputFiles, output_paths, output_stem
 from ci.runner.process import ProcessSupervisor
 from ci.runner.step import StepContext, run_step, unstarted_result
-from ci.runner.stored import bounded
+from ci.runner.stored import kept_value
 
 __all__ = ["DEFAULT_ERROR_MARKERS", "RUN_DEADLINE", "KeptBlock", "RunOptions", "not_run_outcome", "run_guide"]
 
@@ -319,9 +319,8 @@ class _GuideRun:
         result = unstarted_result(step, Status.SKIPPED, kept.reason, masker=self.context.masker)
         stored = None
         if kept.stored is not None:
-            name, value = kept.stored
-            whole = Path(f"{self.context.stem(step)}.stored.txt")
-            stored = (name, bounded(value, self.context.masker, whole, within=self.context.output_dir))
+            stem = self.context.stem(step)
+            stored = (kept.stored[0], kept_value(kept.stored[1], stem, self.context.masker, self.context.output_dir))
         return dataclasses.replace(result, stored=stored, kept_from=kept.earlier)
 
     def _run(self, step: Step, start_s: float) -> BlockResult:

@@ -7,15 +7,21 @@ from pathlib import Path
 
 from ci.core.files import write_atomically
 from ci.core.outcome import BoundedText
-from ci.core.text import Masker, human_size, text_head, utf8_size
+from ci.core.text import Masker, clean_text, human_size, text_head, utf8_size
 
-__all__ = ["STORE_LIMIT_BYTES", "bounded", "read_stored"]
+__all__ = ["STORE_LIMIT_BYTES", "bounded", "kept_value", "read_stored", "stored_text"]
 
 STORE_LIMIT_BYTES = 16 * 1024 * 1024  # of a setup's stdout, at most this much is stored
 
 
 def bounded(
-    text: str, masker: Masker, whole_file: Path | None, *, written: bool = False, within: Path | None = None
+    text: str,
+    masker: Masker,
+    whole_file: Path | None,
+    *,
+    written: bool = False,
+    within: Path | None = None,
+    cut: bool = False,
 ) -> BoundedText:
     """TEXT as reports show it: whole when short, else its head and a file that holds it whole.
 
@@ -23,10 +29,13 @@ def bounded(
     holds it already, as a new file under WITHIN (the output directory;
     default: the file's own directory); None where there is none to write (a block that never
     started keeps no file). A file that cannot be written is named nowhere.
+    CUT keeps a short text in that file too, reported as not shown whole: what
+    reports show of it (cleaned, secrets masked) is not the text itself.
     """
     head = text_head(text, masker)
-    if head is None:
+    if head is None and not cut:
         return BoundedText(text, utf8_size(text), complete=True)
+    head = text if head is None else head
     path = None
     if whole_file is not None:
         try:
@@ -62,3 +71,20 @@ def read_stored(stdout_path: Path, stem: str, masker: Masker, *, within: Path) -
     shown = bounded(value, masker, whole, written=exact, within=within)
     note = f" (first {human_size(STORE_LIMIT_BYTES)} of {human_size(size)})" if cut else ""
     return value, shown, note
+
+
+def stored_text(path: Path) -> str:
+    """The value a setup stored, read back from the file holding it (its stdout, or the whole value kept beside it)
+    as read_stored read it: at most STORE_LIMIT_BYTES, as UTF-8 (invalid bytes replaced), trailing whitespace
+    removed. OSError when it cannot be read."""
+    with open(path, "rb") as handle:
+        raw = handle.read(STORE_LIMIT_BYTES)
+    return raw.decode("utf-8", "replace").rstrip()
+
+
+def kept_value(value: str, stem: str, masker: Masker, output_dir: Path) -> BoundedText:
+    """How a resumed run reports a value a kept setup stored in the run it resumes: as a stored value, kept whole
+    in STEM.stored.txt when long, and also when the record would not hold it as it is (a secret masked, a control
+    character dropped), so that a run resuming this one takes the value itself."""
+    exact = clean_text(value, masker) == value
+    return bounded(value, masker, Path(f"{stem}.stored.txt"), within=output_dir, cut=not exact)
