@@ -113,6 +113,25 @@ def test_the_matrix_step_emits_the_registrys_matrix(group: str, tmp_path: Path) 
     }
 
 
+def test_a_resume_without_an_entry_name_stops_before_any_guide_runs(tmp_path: Path) -> None:
+    """resume-run-id continues one entry's run: dispatched without `name`, the matrix job fails, saying so, and no
+    entry runs (each would try the resume, and those that passed there refuse it)."""
+    step = step_named(GUIDES, "matrix", "The matrix of the group")
+    assert step["env"]["RESUME_RUN_ID"] == "${{ inputs.resume-run-id }}"
+    outputs = tmp_path / "github_output"
+    env = python_on_path(tmp_path) | {"GROUP": "nightly", "GITHUB_OUTPUT": str(outputs), "RESUME_RUN_ID": "4242"}
+    refused = run_step_script(step, tmp_path, env | {"ENTRY": ""}, shell_job="matrix", workflow=GUIDES, cwd=ROOT)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "::error title=resume-run-id without name::" in refused.stdout and "give its name too" in refused.stdout
+    assert not outputs.exists()
+    entry = load_registry(ROOT / "guides.yaml").matrix("nightly")["include"][0]["name"]
+    named = run_step_script(step, tmp_path, env | {"ENTRY": entry}, shell_job="matrix", workflow=GUIDES, cwd=ROOT)
+    assert named.returncode == 0, named.stdout + named.stderr
+    assert [
+        e["name"] for e in json.loads(read_github_output(outputs.read_text(encoding="utf-8"))["matrix"])["include"]
+    ] == [entry]
+
+
 def test_the_registry_knows_guide_runs_margin_and_the_job_limit_rule() -> None:
     assert WORKFLOWS[GUIDE_RUN].doc["env"]["DEADLINE_MARGIN_MINUTES"] == DEADLINE_MARGIN_MINUTES
     # test_workflows.py's rule: the deadline leaves the longest block 30 minutes of the rest of the guide
