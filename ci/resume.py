@@ -122,7 +122,7 @@ def take_resume(plan: Plan, run_dir: str, *, output_dir: str | None, start: Step
                 " writes a record of its own and leaves the earlier one as it was; name another --output-dir"
             ]
         )
-    held = hold_finished_run(directory)
+    held = hold_finished_run(directory, verb="resume")
     if isinstance(held, str):
         raise ResumeRefused([f"--resume: {held}; nothing was run"])
     try:

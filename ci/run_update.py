@@ -86,9 +86,10 @@ def update_from_run(guides: Sequence[str], run_dir: str, mask_env: Sequence[str]
             os.close(held)
 
 
-def hold_finished_run(run_dir: Path) -> int | str | None:
+def hold_finished_run(run_dir: Path, *, verb: str = "update") -> int | str | None:
     """A shared hold on RUN_DIR, so that no run starts writing there while the guides are updated from it (the
-    descriptor; None when RUN_DIR is no directory, which reading it says); or why its files are not a finished run's.
+    descriptor; None when RUN_DIR is no directory, which reading it says); or why its files are not a finished run's,
+    saying when to VERB from it.
 
     A run holds its output directory (ci.session) until its reports are written
     and its pid file is removed: one still holding it is not done writing; a pid
@@ -113,7 +114,7 @@ def hold_finished_run(run_dir: Path) -> int | str | None:
     except BlockingIOError:
         os.close(descriptor)
         who = f" (pid {pid})" if pid else ""
-        return f"a run{who} is still writing {run_dir}, so its results are not final: update once it has ended"
+        return f"a run{who} is still writing {run_dir}, so its results are not final: {verb} once it has ended"
     if pid is not None and pid_file.exists():
         os.close(descriptor)
         return (

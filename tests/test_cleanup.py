@@ -70,26 +70,28 @@ def test_a_failing_cleanup_leaves_a_green_run_green_with_a_warning_annotation(gu
 
 
 def test_after_a_stop_signal_cleanups_run_within_the_stopping_time(guide_runner, tmp_path: Path) -> None:
+    """The stop comes during the block: the cleanups still start, sharing the stopping time; the one running when it
+    is up is ended, the rest are not started. (What each gets of that time depends on the machine's load: the
+    first always starts, as its window opens when the cleanups first see the stop, and `sleep 30` outlasts it.)"""
     run = guide_runner(
         f"""
         ---
         ci:
-          cleanup: ["rm -rf work", "sleep 30", "echo never"]
+          cleanup: ["echo started > cleanup-ran; sleep 30", "echo never > never-ran"]
         ---
         {FENCE}shell #test-setup
-        mkdir -p work
         kill -TERM "$(cat out/harness.pid)"
         sleep 30
         {FENCE}
         """
     )
     assert run.returncode == 143, run.stdout + run.stderr
-    assert not (tmp_path / "work").exists()
     cleanup = run.record["guides"][0]["cleanup"]
-    assert cleanup[0]["exit_code"] == 0
-    assert cleanup[1]["message"] == (
+    assert cleanup[0]["output_path"] is not None and cleanup[0]["exit_code"] != 0
+    assert cleanup[0]["message"] == (
         "stopped: the run was stopping and its time after the stop signal was up; its process tree was ended"
     )
-    assert (cleanup[2]["output_path"], cleanup[2]["exit_code"]) == (None, None)
-    assert cleanup[2]["message"].startswith("not run: the run was stopping")
-    assert "warning: cleanup 3/3 failed (not run: the run was stopping" in run.stdout
+    assert (cleanup[1]["output_path"], cleanup[1]["exit_code"]) == (None, None)
+    assert cleanup[1]["message"].startswith("not run: the run was stopping")
+    assert not (tmp_path / "never-ran").exists()
+    assert "warning: cleanup 2/2 failed (not run: the run was stopping" in run.stdout

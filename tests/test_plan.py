@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import pytest
 
@@ -1031,3 +1032,12 @@ def test_previewed_commands_substitute_what_is_known_before_the_run(
     previewed = previewed_commands(plan, left_out, preset)
     assert (previewed[3].text, list(previewed[3].pending)) == (command, pending)
     assert previewed[1].text == "echo 8080" and previewed[1].pending == ()
+
+
+def test_authoring_md_lists_the_front_matter_keys_the_harness_allows() -> None:
+    """The troubleshooting row of an unknown ci key (docs/authoring.md) names exactly what the error allows."""
+    said = problems_of("---\nci:\n  timout: 3\n---\n\n" + pair("a"))[0].message
+    allowed = said.split("allowed: ", 1)[1]
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "authoring.md").read_text(encoding="utf-8")
+    (row,) = [line for line in docs.splitlines() if line.startswith("| `front matter: unknown key ci.timout")]
+    assert f"| use {allowed} |" in row, row

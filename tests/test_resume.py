@@ -195,6 +195,7 @@ def test_resume_refuses_what_is_no_finished_run_of_this_guide(tmp_path: Path, ru
     finally:
         os.close(holder)
     assert busy.returncode == 2 and f"is still writing {run1}" in busy.stderr, busy.stderr
+    assert "resume once it has ended" in busy.stderr
     # report artifacts downloaded one directory each (guide-run.yml): the newest attempt's record is read
     for attempt in (9, 10):
         shutil.copytree(run1, tmp_path / "artifacts" / f"guide-attempt-{attempt}" / "outputs")

@@ -66,8 +66,15 @@ v9
 {_counted("e")}; exit 1
 {FENCE}
 
-{FENCE}bash #test-setup id="slow" timeout="1"
-{_counted("s")}; [ "$n" -ge 1 ] || sleep 30
+{FENCE}python #test-setup id="slow" timeout="5"
+import pathlib, time
+count = pathlib.Path("s")
+n = int(count.read_text()) if count.exists() else 0
+count.write_text(str(n + 1))
+def waiting_for_the_mirror():
+    time.sleep(30)
+if n == 0:
+    waiting_for_the_mirror()
 {FENCE}
 
 {FENCE}bash #test-setup id="server"
@@ -75,6 +82,7 @@ v9
 if [ -f server.pid ] && kill -0 "$(cat server.pid)" 2>/dev/null; then echo "the first server still runs" >&2; exit 9; fi
 sleep 300 &
 echo $! > server.pid
+sleep 301 &
 [ "$n" -ge 1 ]
 {FENCE}
 """
@@ -95,7 +103,7 @@ def test_failed_and_timed_out_blocks_run_again_and_every_report_says_so(tmp_path
 
     assert "[1/6] flaky: attempt 1 of 3 failed (exit 1); retrying now" in log
     assert "[1/6] flaky: PASSED on attempt 2 of 3 in" in log
-    assert "[5/6] slow: attempt 1 of 2 timed out (timed out after 1s" in log
+    assert "[5/6] slow: attempt 1 of 2 timed out (timed out after 5s" in log
     assert "[5/6] slow: PASSED on attempt 2 of 2" in log
     assert "[2/6] broken: FAILED on attempt 2 of 2" in log
     assert "attempt 2 of" not in log.split("[3/6] drift")[1].split("[4/6]")[0]  # a mismatch runs once
@@ -127,12 +135,20 @@ def test_failed_and_timed_out_blocks_run_again_and_every_report_says_so(tmp_path
     assert first["stdout_path"].endswith(".attempt-1.stdout.txt")
     assert (out / blocks["flaky"]["stdout_path"]).read_text() == "try 1\n"
     assert ".attempt-" not in blocks["flaky"]["stdout_path"]
-    assert [a["status"] for a in blocks["slow"]["attempts"]] == ["timed_out"]
+    (timed_out,) = blocks["slow"]["attempts"]
+    assert timed_out["status"] == "timed_out"
+    # its stack dump is kept with it, out of the next attempt's way, and the log and the record say where
+    dumps = [out / path for path in timed_out["stack_dumps"]]
+    assert dumps and all(".attempt-1.dumps/" in str(path) for path in dumps), timed_out
+    assert "waiting_for_the_mirror" in dumps[0].read_text(encoding="utf-8")
+    assert f"{Path(timed_out['stack_dumps'][0]).parent}/" in log.split("[5/6] slow: attempt 1 of 2")[1].split("\n")[0]
+    assert blocks["slow"]["stack_dumps"] == []
     assert [a["message"] for a in blocks["broken"]["attempts"]] == ["exit 3"]
     assert blocks["drift"]["attempts"] == [] and blocks["once"]["attempts"] == []
     # the server the failed attempt left running was ended before the next attempt, which found it gone
     (server_attempt,) = blocks["server"]["attempts"]
-    assert len(server_attempt["processes_ended"]) == 1  # the background `sleep 300`, SIGTERMed
+    assert len(server_attempt["processes_ended"]) == 2  # the background sleeps, SIGTERMed
+    assert "[6/6] server: attempt 1 of 2 failed (exit 1); retrying now; 2 processes it left running ended" in log
 
     cases = {case.get("name"): case for case in ET.parse(junit).iter("testcase")}
     flaky = cases["#test-setup flaky"]

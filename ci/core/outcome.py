@@ -114,6 +114,7 @@ class Attempt:
     stdout_bytes: int
     stderr_bytes: int
     ended: tuple[TrackedProcess, ...] = ()  # what of it was left running and ended before the next attempt
+    dumps: tuple[str, ...] = ()  # its stack dumps (a timed-out attempt's), kept under STEM.attempt-N.dumps
 
 
 @dataclass(frozen=True)

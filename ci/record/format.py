@@ -67,6 +67,7 @@ class AttemptRecord(TypedDict):
     stdout_bytes: int
     stderr_bytes: int
     processes_ended: list[ProcessRecord]  # what it left running, ended before the next attempt
+    stack_dumps: list[str]  # a timed-out attempt's stack dumps, relative to the output directory
 
 
 class DiagnosticRecord(TypedDict):

@@ -107,6 +107,7 @@ def _attempt(attempt: Attempt, base: Path, masker: Masker) -> AttemptRecord:
         "stdout_bytes": attempt.stdout_bytes,
         "stderr_bytes": attempt.stderr_bytes,
         "processes_ended": _processes(attempt.ended, masker),
+        "stack_dumps": [_relative(p, base) for p in attempt.dumps],
     }
 
 

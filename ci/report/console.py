@@ -74,8 +74,9 @@ def _seconds(seconds: float) -> str:
 def retry_line(step: Step, attempt: Attempt, total: int, delay_s: float) -> str:
     """`[2/5] pip: attempt 1 of 3 failed (exit 1); retrying in 10s`, with what was ended and where its output is."""
     what = "timed out" if attempt.status is Status.TIMED_OUT else attempt.status.value
-    ended = f"; {plural(len(attempt.ended), 'process')} it left running ended" if attempt.ended else ""
+    ended = f"; {plural(len(attempt.ended), 'process', 'processes')} it left running ended" if attempt.ended else ""
     files = [path for path in (attempt.stdout_path, attempt.stderr_path) if path is not None]
+    files += sorted({str(Path(path).parent) + "/" for path in attempt.dumps})
     kept = f"; its output: {', '.join(files)}" if files else ""
     when = f"in {_seconds(delay_s)}" if delay_s else "now"
     return (

@@ -97,9 +97,10 @@ def attempt_summary(attempt: Attempt) -> str:
         )
         if path is not None
     )
-    ended = f"; {plural(len(attempt.ended), 'process')} it left running ended" if attempt.ended else ""
+    ended = f"; {plural(len(attempt.ended), 'process', 'processes')} it left running ended" if attempt.ended else ""
+    dumps = f"; stack dumps: {', '.join(attempt.dumps)}" if attempt.dumps else ""
     what = attempt.status.value.replace("_", " ")
-    return f"attempt {attempt.number}: {what} in {attempt.duration_s:.2f}s ({attempt.message}){ended}{files or '; no output'}"
+    return f"attempt {attempt.number}: {what} in {attempt.duration_s:.2f}s ({attempt.message}){ended}{files or '; no output'}{dumps}"
 
 
 def _stream_sections(result: BlockResult, masker: Masker, *, whole: bool = False) -> list[tuple[str, str]]:

@@ -103,6 +103,7 @@ def _attempt(result: BlockResult, number: int, ended: tuple[TrackedProcess, ...]
         stdout_bytes=result.stdout_bytes,
         stderr_bytes=result.stderr_bytes,
         ended=result.ended + ended,
+        dumps=result.dumps,
     )
 
 
@@ -122,8 +123,18 @@ def _kept(attempt: Attempt, stem: str, kept_stem: str, output_dir: Path) -> Atte
         except OSError:
             path = None
         paths.append(None if path is None else str(target))
-    dumps = Path(f"{stem}.dumps")
+    dumps, kept_dumps = Path(f"{stem}.dumps"), Path(f"{kept_stem}.dumps")
+    moved = attempt.dumps
     if dumps.is_dir() and not dumps.is_symlink():
-        with contextlib.suppress(OSError):  # the next attempt's dumps, if any, go beside them
-            rename_within(dumps, Path(f"{kept_stem}.dumps"), within=output_dir)
-    return dataclasses.replace(attempt, stdout_path=paths[0], stderr_path=paths[1])
+        with contextlib.suppress(OSError):  # else the next attempt's dumps, if any, go beside them
+            rename_within(dumps, kept_dumps, within=output_dir)
+            moved = tuple(_moved(path, dumps, kept_dumps) for path in attempt.dumps)
+    return dataclasses.replace(attempt, stdout_path=paths[0], stderr_path=paths[1], dumps=moved)
+
+
+def _moved(path: str, directory: Path, to: Path) -> str:
+    """PATH, a file under DIRECTORY, as it is named once DIRECTORY was renamed TO."""
+    try:
+        return str(to / Path(path).relative_to(directory))
+    except ValueError:  # not under it: where it was
+        return path
