@@ -104,8 +104,13 @@ def test_the_tutorial_links_what_exists() -> None:
         assert (TUTORIAL.parent / link).is_file(), f"docs/tutorial.md links {link}, which is not there"
     authoring = (REPO / "docs" / "authoring.md").read_text(encoding="utf-8")
     ci = (REPO / "docs" / "ci.md").read_text(encoding="utf-8")
-    assert "### Before a commit" in authoring and '"Before a commit"' in text
-    assert "## Adding a guide" in ci and '"Adding a guide"' in text
+    for heading, document in (
+        ("### Before a commit", authoring),
+        ("## Adding a guide", ci),
+        ("## Another repository's guide", ci),
+    ):
+        title = heading.lstrip("# ")
+        assert f'"{title}"' in text and f"\n{heading}" in document, f"the tutorial points to {heading!r}"
 
 
 def test_following_the_tutorial_prints_what_it_shows(tmp_path: Path, harness_env: dict[str, str]) -> None:
