@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 from ci.secrets import pick_secrets, secret_name_problem, split_names
@@ -120,3 +121,60 @@ def test_names_are_picked_as_github_names_secrets_case_insensitively() -> None:
     assert secret_name_problem("github_pat") is not None and secret_name_problem("A-B") is not None
     assert secret_name_problem("_PRIVATE_1") is None
     assert re.search(r"GITHUB_", secret_name_problem("GITHUB_X") or "")
+
+
+def test_the_entrys_secrets_reach_the_action_and_its_run_step_gets_only_the_named_ones(tmp_path) -> None:
+    from test_workflows import ACTION, GUIDE_RUN, ROOT, WORKFLOWS, action_step, run_step_script, step_env
+
+    # the registry's matrix key -> guides.yml's call -> guide-run.yml's input -> the action's inputs
+    call = WORKFLOWS["guides.yml"].jobs["run"]
+    assert (call["with"]["secrets"], call["secrets"]) == ("${{ matrix.secrets }}", "inherit")
+    assert "secrets" in WORKFLOWS[GUIDE_RUN].doc["on"]["workflow_call"]["inputs"]
+    given = action_step(WORKFLOWS[GUIDE_RUN].jobs["run"])["with"]
+    assert (given["secrets"], given["secrets-json"]) == ("${{ inputs.secrets }}", "${{ toJSON(secrets) }}")
+    # in the action: the JSON goes to the hand-over step alone, which comes before the run step
+    steps = {name: step for _, name, step in ACTION.steps()}
+    holding = [name for name, step in steps.items() if "inputs.secrets-json" in json.dumps(step)]
+    assert holding == ["Hand the named secrets to the guide's run"]
+    assert list(steps).index(holding[0]) < list(steps).index("Run the guide")
+    # the two steps' real scripts: the hand-over with this checkout's harness, the run with a stand-in for the
+    # harness's interpreter that keeps its arguments and environment
+    harness = tmp_path / "harness" / "bin"
+    harness.mkdir(parents=True)
+    (harness / "python").write_text('#!/bin/sh\nprintf \'%s\\n\' "$@" > "$0.args"\nenv > "$0.env"\n')
+    (harness / "python").chmod(0o755)
+    env_file = tmp_path / "github-env"
+    env_file.touch()
+    around = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "GITHUB_ENV": str(env_file)}
+    around["GITHUB_ACTION_PATH"] = str(ROOT)
+    known = {"inputs.secrets": "PRIVATE_INDEX_AUTH", "inputs.secrets-json": json.dumps(JOB_SECRETS)}
+    known["steps.install.outputs.venv"] = str(Path(sys.executable).parent.parent)  # this checkout's harness
+    hand_over = steps[holding[0]]
+    done = run_step_script(
+        hand_over, tmp_path, {**around, **step_env(ACTION, "action", hand_over, {}, known)}, "action", ACTION
+    )
+    assert done.returncode == 0 and "secrets for the blocks: PRIVATE_INDEX_AUTH" in done.stdout, (
+        done.stdout + done.stderr
+    )
+    exported = read_env_file(env_file)
+    assert exported == {"PRIVATE_INDEX_AUTH": NAMED}
+    run_step = steps["Run the guide"]
+    known = {f"inputs.{name}": str(spec.get("default", "")) for name, spec in ACTION.doc["action"]["inputs"].items()}
+    known |= {
+        "inputs.guide": "guide.md",
+        "inputs.secrets": "PRIVATE_INDEX_AUTH",
+        "steps.install.outputs.venv": str(harness.parent),
+    }
+    values = {"KEEP_GOING": "", "MASK_FILES": "yes", "STRICT": "yes"}
+    done = run_step_script(
+        run_step,
+        tmp_path,
+        {**around, **exported, **step_env(ACTION, "action", run_step, values, known)},
+        "action",
+        ACTION,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "--secret=PRIVATE_INDEX_AUTH" in (harness / "python.args").read_text().splitlines()
+    seen = (harness / "python.env").read_text()
+    assert f"PRIVATE_INDEX_AUTH={NAMED}\n" in seen
+    assert UNNAMED not in seen and "GUIDE_GUARD_JOB_SECRETS" not in seen and "github_token" not in seen
