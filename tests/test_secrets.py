@@ -137,6 +137,8 @@ def test_the_entrys_secrets_reach_the_action_and_its_run_step_gets_only_the_name
     holding = [name for name, step in steps.items() if "inputs.secrets-json" in json.dumps(step)]
     assert holding == ["Hand the named secrets to the guide's run"]
     assert list(steps).index(holding[0]) < list(steps).index("Run the guide")
+    # an input's description is text: an expression there stops the action from loading (as act reports it)
+    assert not [name for name, spec in ACTION.doc["action"]["inputs"].items() if "${{" in spec["description"]]
     # the two steps' real scripts: the hand-over with this checkout's harness, the run with a stand-in for the
     # harness's interpreter that keeps its arguments and environment
     harness = tmp_path / "harness" / "bin"
