@@ -333,7 +333,7 @@ def _print_document_errors(problems: Sequence[Problem], source_paths: dict[str, 
 
 def _take_secret_names(args: argparse.Namespace) -> str | None:
     """--secret: the names checked, split at commas, and masked as --mask-env names are; what is wrong, if anything."""
-    from ci.secrets import secret_name_problem, split_names
+    from ci.core.secrets import secret_name_problem, split_names
 
     args.secret = [name for given in args.secret for name in split_names(given)]
     problem = next(filter(None, map(secret_name_problem, args.secret)), None)
@@ -346,8 +346,8 @@ def _take_secret_names(args: argparse.Namespace) -> str | None:
 def _missing_secrets(names: Sequence[str], strict: bool, github: bool) -> bool:
     """Say each secret of --secret that the environment lacks or leaves empty: a warning, or under --strict an
     error; whether the run stops for them (--strict)."""
+    from ci.core.secrets import missing_secret_message
     from ci.report.github import annotation, command_safe
-    from ci.secrets import missing_secret_message
 
     missing = [name for name in dict.fromkeys(names) if not os.environ.get(name)]
     for name in missing:

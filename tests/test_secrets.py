@@ -7,7 +7,7 @@ import re
 import sys
 from pathlib import Path
 
-from ci.secrets import pick_secrets, secret_name_problem, split_names
+from ci.core.secrets import pick_secrets, secret_name_problem, split_names
 
 FENCE = "```"
 NAMED = "idx-pa55w0rd-4f9c2e"  # PRIVATE_INDEX_AUTH: not secret by its name, so only --secret masks it

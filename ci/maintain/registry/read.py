@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from ci.core.model import Problem
+from ci.core.secrets import secret_name_problem
 from ci.maintain.registry.model import DEADLINE_MARGIN_MINUTES, GROUPS, UPSTREAM_SIGNALS, Entry, Upstream
 from ci.maintain.registry.yamllines import LinedList, LinedMap, YamlProblem, load_lined
-from ci.secrets import secret_name_problem
 
 __all__ = ["ENTRY_KEYS", "TOP_KEYS", "UPSTREAM_KEYS", "read_entries"]
 
