@@ -98,6 +98,16 @@ def _add_choice_options(parser: argparse.ArgumentParser) -> None:
         help="also mask this variable's value in every report (names ending in _TOKEN, _SECRET or _KEY, or holding PASSWORD, are masked anyway)",
     )
     parser.add_argument(
+        "--secret",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help=(
+            "the blocks need the secret variable NAME: it is masked in every report as --mask-env masks, and"
+            " an unset or empty one is a warning (an error under --strict); repeatable, or names separated by commas"
+        ),
+    )
+    parser.add_argument(
         "--mask-files",
         action="store_true",
         help=(
@@ -222,7 +232,7 @@ def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> 
     parser = build_parser()
     args = parser.parse_args(argv)
     console.closed_pipe_is_normal = args.list  # `--list | head -1` ends quietly
-    usage = _combination_problem(args)
+    usage = _combination_problem(args) or _take_secret_names(args)
     if usage:
         return fail(usage, parser)
     if args.from_run:
@@ -230,6 +240,8 @@ def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> 
     settings = _settings(args, started)
     if isinstance(settings, str):
         return fail(settings, parser)
+    if _missing_secrets(args.secret, args.strict, settings.github):
+        return ExitCode.USAGE
     update = UpdateAfterRun.take(args) if args.update else None  # the guides as they are before the run reads them
     if isinstance(update, list):
         parser.print_usage(sys.stderr)
@@ -317,6 +329,38 @@ def _print_document_errors(problems: Sequence[Problem], source_paths: dict[str, 
     if github:
         for text in problem_annotations(problems, source_paths):
             print(text, file=sys.stderr)
+
+
+def _take_secret_names(args: argparse.Namespace) -> str | None:
+    """--secret: the names checked, split at commas, and masked as --mask-env names are; what is wrong, if anything."""
+    from ci.core.secrets import secret_name_problem, split_names
+
+    args.secret = [name for given in args.secret for name in split_names(given)]
+    problem = next(filter(None, map(secret_name_problem, args.secret)), None)
+    if problem:
+        return f"--secret: {problem}"
+    args.mask_env = [*args.mask_env, *args.secret]
+    return None
+
+
+def _missing_secrets(names: Sequence[str], strict: bool, github: bool) -> bool:
+    """Say each secret of --secret that the environment lacks or leaves empty: a warning, or under --strict an
+    error; whether the run stops for them (--strict)."""
+    from ci.core.secrets import missing_secret_message
+    from ci.report.github import annotation, command_safe
+
+    missing = [name for name in dict.fromkeys(names) if not os.environ.get(name)]
+    for name in missing:
+        message = missing_secret_message(name)
+        if strict:
+            print_error(message)
+        else:
+            print(command_safe(f"warning: {message}", github), file=sys.stderr)
+        if github:
+            print(annotation("error" if strict else "warning", None, 0, "secret missing", message), file=sys.stderr)
+    if missing and strict:
+        print_error("--strict: a missing secret is an error; nothing was run")
+    return bool(missing) and strict
 
 
 def _output_problem(args: argparse.Namespace) -> str | None:

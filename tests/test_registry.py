@@ -109,9 +109,9 @@ def test_unknown_keys_are_named_with_the_key_they_may_mean(tmp_path: Path, capsy
     found = errors(err)
     assert found[:4] == [
         f"{registry}:3: unknown key 'timout_minutes' in defaults; did you mean timeout_minutes? (allowed: runner,"
-        " image, container_options, timeout_minutes, schedule, monitor, upstream, set, only, variables)",
+        " image, container_options, timeout_minutes, schedule, monitor, upstream, set, only, variables, secrets)",
         f"{registry}:7: unknown key 'shedule' in entry 'ok'; did you mean schedule? (allowed: name, guide, runner,"
-        " image, container_options, timeout_minutes, schedule, monitor, upstream, set, only, variables)",
+        " image, container_options, timeout_minutes, schedule, monitor, upstream, set, only, variables, secrets)",
         f"{registry}:8: unknown key 'signal' in entry 'ok''s upstream; did you mean signals? (allowed: repo,"
         " branch, ref, model, model_revision, signals)",
         f"{registry}:9: unknown key 'gudes' in the registry; did you mean guides? (allowed: defaults, guides)",
@@ -238,6 +238,41 @@ def test_values_are_checked_with_the_fix(tmp_path: Path, capsys: pytest.CaptureF
     assert f"{registry}:12: entry 'values': runner needs at least one label, e.g. [ubuntu-latest]" in found
 
 
+def test_secret_names_are_variable_names_github_allows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    registry = write_registry(
+        tmp_path,
+        """
+        defaults: {runner: [ubuntu-latest], secrets: [HF_TOKEN]}
+        guides:
+          - name: good
+            guide: docs/ok.md
+          - name: bad
+            guide: docs/ok.md
+            secrets:
+              - MODELSCOPE_API_TOKEN
+              - GITHUB_TOKEN
+              - private-index
+          - name: mapping
+            guide: docs/ok.md
+            secrets: {A_TOKEN: x}
+        """,
+    )
+    status, _, err = run(capsys, str(registry), "--check")
+    assert status == 2
+    example = "(secrets lists names, e.g. [HF_TOKEN, MODELSCOPE_API_TOKEN])"
+    assert errors(err)[:3] == [
+        f"{registry}:9: entry 'bad': secret 'GITHUB_TOKEN': GitHub reserves GITHUB_ names (no secret can have one);"
+        f" name the secret otherwise {example}",
+        f"{registry}:10: entry 'bad': secret 'private-index' is not a variable name: letters, digits and underscores,"
+        f" not starting with a digit {example}",
+        f"{registry}:13: entry 'mapping': secrets must be a list of text, not a mapping",
+    ]
+    # a default applies to the entries that name none, as every default does
+    registry.write_text(registry.read_text().split("  - name: bad")[0], encoding="utf-8")
+    status, out, _ = run(capsys, str(registry), "--matrix")
+    assert status == 0 and [row["secrets"] for row in json.loads(out)["include"]] == ["HF_TOKEN"]
+
+
 def test_the_job_must_leave_the_guide_its_longest_block(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     registry = write_registry(
         tmp_path,
@@ -341,6 +376,7 @@ guides:
     image: registry.example/image:1
     container_options: --shm-size 16g
     variables: NIGHT
+    secrets: [HF_TOKEN, MODELSCOPE_API_TOKEN]
     set: {model_dir: /data/m, fast: true}
     only: [hello]
     upstream: {repo: o/r, ref: main, model: org/m, signals: [release, guide, model]}
@@ -376,6 +412,7 @@ def test_the_matrix_of_each_group(tmp_path: Path, capsys: pytest.CaptureFixture[
         "set": "model_dir=/data/m\nfast=true",
         "only": "hello",
         "variables": "NIGHT",
+        "secrets": "HF_TOKEN MODELSCOPE_API_TOKEN",
     }
     _, out, _ = run(capsys, str(registry), "--matrix", "--group", "weekly")
     [week] = json.loads(out)["include"]

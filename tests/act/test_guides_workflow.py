@@ -109,3 +109,24 @@ def test_a_cancelled_run_stops_the_harness_and_keeps_its_reports(act: Callable[.
     wait = next(block for block in record["blocks"] if block["id"] == "wait")
     assert (wait["status"], wait["message"].split(" after")[0]) == ("error", "interrupted by signal 1")
     assert [process["command"] for process in wait["processes_ended"]] == ["sleep 300"]
+
+
+def test_an_entrys_secret_reaches_its_blocks_masked_and_no_other_secret_does(act: Callable[..., ActRunner]) -> None:
+    named, other = "idx-pa55w0rd-4f9c2e", "other-t0ken-77aa31"
+    runner = act(inputs={"name": "demo"}, secrets={"PRIVATE_INDEX_AUTH": named, "OTHER_TOKEN": other})
+    # no workflow edit: the entry names the secret, and a block of its guide shows what it sees
+    registry = runner.workspace / "guides.yaml"
+    entry = f"guide: {DEMO}\n"
+    registry.write_text(registry.read_text().replace(entry, f"{entry}    secrets: [PRIVATE_INDEX_AUTH]\n", 1))
+    with (runner.workspace / DEMO).open("a", encoding="utf-8") as guide:
+        guide.write(
+            "\n```shell #test-setup id=\"secrets\"\nenv | grep -E '^(PRIVATE_INDEX_AUTH|OTHER_TOKEN)=' | sort\n```\n"
+        )
+    result = runner.run()
+
+    assert result.returncode == 0, result.log_file
+    report = result.artifact("demo-attempt-1")
+    [shown] = (report / "outputs" / "blocks").glob("*-secrets.stdout.txt")
+    assert shown.read_text() == "PRIVATE_INDEX_AUTH=***\n"  # there, and masked in the uploaded file too
+    kept = [path.read_text(errors="replace") for path in report.rglob("*") if path.is_file()]
+    assert not [text for text in kept if named in text or other in text]

@@ -46,6 +46,7 @@ MATRIX_KEYS = (
     "set",
     "only",
     "variables",
+    "secrets",
 )
 
 
@@ -78,6 +79,7 @@ class Entry:
     set: tuple[tuple[str, str], ...] = ()  # --set NAME=VALUE, in order
     only: tuple[str, ...] = ()  # --only
     variables: str = ""  # PREFIX of repository variables that override runner, options and ref
+    secrets: tuple[str, ...] = ()  # the secrets its blocks get besides HF_TOKEN (variable names), in order
     lines: Mapping[str, int] = field(default_factory=dict, compare=False)  # of each key given, defaults included
 
     def line_of(self, key: str) -> int:
@@ -107,6 +109,7 @@ class Entry:
             "set": "\n".join(f"{name}={value}" for name, value in self.set),
             "only": ",".join(self.only),
             "variables": self.variables,
+            "secrets": " ".join(self.secrets),
         }
         assert tuple(row) == MATRIX_KEYS
         return row

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ci.core.model import Problem
+from ci.core.secrets import secret_name_problem
 from ci.maintain.registry.model import DEADLINE_MARGIN_MINUTES, GROUPS, UPSTREAM_SIGNALS, Entry, Upstream
 from ci.maintain.registry.yamllines import LinedList, LinedMap, YamlProblem, load_lined
 
@@ -28,6 +29,7 @@ ENTRY_KEYS = (
     "set",
     "only",
     "variables",
+    "secrets",
 )
 UPSTREAM_KEYS = ("repo", "branch", "ref", "model", "model_revision", "signals")
 _PER_ENTRY = ("name", "guide")  # never a default
@@ -148,6 +150,19 @@ def _set_values(reader: _Reader, values: LinedMap, where: str) -> tuple[tuple[st
     return tuple(pairs)
 
 
+def _secret_names(reader: _Reader, values: LinedMap, where: str) -> tuple[str, ...] | None:
+    """The names of the secrets the entry's blocks get: variable names GitHub allows for secrets, e.g. [HF_TOKEN]."""
+    names = reader.texts(values, "secrets", where)
+    raw = values["secrets"]
+    before = len(reader.problems)
+    for index, name in enumerate(names or ()):
+        problem = secret_name_problem(name)
+        if problem:
+            line = raw.line_of(index) if isinstance(raw, LinedList) else values.line_of("secrets")
+            reader.error(line, f"{where}: {problem} (secrets lists names, e.g. [HF_TOKEN, MODELSCOPE_API_TOKEN])")
+    return None if names is None or len(reader.problems) > before else names
+
+
 def _choice(reader: _Reader, values: LinedMap, key: str, where: str) -> Any:
     """schedule, monitor, name and variables: a value from a fixed set or of a fixed form."""
     value = values[key]
@@ -171,6 +186,8 @@ def _field(reader: _Reader, values: LinedMap, key: str, where: str) -> Any:
         return _choice(reader, values, key, where)
     if key in ("guide", "image", "container_options"):
         return reader.text(values, key, where)
+    if key == "secrets":
+        return _secret_names(reader, values, where)
     if key in ("runner", "only"):
         found = reader.texts(values, key, where)
         if key == "runner" and found == ():
