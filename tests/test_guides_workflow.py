@@ -244,7 +244,7 @@ def test_the_action_passes_each_line_of_set_and_args_as_one_word(tmp_path: Path)
     done = run_action_step("Run the guide", inputs, str(python.parent.parent), tmp_path, env, flags)
     assert done.returncode == 0, done.stdout + done.stderr
     argv = Path(f"{python}.args").read_text().splitlines()
-    assert argv[:2] == ["-m", "ci.run"]
+    assert argv[0] == "g.md"  # the venv's console script, not `python -m ci.run`
     assert argv[-7:] == ["--keep-going", "--set", "model_dir=/data/my models", "--set", "fast=1", "--timeout", "30m"]
     assert "--workdir" not in argv and "--deadline" not in argv  # given only when set
     assert "--mask-files" in argv  # by default: the output directory is meant for an artifact, which is not masked
