@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -50,11 +51,14 @@ def step_named(workflow: Workflow, job_id: str, prefix: str) -> dict[str, Any]:
 
 
 def python_on_path(directory: Path) -> dict[str, str]:
-    """An environment whose `python` is this test's interpreter (as setup-python's is the job's)."""
+    """An environment whose `python` is this test's interpreter (as setup-python's is the job's), with the
+    harness's console scripts beside it (`pip install .` puts them on the job's PATH)."""
     bin_dir = directory / "bin"
     bin_dir.mkdir()
     (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     (bin_dir / "python").chmod(0o755)
+    for script in ("guide-guard-registry", "guide-guard-monitor"):
+        (bin_dir / script).symlink_to(Path(sys.executable).parent / script)
     return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
 
 
@@ -198,7 +202,7 @@ def test_the_board_job_renders_this_runs_statuses_over_the_previous_board() -> N
     [publish] = steps_using(GUIDES, "board", "actions/upload-artifact")
     assert restore["with"]["path"] == save["with"]["path"] == publish["with"]["path"] == board_dir
     assert save["with"]["key"].startswith(restore["with"]["restore-keys"])
-    [write] = [s for j, _, s in GUIDES.steps() if j == "board" and "ci.registry" in str(s.get("run", ""))]
+    [write] = [s for j, _, s in GUIDES.steps() if j == "board" and "guide-guard-registry" in str(s.get("run", ""))]
     assert write["shell"] == "bash" and 'tee -a "$GITHUB_STEP_SUMMARY"' in write["run"], "pipefail, and the summary"
 
 
@@ -248,6 +252,36 @@ def test_the_action_passes_each_line_of_set_and_args_as_one_word(tmp_path: Path)
     assert argv[-7:] == ["--keep-going", "--set", "model_dir=/data/my models", "--set", "fast=1", "--timeout", "30m"]
     assert "--workdir" not in argv and "--deadline" not in argv  # given only when set
     assert "--mask-files" in argv  # by default: the output directory is meant for an artifact, which is not masked
+
+
+# A caller's repository with a top-level `ci/` package of its own, as many have: under `python -m ci.run` from
+# the workspace it would be imported instead of the harness.
+CALLERS_CI_RUN = "raise SystemExit('the caller\\'s own ci/run.py ran instead of the harness')\n"
+
+
+def test_a_callers_own_ci_package_does_not_shadow_the_harness(tmp_path: Path) -> None:
+    """The action's check and run steps, their real scripts, in a workspace holding a `ci/` package whose
+    run.py would stop anything that imports it; the harness is this environment's, as the action's venv."""
+    (tmp_path / "ci").mkdir()
+    (tmp_path / "ci" / "__init__.py").write_text("")
+    (tmp_path / "ci" / "run.py").write_text(CALLERS_CI_RUN)
+    (tmp_path / "g.md").write_text(
+        '```shell #test id="hello"\necho hello\n```\n\n```shell #test-result id="hello"\nhello\n```\n'
+    )
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "RUNNER_TEMP": str(tmp_path)}
+    env |= {"GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(tmp_path / "github-output")}
+    # what the action ran before: the workspace's ci/ comes first on sys.path
+    shadowed = subprocess.run(
+        [sys.executable, "-m", "ci.run", "g.md", "--list"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert "the caller's own ci/run.py ran" in shadowed.stderr
+    inputs = action_inputs({"guide": "g.md"})
+    checked = run_action_step("Check the guide", inputs, sys.prefix, tmp_path, env)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "hello" in checked.stdout
+    ran = run_action_step("Run the guide", inputs, sys.prefix, tmp_path, env)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert read_github_output((tmp_path / "github-output").read_text())["verdict"] == "passed"
 
 
 def test_the_action_masks_the_kept_files_unless_told_not_to(tmp_path: Path) -> None:
