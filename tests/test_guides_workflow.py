@@ -20,22 +20,27 @@ import yaml
 from test_workflows import (
     ACTION,
     EXPRESSION,
+    GUIDE_GUARD_CHECKOUT,
     GUIDE_RUN,
     WORKFLOWS,
     Workflow,
     WorkflowLoader,
     action_step,
+    documented_caller,
     documented_workflow,
     harness_calls,
+    local_action,
     parse_workflow,
     permission_violations,
     pinning_violations,
     possible_values,
     read_github_output,
+    run_expression_violations,
     run_step_script,
     stand_in_python,
     step_env,
     steps_using,
+    untrusted_trigger_violations,
 )
 
 from ci.maintain.registry import BLOCK_HEADROOM_MINUTES, DEADLINE_MARGIN_MINUTES, GROUPS, MATRIX_KEYS, load_registry
@@ -298,6 +303,73 @@ def test_the_guide_workflow_masks_the_files_it_uploads() -> None:
     given = action_step(WORKFLOWS[GUIDE_RUN].jobs["run"])["with"]
     assert str(given["mask-files"]).lower() == "true"
     assert steps_using(WORKFLOWS[GUIDE_RUN], "run", "actions/upload-artifact")  # what the masking is for
+
+
+CALLER_LINES = 15  # issue 27: a whole nightly of another repository's guide on its own Ascend runner
+
+
+def test_the_documented_caller_runs_its_guide_through_guide_run_with_what_it_declares() -> None:
+    """docs/ci.md's nightly of another repository: a call of guide-run.yml at a pinned commit, on a self-hosted
+    runner, in the guide's image; the inputs and secrets it gives are ones guide-run.yml declares, and its token
+    grants what guide-run.yml's jobs ask for (a called workflow gets no more than its caller gives)."""
+    text = documented_caller()
+    assert len(text.splitlines()) <= CALLER_LINES, text
+    caller = parse_workflow(text.replace("COMMIT_SHA", "0" * 40), "docs-caller.yml")
+    [job] = caller.jobs.values()
+    assert job["uses"] == f"OWNER/guide-guard/.github/workflows/{GUIDE_RUN}@{'0' * 40}"
+    called = WORKFLOWS[GUIDE_RUN].doc["on"]["workflow_call"]
+    given, secrets = job["with"], job.get("secrets") or {}
+    assert set(given) <= set(called["inputs"]), set(given) - set(called["inputs"])
+    assert {name for name, spec in called["inputs"].items() if spec.get("required")} <= set(given)
+    assert set(secrets) <= set(called["secrets"]) and secrets != "inherit"
+    assert not self_hosted_labels_are_github_hosted(json.loads(given["runner-labels"]))
+    assert given["image"] and "container-options" in given
+    # the job limit leaves the harness time (guide-run.yml refuses less than the margin and a minute)
+    assert int(given["timeout-minutes"]) > DEADLINE_MARGIN_MINUTES
+    # the token's scopes: every one a job of guide-run.yml asks for, at most read
+    asked = {scope for j in WORKFLOWS[GUIDE_RUN].jobs.values() for scope in (j.get("permissions") or {})}
+    assert asked <= set(caller.doc["permissions"]), asked - set(caller.doc["permissions"])
+    # the rules every workflow here follows: started by maintainers only, pinned, read-only, no pasted expression
+    assert caller.triggers <= {"schedule", "workflow_dispatch"}
+    assert pinning_violations(caller) == [] and permission_violations(caller) == []
+    assert untrusted_trigger_violations(caller, WORKFLOWS) == [] and run_expression_violations(caller) == []
+
+
+def self_hosted_labels_are_github_hosted(labels: list[str]) -> bool:
+    return all(re.fullmatch(r"(ubuntu|windows|macos)-[\w.-]+", label) for label in labels)
+
+
+def test_guide_run_checks_out_guide_guard_at_its_own_commit_wherever_it_is_called_from() -> None:
+    """Every job of guide-run.yml that installs or uses guide-guard takes it from `.guide-guard`, checked out
+    from the called workflow's own repository and commit (the job context's workflow_repository and
+    workflow_sha), after the caller's checkout (which empties the workspace) and before its first use."""
+    workflow = WORKFLOWS[GUIDE_RUN]
+    users = []
+    for job_id, job in workflow.jobs.items():
+        steps = job.get("steps") or []
+        uses = [
+            i
+            for i, step in enumerate(steps)
+            if GUIDE_GUARD_CHECKOUT in str(step.get("uses", "")) + str(step.get("run", ""))
+        ]
+        if not uses:
+            assert "pip install" not in str(steps), f"{job_id}: installs something else than guide-guard"
+            continue
+        users.append(job_id)
+        checkouts = [i for i, step in enumerate(steps) if str(step.get("uses", "")).startswith("actions/checkout@")]
+        assert len(checkouts) == 2, f"{job_id}: the caller's repository, then guide-guard"
+        caller_checkout, own = (steps[i].get("with") or {} for i in checkouts)
+        assert "repository" not in caller_checkout and "path" not in caller_checkout
+        assert own == {
+            "repository": "${{ job.workflow_repository }}",
+            "ref": "${{ job.workflow_sha }}",
+            "path": GUIDE_GUARD_CHECKOUT,
+            "persist-credentials": False,
+        }
+        assert checkouts[1] < min(uses), f"{job_id}: guide-guard is used before it is checked out"
+    assert set(users) == {"decide", "run", "record"}
+    # the action's steps come from that checkout, and nothing runs from the caller's workspace as guide-guard
+    assert {str(s["uses"]) for _, _, s in workflow.steps() if local_action(s)} == {f"./{GUIDE_GUARD_CHECKOUT}"}
 
 
 def test_the_documented_workflow_of_another_repository_uses_the_action_whole() -> None:

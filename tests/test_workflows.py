@@ -477,18 +477,30 @@ def test_actionlint_reports_a_broken_workflow(tmp_path: Path) -> None:
     assert "timeout-minutes" in done.stdout
 
 
-def documented_workflow() -> str:
-    """docs/ci.md's workflow of another repository that uses the action, as written there."""
+def documented_workflows() -> list[str]:
+    """The workflows of docs/ci.md's section "Another repository's guide", as written there."""
     docs = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
-    section = docs.split("## Another repository's guide", 1)[1]
-    return section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    section = docs.split("## Another repository's guide", 1)[1].split("\n## ", 1)[0]
+    return [block.split("```", 1)[0] for block in section.split("```yaml\n")[1:]]
+
+
+def documented_workflow() -> str:
+    """docs/ci.md's workflow of another repository that uses the action in a job of its own."""
+    [text] = [text for text in documented_workflows() if "OWNER/guide-guard@COMMIT_SHA" in text]
+    return text
+
+
+def documented_caller() -> str:
+    """docs/ci.md's workflow of another repository that calls guide-run.yml: its whole nightly."""
+    [text] = [text for text in documented_workflows() if f"/.github/workflows/{GUIDE_RUN}@" in text]
+    return text
 
 
 def test_the_action_and_the_documented_workflow_pass_actionlint(tmp_path: Path) -> None:
     """actionlint reads workflows only: the action's steps go through it as the one job of a workflow with the
     action's inputs, so its expressions, contexts and step keys are checked as a workflow's are; docs/ci.md's
-    workflow of another repository goes with them (its COMMIT_SHA made a commit). One run for all three, the
-    third a copy of the action that names an input it does not declare, to show the check is not blind."""
+    workflows of another repository go with them (their COMMIT_SHA made a commit). One run for all four, one
+    a copy of the action that names an input it does not declare, to show the check is not blind."""
     workflows = tmp_path / ".github" / "workflows"
     workflows.mkdir(parents=True)
 
@@ -500,8 +512,9 @@ def test_the_action_and_the_documented_workflow_pass_actionlint(tmp_path: Path) 
     (workflows / "action.yml").write_text(as_file(ACTION), encoding="utf-8")
     (workflows / "broken-action.yml").write_text(as_file(action_as_workflow(broken)), encoding="utf-8")
     (workflows / "docs-example.yml").write_text(documented_workflow().replace("COMMIT_SHA", "0" * 40))
+    (workflows / "docs-caller.yml").write_text(documented_caller().replace("COMMIT_SHA", "0" * 40))
     done = run_actionlint(tmp_path)
-    assert "Checking 3 workflow file(s)" in done.stdout, done.stdout
+    assert "Checking 4 workflow file(s)" in done.stdout, done.stdout
     flagged = {finding.split(":")[0].rsplit("/", 1)[1] for finding in actionlint_findings(done.stdout)}
     assert flagged == {"broken-action.yml"}, done.stdout
     assert "only-these" in done.stdout
