@@ -127,6 +127,24 @@ def test_hand_back_changes_nothing_for_a_runner_that_is_root_and_removes_the_blo
     assert missing.returncode == 2 and "give --reference DIR" in missing.stderr
 
 
+def test_stop_says_when_the_harness_had_ended_with_its_reports(tmp_path: Path) -> None:
+    """A harness that a signal of its own reached first (act's SIGHUP on the host) has ended and removed its pid
+    file by the time the stop step runs: nothing to stop, and the reports are said to be there."""
+    outputs = tmp_path / "report" / "outputs"
+    outputs.mkdir(parents=True)
+    done = job_command("stop", "--output-dir", "report/outputs", cwd=tmp_path, env=dict(os.environ))
+    assert (done.returncode, done.stdout) == (
+        0,
+        "no harness is running (no report/outputs/harness.pid, and no harness with --output-dir report/outputs)\n",
+    )
+    (outputs / "results.json").write_text("{}")
+    done = job_command("stop", "--output-dir", "report/outputs", cwd=tmp_path, env=dict(os.environ))
+    assert (done.returncode, done.stdout) == (
+        0,
+        "no harness is running: it had ended, and its reports are in report/outputs\n",
+    )
+
+
 # A stand-in harness as its command line shows it (`python -m ci.run --output-dir DIR`) that ignores SIGTERM:
 # the bound on the wait is what ends the stop.
 DEAF_HARNESS = """

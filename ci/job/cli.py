@@ -120,6 +120,9 @@ def _stop(args: argparse.Namespace) -> int:
     match result.stopped:
         case Stopped.NOTHING_RUNNING:
             print(f"no harness is running (no {output_dir}/harness.pid, and no harness with --output-dir {output_dir})")
+        case Stopped.ALREADY_ENDED:
+            # a signal of its own reached it first (a runner's SIGINT on the runner itself; act's SIGHUP)
+            print(f"no harness is running: it had ended, and its reports are in {output_dir}")
         case Stopped.WITH_REPORTS:
             print(f"the harness (pid {result.pid}) stopped; its reports are in {output_dir}")
         case Stopped.WITHOUT_REPORTS:

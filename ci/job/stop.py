@@ -31,7 +31,8 @@ _POLL_S = 0.1
 class Stopped(enum.Enum):
     """How a stop ended."""
 
-    NOTHING_RUNNING = "nothing_running"  # no harness of this output directory was running
+    NOTHING_RUNNING = "nothing_running"  # no harness of this output directory was running, and no report is there
+    ALREADY_ENDED = "already_ended"  # none was running, and results.json is there: it had ended on its own
     WITH_REPORTS = "with_reports"  # it ended after the signal, and results.json is there
     WITHOUT_REPORTS = "without_reports"  # it ended without results.json: stopped while starting, no block ran
     STILL_RUNNING = "still_running"  # it had not ended when the wait was over
@@ -124,7 +125,8 @@ def stop_harness(output_dir: Path, wait_s: float) -> StopResult:
     """Find the harness that writes to OUTPUT_DIR, send it SIGTERM and wait up to WAIT_S seconds for it to end."""
     process, notes = find_harness(output_dir)
     if process is None:
-        return StopResult(Stopped.NOTHING_RUNNING, None, notes)
+        reported = (output_dir / "results.json").is_file()
+        return StopResult(Stopped.ALREADY_ENDED if reported else Stopped.NOTHING_RUNNING, None, notes)
     # it may have ended on its own meanwhile: its reports are looked for below all the same
     with contextlib.suppress(psutil.NoSuchProcess):
         process.send_signal(signal.SIGTERM)
