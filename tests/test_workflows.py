@@ -2264,8 +2264,10 @@ def test_the_documented_container_options_give_ptrace_and_shared_memory() -> Non
 # 6. What root wrote is handed back to the runner's user
 
 
-def test_the_last_step_hands_roots_files_back_to_the_runners_user(tmp_path: Path) -> None:
-    """A container job's directories as the runner lays them out, the container's root having written into them."""
+@pytest.mark.parametrize("installed", [True, False], ids=["guide-guard-job", "harness never installed"])
+def test_the_last_step_hands_roots_files_back_to_the_runners_user(installed: bool, tmp_path: Path) -> None:
+    """A container job's directories as the runner lays them out, the container's root having written into them;
+    the step runs guide-guard-job, or, when the install failed, the same code from guide-guard's checkout."""
     if os.geteuid() != 0:
         unavailable("root is needed to own files as the container's root does", "run this test as root")
     runner_user = (4242, 4343)
@@ -2288,10 +2290,15 @@ def test_the_last_step_hands_roots_files_back_to_the_runners_user(tmp_path: Path
     outside = tmp_path / "system-file"
     outside.write_text("must stay root's\n")
     (workspace / "link-out").symlink_to(outside)
+    checkout = workspace / GUIDE_GUARD_CHECKOUT / "ci" / "job"
+    checkout.mkdir(parents=True)
+    shutil.copy2(ROOT / "ci" / "job" / "handback.py", checkout)
     cleanup = WORKFLOWS[GUIDE_RUN].jobs["run"]["steps"][-1]
     env = {"PATH": os.environ["PATH"], "GITHUB_WORKSPACE": str(workspace), "RUNNER_TEMP": str(temp), "HOME": str(home)}
-    done = run_step_script(cleanup, tmp_path, env | job_commands("guide-guard-report"))
+    venv = job_commands("guide-guard-report") if installed else {"HARNESS_VENV": ""}
+    done = run_step_script(cleanup, tmp_path, env | venv)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert f"belong to {runner_user[0]}:{runner_user[1]} again" in done.stdout
     assert not (temp / "guide-workdir").exists(), "the guide's clones and builds are gone"
     for root in (workspace, temp, home):
         for path in [root, *root.rglob("*")]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from ci.cli import ExitCode, command_parser, fail, print_error
-from ci.job.handback import hand_back
+from ci.job.handback import hand_back, hand_back_job, report_lines
 from ci.job.prepare import PrepareError, prepare
 from ci.job.stop import Stopped, stop_harness
 from ci.report.github import escape_data, escape_property, in_github_actions, output_entry
@@ -144,22 +144,23 @@ def _stop(args: argparse.Namespace) -> int:
 
 
 def _hand_back(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    workspace = os.environ.get("GITHUB_WORKSPACE")
-    if args.reference is None and not workspace:
-        return fail("give --reference DIR, or run this in a job, where GITHUB_WORKSPACE names the workspace", parser)
-    reference = Path(args.reference) if args.reference is not None else Path(str(workspace)).parent
-    defaults = [os.environ.get(name) for name in ("GITHUB_WORKSPACE", "RUNNER_TEMP", "HOME")]
-    paths = [Path(path) for path in (args.paths or [d for d in defaults if d])]
+    remove = [Path(directory) for directory in args.remove]
     try:
-        done = hand_back(paths, reference, [Path(directory) for directory in args.remove])
+        if args.reference is None and not args.paths:
+            if not os.environ.get("GITHUB_WORKSPACE"):
+                return fail(
+                    "give --reference DIR and PATHs, or run this in a job, where GITHUB_WORKSPACE is set", parser
+                )
+            done = hand_back_job(os.environ, remove)
+        else:
+            workspace = os.environ.get("GITHUB_WORKSPACE")
+            if args.reference is None and not workspace:
+                return fail("give --reference DIR, or run this in a job, where GITHUB_WORKSPACE is set", parser)
+            reference = Path(args.reference) if args.reference is not None else Path(str(workspace)).parent
+            done = hand_back([Path(path) for path in args.paths], reference, remove)
     except OSError as error:
-        return fail(f"{reference}: {error.strerror}: give an existing --reference directory")
-    for line in done.failed:
-        print(f"not handed back: {line}")
-    if done.owner is None:
-        print("nothing to hand back: not root, or the runner's user is root")
-    else:
-        print(f"{', '.join(map(str, done.paths))} belong to {done.owner} again")
+        return fail(f"{error.filename}: {error.strerror}: give an existing --reference directory")
+    print("\n".join(report_lines(done)))
     return ExitCode.OK
 
 

@@ -2,17 +2,22 @@
 
 Container steps run as root, and the workspace, the runner's temporary directory and HOME are the host's
 directories: left as root's, the runner's own user could not clean them before its next job (its checkout fails).
+
+The standard library only: a job whose harness was never installed (its install failed) runs this file itself
+with the image's Python (`python3 -I .guide-guard/ci/job/handback.py --remove DIR`), so root's files are handed
+back all the same.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["HandBack", "Owner", "hand_back", "owner_to_restore"]
+__all__ = ["HandBack", "Owner", "hand_back", "hand_back_job", "owner_to_restore", "report_lines"]
 
 
 @dataclass(frozen=True)
@@ -77,3 +82,40 @@ def hand_back(paths: Iterable[Path], reference: Path, remove: Iterable[Path] = (
     for path in trees:
         _hand_back_tree(path, owner, failed)
     return HandBack(owner, trees, tuple(failed))
+
+
+def hand_back_job(environ: Mapping[str, str], remove: Iterable[Path] = ()) -> HandBack:
+    """A job's hand-back: the workspace, RUNNER_TEMP and HOME of ENVIRON, to the owner of the workspace's parent
+    (which the runner made as its own user before the container started). KeyError without GITHUB_WORKSPACE."""
+    workspace = Path(environ["GITHUB_WORKSPACE"])
+    paths = [Path(environ[name]) for name in ("GITHUB_WORKSPACE", "RUNNER_TEMP", "HOME") if environ.get(name)]
+    return hand_back(paths, workspace.parent, remove)
+
+
+def report_lines(done: HandBack) -> list[str]:
+    """What a hand-back says in the job's log."""
+    lines = [f"not handed back: {line}" for line in done.failed]
+    if done.owner is None:
+        return [*lines, "nothing to hand back: not root, or the runner's user is root"]
+    return [*lines, f"{', '.join(map(str, done.paths))} belong to {done.owner} again"]
+
+
+def _main(argv: Sequence[str]) -> int:
+    """`python3 -I handback.py [--remove DIR]...`: the job's hand-back without the harness installed."""
+    if len(argv) % 2 or any(flag != "--remove" for flag in argv[::2]):
+        print("usage: handback.py [--remove DIR]...", file=sys.stderr)
+        return 2
+    try:
+        done = hand_back_job(os.environ, [Path(directory) for directory in argv[1::2]])
+    except (KeyError, OSError) as error:
+        print(
+            f"[ERROR] no workspace to hand back ({error}): run this in a job, where GITHUB_WORKSPACE is set",
+            file=sys.stderr,
+        )
+        return 2
+    print("\n".join(report_lines(done)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
