@@ -289,6 +289,32 @@ def test_a_callers_own_ci_package_does_not_shadow_the_harness(tmp_path: Path) ->
     assert read_github_output((tmp_path / "github-output").read_text())["verdict"] == "passed"
 
 
+@pytest.mark.parametrize(
+    "install,venv,expected", [("no", "installed", 0), ("no", "empty", 2), ("maybe", "installed", 2)]
+)
+def test_the_action_runs_a_harness_installed_by_an_earlier_step_only_when_there_is_one(
+    install: str, venv: str, expected: int, tmp_path: Path
+) -> None:
+    """`install: no` (guide-run.yml's second use of the action) takes the venv an `install: only` step made,
+    installing nothing; a venv without the harness, or another value of `install`, stops the job by name."""
+    (tmp_path / "empty").mkdir()
+    given = sys.prefix if venv == "installed" else str(tmp_path / "empty")
+    outputs = tmp_path / "github-output"
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "RUNNER_TEMP": str(tmp_path),
+        "GITHUB_OUTPUT": str(outputs),
+    }
+    inputs = action_inputs({"guide": "g.md", "install": install, "venv": given})
+    done = run_action_step("Install the harness into its own virtual environment", inputs, "", tmp_path, env)
+    assert done.returncode == expected, done.stdout + done.stderr
+    if expected == 0:
+        assert read_github_output(outputs.read_text()) == {"venv": sys.prefix}
+    else:
+        assert done.stdout.startswith("::error title=install"), done.stdout
+
+
 def test_the_action_masks_the_kept_files_unless_told_not_to(tmp_path: Path) -> None:
     python = stand_in_python(tmp_path)
     inputs = action_inputs({"guide": "g.md", "mask-files": "false"})
