@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,22 +20,27 @@ import yaml
 from test_workflows import (
     ACTION,
     EXPRESSION,
+    GUIDE_GUARD_CHECKOUT,
     GUIDE_RUN,
     WORKFLOWS,
     Workflow,
     WorkflowLoader,
     action_step,
+    documented_caller,
     documented_workflow,
     harness_calls,
+    local_action,
     parse_workflow,
     permission_violations,
     pinning_violations,
     possible_values,
     read_github_output,
+    run_expression_violations,
     run_step_script,
     stand_in_python,
     step_env,
     steps_using,
+    untrusted_trigger_violations,
 )
 
 from ci.maintain.registry import BLOCK_HEADROOM_MINUTES, DEADLINE_MARGIN_MINUTES, GROUPS, MATRIX_KEYS, load_registry
@@ -50,11 +56,14 @@ def step_named(workflow: Workflow, job_id: str, prefix: str) -> dict[str, Any]:
 
 
 def python_on_path(directory: Path) -> dict[str, str]:
-    """An environment whose `python` is this test's interpreter (as setup-python's is the job's)."""
+    """An environment whose `python` is this test's interpreter (as setup-python's is the job's), with the
+    harness's console scripts beside it (`pip install .` puts them on the job's PATH)."""
     bin_dir = directory / "bin"
     bin_dir.mkdir()
     (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     (bin_dir / "python").chmod(0o755)
+    for script in ("guide-guard-registry", "guide-guard-monitor"):
+        (bin_dir / script).symlink_to(Path(sys.executable).parent / script)
     return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
 
 
@@ -217,7 +226,7 @@ def test_the_board_job_renders_this_runs_statuses_over_the_previous_board() -> N
     [publish] = steps_using(GUIDES, "board", "actions/upload-artifact")
     assert restore["with"]["path"] == save["with"]["path"] == publish["with"]["path"] == board_dir
     assert save["with"]["key"].startswith(restore["with"]["restore-keys"])
-    [write] = [s for j, _, s in GUIDES.steps() if j == "board" and "ci.registry" in str(s.get("run", ""))]
+    [write] = [s for j, _, s in GUIDES.steps() if j == "board" and "guide-guard-registry" in str(s.get("run", ""))]
     assert write["shell"] == "bash" and 'tee -a "$GITHUB_STEP_SUMMARY"' in write["run"], "pipefail, and the summary"
 
 
@@ -263,10 +272,66 @@ def test_the_action_passes_each_line_of_set_and_args_as_one_word(tmp_path: Path)
     done = run_action_step("Run the guide", inputs, str(python.parent.parent), tmp_path, env, flags)
     assert done.returncode == 0, done.stdout + done.stderr
     argv = Path(f"{python}.args").read_text().splitlines()
-    assert argv[:2] == ["-m", "ci.run"]
+    assert argv[0] == "g.md"  # the venv's console script, not `python -m ci.run`
     assert argv[-7:] == ["--keep-going", "--set", "model_dir=/data/my models", "--set", "fast=1", "--timeout", "30m"]
     assert "--workdir" not in argv and "--deadline" not in argv  # given only when set
     assert "--mask-files" in argv  # by default: the output directory is meant for an artifact, which is not masked
+
+
+# A caller's repository with a top-level `ci/` package of its own, as many have: under `python -m ci.run` from
+# the workspace it would be imported instead of the harness.
+CALLERS_CI_RUN = "raise SystemExit('the caller\\'s own ci/run.py ran instead of the harness')\n"
+
+
+def test_a_callers_own_ci_package_does_not_shadow_the_harness(tmp_path: Path) -> None:
+    """The action's check and run steps, their real scripts, in a workspace holding a `ci/` package whose
+    run.py would stop anything that imports it; the harness is this environment's, as the action's venv."""
+    (tmp_path / "ci").mkdir()
+    (tmp_path / "ci" / "__init__.py").write_text("")
+    (tmp_path / "ci" / "run.py").write_text(CALLERS_CI_RUN)
+    (tmp_path / "g.md").write_text(
+        '```shell #test id="hello"\necho hello\n```\n\n```shell #test-result id="hello"\nhello\n```\n'
+    )
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "RUNNER_TEMP": str(tmp_path)}
+    env |= {"GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(tmp_path / "github-output")}
+    # what the action ran before: the workspace's ci/ comes first on sys.path
+    shadowed = subprocess.run(
+        [sys.executable, "-m", "ci.run", "g.md", "--list"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert "the caller's own ci/run.py ran" in shadowed.stderr
+    inputs = action_inputs({"guide": "g.md"})
+    checked = run_action_step("Check the guide", inputs, sys.prefix, tmp_path, env)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "hello" in checked.stdout
+    ran = run_action_step("Run the guide", inputs, sys.prefix, tmp_path, env)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert read_github_output((tmp_path / "github-output").read_text())["verdict"] == "passed"
+
+
+@pytest.mark.parametrize(
+    "install,venv,expected", [("no", "installed", 0), ("no", "empty", 2), ("maybe", "installed", 2)]
+)
+def test_the_action_runs_a_harness_installed_by_an_earlier_step_only_when_there_is_one(
+    install: str, venv: str, expected: int, tmp_path: Path
+) -> None:
+    """`install: no` (guide-run.yml's second use of the action) takes the venv an `install: only` step made,
+    installing nothing; a venv without the harness, or another value of `install`, stops the job by name."""
+    (tmp_path / "empty").mkdir()
+    given = sys.prefix if venv == "installed" else str(tmp_path / "empty")
+    outputs = tmp_path / "github-output"
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "RUNNER_TEMP": str(tmp_path),
+        "GITHUB_OUTPUT": str(outputs),
+    }
+    inputs = action_inputs({"guide": "g.md", "install": install, "venv": given})
+    done = run_action_step("Install the harness into its own virtual environment", inputs, "", tmp_path, env)
+    assert done.returncode == expected, done.stdout + done.stderr
+    if expected == 0:
+        assert read_github_output(outputs.read_text()) == {"venv": sys.prefix}
+    else:
+        assert done.stdout.startswith("::error title=install"), done.stdout
 
 
 def test_the_action_masks_the_kept_files_unless_told_not_to(tmp_path: Path) -> None:
@@ -283,6 +348,73 @@ def test_the_guide_workflow_masks_the_files_it_uploads() -> None:
     given = action_step(WORKFLOWS[GUIDE_RUN].jobs["run"])["with"]
     assert str(given["mask-files"]).lower() == "true"
     assert steps_using(WORKFLOWS[GUIDE_RUN], "run", "actions/upload-artifact")  # what the masking is for
+
+
+CALLER_LINES = 15  # issue 27: a whole nightly of another repository's guide on its own Ascend runner
+
+
+def test_the_documented_caller_runs_its_guide_through_guide_run_with_what_it_declares() -> None:
+    """docs/ci.md's nightly of another repository: a call of guide-run.yml at a pinned commit, on a self-hosted
+    runner, in the guide's image; the inputs and secrets it gives are ones guide-run.yml declares, and its token
+    grants what guide-run.yml's jobs ask for (a called workflow gets no more than its caller gives)."""
+    text = documented_caller()
+    assert len(text.splitlines()) <= CALLER_LINES, text
+    caller = parse_workflow(text.replace("COMMIT_SHA", "0" * 40), "docs-caller.yml")
+    [job] = caller.jobs.values()
+    assert job["uses"] == f"OWNER/guide-guard/.github/workflows/{GUIDE_RUN}@{'0' * 40}"
+    called = WORKFLOWS[GUIDE_RUN].doc["on"]["workflow_call"]
+    given, secrets = job["with"], job.get("secrets") or {}
+    assert set(given) <= set(called["inputs"]), set(given) - set(called["inputs"])
+    assert {name for name, spec in called["inputs"].items() if spec.get("required")} <= set(given)
+    assert set(secrets) <= set(called["secrets"]) and secrets != "inherit"
+    assert not self_hosted_labels_are_github_hosted(json.loads(given["runner-labels"]))
+    assert given["image"] and "container-options" in given
+    # the job limit leaves the harness time (guide-run.yml refuses less than the margin and a minute)
+    assert int(given["timeout-minutes"]) > DEADLINE_MARGIN_MINUTES
+    # the token's scopes: every one a job of guide-run.yml asks for, at most read
+    asked = {scope for j in WORKFLOWS[GUIDE_RUN].jobs.values() for scope in (j.get("permissions") or {})}
+    assert asked <= set(caller.doc["permissions"]), asked - set(caller.doc["permissions"])
+    # the rules every workflow here follows: started by maintainers only, pinned, read-only, no pasted expression
+    assert caller.triggers <= {"schedule", "workflow_dispatch"}
+    assert pinning_violations(caller) == [] and permission_violations(caller) == []
+    assert untrusted_trigger_violations(caller, WORKFLOWS) == [] and run_expression_violations(caller) == []
+
+
+def self_hosted_labels_are_github_hosted(labels: list[str]) -> bool:
+    return all(re.fullmatch(r"(ubuntu|windows|macos)-[\w.-]+", label) for label in labels)
+
+
+def test_guide_run_checks_out_guide_guard_at_its_own_commit_wherever_it_is_called_from() -> None:
+    """Every job of guide-run.yml that installs or uses guide-guard takes it from `.guide-guard`, checked out
+    from the called workflow's own repository and commit (the job context's workflow_repository and
+    workflow_sha), after the caller's checkout (which empties the workspace) and before its first use."""
+    workflow = WORKFLOWS[GUIDE_RUN]
+    users = []
+    for job_id, job in workflow.jobs.items():
+        steps = job.get("steps") or []
+        uses = [
+            i
+            for i, step in enumerate(steps)
+            if GUIDE_GUARD_CHECKOUT in str(step.get("uses", "")) + str(step.get("run", ""))
+        ]
+        if not uses:
+            assert "pip install" not in str(steps), f"{job_id}: installs something else than guide-guard"
+            continue
+        users.append(job_id)
+        checkouts = [i for i, step in enumerate(steps) if str(step.get("uses", "")).startswith("actions/checkout@")]
+        assert len(checkouts) == 2, f"{job_id}: the caller's repository, then guide-guard"
+        caller_checkout, own = (steps[i].get("with") or {} for i in checkouts)
+        assert "repository" not in caller_checkout and "path" not in caller_checkout
+        assert own == {
+            "repository": "${{ job.workflow_repository }}",
+            "ref": "${{ job.workflow_sha }}",
+            "path": GUIDE_GUARD_CHECKOUT,
+            "persist-credentials": False,
+        }
+        assert checkouts[1] < min(uses), f"{job_id}: guide-guard is used before it is checked out"
+    assert set(users) == {"decide", "run", "record"}
+    # the action's steps come from that checkout, and nothing runs from the caller's workspace as guide-guard
+    assert {str(s["uses"]) for _, _, s in workflow.steps() if local_action(s)} == {f"./{GUIDE_GUARD_CHECKOUT}"}
 
 
 def test_the_documented_workflow_of_another_repository_uses_the_action_whole() -> None:

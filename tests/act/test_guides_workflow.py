@@ -100,7 +100,8 @@ def test_a_cancelled_run_stops_the_harness_and_keeps_its_reports(act: Callable[.
 
     stop = "Stop the harness (the run was cancelled)"
     assert result.step_results(RUN_JOB).get(stop) == "success", result.step_results(RUN_JOB)
-    assert "stopped; its reports are in guide-guard-report" in result.output_text(RUN_JOB)
+    # the stop step finds the harness still ending, or already ended: act's SIGHUP reaches it on the host
+    assert "its reports are in guide-guard-report" in result.output_text(RUN_JOB)
     record = json.loads((result.artifact("demo-attempt-1") / "outputs" / "results.json").read_text())
     # act's host mode hangs up a cancelled step's terminal, so the harness hears SIGHUP first (GitHub's
     # runner sends SIGINT; in a container nothing reaches it: tests/act/test_container.py)

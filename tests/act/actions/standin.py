@@ -57,19 +57,35 @@ def checkout() -> int:
     action fetches it: `fetch-depth` commits (1 by default, 0 for the whole history).
 
     A workspace that is that repository already (a container job's, bound at its host path) is left as it is.
+    `path` clones into that folder of the workspace instead. `repository` names another repository, one of
+    the scenario's (ACT_STANDIN_REPOSITORIES, `OWNER/NAME=DIR` separated by `;`, as act's --local-repository
+    names them), cloned at `ref` (else its HEAD: GITHUB_SHA is the caller's commit); an empty one is the
+    scenario's own, as the real action takes github.repository.
     """
-    source = Path(os.environ["ACT_STANDIN_REPOSITORY"])
     workspace = Path(os.environ["GITHUB_WORKSPACE"])
-    if workspace.resolve() == source.resolve():
+    target = workspace / given("path") if given("path") else workspace
+    repository = given("repository")
+    if repository:
+        known = dict(
+            entry.split("=", 1) for entry in os.environ.get("ACT_STANDIN_REPOSITORIES", "").split(";") if entry
+        )
+        if repository not in known:
+            sys.exit(f"the checkout stand-in knows no repository {repository!r}; the scenario names {sorted(known)}")
+        source, commit = Path(known[repository]), given("ref") or "HEAD"
+    else:
+        source, commit = Path(os.environ["ACT_STANDIN_REPOSITORY"]), given("ref") or os.environ["GITHUB_SHA"]
+    if target == workspace and workspace.resolve() == source.resolve():
         say("actions/checkout", f"the workspace is the repository itself ({source}): nothing to fetch")
         return 0
+    if target != workspace:
+        shutil.rmtree(target, ignore_errors=True)
     depth = given("fetch-depth") or "1"
-    command = ["git", "clone", "--quiet", "--no-checkout"] + (["--depth", depth] if depth != "0" else [])
-    subprocess.run([*command, source.resolve().as_uri(), str(workspace)], check=True)
-    subprocess.run(
-        ["git", "-C", str(workspace), "checkout", "--quiet", "--detach", os.environ["GITHUB_SHA"]], check=True
-    )
-    say("actions/checkout", f"cloned {source} at {os.environ['GITHUB_SHA']} (fetch-depth {depth})")
+    # a commit named by `ref` is fetched whole: a shallow clone of the default branch may not hold it
+    shallow = depth != "0" and not given("ref")
+    command = ["git", "clone", "--quiet", "--no-checkout"] + (["--depth", depth] if shallow else [])
+    subprocess.run([*command, source.resolve().as_uri(), str(target)], check=True)
+    subprocess.run(["git", "-C", str(target), "checkout", "--quiet", "--detach", commit], check=True)
+    say("actions/checkout", f"cloned {source} at {commit} into {target} (fetch-depth {depth})")
     return 0
 
 
