@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 # The installed console scripts: guide-guard, guide-guard-rehearse, guide-guard-monitor, guide-guard-drift,
-# guide-guard-pre-commit.
+# guide-guard-pre-commit, guide-guard-runner-service.
 CONSOLE_SCRIPT_PREFIX = "guide-guard"
 
 
