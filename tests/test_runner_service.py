@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
@@ -70,6 +72,25 @@ def run_service(runner: Path, stub: WebStub, *options: str) -> subprocess.Comple
     return subprocess.run(
         service(runner, stub, *options), env=base_env(), capture_output=True, text=True, timeout=60, check=False
     )
+
+
+@contextmanager
+def started(command: list[str], tmp_path: Path, runner: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path, Path]]:
+    """The service as a process of its own, its stdout and stderr going to files; killed, with its stand-in job,
+    if the test ends while they still run."""
+    stdout, stderr = tmp_path / "stdout", tmp_path / "stderr"
+    with stdout.open("wb") as out, stderr.open("wb") as err:
+        process = subprocess.Popen(command, env=base_env(), stdout=out, stderr=err)
+    try:
+        yield process, stdout, stderr
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        job = runner / "job.started"
+        if job.exists() and job.read_text().strip():
+            with suppress(ProcessLookupError):
+                os.kill(int(job.read_text()), signal.SIGKILL)
 
 
 def lines(path: Path) -> list[str]:
@@ -143,28 +164,22 @@ def test_a_refused_token_is_said_and_retried_after_a_growing_wait(
     assert PAT not in done.stdout + done.stderr
 
 
-def test_sigterm_ends_the_job_and_stops_the_service(runner: Path, stub: WebStub, token_file: Path) -> None:
+def test_sigterm_ends_the_job_and_stops_the_service(
+    runner: Path, stub: WebStub, token_file: Path, tmp_path: Path
+) -> None:
     stub.set(REGISTRATION, {"token": "REG"}, 201)
     (runner / "job.blocks").touch()
-    process = subprocess.Popen(
-        service(runner, stub, "--repo", "owner/repo", "--token-file", str(token_file)),
-        env=base_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        wait_for((runner / "job.started").exists, "the stand-in job to start")
+    with started(service(runner, stub, "--repo", "owner/repo", "--token-file", str(token_file)), tmp_path, runner) as (
+        process,
+        stdout,
+        stderr,
+    ):
+        wait_for(lambda: (runner / "job.started").exists(), "the stand-in job to start")
         process.send_signal(signal.SIGTERM)
-        stdout, stderr = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    assert process.returncode == 0, stderr
+        assert process.wait(timeout=60) == 0, stderr.read_text()
     # the runner got SIGINT (its own way to end a session) and ended; no new registration followed
     assert lines(runner / "run.calls") == ["session", "interrupted"]
-    assert stdout.splitlines()[-1] == "runner service: stopped"
+    assert lines(stdout)[-1] == "runner service: stopped"
     assert len(lines(runner / "config.calls")) == 1
 
 
@@ -209,26 +224,15 @@ def test_a_github_app_gets_an_installation_token_with_a_signed_jwt(runner: Path,
 
 def test_sigterm_during_the_wait_after_a_failure_stops_at_once(runner: Path, stub: WebStub, tmp_path: Path) -> None:
     key = tmp_path / "missing.pem"
-    stderr_file = tmp_path / "stderr"
-    with stderr_file.open("w") as stderr:
-        process = subprocess.Popen(
-            service(runner, stub, "--repo", "owner/repo", "--app-id", "7", "--app-key", str(key), "--backoff-s", "600"),
-            env=base_env(),
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-        )
-        try:
-            wait_for(lambda: "retrying in 600 s" in stderr_file.read_text(), "the service to wait after its failure")
-            process.send_signal(signal.SIGTERM)
-            stdout, _ = process.communicate(timeout=60)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
-    assert process.returncode == 0
-    assert stdout.splitlines()[-1] == "runner service: stopped"
-    said = stderr_file.read_text()
+    command = service(
+        runner, stub, "--repo", "owner/repo", "--app-id", "7", "--app-key", str(key), "--backoff-s", "600"
+    )
+    with started(command, tmp_path, runner) as (process, stdout, stderr):
+        wait_for(lambda: "retrying in 600 s" in stderr.read_text(), "the service to wait after its failure")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+    assert lines(stdout)[-1] == "runner service: stopped"
+    said = stderr.read_text()
     assert f"[ERROR] no registration token: cannot sign the GitHub App's JWT with the private key {key}:" in said
     assert "give the App's private key (PEM, downloaded from the App's settings) readable by this user" in said
     assert stub.requests == []

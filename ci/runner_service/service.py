@@ -25,8 +25,9 @@ __all__ = ["ServiceSettings", "backoff_s", "clean_work_directory", "serve"]
 TOKEN_VARIABLE = "ACTIONS_RUNNER_INPUT_TOKEN"
 # what config.sh writes when it registers, and an ephemeral runner deletes once its job is done
 REGISTRATION_FILE = ".runner"
-# the registration's other local files, removed with it when `config.sh remove` cannot remove it
-_REGISTRATION_FILES = (".runner", ".credentials", ".credentials_rsaparams")
+# the registration's local files, as the runner deletes them itself (after an ephemeral job, or `config.sh remove`);
+# removed here when `config.sh remove` fails (the runner is already gone on GitHub's side)
+_REGISTRATION_FILES = (".runner", ".runner_migrated", ".credentials", ".credentials_migrated", ".credentials_rsaparams")
 # how often a wait on the runner's script looks whether a stop signal has come meanwhile
 _POLL_S = 0.5
 
