@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -22,6 +23,7 @@ from conftest import base_env
 from waiting import wait_for
 from web_stub import Reply, WebStub, running_stub
 
+from ci.runner_service.cli import build_parser
 from ci.runner_service.service import backoff_s
 
 STAND_INS = Path(__file__).resolve().parent / "fixtures" / "actions-runner"
@@ -304,3 +306,19 @@ def _unbase64url(text: str) -> bytes:
 )
 def test_backoff_doubles_up_to_its_limit(failures: int, expected_s: float) -> None:
     assert backoff_s(failures, 15.0, 900.0) == expected_s
+
+
+def test_the_documented_commands_are_accepted() -> None:
+    """docs/ci.md "Registering the runner": each command of the service there is one its parser takes."""
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "ci.md").read_text(encoding="utf-8")
+    section = docs.split("## Registering the runner\n", 1)[1].split("\n## ", 1)[0]
+    commands = [
+        block.replace("\\\n", " ").split("|", 1)[0]
+        for block in section.split("/opt/guide-guard/bin/guide-guard-runner-service")[1:]
+        if block.startswith(" ")
+    ]
+    assert len(commands) == 2
+    for command in commands:
+        args = build_parser().parse_args(shlex.split(command.split("\n", 1)[0]))
+        assert (args.org, args.runner_group, args.app_id) == ("OWNER", "ascend-npu", "APP_ID")
+        assert args.labels == "linux-aarch64-a2-4"
