@@ -32,7 +32,14 @@ pytestmark = pytest.mark.xdist_group("guide-ports")
 REPO = Path(__file__).resolve().parents[1]
 # Top-level entries of a checkout that are not the project: what git ignores, and git itself.
 NOT_SOURCE = {".git", ".venv", "build", "dist", "out", ".pytest_cache", ".ruff_cache", ".mypy_cache", ".ci-venv"}
-COMMANDS = ["guide-guard", "guide-guard-rehearse", "guide-guard-monitor", "guide-guard-drift", "guide-guard-pre-commit"]
+COMMANDS = [
+    "guide-guard",
+    "guide-guard-rehearse",
+    "guide-guard-monitor",
+    "guide-guard-drift",
+    "guide-guard-pre-commit",
+    "guide-guard-runner-service",
+]
 
 
 @dataclass(frozen=True)
