@@ -23,7 +23,7 @@ from conftest import base_env
 from waiting import wait_for
 from web_stub import Reply, WebStub, running_stub
 
-from ci.runner_service.cli import build_parser
+from ci.runner_service.cli import build_parser, main
 from ci.runner_service.service import backoff_s
 
 STAND_INS = Path(__file__).resolve().parent / "fixtures" / "actions-runner"
@@ -181,7 +181,7 @@ def test_sigterm_ends_the_job_and_stops_the_service(
         assert process.wait(timeout=60) == 0, stderr.read_text()
     # the runner got SIGINT (its own way to end a session) and ended; no new registration followed
     assert lines(runner / "run.calls") == ["session", "interrupted"]
-    assert lines(stdout)[-1] == "runner service: stopped"
+    assert lines(stdout)[-1] == "runner service: stopped by SIGTERM"
     assert len(lines(runner / "config.calls")) == 1
 
 
@@ -233,7 +233,7 @@ def test_sigterm_during_the_wait_after_a_failure_stops_at_once(runner: Path, stu
         wait_for(lambda: "retrying in 600 s" in stderr.read_text(), "the service to wait after its failure")
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
-    assert lines(stdout)[-1] == "runner service: stopped"
+    assert lines(stdout)[-1] == "runner service: stopped by SIGTERM"
     said = stderr.read_text()
     assert f"[ERROR] no registration token: cannot sign the GitHub App's JWT with the private key {key}:" in said
     assert "give the App's private key (PEM, downloaded from the App's settings) readable by this user" in said
@@ -285,16 +285,16 @@ def test_the_systemd_unit_runs_the_same_service(runner: Path, stub: WebStub, tok
         ),
     ],
 )
-def test_usage_errors(runner: Path, stub: WebStub, options: list[str], said: str) -> None:
-    done = run_service(runner, stub, *options)
-    assert done.returncode == 2
-    assert f"[ERROR] {said}" in done.stderr
+def test_usage_errors(runner: Path, options: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--runner-dir", str(runner), *options]) == 2
+    assert f"[ERROR] {said}" in capsys.readouterr().err
 
 
-def test_a_directory_without_the_runner_is_refused(tmp_path: Path, stub: WebStub, token_file: Path) -> None:
-    done = run_service(tmp_path, stub, "--repo", "owner/repo", "--token-file", str(token_file))
-    assert done.returncode == 2
-    assert f"[ERROR] {tmp_path} has no config.sh and run.sh: give --runner-dir" in done.stderr
+def test_a_directory_without_the_runner_is_refused(
+    tmp_path: Path, token_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--runner-dir", str(tmp_path), "--repo", "owner/repo", "--token-file", str(token_file)]) == 2
+    assert f"[ERROR] {tmp_path} has no config.sh and run.sh: give --runner-dir" in capsys.readouterr().err
 
 
 def _unbase64url(text: str) -> bytes:

@@ -90,6 +90,7 @@ class _Loop:
         self.stopping = threading.Event()  # set by a stop signal
         self.child: subprocess.Popen[bytes] | None = None  # config.sh or run.sh while it runs
         self.failures = 0  # failures in a row, for the backoff
+        self.stop_signal: int | None = None  # the first stop signal that came
 
     @contextmanager
     def stop_signals(self) -> Iterator[None]:
@@ -102,8 +103,9 @@ class _Loop:
                 signal.signal(signum, handler)
 
     def _on_stop(self, signum: int, frame: FrameType | None) -> None:
-        if not self.stopping.is_set():
-            print(f"{signal.Signals(signum).name}: stopping (a job in progress is cancelled)", flush=True)
+        # nothing is printed here: a handler writing to the stream the interrupted code is writing to would fail
+        if self.stop_signal is None:
+            self.stop_signal = signum
         self.stopping.set()
         child = self.child
         if child is not None and child.poll() is None:
@@ -126,7 +128,10 @@ class _Loop:
                 continue
             self.failures = 0
             sessions += 1
-        print("runner service: stopped" if self.stopping.is_set() else f"runner service: {sessions} job(s) done")
+        if self.stop_signal is not None:
+            print(f"runner service: stopped by {signal.Signals(self.stop_signal).name}", flush=True)
+        else:
+            print(f"runner service: {sessions} job(s) done", flush=True)
         return 0
 
     def _cycle(self) -> bool:
