@@ -37,7 +37,8 @@ __all__ = [
 ]
 
 # The installed console scripts: guide-guard, guide-guard-rehearse, guide-guard-monitor, guide-guard-drift,
-# guide-guard-registry, guide-guard-pre-commit, guide-guard-job.
+# guide-guard-registry, guide-guard-pre-commit, guide-guard-job, guide-guard-secrets,
+# guide-guard-runner-service.
 CONSOLE_SCRIPT_PREFIX = "guide-guard"
 
 

@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 NOT_SOURCE = {".git", ".venv", "build", "dist", "out", ".pytest_cache", ".ruff_cache", ".mypy_cache", ".ci-venv"}
 COMMANDS = [
     *["guide-guard", "guide-guard-rehearse", "guide-guard-monitor", "guide-guard-drift", "guide-guard-registry"],
-    *["guide-guard-pre-commit", "guide-guard-job"],
+    *["guide-guard-pre-commit", "guide-guard-job", "guide-guard-secrets", "guide-guard-runner-service"],
 ]
 
 

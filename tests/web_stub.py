@@ -31,11 +31,13 @@ class WebStub:
         # for answers that depend on the request (pagination, authorization): (path with query, headers) -> Reply
         self.responder: Callable[[str, dict[str, str]], Reply | None] | None = None
         self.requests: list[tuple[str, dict[str, str]]] = []  # (path with query, headers)
+        self.methods: list[str] = []  # each request's method, in the order of `requests`
         self.stop = threading.Event()
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                stub.methods.append(self.command)
                 stub.requests.append((self.path, dict(self.headers)))
                 route = self.path if self.path in stub.routes else self.path.split("?")[0]
                 reply = stub.routes.get(route)
@@ -63,6 +65,8 @@ class WebStub:
                     self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
+
+            do_POST = do_GET  # routed alike (requests without a body): `methods` tells them apart
 
             def log_message(self, format: str, *args: Any) -> None:  # keep the test output clean
                 pass
