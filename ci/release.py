@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ci.cli import ExitCode, command_parser, guarded_command, print_error
+from ci.cli import ExitCode, command_parser, fail, guarded_command, print_error
 from ci.core.text import plural
 from ci.maintain.release import (
     CHANGELOG_FILE,
@@ -29,15 +29,6 @@ __all__ = ["PINNING_DOCUMENTS", "build_parser", "main"]
 
 # The documents whose lines show a reader which release to pin (`uses: OWNER/guide-guard@SHA # v0.2.0`).
 PINNING_DOCUMENTS = ("README.md", "action.yml", "docs/*.md")
-
-
-def _release_tag(text: str) -> str:
-    if tag_version(text) is None:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a release tag: write v and the version as ci/__init__.py holds it, MAJOR.MINOR.PATCH"
-            " (v0.2.0)"
-        )
-    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
             " section's text) are written."
         ),
     )
-    check.add_argument("--tag", required=True, type=_release_tag, help="the release's tag, v and its version (v0.2.0)")
+    # its form is checked after parsing, so that a workflow's `--tag "$TAG"` parses for the wiring tests too
+    check.add_argument("--tag", required=True, help="the release's tag, v and its version (v0.2.0)")
     check.add_argument(
         "--root", type=Path, default=Path("."), metavar="DIR", help="the checkout (default: the current directory)"
     )
@@ -82,9 +74,14 @@ def _read_release_files(root: Path) -> ReleaseFiles:
     )
 
 
-def _check(args: argparse.Namespace) -> ExitCode:
+def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> ExitCode:
     version = tag_version(args.tag)
-    assert version is not None  # _release_tag let only a release tag through
+    if version is None:
+        return fail(
+            f"--tag {args.tag!r} is not a release tag: write v and the version as {VERSION_FILE} holds it,"
+            " MAJOR.MINOR.PATCH (v0.2.0)",
+            parser,
+        )
     try:
         files = _read_release_files(args.root)
     except (OSError, UnicodeDecodeError) as exc:
@@ -116,8 +113,9 @@ def _check(args: argparse.Namespace) -> ExitCode:
 
 @guarded_command()
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return _check(args)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return _check(args, parser)
 
 
 if __name__ == "__main__":

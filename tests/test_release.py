@@ -193,11 +193,13 @@ def test_what_keeps_a_release_back_is_said_at_its_line_with_the_fix(
 
 
 @pytest.mark.parametrize("tag", ["0.2.0", "v0.2", "v0.2.0-rc.1", "v02.0.0", "release-0.2.0"])
-def test_a_tag_that_is_not_v_and_a_version_is_a_usage_error(capsys: pytest.CaptureFixture[str], tag: str) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        build_parser().parse_args(["check", "--tag", tag])
-    assert exit_.value.code == 2
-    assert f"argument --tag: {tag!r} is not a release tag: write v and the version" in capsys.readouterr().err
+def test_a_tag_that_is_not_v_and_a_version_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], tag: str
+) -> None:
+    status = main(["check", "--tag", tag, "--root", str(write_checkout(tmp_path))])
+    err = capsys.readouterr().err
+    assert status == 2 and err.startswith("usage: ")
+    assert f"[ERROR] --tag {tag!r} is not a release tag: write v and the version as ci/__init__.py holds it" in err
 
 
 def test_outside_a_checkout_the_check_says_where_to_run_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
