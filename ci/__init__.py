@@ -42,7 +42,7 @@ __all__ = [
     "split_pieces",
 ]
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # Loaded on first use, so that `python -m ci.run --help` (which imports this package first) stays fast.
 _HOMES = {
