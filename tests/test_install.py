@@ -35,6 +35,7 @@ NOT_SOURCE = {".git", ".venv", "build", "dist", "out", ".pytest_cache", ".ruff_c
 COMMANDS = [
     *["guide-guard", "guide-guard-rehearse", "guide-guard-monitor", "guide-guard-drift", "guide-guard-registry"],
     *["guide-guard-pre-commit", "guide-guard-job", "guide-guard-secrets", "guide-guard-runner-service"],
+    "guide-guard-release",
 ]
 
 
