@@ -70,10 +70,50 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="make every warning about a guide (a forgotten load, an orphan result...) a document error: exit 2, nothing run",
     )
+    _add_dialect_options(parser)
     _add_choice_options(parser)
     add_update_options(parser)
     add_resume_options(parser)
     return parser
+
+
+def _add_dialect_options(parser: argparse.ArgumentParser) -> None:
+    """How the guides are read: --dialect, and the plain dialects' limits by command kind (--timeout-rule)."""
+    from ci.core.settings import DIALECTS
+
+    parser.add_argument(
+        "--dialect",
+        choices=DIALECTS,
+        default="auto",
+        help=(
+            "how the guides are read (a guide's front matter ci.dialect wins): labels (the label contract), fences"
+            " (every ```shell fence runs), pycon (a ```pycon console session), auto (default: labels when any"
+            " label is there, else the one dialect whose fences are)"
+        ),
+    )
+    parser.add_argument(
+        "--timeout-rule",
+        dest="timeout_rules",
+        action="append",
+        default=[],
+        type=_timeout_rule,
+        metavar="TEXT=T",
+        help="fences and pycon: a block whose command holds TEXT gets limit T; repeatable, the first that matches wins",
+    )
+
+
+def _timeout_rule(text: str) -> Any:
+    """A --timeout-rule value (TEXT=T, split at the last `=`) as a TimeoutRule."""
+    from ci.core.model import TimeoutRule
+    from ci.core.settings import parse_duration
+
+    contains, separator, duration = text.rpartition("=")
+    if not separator or not contains:
+        raise argparse.ArgumentTypeError(f"{text!r} must read TEXT=T, e.g. 'cmake --build=2h'")
+    try:
+        return TimeoutRule(contains, parse_duration(duration))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from exc
 
 
 def _add_choice_options(parser: argparse.ArgumentParser) -> None:
@@ -132,9 +172,8 @@ def _load_plans(
     args: argparse.Namespace, preset: dict[str, str], timeout_s: float | None
 ) -> tuple[list[Plan], list[Any], list[tuple[str | None, Any]]]:
     """The plans, every document error, and every warning with the local path of its guide (for annotations)."""
+    from ci.core.dialects import plan_guide
     from ci.core.model import DocumentError
-    from ci.core.parse import parse_guide
-    from ci.core.plan import build_plan
     from ci.core.source import read_guide
 
     plans = []
@@ -145,8 +184,15 @@ def _load_plans(
         try:
             source = read_guide(name)
             local = os.path.abspath(source.local_path) if source.local_path else None
-            parsed = parse_guide(source.text, source.name)
-            plan = build_plan(parsed, preset_names=preset, default_timeout_s=timeout_s, source_path=local)
+            plan = plan_guide(
+                source.text,
+                source.name,
+                dialect=args.dialect,
+                preset_names=preset,
+                default_timeout_s=timeout_s,
+                timeout_rules=args.timeout_rules,
+                source_path=local,
+            )
         except DocumentError as error:
             problems.extend(error.problems)
             warnings.extend((local, warning) for warning in error.warnings)

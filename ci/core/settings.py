@@ -8,19 +8,22 @@ from typing import Any, TypeVar
 
 import yaml
 
-from ci.core.model import GuideSettings, Problem
+from ci.core.model import GuideSettings, Problem, TimeoutRule
 from ci.core.parse import ParsedGuide
 from ci.core.suggest import closest
 
 __all__ = [
     "DEFAULT_RETRY_DELAY_S",
+    "DIALECTS",
     "MAX_DURATION_S",
     "MAX_RETRY",
     "MAX_RETRY_DELAY_S",
     "guide_settings",
+    "parse_dialect",
     "parse_duration",
     "parse_retry",
     "parse_retry_delay",
+    "parse_timeout_rules",
 ]
 
 _FRONT_MATTER_KEYS = {
@@ -35,6 +38,8 @@ _FRONT_MATTER_KEYS = {
     "cleanup_timeout",
     "retry",
     "retry_delay",
+    "dialect",
+    "timeout_rules",
 }
 # the front-matter lists of text, with what an item is and an example for messages
 _TEXT_LISTS = {
@@ -44,6 +49,9 @@ _TEXT_LISTS = {
 }
 
 _T = TypeVar("_T")
+
+DIALECTS = ("auto", "labels", "fences", "pycon")  # how a guide is read: docs/authoring.md, "Other dialects"
+_RULE_EXAMPLE = '[{contains: "cmake --build", timeout: 2h}, {contains: curl, timeout: 15m}]'
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smh]?)\Z")
 _UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -100,6 +108,32 @@ def _list(names: Iterable[str]) -> str:
     return ", ".join(sorted(names))
 
 
+def parse_dialect(text: str) -> str:
+    """A dialect's name as written (one of DIALECTS); ValueError naming them otherwise."""
+    if text not in DIALECTS:
+        raise ValueError(f"unknown dialect {text!r}; use one of {', '.join(DIALECTS)}")
+    return text
+
+
+def parse_timeout_rules(value: object) -> tuple[TimeoutRule, ...]:
+    """Time-limit rules by command kind from a list of `{contains: TEXT, timeout: DURATION}` mappings, in order
+    (the first whose text the command holds wins); ValueError saying what is wrong and how to write it."""
+    if not isinstance(value, list):
+        raise ValueError(f"must be a list of {{contains, timeout}} mappings, e.g. {_RULE_EXAMPLE}")
+    rules = []
+    for index, item in enumerate(value, 1):
+        if not isinstance(item, dict) or set(item) != {"contains", "timeout"}:
+            raise ValueError(f"item {index} must hold exactly the keys contains and timeout, e.g. {_RULE_EXAMPLE}")
+        contains, timeout = item["contains"], item["timeout"]
+        if not isinstance(contains, str) or not contains:
+            raise ValueError(f"item {index}: contains must be a non-empty text (a piece of the command)")
+        try:
+            rules.append(TimeoutRule(contains, parse_duration(str(timeout))))
+        except ValueError as exc:
+            raise ValueError(f"item {index}: timeout: {exc}") from exc
+    return tuple(rules)
+
+
 def guide_settings(parsed: ParsedGuide) -> tuple[GuideSettings, list[Problem]]:
     """The settings of the front matter's `ci:` mapping (defaults without one), and every problem found in it."""
     reader = _Reader(parsed.file, parsed.front_matter_line)
@@ -123,6 +157,8 @@ def guide_settings(parsed: ParsedGuide) -> tuple[GuideSettings, list[Problem]]:
     cleanup_timeout_s = reader.duration(section, "cleanup_timeout")
     retry = reader.parsed(section, "retry", parse_retry)
     retry_delay_s = reader.parsed(section, "retry_delay", parse_retry_delay)
+    dialect = reader.parsed(section, "dialect", parse_dialect)
+    timeout_rules = reader.rules(section)
     settings = GuideSettings(
         timeout_s=timeout_s,
         error_markers=error_markers,
@@ -135,6 +171,8 @@ def guide_settings(parsed: ParsedGuide) -> tuple[GuideSettings, list[Problem]]:
         cleanup_timeout_s=cleanup_timeout_s,
         retry=retry,
         retry_delay_s=retry_delay_s,
+        dialect=dialect,
+        timeout_rules=timeout_rules,
     )
     return settings, reader.problems
 
@@ -204,6 +242,16 @@ class _Reader:
         except ValueError as exc:
             self.error(self.line_of(key), f"front matter ci.{key}: {exc}")
             return None
+
+    def rules(self, section: dict[Any, Any]) -> tuple[TimeoutRule, ...]:
+        """ci.timeout_rules read by parse_timeout_rules; () when not given or bad (a problem then)."""
+        if section.get("timeout_rules") is None:
+            return ()
+        try:
+            return parse_timeout_rules(section["timeout_rules"])
+        except ValueError as exc:
+            self.error(self.line_of("timeout_rules"), f"front matter ci.timeout_rules: {exc}")
+            return ()
 
     def markers(self, section: dict[Any, Any]) -> tuple[str, ...]:
         node = self.nodes.get("error_markers")
