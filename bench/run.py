@@ -23,12 +23,13 @@ import matching
 import memory
 import overhead
 import resume
+import search
 import startup
 import timeouts
 from common import REPO, CommandFailed, Section
 from report import RunData, summary_rows, summary_text, write_document
 
-BENCHMARKS = ("overhead", "matching", "memory", "timeouts", "startup", "resume")
+BENCHMARKS = ("overhead", "matching", "memory", "timeouts", "startup", "resume", "search")
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,9 @@ class Sizes:
     resume_scale: float  # of the resumed guide's sleeps
     resume_repeat: int
     resume_rehearsal_repeat: int  # rounds of the rehearsal resumed (0: the own guide only)
+    search_sizes: list[int]  # characters of output searched (the fences dialect)
+    search_repeat: int
+    search_regex_timeout_s: float
 
 
 FULL = Sizes(
@@ -74,6 +78,9 @@ FULL = Sizes(
     resume_scale=1.0,
     resume_repeat=3,
     resume_rehearsal_repeat=3,
+    search_sizes=[10_000, 100_000, 1_000_000, 10_000_000],
+    search_repeat=3,
+    search_regex_timeout_s=20.0,
 )
 
 QUICK = Sizes(
@@ -95,6 +102,9 @@ QUICK = Sizes(
     resume_scale=0.05,
     resume_repeat=1,
     resume_rehearsal_repeat=0,  # a round costs three rehearsals, about 40 s
+    search_sizes=[1000, 10_000],
+    search_repeat=1,
+    search_regex_timeout_s=5.0,
 )
 
 
@@ -141,6 +151,9 @@ def run_all(chosen: list[str], sizes: Sizes, data: RunData) -> None:
     def run_resume(section: Section) -> None:
         resume.run_resume(sizes.resume_scale, sizes.resume_repeat, section, sizes.resume_rehearsal_repeat)
 
+    def run_search(section: Section) -> None:
+        search.run_search(sizes.search_sizes, sizes.search_repeat, sizes.search_regex_timeout_s, section)
+
     steps: dict[str, Callable[[Section], None]] = {
         "overhead": run_overhead,
         "matching": run_matching,
@@ -148,6 +161,7 @@ def run_all(chosen: list[str], sizes: Sizes, data: RunData) -> None:
         "timeouts": run_timeouts,
         "startup": run_startup,
         "resume": run_resume,
+        "search": run_search,
     }
     for name in chosen:
         section = Section(name.capitalize())

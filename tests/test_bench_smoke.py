@@ -132,11 +132,11 @@ def test_run_all_quick_writes_the_document(tmp_path: Path) -> None:
     done = run_script("bench/run.py", "--quick", "--out-dir", str(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
-    for title in ("Overhead", "Matching", "Memory", "Timeouts", "Startup", "Resume", "Summary"):
+    for title in ("Overhead", "Matching", "Memory", "Timeouts", "Startup", "Resume", "Search", "Summary"):
         assert f"== {title}" in out, out
     summary = out[out.index("== Summary") :]
     assert "verdict" in summary
-    for benchmark in ("overhead", "matching", "memory", "timeouts", "startup", "resume"):
+    for benchmark in ("overhead", "matching", "memory", "timeouts", "startup", "resume", "search"):
         assert f"\n{benchmark} " in summary, summary
     document = (tmp_path / "performance.md").read_text(encoding="utf-8")
     assert "Quick run" in document
@@ -155,3 +155,17 @@ def test_run_all_rejects_unknown_benchmarks() -> None:
     done = run_script("bench/run.py", "--quick", "--only", "overhead,nothing")
     assert done.returncode == 2
     assert "choose from" in done.stderr
+
+
+def test_search_bench_runs_and_the_verdicts_agree() -> None:
+    done = run_script("bench/search.py", "--sizes", "1000,4000", "--repeat", "1", "--regex-timeout", "20")
+    assert done.returncode == 0, done.stdout + done.stderr
+    _, rows = table_rows(done.stdout, "case")
+    assert [(row[0], row[1]) for row in rows] == [
+        ("log", "1000"),
+        ("log", "4000"),
+        ("adversarial", "1000"),
+        ("adversarial", "4000"),
+    ], done.stdout
+    assert all(row[-1] == "same" for row in rows), done.stdout  # the reference's regex finds what ours finds
+    assert "growth exponent of ours (adversarial):" in done.stdout
