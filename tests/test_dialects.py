@@ -38,8 +38,8 @@ def test_the_compat_llama_cpp_guide_lists_the_steps_the_reference_parses(run_har
     for step, key in zip(steps, keys, strict=True):
         assert key in step["command"]
     plan = plan_guide(guide.read_text(encoding="utf-8"), str(guide))
-    for step, key in zip(plan.steps, keys, strict=True):
-        assert key in step.body
+    for planned, key in zip(plan.steps, keys, strict=True):
+        assert key in planned.body
     assert "export PATH=/usr/local/sbin:$PATH" in plan.steps[0].body
     assert plan.steps[1].body.strip() == "npu-smi info"
     assert " -v" in plan.steps[5].body
