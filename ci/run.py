@@ -83,8 +83,8 @@ def _add_dialect_options(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument(
         "--dialect",
-        choices=DIALECTS,
         default="auto",
+        metavar="{" + ",".join(DIALECTS) + "}",  # checked with the other usage problems (_combination_problem)
         help=(
             "how the guides are read (a guide's front matter ci.dialect wins): labels (the label contract), fences"
             " (every ```shell fence runs), pycon (a ```pycon console session), auto (default: labels when any"
@@ -252,7 +252,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _combination_problem(args: argparse.Namespace) -> str | None:
-    """Flags that do not go together, said before anything is read or run."""
+    """Flags that do not go together, or a value none can take, said before anything is read or run."""
+    from ci.core.settings import parse_dialect
+
+    try:
+        parse_dialect(args.dialect)
+    except ValueError as exc:
+        return f"--dialect: {exc}"
     if args.format is not None and not args.list:
         # without --list the whole guide would run, and print no plan: an hour of machine time for nothing
         return (

@@ -129,3 +129,18 @@ def test_a_pycon_output_that_differs_is_a_mismatch_and_a_search_not_found_too(gu
     assert run.returncode == 1 and "mismatch" in run.stdout.lower(), run.stdout
     run = guide_runner("```shell\necho version 1.2.3\n```\n```text\nversion 1.x.x\n```\n", name="other.md")
     assert run.returncode == 1, run.stdout
+
+
+def test_a_registry_entry_names_its_dialect_and_rules_checked_and_passed_to_the_matrix(
+    tmp_path: Path, run_harness: Harness
+) -> None:
+    registry = tmp_path / "guides.yaml"
+    guide = REPO / "docs" / "examples" / "fences.md"
+    entry = f"  - name: plain\n    guide: {guide}\n    dialect: fences\n    timeout_rules: [{{contains: echo, timeout: 2m}}]\n"
+    registry.write_text(f"defaults:\n  runner: [ubuntu-latest]\nguides:\n{entry}", encoding="utf-8")
+    assert run_harness(str(registry), "--check", module="ci.registry").returncode == 0
+    (row,) = json.loads(run_harness(str(registry), "--matrix", module="ci.registry").stdout)["include"]
+    assert (row["dialect"], row["timeout-rules"]) == ("fences", "echo=120")
+    registry.write_text(registry.read_text().replace("dialect: fences", "dialect: fence"), encoding="utf-8")
+    done = run_harness(str(registry), "--check", module="ci.registry")
+    assert done.returncode == 2 and "guides.yaml:6: entry 'plain': dialect: unknown dialect 'fence'" in done.stderr

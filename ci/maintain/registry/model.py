@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ci.core.model import TimeoutRule
+
 __all__ = [
     "BLOCK_HEADROOM_MINUTES",
     "DEADLINE_MARGIN_MINUTES",
@@ -46,6 +48,8 @@ MATRIX_KEYS = (
     "set",
     "only",
     "variables",
+    "dialect",
+    "timeout-rules",
 )
 
 
@@ -78,6 +82,8 @@ class Entry:
     set: tuple[tuple[str, str], ...] = ()  # --set NAME=VALUE, in order
     only: tuple[str, ...] = ()  # --only
     variables: str = ""  # PREFIX of repository variables that override runner, options and ref
+    dialect: str = "auto"  # how the guide is read: ci.run's --dialect
+    timeout_rules: tuple[TimeoutRule, ...] = ()  # limits by command kind for the plain dialects: --timeout-rule
     lines: Mapping[str, int] = field(default_factory=dict, compare=False)  # of each key given, defaults included
 
     def line_of(self, key: str) -> int:
@@ -107,6 +113,8 @@ class Entry:
             "set": "\n".join(f"{name}={value}" for name, value in self.set),
             "only": ",".join(self.only),
             "variables": self.variables,
+            "dialect": self.dialect,
+            "timeout-rules": "\n".join(f"{rule.contains}={rule.timeout_s:g}" for rule in self.timeout_rules),
         }
         assert tuple(row) == MATRIX_KEYS
         return row

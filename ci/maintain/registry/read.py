@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ci.core.model import Problem
+from ci.core.settings import parse_dialect, parse_timeout_rules
 from ci.maintain.registry.model import DEADLINE_MARGIN_MINUTES, GROUPS, UPSTREAM_SIGNALS, Entry, Upstream
 from ci.maintain.registry.yamllines import LinedList, LinedMap, YamlProblem, load_lined
 
@@ -28,6 +29,8 @@ ENTRY_KEYS = (
     "set",
     "only",
     "variables",
+    "dialect",
+    "timeout_rules",
 )
 UPSTREAM_KEYS = ("repo", "branch", "ref", "model", "model_revision", "signals")
 _PER_ENTRY = ("name", "guide")  # never a default
@@ -181,7 +184,18 @@ def _field(reader: _Reader, values: LinedMap, key: str, where: str) -> Any:
         return _timeout(reader, values, where)
     if key == "upstream":
         return _upstream(reader, values, where)
+    if key in ("dialect", "timeout_rules"):
+        return _how_read(reader, values, key, where)
     return _set_values(reader, values, where)
+
+
+def _how_read(reader: _Reader, values: LinedMap, key: str, where: str) -> Any:
+    """dialect and timeout_rules, read as ci.run's --dialect and a guide's ci.timeout_rules are; None after a problem."""
+    try:
+        return parse_dialect(str(values[key])) if key == "dialect" else parse_timeout_rules(values[key])
+    except ValueError as exc:
+        reader.error(values.line_of(key), f"{where}: {key}: {exc}")
+        return None
 
 
 def _entry(reader: _Reader, raw: object, line: int, defaults: LinedMap) -> Entry | None:
