@@ -45,6 +45,7 @@ def test_the_compat_llama_cpp_guide_lists_the_steps_the_reference_parses(run_har
     assert " -v" in plan.steps[5].body
     assert ["expected" in step for step in steps] == [False] * 4 + [True] * 2 + [False] * 2
     assert "CANN0" in steps[5]["expected"]
+    assert all(step["merge_streams"] for step in steps) and steps[5]["expected_search"]
     assert all(step["language"].startswith("shell") for step in steps)
 
 
