@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_dialect_options(parser: argparse.ArgumentParser) -> None:
     """How the guides are read: --dialect, and the plain dialects' limits by command kind (--timeout-rule)."""
-    from ci.core.settings import DIALECTS
+    from ci.core.kinds import DIALECTS
 
     parser.add_argument(
         "--dialect",
@@ -253,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _combination_problem(args: argparse.Namespace) -> str | None:
     """Flags that do not go together, or a value none can take, said before anything is read or run."""
-    from ci.core.settings import parse_dialect
+    from ci.core.kinds import parse_dialect
 
     try:
         parse_dialect(args.dialect)

@@ -2,28 +2,26 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import yaml
 
+from ci.core.durations import MAX_DURATION_S, parse_duration, shown_text
+from ci.core.kinds import parse_dialect, parse_timeout_rules
 from ci.core.model import GuideSettings, Problem, TimeoutRule
 from ci.core.parse import ParsedGuide
 from ci.core.suggest import closest
 
 __all__ = [
     "DEFAULT_RETRY_DELAY_S",
-    "DIALECTS",
     "MAX_DURATION_S",
     "MAX_RETRY",
     "MAX_RETRY_DELAY_S",
     "guide_settings",
-    "parse_dialect",
     "parse_duration",
     "parse_retry",
     "parse_retry_delay",
-    "parse_timeout_rules",
 ]
 
 _FRONT_MATTER_KEYS = {
@@ -50,26 +48,6 @@ _TEXT_LISTS = {
 
 _T = TypeVar("_T")
 
-DIALECTS = ("auto", "labels", "fences", "pycon")  # how a guide is read: docs/authoring.md, "Other dialects"
-_RULE_EXAMPLE = '[{contains: "cmake --build", timeout: 2h}, {contains: curl, timeout: 15m}]'
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smh]?)\Z")
-_UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
-MAX_DURATION_S = 7 * 24 * 3600.0  # the longest time limit: a week is longer than any guide's run or CI job
-
-
-def parse_duration(text: str) -> float:
-    """Seconds from `90`, `30s`, `10m`, `3h` (decimals allowed), at most MAX_DURATION_S; ValueError otherwise."""
-    found = _DURATION.match(str(text).strip())
-    if not found or float(found.group(1)) <= 0:
-        raise ValueError(f"bad duration {_shown(text)}: use seconds (90) or a unit: 30s, 10m, 3h")
-    seconds = float(found.group(1)) * _UNIT_S[found.group(2)]
-    # `not <=` also refuses infinity, which 400 digits become and which no JSON report can hold
-    if not seconds <= MAX_DURATION_S:
-        raise ValueError(f"duration {_shown(text)} is over the maximum of 7 days: give at most 168h")
-    return seconds
-
-
 MAX_RETRY = 10  # the most retries a block may have: a step that fails eleven times in a row is broken, not flaky
 DEFAULT_RETRY_DELAY_S = 10.0  # the pause before a retry unless retry_delay= says: long enough for a network blip
 MAX_RETRY_DELAY_S = 3600.0  # the longest pause before a retry: an hour
@@ -79,10 +57,10 @@ def parse_retry(text: str) -> int:
     """How many retries `retry="N"` asks for: a whole number from 0 to MAX_RETRY; ValueError otherwise."""
     written = str(text).strip()
     if not written.isdecimal() or not written.isascii():
-        raise ValueError(f"bad number of retries {_shown(text)}: give a whole number from 0 to {MAX_RETRY}, e.g. 2")
+        raise ValueError(f"bad number of retries {shown_text(text)}: give a whole number from 0 to {MAX_RETRY}, e.g. 2")
     if int(written) > MAX_RETRY:
         raise ValueError(
-            f"{_shown(text)} retries is over the maximum of {MAX_RETRY}: a step that fails that often is broken,"
+            f"{shown_text(text)} retries is over the maximum of {MAX_RETRY}: a step that fails that often is broken,"
             " not flaky; give at most 10"
         )
     return int(written)
@@ -94,44 +72,12 @@ def parse_retry_delay(text: str) -> float:
         return 0.0
     seconds = parse_duration(text)
     if seconds > MAX_RETRY_DELAY_S:
-        raise ValueError(f"retry delay {_shown(text)} is over the maximum of an hour: give at most 60m")
+        raise ValueError(f"retry delay {shown_text(text)} is over the maximum of an hour: give at most 60m")
     return seconds
-
-
-def _shown(text: str) -> str:
-    """TEXT quoted for a message, its middle left out when long (a 400-digit number is no help to read)."""
-    shown = repr(str(text))
-    return shown if len(shown) <= 40 else f"{shown[:18]}...{shown[-18:]}"
 
 
 def _list(names: Iterable[str]) -> str:
     return ", ".join(sorted(names))
-
-
-def parse_dialect(text: str) -> str:
-    """A dialect's name as written (one of DIALECTS); ValueError naming them otherwise."""
-    if text not in DIALECTS:
-        raise ValueError(f"unknown dialect {text!r}; use one of {', '.join(DIALECTS)}")
-    return text
-
-
-def parse_timeout_rules(value: object) -> tuple[TimeoutRule, ...]:
-    """Time-limit rules by command kind from a list of `{contains: TEXT, timeout: DURATION}` mappings, in order
-    (the first whose text the command holds wins); ValueError saying what is wrong and how to write it."""
-    if not isinstance(value, list):
-        raise ValueError(f"must be a list of {{contains, timeout}} mappings, e.g. {_RULE_EXAMPLE}")
-    rules = []
-    for index, item in enumerate(value, 1):
-        if not isinstance(item, dict) or set(item) != {"contains", "timeout"}:
-            raise ValueError(f"item {index} must hold exactly the keys contains and timeout, e.g. {_RULE_EXAMPLE}")
-        contains, timeout = item["contains"], item["timeout"]
-        if not isinstance(contains, str) or not contains:
-            raise ValueError(f"item {index}: contains must be a non-empty text (a piece of the command)")
-        try:
-            rules.append(TimeoutRule(contains, parse_duration(str(timeout))))
-        except ValueError as exc:
-            raise ValueError(f"item {index}: timeout: {exc}") from exc
-    return tuple(rules)
 
 
 def guide_settings(parsed: ParsedGuide) -> tuple[GuideSettings, list[Problem]]:

@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ci.core.kinds import parse_dialect, parse_timeout_rules
 from ci.core.model import Problem
-from ci.core.settings import parse_dialect, parse_timeout_rules
 from ci.maintain.registry.model import DEADLINE_MARGIN_MINUTES, GROUPS, UPSTREAM_SIGNALS, Entry, Upstream
 from ci.maintain.registry.yamllines import LinedList, LinedMap, YamlProblem, load_lined
 
