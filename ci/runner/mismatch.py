@@ -78,12 +78,19 @@ def _not_found(result_line: int, expected: str) -> MatchReport:
     )
 
 
-def mismatch_message(report: MatchReport, masker: Masker) -> str:
-    """The verdict's line: the expected line blamed, and what the output does there.
+def mismatch_message(report: MatchReport, masker: Masker, *, searched: bool = False) -> str:
+    """The verdict's line: the expected line blamed, and what the output does there (SEARCHED: the expected text was
+    searched for anywhere in the output, and the line blamed is where the output first departs from it).
 
     Lines are masked before they are quoted: quoting escapes a backslash in a
     secret, which the reporters' masking would then no longer find.
     """
+    if searched:
+        found = _quoted(report.first_unmatched_text, masker)
+        return (
+            f"the expected output is nowhere in the output (stdout and stderr together); its line"
+            f" {report.first_unmatched_line}, {found}, is where the output first departs from it"
+        )
     line = report.first_unmatched_line
     expected = _quoted(report.first_unmatched_text, masker)
     if report.divergence is Divergence.MISSING:
