@@ -145,3 +145,20 @@ def test_a_registry_entry_names_its_dialect_and_rules_checked_and_passed_to_the_
     registry.write_text(registry.read_text().replace("dialect: fences", "dialect: fence"), encoding="utf-8")
     done = run_harness(str(registry), "--check", module="ci.registry")
     assert done.returncode == 2 and "guides.yaml:6: entry 'plain': dialect: unknown dialect 'fence'" in done.stderr
+
+
+def test_a_reference_shaped_console_session_runs_as_one_program_and_checks_only_its_exit(tmp_path: Path) -> None:
+    # the reference's shape: imports, a bare >>>, a call continued over `... ` lines, a last print with no output
+    session = (
+        "```pycon\n>>> import os\n>>>\n>>> joined = os.path.join(\n...     'a',\n...     'b',\n... )\n"
+        ">>> print(joined)\n```\n"
+    )
+    (step,) = plan_guide(session, "g.md").steps
+    assert step.expected is None and step.language.value == "python"
+    done = subprocess.run([sys.executable, "-c", step.body], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "a/b\n"), done.stderr
+    failing = plan_guide("```pycon\n>>> 1 / 0\n```\n", "g.md").steps[0]
+    done = subprocess.run(
+        [sys.executable, "-c", failing.body], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1 and 'File "g.md:2"' in done.stderr and "ZeroDivisionError" in done.stderr

@@ -68,7 +68,7 @@ def plan_fences(
                 id=None,
                 store=None,
                 language=Language.SHELL,
-                language_word=" ".join((fence.language, *fence.markers)),
+                language_word=fence.language,  # `skip` is told by skip_reason
                 body=fence.body,
                 file=file,
                 line=fence.line,
