@@ -15,6 +15,8 @@ from ci.cli import ConsoleGuard, ExitCode, command_parser, fail, print_error, ru
 from ci.core.text import plural
 from ci.report_paths import report_path_problem
 from ci.resume import RESUME_EXIT_STATUS, add_resume_options, resume_usage_problem
+from ci.run_dialects import add_dialect_options
+from ci.run_secrets import add_secret_options, missing_secrets, take_secret_names
 from ci.run_update import UPDATE_EXIT_STATUS, UpdateAfterRun, add_update_options, update_from_run, update_usage_problem
 
 if TYPE_CHECKING:
@@ -70,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="make every warning about a guide (a forgotten load, an orphan result...) a document error: exit 2, nothing run",
     )
+    add_dialect_options(parser)
+    add_secret_options(parser)
     _add_choice_options(parser)
     add_update_options(parser)
     add_resume_options(parser)
@@ -96,16 +100,6 @@ def _add_choice_options(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME",
         help="also mask this variable's value in every report (names ending in _TOKEN, _SECRET or _KEY, or holding PASSWORD, are masked anyway)",
-    )
-    parser.add_argument(
-        "--secret",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help=(
-            "the blocks need the secret variable NAME: it is masked in every report as --mask-env masks, and"
-            " an unset or empty one is a warning (an error under --strict); repeatable, or names separated by commas"
-        ),
     )
     parser.add_argument(
         "--mask-files",
@@ -142,9 +136,8 @@ def _load_plans(
     args: argparse.Namespace, preset: dict[str, str], timeout_s: float | None
 ) -> tuple[list[Plan], list[Any], list[tuple[str | None, Any]]]:
     """The plans, every document error, and every warning with the local path of its guide (for annotations)."""
+    from ci.core.dialects import plan_guide
     from ci.core.model import DocumentError
-    from ci.core.parse import parse_guide
-    from ci.core.plan import build_plan
     from ci.core.source import read_guide
 
     plans = []
@@ -155,8 +148,15 @@ def _load_plans(
         try:
             source = read_guide(name)
             local = os.path.abspath(source.local_path) if source.local_path else None
-            parsed = parse_guide(source.text, source.name)
-            plan = build_plan(parsed, preset_names=preset, default_timeout_s=timeout_s, source_path=local)
+            plan = plan_guide(
+                source.text,
+                source.name,
+                dialect=args.dialect,
+                preset_names=preset,
+                default_timeout_s=timeout_s,
+                timeout_rules=args.timeout_rules,
+                source_path=local,
+            )
         except DocumentError as error:
             problems.extend(error.problems)
             warnings.extend((local, warning) for warning in error.warnings)
@@ -216,7 +216,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _combination_problem(args: argparse.Namespace) -> str | None:
-    """Flags that do not go together, said before anything is read or run."""
+    """Flags that do not go together, or a value none can take, said before anything is read or run."""
+    from ci.core.kinds import parse_dialect
+
+    try:
+        parse_dialect(args.dialect)
+    except ValueError as exc:
+        return f"--dialect: {exc}"
     if args.format is not None and not args.list:
         # without --list the whole guide would run, and print no plan: an hour of machine time for nothing
         return (
@@ -232,7 +238,7 @@ def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> 
     parser = build_parser()
     args = parser.parse_args(argv)
     console.closed_pipe_is_normal = args.list  # `--list | head -1` ends quietly
-    usage = _combination_problem(args) or _take_secret_names(args)
+    usage = _combination_problem(args) or take_secret_names(args)
     if usage:
         return fail(usage, parser)
     if args.from_run:
@@ -240,7 +246,7 @@ def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> 
     settings = _settings(args, started)
     if isinstance(settings, str):
         return fail(settings, parser)
-    if _missing_secrets(args.secret, args.strict, settings.github):
+    if missing_secrets(args.secret, args.strict, settings.github):
         return ExitCode.USAGE
     update = UpdateAfterRun.take(args) if args.update else None  # the guides as they are before the run reads them
     if isinstance(update, list):
@@ -329,38 +335,6 @@ def _print_document_errors(problems: Sequence[Problem], source_paths: dict[str, 
     if github:
         for text in problem_annotations(problems, source_paths):
             print(text, file=sys.stderr)
-
-
-def _take_secret_names(args: argparse.Namespace) -> str | None:
-    """--secret: the names checked, split at commas, and masked as --mask-env names are; what is wrong, if anything."""
-    from ci.core.secrets import secret_name_problem, split_names
-
-    args.secret = [name for given in args.secret for name in split_names(given)]
-    problem = next(filter(None, map(secret_name_problem, args.secret)), None)
-    if problem:
-        return f"--secret: {problem}"
-    args.mask_env = [*args.mask_env, *args.secret]
-    return None
-
-
-def _missing_secrets(names: Sequence[str], strict: bool, github: bool) -> bool:
-    """Say each secret of --secret that the environment lacks or leaves empty: a warning, or under --strict an
-    error; whether the run stops for them (--strict)."""
-    from ci.core.secrets import missing_secret_message
-    from ci.report.github import annotation, command_safe
-
-    missing = [name for name in dict.fromkeys(names) if not os.environ.get(name)]
-    for name in missing:
-        message = missing_secret_message(name)
-        if strict:
-            print_error(message)
-        else:
-            print(command_safe(f"warning: {message}", github), file=sys.stderr)
-        if github:
-            print(annotation("error" if strict else "warning", None, 0, "secret missing", message), file=sys.stderr)
-    if missing and strict:
-        print_error("--strict: a missing secret is an error; nothing was run")
-    return bool(missing) and strict
 
 
 def _output_problem(args: argparse.Namespace) -> str | None:

@@ -14,7 +14,7 @@ from typing import NoReturn
 
 import pytest
 
-__all__ = ["COMPAT_ENV", "REQUIRE_ENV", "compat_dir", "unavailable"]
+__all__ = ["COMPAT_ENV", "REQUIRE_ENV", "compat_dir", "fence_guides_dir", "unavailable"]
 
 REPO = Path(__file__).resolve().parents[1]
 REQUIRE_ENV = "GUIDE_GUARD_REQUIRE_EXTERNAL"
@@ -39,5 +39,16 @@ def compat_dir() -> Path:
         unavailable(
             f"the third-party guide corpus is not here ({where} is not a directory)",
             f"Point {COMPAT_ENV} at a directory holding the compatibility guides (CI uses ../shared/compat/guides).",
+        )
+    return directory
+
+
+def fence_guides_dir() -> Path:
+    """The guides in the plain-fence dialect: `fences/` beside the compatibility guides (skipped as they are)."""
+    directory = compat_dir().parent / "fences"
+    if not directory.is_dir():
+        unavailable(
+            f"the plain-fence guides are not here ({directory} is not a directory)",
+            f"Point {COMPAT_ENV} at the compatibility guides, with fences/ beside them.",
         )
     return directory

@@ -622,7 +622,8 @@ def test_front_matter_cleanup_is_read_and_its_errors_name_their_lines() -> None:
         (
             5,
             "front matter: unknown key ci.clean_up; did you mean ci.cleanup? allowed: cleanup, cleanup_timeout,"
-            " collect, diagnostics, diagnostics_timeout, env, error_markers, retry, retry_delay, timeout, upstream",
+            " collect, diagnostics, diagnostics_timeout, dialect, env, error_markers, retry, retry_delay, timeout,"
+            " timeout_rules, upstream",
         ),
     ]
 
@@ -833,7 +834,7 @@ ONE_MISTAKE_CASES: list[tuple[str, str, str]] = [
         "misspelt-front-matter-key",
         "---\nci:\n  timout: 1h\n---\n" + block("shell #test-setup"),
         "3: front matter: unknown key ci.timout; did you mean ci.timeout? "
-        "allowed: cleanup, cleanup_timeout, collect, diagnostics, diagnostics_timeout, env, error_markers, retry, retry_delay, timeout, upstream",
+        "allowed: cleanup, cleanup_timeout, collect, diagnostics, diagnostics_timeout, dialect, env, error_markers, retry, retry_delay, timeout, timeout_rules, upstream",
     ),
 ]
 

@@ -109,9 +109,11 @@ def test_unknown_keys_are_named_with_the_key_they_may_mean(tmp_path: Path, capsy
     found = errors(err)
     assert found[:4] == [
         f"{registry}:3: unknown key 'timout_minutes' in defaults; did you mean timeout_minutes? (allowed: runner,"
-        " image, container_options, timeout_minutes, schedule, monitor, upstream, set, only, variables, secrets)",
+        " image, container_options, timeout_minutes, schedule, monitor, upstream, set, only, variables, secrets,"
+        " dialect, timeout_rules)",
         f"{registry}:7: unknown key 'shedule' in entry 'ok'; did you mean schedule? (allowed: name, guide, runner,"
-        " image, container_options, timeout_minutes, schedule, monitor, upstream, set, only, variables, secrets)",
+        " image, container_options, timeout_minutes, schedule, monitor, upstream, set, only, variables, secrets,"
+        " dialect, timeout_rules)",
         f"{registry}:8: unknown key 'signal' in entry 'ok''s upstream; did you mean signals? (allowed: repo,"
         " branch, ref, model, model_revision, signals)",
         f"{registry}:9: unknown key 'gudes' in the registry; did you mean guides? (allowed: defaults, guides)",
@@ -413,6 +415,8 @@ def test_the_matrix_of_each_group(tmp_path: Path, capsys: pytest.CaptureFixture[
         "only": "hello",
         "variables": "NIGHT",
         "secrets": "HF_TOKEN MODELSCOPE_API_TOKEN",
+        "dialect": "auto",
+        "timeout-rules": "",
     }
     _, out, _ = run(capsys, str(registry), "--matrix", "--group", "weekly")
     [week] = json.loads(out)["include"]

@@ -22,6 +22,7 @@ __all__ = [
     "Status",
     "Step",
     "StepIdentity",
+    "TimeoutRule",
     "naming",
     "naming_words",
 ]
@@ -136,6 +137,9 @@ class Expected:
     fuzzy: tuple[str, ...]  # wildcard tokens in effect; () with disable_fuzzy
     loads: tuple[Load, ...]  # substitutions applied to the body before matching
     line: int  # 1-based line of the result's opening fence
+    # True: the body is searched for anywhere in the output (the fences dialect's expected text) instead of
+    # matched against the whole of it; False for the label contract's #test-result
+    search: bool = False
 
 
 class StepIdentity(TypedDict):
@@ -174,6 +178,9 @@ class Step:
     retry: int = 0  # resolved (block, else front matter): attempts after a first that failed or timed out
     retry_delay_s: float = 0.0  # resolved: the pause before each further attempt
     rerun_on_resume: bool = False  # the rerun_on_resume flag: a resumed run runs it again even though it passed
+    # True: the block's stderr goes to its stdout file, interleaved as written (the fences dialect checks both
+    # streams merged); False for the label contract, which keeps the two apart
+    merge_streams: bool = False
 
     @property
     def name(self) -> str:
@@ -206,6 +213,14 @@ class Step:
 
 
 @dataclass(frozen=True)
+class TimeoutRule:
+    """One time-limit rule by command kind: a block whose command holds `contains` gets `timeout_s`."""
+
+    contains: str  # a piece of the command as written (`cmake --build`)
+    timeout_s: float  # the block's limit when this is the first rule its command matches
+
+
+@dataclass(frozen=True)
 class GuideSettings:
     """Guide-wide settings from the front matter's `ci:` mapping."""
 
@@ -220,6 +235,8 @@ class GuideSettings:
     cleanup_timeout_s: float | None = None  # each cleanup command's limit; None: the harness's default
     retry: int | None = None  # ci.retry: every runnable block's retries unless it gives its own; None: 0
     retry_delay_s: float | None = None  # ci.retry_delay: the pause before each; None: DEFAULT_RETRY_DELAY_S
+    dialect: str | None = None  # ci.dialect: how the guide is read (labels, fences, pycon, auto); None: not said
+    timeout_rules: tuple[TimeoutRule, ...] = ()  # ci.timeout_rules: a block's limit by what its command holds
 
 
 @dataclass(frozen=True)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import yaml
 
-from ci.core.model import GuideSettings, Problem
+from ci.core.durations import MAX_DURATION_S, parse_duration, shown_text
+from ci.core.kinds import parse_dialect, parse_timeout_rules
+from ci.core.model import GuideSettings, Problem, TimeoutRule
 from ci.core.parse import ParsedGuide
 from ci.core.suggest import closest
 
@@ -35,6 +36,8 @@ _FRONT_MATTER_KEYS = {
     "cleanup_timeout",
     "retry",
     "retry_delay",
+    "dialect",
+    "timeout_rules",
 }
 # the front-matter lists of text, with what an item is and an example for messages
 _TEXT_LISTS = {
@@ -45,23 +48,6 @@ _TEXT_LISTS = {
 
 _T = TypeVar("_T")
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smh]?)\Z")
-_UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
-MAX_DURATION_S = 7 * 24 * 3600.0  # the longest time limit: a week is longer than any guide's run or CI job
-
-
-def parse_duration(text: str) -> float:
-    """Seconds from `90`, `30s`, `10m`, `3h` (decimals allowed), at most MAX_DURATION_S; ValueError otherwise."""
-    found = _DURATION.match(str(text).strip())
-    if not found or float(found.group(1)) <= 0:
-        raise ValueError(f"bad duration {_shown(text)}: use seconds (90) or a unit: 30s, 10m, 3h")
-    seconds = float(found.group(1)) * _UNIT_S[found.group(2)]
-    # `not <=` also refuses infinity, which 400 digits become and which no JSON report can hold
-    if not seconds <= MAX_DURATION_S:
-        raise ValueError(f"duration {_shown(text)} is over the maximum of 7 days: give at most 168h")
-    return seconds
-
-
 MAX_RETRY = 10  # the most retries a block may have: a step that fails eleven times in a row is broken, not flaky
 DEFAULT_RETRY_DELAY_S = 10.0  # the pause before a retry unless retry_delay= says: long enough for a network blip
 MAX_RETRY_DELAY_S = 3600.0  # the longest pause before a retry: an hour
@@ -71,10 +57,10 @@ def parse_retry(text: str) -> int:
     """How many retries `retry="N"` asks for: a whole number from 0 to MAX_RETRY; ValueError otherwise."""
     written = str(text).strip()
     if not written.isdecimal() or not written.isascii():
-        raise ValueError(f"bad number of retries {_shown(text)}: give a whole number from 0 to {MAX_RETRY}, e.g. 2")
+        raise ValueError(f"bad number of retries {shown_text(text)}: give a whole number from 0 to {MAX_RETRY}, e.g. 2")
     if int(written) > MAX_RETRY:
         raise ValueError(
-            f"{_shown(text)} retries is over the maximum of {MAX_RETRY}: a step that fails that often is broken,"
+            f"{shown_text(text)} retries is over the maximum of {MAX_RETRY}: a step that fails that often is broken,"
             " not flaky; give at most 10"
         )
     return int(written)
@@ -86,14 +72,8 @@ def parse_retry_delay(text: str) -> float:
         return 0.0
     seconds = parse_duration(text)
     if seconds > MAX_RETRY_DELAY_S:
-        raise ValueError(f"retry delay {_shown(text)} is over the maximum of an hour: give at most 60m")
+        raise ValueError(f"retry delay {shown_text(text)} is over the maximum of an hour: give at most 60m")
     return seconds
-
-
-def _shown(text: str) -> str:
-    """TEXT quoted for a message, its middle left out when long (a 400-digit number is no help to read)."""
-    shown = repr(str(text))
-    return shown if len(shown) <= 40 else f"{shown[:18]}...{shown[-18:]}"
 
 
 def _list(names: Iterable[str]) -> str:
@@ -123,6 +103,8 @@ def guide_settings(parsed: ParsedGuide) -> tuple[GuideSettings, list[Problem]]:
     cleanup_timeout_s = reader.duration(section, "cleanup_timeout")
     retry = reader.parsed(section, "retry", parse_retry)
     retry_delay_s = reader.parsed(section, "retry_delay", parse_retry_delay)
+    dialect = reader.parsed(section, "dialect", parse_dialect)
+    timeout_rules = reader.rules(section)
     settings = GuideSettings(
         timeout_s=timeout_s,
         error_markers=error_markers,
@@ -135,6 +117,8 @@ def guide_settings(parsed: ParsedGuide) -> tuple[GuideSettings, list[Problem]]:
         cleanup_timeout_s=cleanup_timeout_s,
         retry=retry,
         retry_delay_s=retry_delay_s,
+        dialect=dialect,
+        timeout_rules=timeout_rules,
     )
     return settings, reader.problems
 
@@ -204,6 +188,16 @@ class _Reader:
         except ValueError as exc:
             self.error(self.line_of(key), f"front matter ci.{key}: {exc}")
             return None
+
+    def rules(self, section: dict[Any, Any]) -> tuple[TimeoutRule, ...]:
+        """ci.timeout_rules read by parse_timeout_rules; () when not given or bad (a problem then)."""
+        if section.get("timeout_rules") is None:
+            return ()
+        try:
+            return parse_timeout_rules(section["timeout_rules"])
+        except ValueError as exc:
+            self.error(self.line_of("timeout_rules"), f"front matter ci.timeout_rules: {exc}")
+            return ()
 
     def markers(self, section: dict[Any, Any]) -> tuple[str, ...]:
         node = self.nodes.get("error_markers")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from ci.core.model import Plan
+from collections.abc import Sequence
+
+from ci.core.dialects import chosen_dialect, plan_guide
+from ci.core.model import Plan, TimeoutRule
 from ci.core.parse import ParsedGuide, parse_guide
 from ci.core.plan import block_loads, build_plan
 
@@ -14,7 +17,22 @@ def loaded_names(parsed: ParsedGuide) -> set[str]:
     return {load.name for block in parsed.blocks for load in block_loads(block)}
 
 
-def plan_without_running(text: str, name: str, *, source_path: str | None = None) -> Plan:
-    """The guide's plan when no block runs to store what others load; DocumentError as build_plan raises it."""
+def plan_without_running(
+    text: str,
+    name: str,
+    *,
+    source_path: str | None = None,
+    dialect: str = "labels",
+    timeout_rules: Sequence[TimeoutRule] = (),
+) -> Plan:
+    """The guide's plan when no block runs to store what others load; DocumentError as build_plan raises it.
+
+    DIALECT and TIMEOUT_RULES as ci.run takes them (a registry entry's); `<UPSTREAM_REF>` counts as given.
+    """
     parsed = parse_guide(text, name)
-    return build_plan(parsed, preset_names=loaded_names(parsed), source_path=source_path)
+    if chosen_dialect(parsed, text.split("\n"), dialect) == "labels":
+        return build_plan(parsed, preset_names=loaded_names(parsed), source_path=source_path)
+    preset = {*loaded_names(parsed), "UPSTREAM_REF"}
+    return plan_guide(
+        text, name, dialect=dialect, preset_names=preset, timeout_rules=timeout_rules, source_path=source_path
+    )

@@ -127,6 +127,10 @@ def _plan_entries(plans: Sequence[Plan], listing: PlanListing) -> list[dict[str,
                 entry["fuzzy"] = list(step.expected.fuzzy)
                 entry["expected_line"] = step.expected.line
                 entry["expected_loads"] = [[load.name, load.placeholder] for load in step.expected.loads]
+                if step.expected.search:  # the plain-fence dialect: found anywhere in the output, not matched whole
+                    entry["expected_search"] = True
+            if step.merge_streams:
+                entry["merge_streams"] = True
             entries.append(entry)
     return entries
 

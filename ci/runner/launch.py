@@ -45,13 +45,15 @@ def _start(step: Step, command: str, context: StepContext, by_file: bool) -> Blo
         with os.fdopen(descriptor, "wb") as body:
             body.write(os.fsencode(command))
     choices = launches(step.language, command, from_file)
+    # merged streams: one descriptor for both, so what the block writes to each lands in its order, in one file
+    stderr_target = stdout_path if step.merge_streams else stderr_path
     for launch in choices:
         try:
             return context.supervisor.start(
                 launch.argv,
                 env=context.env,
                 stdout=context.output_files.descriptor(stdout_path),
-                stderr=context.output_files.descriptor(stderr_path),
+                stderr=context.output_files.descriptor(stderr_target),
                 block_name=step.name,
                 block_tag=context.tag(step),
                 stdin_path=launch.stdin_path,

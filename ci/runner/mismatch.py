@@ -10,6 +10,7 @@ from ci.core.files import write_atomically
 from ci.core.model import Step
 from ci.core.outcome import Divergence, MatchReport
 from ci.core.placeholders import written_line
+from ci.core.search import search_file
 from ci.core.text import Masker, hidden_characters, masked_to_show_hidden, plural
 from ci.core.visible import invisible_characters, looks_alike
 
@@ -37,9 +38,14 @@ def mismatch_report(
     """
     assert step.expected is not None, "only a #test with a #test-result is matched"
     tokens = step.expected.fuzzy
-    examined = examine_file(str(stdout_path), expected, tokens, masker=masker)  # the whole output, streamed
-    if examined is None:
+    if step.expected.search and search_file(str(stdout_path), expected):  # found anywhere: the search's verdict
         return None
+    # the whole output, streamed; for a search not found, the view of where the output first departs from it
+    examined = examine_file(str(stdout_path), expected, tokens, masker=masker)
+    if examined is None:
+        if not step.expected.search:
+            return None
+        return _not_found(step.expected.line, expected)
     guide_line = step.expected.line + written_line(step.expected.body, values, examined.blame.line)
     report = explain_mismatch(examined, expected, tokens, guide_line=guide_line, masker=masker)
     if not report.expected_tail:
@@ -53,12 +59,38 @@ def mismatch_report(
     return dataclasses.replace(report, expected_path=str(path))
 
 
-def mismatch_message(report: MatchReport, masker: Masker) -> str:
-    """The verdict's line: the expected line blamed, and what the output does there.
+def _not_found(result_line: int, expected: str) -> MatchReport:
+    """The report of an expected text searched for and not found, where the whole output matched it as a body
+    (the search reads its placeholders more strictly): its first line is blamed."""
+    first = expected.split("\n", 1)[0]
+    return MatchReport(
+        first_unmatched_line=1,
+        first_unmatched_text=first,
+        guide_line=result_line + 1,
+        divergence=Divergence.DIFFERS,
+        actual_line="",
+        more_lines=0,
+        actual_line_hidden=None,
+        diff=f"-{first}",
+        expected_head=expected,
+        expected_tail="",
+        expected_lines=expected.count("\n") + 1,
+    )
+
+
+def mismatch_message(report: MatchReport, masker: Masker, *, searched: bool = False) -> str:
+    """The verdict's line: the expected line blamed, and what the output does there (SEARCHED: the expected text was
+    searched for anywhere in the output, and the line blamed is where the output first departs from it).
 
     Lines are masked before they are quoted: quoting escapes a backslash in a
     secret, which the reporters' masking would then no longer find.
     """
+    if searched:
+        found = _quoted(report.first_unmatched_text, masker)
+        return (
+            f"the expected output is nowhere in the output (stdout and stderr together); its line"
+            f" {report.first_unmatched_line}, {found}, is where the output first departs from it"
+        )
     line = report.first_unmatched_line
     expected = _quoted(report.first_unmatched_text, masker)
     if report.divergence is Divergence.MISSING:

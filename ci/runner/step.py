@@ -324,7 +324,8 @@ def _verdict(
         )
         if report is None:
             return observed.result(step, Status.PASSED, "output matched")
-        return observed.result(step, Status.MISMATCH, mismatch_message(report, context.masker), match=report)
+        message = mismatch_message(report, context.masker, searched=step.expected.search)
+        return observed.result(step, Status.MISMATCH, message, match=report)
     if step.store:
         value, shown, note = read_stored(stdout_path, context.stem(step), context.masker, within=context.output_dir)
         stored[step.store] = value

@@ -44,7 +44,13 @@ def _plan(entry: Entry, base: Path) -> tuple[Plan | None, list[tuple[str, str]]]
         reason = getattr(exc, "strerror", None) or exc
         return None, [("guide", f"cannot read the guide {entry.guide} (in {base}): {reason}")]
     try:
-        plan = plan_without_running(text.removeprefix("\ufeff"), entry.guide, source_path=str(path))
+        plan = plan_without_running(
+            text.removeprefix("\ufeff"),
+            entry.guide,
+            source_path=str(path),
+            dialect=entry.dialect,
+            timeout_rules=entry.timeout_rules,
+        )
     except DocumentError as error:
         return None, [("guide", f"the guide does not parse: {problem}") for problem in error.problems]
     return plan, [("guide", f"the guide checks nothing: {p.message}") for p in guides_without_blocks([plan])]

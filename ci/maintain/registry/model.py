@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ci.core.model import TimeoutRule
+
 __all__ = [
     "BLOCK_HEADROOM_MINUTES",
     "DEADLINE_MARGIN_MINUTES",
@@ -47,6 +49,8 @@ MATRIX_KEYS = (
     "only",
     "variables",
     "secrets",
+    "dialect",
+    "timeout-rules",
 )
 
 
@@ -80,6 +84,8 @@ class Entry:
     only: tuple[str, ...] = ()  # --only
     variables: str = ""  # PREFIX of repository variables that override runner, options and ref
     secrets: tuple[str, ...] = ()  # the secrets its blocks get besides HF_TOKEN (variable names), in order
+    dialect: str = "auto"  # how the guide is read: ci.run's --dialect
+    timeout_rules: tuple[TimeoutRule, ...] = ()  # limits by command kind for the plain dialects: --timeout-rule
     lines: Mapping[str, int] = field(default_factory=dict, compare=False)  # of each key given, defaults included
 
     def line_of(self, key: str) -> int:
@@ -110,6 +116,8 @@ class Entry:
             "only": ",".join(self.only),
             "variables": self.variables,
             "secrets": " ".join(self.secrets),
+            "dialect": self.dialect,
+            "timeout-rules": "\n".join(f"{rule.contains}={rule.timeout_s:g}" for rule in self.timeout_rules),
         }
         assert tuple(row) == MATRIX_KEYS
         return row

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ci.core.kinds import parse_dialect, parse_timeout_rules
 from ci.core.model import Problem
 from ci.core.secrets import secret_name_problem
 from ci.maintain.registry.model import DEADLINE_MARGIN_MINUTES, GROUPS, UPSTREAM_SIGNALS, Entry, Upstream
@@ -30,6 +31,8 @@ ENTRY_KEYS = (
     "only",
     "variables",
     "secrets",
+    "dialect",
+    "timeout_rules",
 )
 UPSTREAM_KEYS = ("repo", "branch", "ref", "model", "model_revision", "signals")
 _PER_ENTRY = ("name", "guide")  # never a default
@@ -198,7 +201,18 @@ def _field(reader: _Reader, values: LinedMap, key: str, where: str) -> Any:
         return _timeout(reader, values, where)
     if key == "upstream":
         return _upstream(reader, values, where)
+    if key in ("dialect", "timeout_rules"):
+        return _how_read(reader, values, key, where)
     return _set_values(reader, values, where)
+
+
+def _how_read(reader: _Reader, values: LinedMap, key: str, where: str) -> Any:
+    """dialect and timeout_rules, read as ci.run's --dialect and a guide's ci.timeout_rules are; None after a problem."""
+    try:
+        return parse_dialect(str(values[key])) if key == "dialect" else parse_timeout_rules(values[key])
+    except ValueError as exc:
+        reader.error(values.line_of(key), f"{where}: {key}: {exc}")
+        return None
 
 
 def _entry(reader: _Reader, raw: object, line: int, defaults: LinedMap) -> Entry | None:

@@ -1,0 +1,164 @@
+"""The plain-fence and Python-console dialects: their plans (--list --format json) and tiny real runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from outside import fence_guides_dir
+
+from ci.core.dialects import plan_guide
+from ci.core.model import DocumentError
+
+REPO = Path(__file__).resolve().parent.parent
+Harness = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def _listed(run_harness: Harness, guide: Path | str, *args: str) -> list[dict[str, Any]]:
+    done = run_harness(str(guide), "--list", "--format", "json", *args)
+    assert done.returncode == 0, done.stderr
+    entries: list[dict[str, Any]] = json.loads(done.stdout)
+    return entries
+
+
+def test_the_compat_llama_cpp_guide_lists_the_steps_the_reference_parses(run_harness: Harness) -> None:
+    # what the reference's own parse test states for this guide: 8 steps, 6 run then 2 skipped, the model
+    # download and the inference with expected output, the inference's naming CANN0
+    guide = next(fence_guides_dir().glob("llama.cpp-*.md"))
+    steps = _listed(run_harness, guide, "--commands")
+    assert len(steps) == 8
+    assert ["skip" in step for step in steps] == [False] * 6 + [True] * 2
+    keys = ["set_env.sh", "npu-smi info", "ASCEND_HOME_PATH", "cmake --build", "curl", "llama-completion"]
+    keys += ["-sm layer", "llama-cli"]
+    for step, key in zip(steps, keys, strict=True):
+        assert key in step["command"]
+    plan = plan_guide(guide.read_text(encoding="utf-8"), str(guide))
+    for planned, key in zip(plan.steps, keys, strict=True):
+        assert key in planned.body
+    assert "export PATH=/usr/local/sbin:$PATH" in plan.steps[0].body
+    assert plan.steps[1].body.strip() == "npu-smi info"
+    assert " -v" in plan.steps[5].body
+    assert ["expected" in step for step in steps] == [False] * 4 + [True] * 2 + [False] * 2
+    assert "CANN0" in steps[5]["expected"]
+    assert all(step["merge_streams"] for step in steps) and steps[5]["expected_search"]
+    assert all(step["language"].startswith("shell") for step in steps)
+
+
+def test_time_limits_by_command_kind_come_from_the_command_line_first_match_wins(run_harness: Harness) -> None:
+    guide = next(fence_guides_dir().glob("llama.cpp-*.md"))
+    rules = ["--timeout-rule", "cmake --build=2h", "--timeout-rule", "llama-completion=15m"]
+    steps = _listed(run_harness, guide, *rules, "--timeout-rule", "curl=15m", "--timeout", "5m")
+    assert [step["timeout_s"] for step in steps[:6]] == [300, 300, 300, 7200, 900, 900]
+
+
+def test_a_shell_fence_with_doctest_prompts_is_a_document_error_at_its_line(guide_runner: Any) -> None:
+    run = guide_runner("# T\n\n```shell\necho hi\n>>> echo hi\n```\n")
+    assert run.returncode == 2
+    assert "guide.md:5:" in run.stderr and "```pycon" in run.stderr
+
+
+def test_prose_between_a_run_fence_and_a_text_fence_leaves_it_unchecked() -> None:
+    text = "```shell\necho only-exit-code\n```\n\nSome prose.\n\n```text\nmust_not_attach\n```\n"
+    (step,) = plan_guide(text, "g.md").steps
+    assert step.expected is None and step.body == "echo only-exit-code"
+
+
+def test_auto_takes_the_labels_when_any_is_there() -> None:
+    text = "```shell #test-setup\necho a\n```\n\n```shell\necho b\n```\n"
+    (step,) = plan_guide(text, "g.md").steps
+    assert step.body == "echo a"
+    assert len(plan_guide(text, "g.md", dialect="fences").steps) == 2
+
+
+def test_front_matter_names_the_dialect_and_its_rules() -> None:
+    text = '---\nci:\n  dialect: fences\n  timeout_rules: [{contains: "make", timeout: 2m}]\n---\n```shell\nmake\n```\n'
+    (step,) = plan_guide(text, "g.md", dialect="labels").steps
+    assert step.timeout_s == 120 and step.merge_streams
+
+
+def test_both_dialects_and_no_label_is_a_document_error_naming_the_fix() -> None:
+    with pytest.raises(DocumentError, match="--dialect fences or pycon"):
+        plan_guide("```shell\necho\n```\n\n```pycon\n>>> 1\n```\n", "g.md")
+
+
+def test_pycon_reads_statements_outputs_and_rejects_stray_lines() -> None:
+    text = "```pycon\n>>>\n>>> x = 1\n>>> if x:\n...     print(x)\n1\n>>> print(2)\n...\n```\n"
+    (step,) = plan_guide(text, "g.md").steps
+    assert step.expected is not None and step.expected.body == "...1..."  # x = 1 may print anything
+    only_any = "```pycon\n>>> print(1)\n...\n>>> print(2)\n```\n"
+    assert plan_guide(only_any, "g.md").steps[0].expected is None  # as the reference: the exit status alone
+    with pytest.raises(DocumentError, match=r"g\.md:2: unexpected line 'stray'"):
+        plan_guide("```pycon\nstray\n>>> 1\n```\n", "g.md")
+
+
+def test_merged_streams_interleave_in_one_file(guide_runner: Any) -> None:
+    # a real process: its stderr written between two stdout lines is found between them
+    guide = "```shell\necho one; echo two >&2; echo three\n```\n\n```text\none\ntwo\nthree\n```\n"
+    run = guide_runner(guide)
+    assert run.returncode == 0, run.stdout + run.stderr
+    (stdout,) = (run.output_dir / "blocks").glob("*stdout*")
+    assert stdout.read_text() == "one\ntwo\nthree\n"
+
+
+@pytest.mark.parametrize("example", ["fences.md", "pycon.md"])
+def test_the_example_guides_pass(example: str, tmp_path: Path, harness_env: dict[str, str]) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ci.run",
+            str(REPO / "docs" / "examples" / example),
+            "--output-dir",
+            str(tmp_path / "out"),
+        ],
+        cwd=tmp_path,
+        env=harness_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_pycon_output_that_differs_is_a_mismatch_and_a_search_not_found_too(guide_runner: Any) -> None:
+    run = guide_runner("```pycon\n>>> 6 * 7\n41\n```\n")
+    assert run.returncode == 1 and "mismatch" in run.stdout.lower(), run.stdout
+    run = guide_runner("```shell\necho version 1.2.3\n```\n```text\nversion 1.x.x\n```\n", name="other.md")
+    assert run.returncode == 1 and "the expected output is nowhere in the output" in run.stdout, run.stdout
+
+
+def test_a_registry_entry_names_its_dialect_and_rules_checked_and_passed_to_the_matrix(
+    tmp_path: Path, run_harness: Harness
+) -> None:
+    registry = tmp_path / "guides.yaml"
+    guide = REPO / "docs" / "examples" / "fences.md"
+    entry = f"  - name: plain\n    guide: {guide}\n    dialect: fences\n    timeout_rules: [{{contains: echo, timeout: 2m}}]\n"
+    registry.write_text(f"defaults:\n  runner: [ubuntu-latest]\nguides:\n{entry}", encoding="utf-8")
+    assert run_harness(str(registry), "--check", module="ci.registry").returncode == 0
+    (row,) = json.loads(run_harness(str(registry), "--matrix", module="ci.registry").stdout)["include"]
+    assert (row["dialect"], row["timeout-rules"]) == ("fences", "echo=120")
+    registry.write_text(registry.read_text().replace("dialect: fences", "dialect: fence"), encoding="utf-8")
+    done = run_harness(str(registry), "--check", module="ci.registry")
+    assert done.returncode == 2 and "guides.yaml:6: entry 'plain': dialect: unknown dialect 'fence'" in done.stderr
+
+
+def test_a_reference_shaped_console_session_runs_as_one_program_and_checks_only_its_exit(tmp_path: Path) -> None:
+    # the reference's shape: imports, a bare >>>, a call continued over `... ` lines, a last print with no output
+    session = (
+        "```pycon\n>>> import os\n>>>\n>>> joined = os.path.join(\n...     'a',\n...     'b',\n... )\n"
+        ">>> print(joined)\n```\n"
+    )
+    (step,) = plan_guide(session, "g.md").steps
+    assert step.expected is None and step.language.value == "python"
+    done = subprocess.run([sys.executable, "-c", step.body], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "a/b\n"), done.stderr
+    failing = plan_guide("```pycon\n>>> 1 / 0\n```\n", "g.md").steps[0]
+    done = subprocess.run(
+        [sys.executable, "-c", failing.body], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1 and 'File "g.md:2"' in done.stderr and "ZeroDivisionError" in done.stderr
