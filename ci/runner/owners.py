@@ -7,6 +7,10 @@ orphaned has none of these: the harness, a child subreaper, adopts it. Blocks
 run one at a time, so such an adopted process belongs to the block that was
 running when it started. Only the harness's own descendants are ever
 attributed this way, never a process outside its tree.
+
+Start times come in clock ticks (10 ms), and a block that ends right after
+forking a daemon leaves the next block to start in the very tick the daemon
+did. Within one tick the pids tell: the kernel hands them out in turn.
 """
 
 from __future__ import annotations
@@ -16,9 +20,9 @@ import os
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 
-from ci.runner.trees import ProcessTable
+from ci.runner.trees import ProcessTable, pid_max
 
-__all__ = ["BlockStart", "Owners", "block_tag_of", "marked_pids", "run_markers"]
+__all__ = ["BlockStart", "Owners", "block_running_at", "block_tag_of", "marked_pids", "run_markers"]
 
 _NOT_OURS = ""  # the owner of a process no block of the run started
 
@@ -45,7 +49,8 @@ class Owners:
         self.own_session = os.getsid(0)
         self.by_pid = {block.pid: block for block in blocks}
         self.sessions = {block.pid: block.tag for block in blocks if block not in ended}
-        self.starts = sorted((block.ticks, index, block.tag) for index, block in enumerate(blocks))
+        self.starts = sorted(blocks, key=lambda block: block.ticks)  # stable: in the order started within a tick
+        self.pid_max = pid_max()
         self._known: dict[int, str] = {}
 
     def of(self, pid: int) -> str | None:
@@ -61,7 +66,8 @@ class Owners:
             chain.append(current)
             parent = self.table.parent.get(current)
             if parent == self.harness:  # orphaned, and adopted: it started while its block ran
-                owner = self._running_at(self.table.started[current])
+                block = block_running_at(self.starts, current, self.table.started[current], self.pid_max)
+                owner = _NOT_OURS if block is None else block.tag
                 break
             if parent is None or parent <= 1:  # the root of the pid namespace, or gone: not below the harness
                 owner = _NOT_OURS
@@ -83,10 +89,27 @@ class Owners:
             return _NOT_OURS
         return self.sessions.get(session) if session is not None else None
 
-    def _running_at(self, ticks: int) -> str:
-        """The block running when a process started at `ticks`: the last one started by then."""
-        index = bisect.bisect_right(self.starts, (ticks, len(self.starts), ""))
-        return self.starts[index - 1][2] if index else _NOT_OURS
+
+def block_running_at(starts: Sequence[BlockStart], pid: int, ticks: int, pid_max: int) -> BlockStart | None:
+    """The block that was running when process `pid` started, at `ticks`: the last one started before it.
+
+    STARTS: the run's blocks by start time, in the order started within a
+    tick. None for a process older than every block. A block started in the
+    process's own tick (a block that ended right after forking a daemon, and
+    the next one) came before it only when its pid did: the kernel hands
+    pids out in turn, wrapping around below PID_MAX, and never goes half
+    the way round in one tick (10 ms), so of two pids handed out within one
+    the later is the one less than half the way round ahead.
+    """
+    index = bisect.bisect_right(starts, ticks, key=lambda block: block.ticks)  # those started by that tick
+    while index and starts[index - 1].ticks == ticks and not _not_before(pid, starts[index - 1].pid, pid_max):
+        index -= 1  # started in the same tick, but after the process
+    return starts[index - 1] if index else None
+
+
+def _not_before(pid: int, other: int, pid_max: int) -> bool:
+    """Whether the kernel gave out `pid` after `other` (or it is `other`), both within a moment (pids wrap at pid_max)."""
+    return (pid - other) % pid_max < pid_max // 2
 
 
 def run_markers(run_token: str, marker: str, block_marker: str) -> dict[int, str]:

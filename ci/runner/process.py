@@ -25,11 +25,11 @@ import psutil
 from ci.core.outcome import STILL_RUNNING, TrackedProcess
 from ci.runner.adopted import kill_adopted
 from ci.runner.ending import Found, Timing, end_in_rounds
-from ci.runner.owners import BlockStart, Owners, block_tag_of, marked_pids, run_markers
+from ci.runner.owners import BlockStart, Owners, block_running_at, block_tag_of, marked_pids, run_markers
 from ci.runner.signals import StopSignals
 from ci.runner.spawn import WorkdirUnenterable, become_subreaper, keep_inherited_fds, spawn_in_session
 from ci.runner.stacks import dump_python_stacks, stack_dump_problem
-from ci.runner.trees import ProcessTable, alive, command_of, has_children, start_ticks
+from ci.runner.trees import ProcessTable, alive, command_of, has_children, pid_max, start_ticks
 
 __all__ = [
     "BLOCK_MARKER",
@@ -391,5 +391,7 @@ class ProcessSupervisor:
         tag = block_tag_of(pid, self.run_token, RUN_MARKER, BLOCK_MARKER)
         ticks = start_ticks(pid) if tag is None else None
         if ticks is not None:
-            tag = next((block.tag for block in reversed(self.blocks) if block.ticks <= ticks), None)
+            starts = sorted(self.blocks, key=lambda block: block.ticks)
+            block = block_running_at(starts, pid, ticks, pid_max())
+            tag = None if block is None else block.tag
         return command_of(pid), self.block_names.get(tag or "", "?")

@@ -18,6 +18,7 @@ __all__ = [
     "describe",
     "has_children",
     "live_children",
+    "pid_max",
     "start_ticks",
     "wait_gone",
 ]
@@ -103,6 +104,17 @@ def start_ticks(pid: int) -> int | None:
     """A process's start time in clock ticks since boot (None once it is reaped): with the pid, it names one process."""
     fields = _stat_fields(pid)
     return None if fields is None else fields[3]
+
+
+def pid_max() -> int:
+    """One more than the highest pid the kernel hands out (it wraps around to the lowest free ones there)."""
+    try:
+        return int(Path("/proc/sys/kernel/pid_max").read_text())
+    except (OSError, ValueError):
+        return _PID_MAX_LIMIT
+
+
+_PID_MAX_LIMIT = 4194304  # the most pid_max can be (64-bit Linux)
 
 
 def _stat_fields(pid: int) -> tuple[int, int, int, int] | None:
