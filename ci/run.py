@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ci.cli import ConsoleGuard, ExitCode, command_parser, fail, print_error, run_guarded
+from ci.core.dialects.fences import UPSTREAM_REF
 from ci.core.text import plural
 from ci.report_paths import report_path_problem
 from ci.resume import RESUME_EXIT_STATUS, add_resume_options, resume_usage_problem
@@ -178,6 +179,11 @@ def _settings(args: argparse.Namespace, started: float) -> RunSettings | str:
         if not separator or not name:
             return f"--set {item!r}: write NAME=VALUE"
         preset[name] = value
+    # the plain dialects' <UPSTREAM_REF>: the upstream commit under test, from the environment as CI passes it
+    # (guide-run.yml's UPSTREAM_REF), as the reference takes it, unless --set gives it
+    upstream = os.environ.get(UPSTREAM_REF, "")
+    if args.dialect != "labels" and upstream and "\n" not in upstream:
+        preset.setdefault(UPSTREAM_REF, upstream)
     try:
         timeout_s = _duration("--timeout", args.timeout) if args.timeout else None
         grace_s = _duration("--grace", args.grace) if args.grace not in ("0", "0s") else 0.0

@@ -6,6 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# a layer of its own beside the suite (pyproject's addopts deselect it; .ci/run runs it with -m bench)
+pytestmark = pytest.mark.bench
+
 REPO = Path(__file__).resolve().parents[1]
 
 

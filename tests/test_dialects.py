@@ -162,3 +162,11 @@ def test_a_reference_shaped_console_session_runs_as_one_program_and_checks_only_
         [sys.executable, "-c", failing.body], cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 1 and 'File "g.md:2"' in done.stderr and "ZeroDivisionError" in done.stderr
+
+
+def test_upstream_ref_comes_from_the_environment_as_ci_passes_it_unless_set_gives_it(guide_runner: Any) -> None:
+    guide = "```shell\necho checking out <UPSTREAM_REF>\n```\n\n```text\nchecking out v1.2.3\n```\n"
+    run = guide_runner(guide, env={"UPSTREAM_REF": "v1.2.3"})
+    assert run.returncode == 0, run.stdout + run.stderr
+    given = guide_runner(guide, "--set", "UPSTREAM_REF=v9", env={"UPSTREAM_REF": "v1.2.3"}, name="given.md")
+    assert given.returncode == 1 and "the expected output is nowhere in the output" in given.stdout, given.stdout

@@ -30,7 +30,9 @@ __all__ = ["RUN_LANGUAGE", "SKIP_MARKER", "UPSTREAM_REF", "has_fences", "plan_fe
 RUN_LANGUAGE = "shell"  # only a fence whose language word is exactly this runs
 SKIP_MARKER = "skip"  # `shell skip`: logged, not run
 OUTPUT_LANGUAGE = "text"
-UPSTREAM_REF = "UPSTREAM_REF"  # `<UPSTREAM_REF>` is the upstream commit under test, given as --set UPSTREAM_REF=...
+UPSTREAM_REF = (
+    "UPSTREAM_REF"  # `<UPSTREAM_REF>` is the upstream commit under test: --set UPSTREAM_REF=..., else $UPSTREAM_REF
+)
 _SUPPORTED = "```shell (runs), ```shell skip (skipped), ```text right after a ```shell fence (its expected output)"
 
 
@@ -120,5 +122,5 @@ def _expected(fence: Fence, following: Fence | None, preset: set[str]) -> Expect
 
 
 def _loads(text: str, preset: set[str]) -> tuple[Load, ...]:
-    """`<UPSTREAM_REF>` replaced by the value given with --set UPSTREAM_REF=..., when one is."""
+    """`<UPSTREAM_REF>` replaced by the value of UPSTREAM_REF (--set, else the environment's), when there is one."""
     return (Load(UPSTREAM_REF, UPSTREAM_REF),) if UPSTREAM_REF in preset and f"<{UPSTREAM_REF}>" in text else ()
