@@ -205,3 +205,24 @@ def seconds_text(value_s: float) -> str:
 
 def mib_text(value_bytes: float) -> str:
     return f"{value_bytes / MIB:,.0f} MiB" if value_bytes >= 10 * MIB else f"{value_bytes / MIB:.1f} MiB"
+
+
+def probe_seconds(probe: str, args: Sequence[str], timeout_s: float) -> tuple[float, bool] | None:
+    """Run PROBE (Python source) in a child process with ARGS: it reads its inputs, prints "ready", times its one
+    search and prints "SECONDS FOUND". (seconds, found); None when cut off at TIMEOUT_S after "ready"."""
+    child = subprocess.Popen([sys.executable, "-c", probe, *args], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        if child.stdout.readline().strip() != "ready":
+            raise CommandFailed("the regex probe did not start")
+        try:
+            # not communicate(): with a timeout it reads the raw pipe, skipping what readline() buffered
+            child.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+        seconds, found = child.stdout.read().split()
+        return float(seconds), found == "True"
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait()

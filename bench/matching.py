@@ -33,7 +33,6 @@ import argparse
 import functools
 import math
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import CommandFailed, Section, SummaryRow, int_list, verdict
+from common import CommandFailed, Section, SummaryRow, int_list, probe_seconds, verdict
 
 from ci.core.match import match_file, matches
 
@@ -114,24 +113,7 @@ def regex_seconds(body: str, source: str, timeout_s: float, work: Path) -> tuple
     """
     pattern_file = work / "pattern.txt"
     pattern_file.write_text(regex_pattern(body), encoding="utf-8")
-    child = subprocess.Popen(
-        [sys.executable, "-c", REGEX_PROBE, str(pattern_file), source], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert child.stdout is not None
-        if child.stdout.readline().strip() != "ready":
-            raise CommandFailed("the regex probe did not start")
-        try:
-            # not communicate(): with a timeout it reads the raw pipe, skipping what readline() buffered
-            child.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return None
-        seconds, matched = child.stdout.read().split()
-        return float(seconds), matched == "True"
-    finally:
-        if child.poll() is None:
-            child.kill()
-        child.wait()
+    return probe_seconds(REGEX_PROBE, [str(pattern_file), source], timeout_s)
 
 
 def growth_exponent(points: list[tuple[float, float]]) -> float | None:

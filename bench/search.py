@@ -26,13 +26,12 @@ from __future__ import annotations
 import argparse
 import math
 import re
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from common import CommandFailed, Section, SummaryRow, int_list, verdict
+from common import Section, SummaryRow, int_list, probe_seconds, verdict
 
 from ci.core.search import search_file
 
@@ -90,23 +89,7 @@ def regex_seconds(path: Path, expected: str, timeout_s: float, work: Path) -> tu
     """(seconds, found) of the reference's regex in a child process; None when cut off at the timeout."""
     pattern_file = work / "pattern.txt"
     pattern_file.write_text(reference_pattern(expected), encoding="utf-8")
-    child = subprocess.Popen(
-        [sys.executable, "-c", REGEX_PROBE, str(pattern_file), str(path)], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert child.stdout is not None
-        if child.stdout.readline().strip() != "ready":
-            raise CommandFailed("the regex probe did not start")
-        try:
-            child.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return None
-        seconds, found = child.stdout.read().split()
-        return float(seconds), found == "True"
-    finally:
-        if child.poll() is None:
-            child.kill()
-        child.wait()
+    return probe_seconds(REGEX_PROBE, [str(pattern_file), str(path)], timeout_s)
 
 
 def exponent(points: list[tuple[int, float]]) -> str:
