@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ci.cli import ConsoleGuard, ExitCode, command_parser, fail, print_error, run_guarded
-from ci.core.dialects.fences import UPSTREAM_REF
 from ci.core.text import plural
 from ci.report_paths import report_path_problem
 from ci.resume import RESUME_EXIT_STATUS, add_resume_options, resume_usage_problem
@@ -181,6 +180,8 @@ def _settings(args: argparse.Namespace, started: float) -> RunSettings | str:
         preset[name] = value
     # the plain dialects' <UPSTREAM_REF>: the upstream commit under test, from the environment as CI passes it
     # (guide-run.yml's UPSTREAM_REF), as the reference takes it, unless --set gives it
+    from ci.core.dialects.fences import UPSTREAM_REF
+
     upstream = os.environ.get(UPSTREAM_REF, "")
     if args.dialect != "labels" and upstream and "\n" not in upstream:
         preset.setdefault(UPSTREAM_REF, upstream)
