@@ -156,6 +156,7 @@ def _load_plans(
                 default_timeout_s=timeout_s,
                 timeout_rules=args.timeout_rules,
                 source_path=local,
+                upstream_ref=os.environ.get("UPSTREAM_REF") or None,
             )
         except DocumentError as error:
             problems.extend(error.problems)
@@ -178,13 +179,6 @@ def _settings(args: argparse.Namespace, started: float) -> RunSettings | str:
         if not separator or not name:
             return f"--set {item!r}: write NAME=VALUE"
         preset[name] = value
-    # the plain dialects' <UPSTREAM_REF>: the upstream commit under test, from the environment as CI passes it
-    # (guide-run.yml's UPSTREAM_REF), as the reference takes it, unless --set gives it
-    from ci.core.dialects.fences import UPSTREAM_REF
-
-    upstream = os.environ.get(UPSTREAM_REF, "")
-    if args.dialect != "labels" and upstream and "\n" not in upstream:
-        preset.setdefault(UPSTREAM_REF, upstream)
     try:
         timeout_s = _duration("--timeout", args.timeout) if args.timeout else None
         grace_s = _duration("--grace", args.grace) if args.grace not in ("0", "0s") else 0.0

@@ -14,12 +14,12 @@ def add_dialect_options(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument(
         "--dialect",
-        default="auto",
+        default="labels",
         metavar="{" + ",".join(DIALECTS) + "}",  # checked with the other usage problems (_combination_problem)
         help=(
-            "how the guides are read (a guide's front matter ci.dialect wins): labels (the label contract), fences"
-            " (every ```shell fence runs), pycon (a ```pycon console session), auto (default: labels when any"
-            " label is there, else the one dialect whose fences are)"
+            "how the guides are read (a guide's front matter ci.dialect wins): labels (the label contract, the"
+            " default: blocks without a label never run), fences (every ```shell fence runs), pycon (a ```pycon"
+            " console session), auto (labels when any label is there, else the one dialect whose fences are)"
         ),
     )
     parser.add_argument(

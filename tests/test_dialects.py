@@ -30,14 +30,14 @@ def test_the_compat_llama_cpp_guide_lists_the_steps_the_reference_parses(run_har
     # what the reference's own parse test states for this guide: 8 steps, 6 run then 2 skipped, the model
     # download and the inference with expected output, the inference's naming CANN0
     guide = next(fence_guides_dir().glob("llama.cpp-*.md"))
-    steps = _listed(run_harness, guide, "--commands")
+    steps = _listed(run_harness, guide, "--commands", "--dialect", "fences")
     assert len(steps) == 8
     assert ["skip" in step for step in steps] == [False] * 6 + [True] * 2
     keys = ["set_env.sh", "npu-smi info", "ASCEND_HOME_PATH", "cmake --build", "curl", "llama-completion"]
     keys += ["-sm layer", "llama-cli"]
     for step, key in zip(steps, keys, strict=True):
         assert key in step["command"]
-    plan = plan_guide(guide.read_text(encoding="utf-8"), str(guide))
+    plan = plan_guide(guide.read_text(encoding="utf-8"), str(guide), dialect="fences")
     for planned, key in zip(plan.steps, keys, strict=True):
         assert key in planned.body
     assert "export PATH=/usr/local/sbin:$PATH" in plan.steps[0].body
@@ -52,25 +52,25 @@ def test_the_compat_llama_cpp_guide_lists_the_steps_the_reference_parses(run_har
 def test_time_limits_by_command_kind_come_from_the_command_line_first_match_wins(run_harness: Harness) -> None:
     guide = next(fence_guides_dir().glob("llama.cpp-*.md"))
     rules = ["--timeout-rule", "cmake --build=2h", "--timeout-rule", "llama-completion=15m"]
-    steps = _listed(run_harness, guide, *rules, "--timeout-rule", "curl=15m", "--timeout", "5m")
+    steps = _listed(run_harness, guide, *rules, "--timeout-rule", "curl=15m", "--timeout", "5m", "--dialect", "fences")
     assert [step["timeout_s"] for step in steps[:6]] == [300, 300, 300, 7200, 900, 900]
 
 
 def test_a_shell_fence_with_doctest_prompts_is_a_document_error_at_its_line(guide_runner: Any) -> None:
-    run = guide_runner("# T\n\n```shell\necho hi\n>>> echo hi\n```\n")
+    run = guide_runner("# T\n\n```shell\necho hi\n>>> echo hi\n```\n", "--dialect", "fences")
     assert run.returncode == 2
     assert "guide.md:5:" in run.stderr and "```pycon" in run.stderr
 
 
 def test_prose_between_a_run_fence_and_a_text_fence_leaves_it_unchecked() -> None:
     text = "```shell\necho only-exit-code\n```\n\nSome prose.\n\n```text\nmust_not_attach\n```\n"
-    (step,) = plan_guide(text, "g.md").steps
+    (step,) = plan_guide(text, "g.md", dialect="auto").steps
     assert step.expected is None and step.body == "echo only-exit-code"
 
 
 def test_auto_takes_the_labels_when_any_is_there() -> None:
     text = "```shell #test-setup\necho a\n```\n\n```shell\necho b\n```\n"
-    (step,) = plan_guide(text, "g.md").steps
+    (step,) = plan_guide(text, "g.md", dialect="auto").steps
     assert step.body == "echo a"
     assert len(plan_guide(text, "g.md", dialect="fences").steps) == 2
 
@@ -83,23 +83,25 @@ def test_front_matter_names_the_dialect_and_its_rules() -> None:
 
 def test_both_dialects_and_no_label_is_a_document_error_naming_the_fix() -> None:
     with pytest.raises(DocumentError, match="--dialect fences or pycon"):
-        plan_guide("```shell\necho\n```\n\n```pycon\n>>> 1\n```\n", "g.md")
+        plan_guide("```shell\necho\n```\n\n```pycon\n>>> 1\n```\n", "g.md", dialect="auto")
 
 
 def test_pycon_reads_statements_outputs_and_rejects_stray_lines() -> None:
     text = "```pycon\n>>>\n>>> x = 1\n>>> if x:\n...     print(x)\n1\n>>> print(2)\n...\n```\n"
-    (step,) = plan_guide(text, "g.md").steps
+    (step,) = plan_guide(text, "g.md", dialect="auto").steps
     assert step.expected is not None and step.expected.body == "...1..."  # x = 1 may print anything
     only_any = "```pycon\n>>> print(1)\n...\n>>> print(2)\n```\n"
-    assert plan_guide(only_any, "g.md").steps[0].expected is None  # as the reference: the exit status alone
+    assert (
+        plan_guide(only_any, "g.md", dialect="auto").steps[0].expected is None
+    )  # as the reference: the exit status alone
     with pytest.raises(DocumentError, match=r"g\.md:2: unexpected line 'stray'"):
-        plan_guide("```pycon\nstray\n>>> 1\n```\n", "g.md")
+        plan_guide("```pycon\nstray\n>>> 1\n```\n", "g.md", dialect="auto")
 
 
 def test_merged_streams_interleave_in_one_file(guide_runner: Any) -> None:
     # a real process: its stderr written between two stdout lines is found between them
     guide = "```shell\necho one; echo two >&2; echo three\n```\n\n```text\none\ntwo\nthree\n```\n"
-    run = guide_runner(guide)
+    run = guide_runner(guide, "--dialect", "fences")
     assert run.returncode == 0, run.stdout + run.stderr
     (stdout,) = (run.output_dir / "blocks").glob("*stdout*")
     assert stdout.read_text() == "one\ntwo\nthree\n"
@@ -126,9 +128,11 @@ def test_the_example_guides_pass(example: str, tmp_path: Path, harness_env: dict
 
 
 def test_a_pycon_output_that_differs_is_a_mismatch_and_a_search_not_found_too(guide_runner: Any) -> None:
-    run = guide_runner("```pycon\n>>> 6 * 7\n41\n```\n")
+    run = guide_runner("```pycon\n>>> 6 * 7\n41\n```\n", "--dialect", "auto")
     assert run.returncode == 1 and "mismatch" in run.stdout.lower(), run.stdout
-    run = guide_runner("```shell\necho version 1.2.3\n```\n```text\nversion 1.x.x\n```\n", name="other.md")
+    run = guide_runner(
+        "```shell\necho version 1.2.3\n```\n```text\nversion 1.x.x\n```\n", "--dialect", "auto", name="other.md"
+    )
     assert run.returncode == 1 and "the expected output is nowhere in the output" in run.stdout, run.stdout
 
 
@@ -153,11 +157,11 @@ def test_a_reference_shaped_console_session_runs_as_one_program_and_checks_only_
         "```pycon\n>>> import os\n>>>\n>>> joined = os.path.join(\n...     'a',\n...     'b',\n... )\n"
         ">>> print(joined)\n```\n"
     )
-    (step,) = plan_guide(session, "g.md").steps
+    (step,) = plan_guide(session, "g.md", dialect="auto").steps
     assert step.expected is None and step.language.value == "python"
     done = subprocess.run([sys.executable, "-c", step.body], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout) == (0, "a/b\n"), done.stderr
-    failing = plan_guide("```pycon\n>>> 1 / 0\n```\n", "g.md").steps[0]
+    failing = plan_guide("```pycon\n>>> 1 / 0\n```\n", "g.md", dialect="auto").steps[0]
     done = subprocess.run(
         [sys.executable, "-c", failing.body], cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
@@ -166,7 +170,12 @@ def test_a_reference_shaped_console_session_runs_as_one_program_and_checks_only_
 
 def test_upstream_ref_comes_from_the_environment_as_ci_passes_it_unless_set_gives_it(guide_runner: Any) -> None:
     guide = "```shell\necho checking out <UPSTREAM_REF>\n```\n\n```text\nchecking out v1.2.3\n```\n"
-    run = guide_runner(guide, env={"UPSTREAM_REF": "v1.2.3"})
+    run = guide_runner(guide, "--dialect", "fences", env={"UPSTREAM_REF": "v1.2.3"})
     assert run.returncode == 0, run.stdout + run.stderr
-    given = guide_runner(guide, "--set", "UPSTREAM_REF=v9", env={"UPSTREAM_REF": "v1.2.3"}, name="given.md")
+    given = guide_runner(
+        guide, "--dialect", "fences", "--set", "UPSTREAM_REF=v9", env={"UPSTREAM_REF": "v1.2.3"}, name="given.md"
+    )
+    # an unlabelled guide read as the label contract, the default: nothing runs, whatever its fences hold
+    plain = guide_runner(guide, env={"UPSTREAM_REF": "v1.2.3"}, name="plain.md")
+    assert plain.returncode == 2 and "no runnable block" in plain.stdout + plain.stderr, plain.stdout + plain.stderr
     assert given.returncode == 1 and "the expected output is nowhere in the output" in given.stdout, given.stdout

@@ -415,7 +415,7 @@ def test_the_matrix_of_each_group(tmp_path: Path, capsys: pytest.CaptureFixture[
         "only": "hello",
         "variables": "NIGHT",
         "secrets": "HF_TOKEN MODELSCOPE_API_TOKEN",
-        "dialect": "auto",
+        "dialect": "labels",
         "timeout-rules": "",
     }
     _, out, _ = run(capsys, str(registry), "--matrix", "--group", "weekly")

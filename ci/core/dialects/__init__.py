@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ci.core.dialects.fences import has_fences, plan_fences
+from ci.core.dialects.fences import UPSTREAM_REF, has_fences, plan_fences
 from ci.core.dialects.pycon import has_console, plan_console
 from ci.core.model import DocumentError, Plan, Problem, TimeoutRule
 from ci.core.parse import ParsedGuide, parse_guide
@@ -48,11 +48,12 @@ def plan_guide(
     text: str,
     name: str,
     *,
-    dialect: str = "auto",
+    dialect: str = "labels",
     preset_names: Iterable[str] = (),
     default_timeout_s: float | None = None,
     timeout_rules: Sequence[TimeoutRule] = (),
     source_path: str | None = None,
+    upstream_ref: str | None = None,
 ) -> Plan:
     """The plan of a guide read in DIALECT (see chosen_dialect); DocumentError listing what is wrong.
 
@@ -73,6 +74,10 @@ def plan_guide(
     default_s = settings.timeout_s or default_timeout_s or DEFAULT_TIMEOUT_S
     rules = (*settings.timeout_rules, *timeout_rules)
     if chosen == "fences":
+        preset_names = tuple(preset_names)
+        if upstream_ref and UPSTREAM_REF not in preset_names and "\n" not in upstream_ref:
+            # the upstream commit under test, as CI passes it ($UPSTREAM_REF): put in the text, as the reference does
+            lines = [line.replace(f"<{UPSTREAM_REF}>", upstream_ref) for line in lines]
         return plan_fences(
             lines,
             name,

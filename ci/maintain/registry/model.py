@@ -84,7 +84,7 @@ class Entry:
     only: tuple[str, ...] = ()  # --only
     variables: str = ""  # PREFIX of repository variables that override runner, options and ref
     secrets: tuple[str, ...] = ()  # the secrets its blocks get besides HF_TOKEN (variable names), in order
-    dialect: str = "auto"  # how the guide is read: ci.run's --dialect
+    dialect: str = "labels"  # how the guide is read: ci.run's --dialect
     timeout_rules: tuple[TimeoutRule, ...] = ()  # limits by command kind for the plain dialects: --timeout-rule
     lines: Mapping[str, int] = field(default_factory=dict, compare=False)  # of each key given, defaults included
 
