@@ -325,6 +325,9 @@ def test_the_release_workflow_checks_the_tag_before_the_one_job_that_may_write()
     assert make["env"]["NOTES"] == "${{ needs.check.outputs.notes }}"
     assert 'gh release create "$TAG" --target "$GITHUB_SHA"' in make["run"] and "--notes-file -" in make["run"]
     assert workflow.doc["on"]["workflow_dispatch"]["inputs"]["version"]["required"] is True
+    # by hand from main alone (the release job needs the check, so it is skipped with it), a pushed tag always
+    assert check_job["if"] == "github.event_name == 'push' || github.ref == 'refs/heads/main'"
+    assert release["needs"] == "check" or "check" in release["needs"]
 
 
 def test_the_write_scope_is_allowed_to_the_release_job_alone() -> None:

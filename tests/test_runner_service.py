@@ -290,6 +290,17 @@ def test_usage_errors(runner: Path, options: list[str], said: str, capsys: pytes
     assert f"[ERROR] {said}" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("work", [".", "..", "/"])
+def test_a_work_directory_that_holds_the_runner_is_refused(
+    runner: Path, token_file: Path, work: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Emptied after each job, it would take the runner (and here the token file beside it) with it."""
+    options = ["--runner-dir", str(runner), "--repo", "owner/repo", "--token-file", str(token_file)]
+    assert main([*options, "--work", work]) == 2
+    assert "which emptying it after each job would delete" in capsys.readouterr().err
+    assert (runner / "config.sh").is_file() and token_file.is_file()
+
+
 def test_a_directory_without_the_runner_is_refused(
     tmp_path: Path, token_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -129,6 +129,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{runner_dir} has no config.sh and run.sh: give --runner-dir, the directory the actions-runner "
             "archive was unpacked into"
         )
+    work_dir = (runner_dir / args.work).resolve()
+    if not args.keep_work:
+        problem = _work_problem(work_dir, runner_dir.resolve(), credentials)
+        if problem:
+            return fail(problem, parser)
     labels = tuple(label.strip() for label in args.labels.split(",") if label.strip())
     settings = ServiceSettings(
         runner_dir=runner_dir,
@@ -139,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         name=args.name,
         labels=labels,
         runner_group=args.runner_group,
-        work_dir=runner_dir / args.work,
+        work_dir=work_dir,
         keep_work=args.keep_work,
         jobs=args.jobs,
         first_backoff_s=args.backoff_s,
@@ -214,3 +219,20 @@ def _options(settings: ServiceSettings) -> list[str]:
     if settings.jobs is not None:
         options += ["--jobs", str(settings.jobs)]
     return options
+
+
+def _work_problem(work_dir: Path, runner_dir: Path, credentials: Credentials) -> str | None:
+    """Why the service must not empty WORK_DIR after each job (the runner itself, a home, the credentials would go);
+    None when it may."""
+    own = [runner_dir, Path.home().resolve(), Path("/")]
+    kept = [
+        path.resolve()
+        for path in (getattr(credentials, "token_file", None), getattr(credentials, "key_file", None))
+        if path
+    ]
+    if any(work_dir == path or work_dir in path.parents for path in own + kept):
+        return (
+            f"--work {work_dir} holds the runner, a home directory or the credentials, which emptying it after each"
+            " job would delete: give a directory of its own (the default, _work, inside --runner-dir), or --keep-work"
+        )
+    return None
