@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -53,6 +54,18 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--root", type=Path, default=Path("."), metavar="DIR", help="the checkout (default: the current directory)"
     )
+    check.add_argument(
+        "--new-tag",
+        nargs="?",
+        const="true",
+        default="false",
+        choices=("true", "false"),
+        help=(
+            "the tag must not exist yet in the checkout's git repository (a release by hand makes it; the"
+            " checkout needs its tags: actions/checkout with fetch-tags: true); `--new-tag false` is the default,"
+            " for a workflow to pass the expression's value"
+        ),
+    )
     return parser
 
 
@@ -74,6 +87,28 @@ def _read_release_files(root: Path) -> ReleaseFiles:
     )
 
 
+def _existing_tag(root: Path, tag: str) -> str | None:
+    """Why TAG cannot be made in the git repository at ROOT (it exists, or git cannot say); None when it can."""
+    try:
+        found = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--verify", "--quiet", f"refs/tags/{tag}^{{commit}}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except OSError as exc:
+        return f"--new-tag: cannot run git to look for the tag {tag}: {exc.strerror or exc}"
+    if found.returncode == 0:
+        return (
+            f"the tag {tag} already exists (on commit {found.stdout.strip()[:12]}), and a release by hand makes its"
+            " own tag: re-run the release that its push started, or release the next version"
+        )
+    if found.returncode != 1 or found.stderr.strip():
+        reason = found.stderr.strip() or f"git exited with {found.returncode}"
+        return f"--new-tag: cannot look for the tag {tag} in {root}: {reason} (run it in a git checkout)"
+    return None
+
+
 def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> ExitCode:
     version = tag_version(args.tag)
     if version is None:
@@ -87,10 +122,14 @@ def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> ExitCod
     except (OSError, UnicodeDecodeError) as exc:
         print_error(f"cannot read the checkout at {args.root}: {exc}")
         return ExitCode.USAGE
-    problems = release_problems(version, files)
+    problems = [str(problem) for problem in release_problems(version, files)]
+    if args.new_tag == "true":
+        made = _existing_tag(args.root, args.tag)
+        if made is not None:
+            problems.append(made)
     if problems:
         for problem in problems:
-            print_error(str(problem))
+            print_error(problem)
         print_error(f"{args.tag} cannot be released: {plural(len(problems), 'problem')} to fix first")
         return ExitCode.USAGE
     [section] = [s for s in changelog_sections(files.changelog or "") if s.version == version]

@@ -7,6 +7,7 @@ must be releasable at the version ci/__init__.py holds (its CHANGELOG.md section
 from __future__ import annotations
 
 import copy
+import os
 import shlex
 import subprocess
 import sys
@@ -208,6 +209,41 @@ def test_outside_a_checkout_the_check_says_where_to_run_it(tmp_path: Path, capsy
     assert errors[0] == "[ERROR] ci/__init__.py: no such file: run the check at the root of a guide-guard checkout"
 
 
+def _git(root: Path, *args: str) -> None:
+    env = {"PATH": os.environ["PATH"], "HOME": str(root), "GIT_CONFIG_NOSYSTEM": "1"}
+    identity = ["-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "init.defaultBranch=main"]
+    subprocess.run(["git", *identity, "-C", str(root), *args], check=True, capture_output=True, env=env)
+
+
+def test_a_release_by_hand_refuses_a_tag_that_already_exists(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = write_checkout(tmp_path / "repo")
+    _git(root, "init", "-q")
+    _git(root, "add", ".")
+    _git(root, "commit", "-q", "-m", "release 0.2.0")
+    # no such tag yet: the release by hand may make it
+    assert main(["check", "--tag", "v0.2.0", "--root", str(root), "--new-tag"]) == 0
+    _git(root, "tag", "-a", "v0.2.0", "-m", "v0.2.0")  # annotated, as a maintainer's pushed tag would be
+    capsys.readouterr()
+    status = main(["check", "--tag", "v0.2.0", "--root", str(root), "--new-tag", "true"])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("[ERROR] ")]
+    assert status == 2
+    assert errors[0].startswith("[ERROR] the tag v0.2.0 already exists (on commit ")
+    assert "re-run the release that its push started, or release the next version" in errors[0]
+    # the pushed tag's own run checks it without --new-tag (the workflow passes false)
+    assert main(["check", "--tag", "v0.2.0", "--root", str(root), "--new-tag", "false"]) == 0
+
+
+def test_new_tag_outside_a_git_checkout_says_it_cannot_look(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = write_checkout(tmp_path / "repo")
+    status = main(["check", "--tag", "v0.2.0", "--root", str(root), "--new-tag"])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("[ERROR] ")]
+    assert status == 2
+    assert errors[0].startswith(f"[ERROR] --new-tag: cannot look for the tag v0.2.0 in {root}: ")
+    assert errors[0].endswith("(run it in a git checkout)")
+
+
 def test_the_pins_a_reader_copies_are_found_and_a_placeholder_is_none() -> None:
     text = textwrap.dedent("""\
         - uses: OWNER/guide-guard@0123456789abcdef0123456789abcdef01234567 # v1.2.3
@@ -310,10 +346,16 @@ def test_the_release_workflow_checks_the_tag_before_the_one_job_that_may_write()
     assert check_step["env"]["TAG"] == (
         "${{ github.event_name == 'push' && github.ref_name || format('v{0}', inputs.version) }}"
     )
+    # by hand, the tag must be new (the release job makes it at the commit checked), and the checkout has the tags
+    assert check_step["env"]["NEW_TAG"] == "${{ github.event_name == 'workflow_dispatch' && 'true' || 'false' }}"
+    [checkout] = [s for s in workflow.jobs["check"]["steps"] if str(s.get("uses", "")).startswith("actions/checkout@")]
+    assert checkout["with"]["fetch-tags"] is True
     command = shlex.split(check_step["run"])
     assert command[0] == "guide-guard-release"
-    args = build_parser().parse_args([word.replace("$TAG", f"v{ci.__version__}") for word in command[1:]])
-    assert (args.command, args.tag) == ("check", f"v{ci.__version__}")
+    for event_value in ("true", "false"):  # what the expression yields
+        words = [w.replace("$TAG", f"v{ci.__version__}").replace("$NEW_TAG", event_value) for w in command[1:]]
+        args = build_parser().parse_args(words)
+        assert (args.command, args.tag, args.new_tag) == ("check", f"v{ci.__version__}", event_value)
     # the release is made of what the check passed on: its tag, and its CHANGELOG.md section as the notes
     check_job, release = workflow.jobs["check"], workflow.jobs["release"]
     assert check_job["outputs"] == {
