@@ -406,12 +406,26 @@ def test_guide_run_checks_out_guide_guard_at_its_own_commit_wherever_it_is_calle
         caller_checkout, own = (steps[i].get("with") or {} for i in checkouts)
         assert "repository" not in caller_checkout and "path" not in caller_checkout
         assert own == {
-            "repository": "${{ job.workflow_repository }}",
-            "ref": "${{ job.workflow_sha }}",
+            "repository": "${{ job.workflow_repository || inputs.guide-guard-repository }}",
+            "ref": "${{ job.workflow_sha || inputs.guide-guard-ref }}",
             "path": GUIDE_GUARD_CHECKOUT,
             "persist-credentials": False,
         }
         assert checkouts[1] < min(uses), f"{job_id}: guide-guard is used before it is checked out"
+        # where neither the job context nor the caller names guide-guard, the job stops before the checkout,
+        # which would otherwise take the calling repository as guide-guard
+        guard = steps[checkouts[1] - 1]
+        assert guard["if"] == (
+            "${{ !(job.workflow_sha || inputs.guide-guard-ref)"
+            " || !(job.workflow_repository || inputs.guide-guard-repository) }}"
+        )
+        assert "::error " in guard["run"] and "exit 1" in guard["run"] and "guide-guard-ref" in guard["run"]
+    # guides.yml, the one caller here, names guide-guard (itself, at its commit) for such a runner, and act
+    [call] = [
+        job for job in WORKFLOWS["guides.yml"].jobs.values() if job.get("uses") == f"./.github/workflows/{GUIDE_RUN}"
+    ]
+    assert call["with"]["guide-guard-repository"] == "${{ github.repository }}"
+    assert call["with"]["guide-guard-ref"] == "${{ github.sha }}"
     assert set(users) == {"decide", "run", "record"}
     # the action's steps come from that checkout, and nothing runs from the caller's workspace as guide-guard
     assert {str(s["uses"]) for _, _, s in workflow.steps() if local_action(s)} == {f"./{GUIDE_GUARD_CHECKOUT}"}

@@ -50,8 +50,8 @@ def test_the_documented_caller_runs_its_guide_with_guide_guard_at_the_pinned_com
     # written in their place in the called workflow act reads (the commit it checks out stays as it was)
     called = guide_guard / ".github" / "workflows" / "guide-run.yml"
     text = called.read_text(encoding="utf-8")
-    assert "${{ job.workflow_repository }}" in text and "${{ job.workflow_sha }}" in text
-    text = text.replace("${{ job.workflow_repository }}", GUIDE_GUARD).replace("${{ job.workflow_sha }}", commit)
+    assert "job.workflow_repository ||" in text and "job.workflow_sha ||" in text
+    text = text.replace("job.workflow_repository", f"'{GUIDE_GUARD}'").replace("job.workflow_sha", f"'{commit}'")
     called.write_text(text, encoding="utf-8")
     runner.workspace = runner.base / "caller"
     caller_repository(runner.workspace, commit)

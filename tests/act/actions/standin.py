@@ -59,16 +59,16 @@ def checkout() -> int:
     A workspace that is that repository already (a container job's, bound at its host path) is left as it is.
     `path` clones into that folder of the workspace instead. `repository` names another repository, one of
     the scenario's (ACT_STANDIN_REPOSITORIES, `OWNER/NAME=DIR` separated by `;`, as act's --local-repository
-    names them), cloned at `ref` (else its HEAD: GITHUB_SHA is the caller's commit); an empty one is the
-    scenario's own, as the real action takes github.repository.
+    names them), cloned at `ref` (else its HEAD: GITHUB_SHA is the caller's commit); an empty one, or
+    github.repository's name, is the scenario's own, as the real action takes github.repository.
     """
     workspace = Path(os.environ["GITHUB_WORKSPACE"])
     target = workspace / given("path") if given("path") else workspace
+    known = dict(entry.split("=", 1) for entry in os.environ.get("ACT_STANDIN_REPOSITORIES", "").split(";") if entry)
     repository = given("repository")
+    if repository == os.environ.get("GITHUB_REPOSITORY") and repository not in known:
+        repository = ""  # the scenario's own, named as github.repository names it
     if repository:
-        known = dict(
-            entry.split("=", 1) for entry in os.environ.get("ACT_STANDIN_REPOSITORIES", "").split(";") if entry
-        )
         if repository not in known:
             sys.exit(f"the checkout stand-in knows no repository {repository!r}; the scenario names {sorted(known)}")
         source, commit = Path(known[repository]), given("ref") or "HEAD"
