@@ -447,3 +447,16 @@ def test_the_documented_workflow_of_another_repository_uses_the_action_whole() -
     # with a real commit in place of COMMIT_SHA it follows the pinning rule (actionlint: test_workflows.py)
     pinned = parse_workflow(text.replace("COMMIT_SHA", "0" * 40), "docs-example.yml")
     assert pinning_violations(pinned) == [] and permission_violations(pinned) == []
+
+
+def test_every_way_in_reads_a_guide_as_the_label_contract_unless_told_otherwise() -> None:
+    """A guide without labels runs nothing unless a plain dialect is asked for: ci.run's default, the registry
+    entry's, the reusable workflow's input and the action's (empty: ci.run's) all say `labels`."""
+    from ci.maintain.registry.model import Entry
+    from ci.run import build_parser
+
+    assert build_parser().parse_args(["guide.md"]).dialect == "labels"
+    assert Entry.__dataclass_fields__["dialect"].default == "labels"
+    assert WORKFLOWS[GUIDE_RUN].doc["on"]["workflow_call"]["inputs"]["dialect"]["default"] == "labels"
+    declared = ACTION.doc["action"]["inputs"]["dialect"]
+    assert declared["default"] == "" and "empty is labels" in declared["description"]
