@@ -13,6 +13,7 @@ import pytest
 from outside import fence_guides_dir
 
 from ci.core.dialects import plan_guide
+from ci.core.match import matches
 from ci.core.model import DocumentError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -89,7 +90,14 @@ def test_both_dialects_and_no_label_is_a_document_error_naming_the_fix() -> None
 def test_pycon_reads_statements_outputs_and_rejects_stray_lines() -> None:
     text = "```pycon\n>>>\n>>> x = 1\n>>> if x:\n...     print(x)\n1\n>>> print(2)\n...\n```\n"
     (step,) = plan_guide(text, "g.md", dialect="auto").steps
-    assert step.expected is not None and step.expected.body == "...1..."  # x = 1 may print anything
+    # x = 1 may print anything: a wildcard opens the next output's line; print(2)'s bare `...` ends the body
+    assert step.expected is not None and step.expected.body == "...1\n..."
+    # a statement that may print anything sits between two outputs: printing nothing there passes too
+    quiet = "```pycon\n>>> print(1)\n1\n>>> import os\n>>> print(2)\n2\n```\n"
+    expected = plan_guide(quiet, "g.md", dialect="auto").steps[0].expected
+    assert expected is not None and expected.guide_lines == (3, 6)
+    assert matches("1\n2\n", expected.body) and matches("1\nnoise\n2\n", expected.body)
+    assert not matches("1\n3\n", expected.body)
     only_any = "```pycon\n>>> print(1)\n...\n>>> print(2)\n```\n"
     assert (
         plan_guide(only_any, "g.md", dialect="auto").steps[0].expected is None
@@ -127,9 +135,18 @@ def test_the_example_guides_pass(example: str, tmp_path: Path, harness_env: dict
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_a_pycon_output_that_differs_is_a_mismatch_and_a_search_not_found_too(guide_runner: Any) -> None:
-    run = guide_runner("```pycon\n>>> 6 * 7\n41\n```\n", "--dialect", "auto")
-    assert run.returncode == 1 and "mismatch" in run.stdout.lower(), run.stdout
+def test_a_pycon_output_that_differs_is_a_mismatch_at_its_guide_line_and_a_search_not_found_too(
+    guide_runner: Any, tmp_path: Path
+) -> None:
+    # line 8 is the first expected line that differs: every report points at it, not at the fence (line 1)
+    session = "```pycon\n>>> 6 * 7\n42\n>>> import os\n>>> print(2); print(3)\n2\n\n4\n>>> print(5)\n```\n"
+    summary = tmp_path / "summary.md"
+    github = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)}
+    run = guide_runner(session, "--dialect", "auto", "--junit", str(tmp_path / "j.xml"), env=github)
+    assert run.returncode == 1 and f"#1 at {run.guide}:8: stdout does not match" in run.stdout, run.stdout
+    assert f"first failing expected line, {run.guide}:8 " in run.stdout and f"file={run.guide},line=8," in run.stdout
+    (block,) = json.loads((run.output_dir / "results.json").read_text(encoding="utf-8"))["blocks"]
+    assert block["failure_line"] == 8 and 'line="8"' in (tmp_path / "j.xml").read_text(encoding="utf-8")
     run = guide_runner(
         "```shell\necho version 1.2.3\n```\n```text\nversion 1.x.x\n```\n", "--dialect", "auto", name="other.md"
     )

@@ -140,6 +140,15 @@ class Expected:
     # True: the body is searched for anywhere in the output (the fences dialect's expected text) instead of
     # matched against the whole of it; False for the label contract's #test-result
     search: bool = False
+    # the guide line of each line of the body, in order, where they are not the lines below `line` (a console
+    # session's outputs sit between its statements); () for a body written whole inside its fence
+    guide_lines: tuple[int, ...] = ()
+
+    def guide_line(self, body_line: int) -> int:
+        """Where line BODY_LINE (1-based) of the body as written is in the guide, what reports point at."""
+        if self.guide_lines:
+            return self.guide_lines[min(max(body_line, 1), len(self.guide_lines)) - 1]
+        return self.line + body_line
 
 
 class StepIdentity(TypedDict):

@@ -1,4 +1,5 @@
-"""Updating guides from a finished run: rewrite mismatched `#test-result` bodies in place, every other byte kept."""
+"""Updating guides from a finished run: rewrite mismatched `#test-result` bodies (a console session's changed
+outputs) in place, every other byte kept."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ci.core.dialects.pycon import CONSOLE_LANGUAGE
 from ci.core.disk import os_error_text
 from ci.core.files import write_atomically
 from ci.core.match import matches
@@ -17,6 +19,7 @@ from ci.core.model import DocumentError, Label, Plan, Status, Step
 from ci.core.placeholders import substitute
 from ci.core.source import read_local_guide, redact_url
 from ci.core.text import MASK, Masker, secret_values
+from ci.maintain.console_update import rewrite_console
 from ci.maintain.guide import plan_without_running
 from ci.maintain.lastrun import read_stdout, recheck
 from ci.maintain.realign import CannotRewrite, updated_body
@@ -62,8 +65,10 @@ class GuideUpdate:
     guide: str  # as named on the command line
     notes: tuple[str, ...]  # every mismatch left alone, and why
     diff: tuple[str, ...]  # the unified diff of the change written, one line each; empty when nothing was written
-    updated: int  # how many #test-result bodies were rewritten
+    updated: int  # how many #test-result bodies were rewritten (a console session's expected output: one)
     not_written: str | None  # why the rewritten guide was not written (it would not read back as meant), if it was not
+    # a console session: the `>>> ` line of each statement whose output lines were rewritten; () otherwise
+    statements: tuple[int, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -142,6 +147,24 @@ def _masked_since(block: RecordedBlock) -> bool:
     return block.stdout_bytes is not None and size < block.stdout_bytes
 
 
+def _unpublishable(new_body: str, block: RecordedBlock, masker: Masker) -> str | None:
+    """Why NEW_BODY, expected output taken from BLOCK's stdout, is not put in the guide, ending `left alone` and the
+    fix if there is one; None when it can be."""
+    wildcard = "left alone (match that part with a wildcard)"
+    if "\r" in new_body or "\0" in new_body:  # Markdown reads CR as a line break, NUL as U+FFFD
+        return f"the output holds a carriage return (CR) or a NUL byte, which a Markdown code block cannot hold; {wildcard}"
+    if masker.holds_secret(new_body):  # a guide is published: no form of a secret the block printed goes in
+        return "the new expected body would hold a secret value the block printed; left alone"
+    if MASK in new_body and _masked_since(block):
+        return (
+            f"the run's output file was masked (--mask-files), and the new expected body would hold {MASK} where the"
+            f" block printed a secret value, which no later run prints; {wildcard}"
+        )
+    if len(new_body.encode("utf-8")) > MAX_BODY_BYTES:
+        return f"the new expected body would hold over {MAX_BODY_BYTES} bytes; left alone"
+    return None
+
+
 def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], masker: Masker) -> list[_Rewrite]:
     """The result bodies to rewrite; blocks that cannot be rewritten are explained in `notes`."""
     tests: dict[str, Step] = {s.id: s for s in plan.steps if s.label is Label.TEST and s.id}
@@ -176,21 +199,8 @@ def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], masker: Mas
             notes.append(
                 f"{where}: the output cannot be written as an expected body (it reads differently); left alone"
             )
-        elif "\r" in new_body or "\0" in new_body:  # Markdown reads CR as a line break, NUL as U+FFFD
-            notes.append(
-                f"{where}: the output holds a carriage return (CR) or a NUL byte, which a Markdown code block cannot"
-                " hold; left alone (match that part with a wildcard)"
-            )
-        elif masker.holds_secret(new_body):  # a guide is published: no form of a secret the block printed goes in
-            notes.append(f"{where}: the new expected body would hold a secret value the block printed; left alone")
-        elif MASK in new_body and _masked_since(block):
-            notes.append(
-                f"{where}: the run's output file was masked (--mask-files), and the new expected body would hold"
-                f" {MASK} where the block printed a secret value, which no later run prints; left alone"
-                " (match that part with a wildcard)"
-            )
-        elif len(new_body.encode("utf-8")) > MAX_BODY_BYTES:
-            notes.append(f"{where}: the new expected body would hold over {MAX_BODY_BYTES} bytes; left alone")
+        elif (why := _unpublishable(new_body, block, masker)) is not None:
+            notes.append(f"{where}: {why}")
         elif new_body != expected.body:
             rewrites.append(
                 _Rewrite(block.id, expected.line, expected.body, new_body, check.values, expected.fuzzy, output)
@@ -286,8 +296,51 @@ def _write(path: Path, text: str) -> str | None:
     return None
 
 
+def _console_update(
+    text: str, plan: Plan, recorded: RecordedGuide, notes: list[str], masker: Masker, dialect: str
+) -> tuple[str, tuple[int, ...]]:
+    """A console session's guide with the output lines of its changed statements rewritten from the run, and those
+    statements' lines; the text as it was when nothing can be (why, in NOTES)."""
+    (step,) = plan.steps
+    where = f"{plan.guide}:{step.line}"
+    block = next((each for each in recorded.blocks if each.ordinal == step.ordinal), None)
+    if block is None or block.status is not Status.MISMATCH:
+        return text, ()
+    if step.expected is None:
+        notes.append(f"{where}: the session no longer gives any output to check; left alone")
+        return text, ()
+    if block.code_sha256 and block.code_sha256 != step.code_sha256:
+        notes.append(f"{where}: the session changed since that run, so its output may be stale; left alone")
+        return text, ()
+    try:
+        output = read_stdout(block)
+        rewrite = rewrite_console(text, plan.guide, output)
+    except (OSError, RecordError, CannotRewrite) as exc:  # read_stdout's, and an output not attributed or written
+        notes.append(f"{exc if isinstance(exc, CannotRewrite) else f'{where}: {exc}'}; left alone")
+        return text, ()
+    why = _unpublishable(rewrite.written, block, masker)
+    if why is not None:
+        notes.append(f"{where}: {why}")
+        return text, ()
+    try:  # read back as a run will read it
+        expected = plan_without_running(rewrite.text, plan.guide, source_path=plan.guide, dialect=dialect)
+    except DocumentError as error:
+        notes.append(f"{where}: the rewritten guide would no longer plan: {error.problems[0]}; left alone")
+        return text, ()
+    read_back = expected.steps[0].expected if len(expected.steps) == 1 else None
+    if rewrite.statements and (read_back is None or not matches(output, read_back.body, read_back.fuzzy)):
+        notes.append(f"{where}: the rewritten session would still mismatch; left alone")
+        return text, ()
+    return rewrite.text, rewrite.statements
+
+
 def update_guide(
-    name: str, run: LastRun, *, mask_env: Sequence[str] = (), snapshot: GuideSnapshot | None = None
+    name: str,
+    run: LastRun,
+    *,
+    mask_env: Sequence[str] = (),
+    snapshot: GuideSnapshot | None = None,
+    dialect: str = "labels",
 ) -> GuideUpdate:
     """Rewrite, in the local guide NAME, the `#test-result` bodies that mismatched in RUN; nothing is run.
 
@@ -301,11 +354,14 @@ def update_guide(
     touched.
     GuideNotUpdatable when the guide cannot be read, has document errors, is
     not one of the run's guides, or changed since SNAPSHOT.
+    DIALECT is how the run read the guide (ci.run's --dialect; the front
+    matter's ci.dialect wins). A console session (pycon) gets the output lines
+    of its changed statements rewritten inside its fence (ci.maintain.console_update).
     """
     path = snapshot.path if snapshot is not None else Path(name)
     bom, text = _read_local_guide(name, path, snapshot.content if snapshot is not None else None)
     try:
-        plan = plan_without_running(text, name, source_path=name)
+        plan = plan_without_running(text, name, source_path=name, dialect=dialect)
     except DocumentError as error:
         raise GuideNotUpdatable([str(problem) for problem in error.problems]) from None
     recorded = run.guide_for(name)
@@ -314,7 +370,13 @@ def update_guide(
         raise GuideNotUpdatable([f"{name} is not a guide of the run in {run.directory} (its guides: {known})"])
     masker = Masker.of(secret_values({**os.environ, **plan.settings.env}, mask_env))
     notes: list[str] = []
-    new_text, rewrites, why_not = _checked(name, text, _rewrites(plan, recorded, notes, masker), notes)
+    statements: tuple[int, ...] = ()
+    if [step.language_word for step in plan.steps] == [CONSOLE_LANGUAGE]:  # only the pycon dialect writes that word
+        new_text, statements = _console_update(text, plan, recorded, notes, masker, dialect)
+        updated, why_not = (1 if statements else 0), None
+    else:
+        new_text, rewrites, why_not = _checked(name, text, _rewrites(plan, recorded, notes, masker), notes)
+        updated = len(rewrites)
     notes = [masker.mask(note) for note in notes]  # a note may quote the output
     if why_not is not None or new_text == text:
         return GuideUpdate(name, tuple(notes), diff=(), updated=0, not_written=why_not)
@@ -325,4 +387,4 @@ def update_guide(
     if why_not is not None:
         return GuideUpdate(name, tuple(notes), diff=(), updated=0, not_written=why_not)
     lines = tuple(masker.mask(line if line.endswith(("\n", "\r")) else line + "\n") for line in diff)
-    return GuideUpdate(name, tuple(notes), lines, updated=len(rewrites), not_written=None)
+    return GuideUpdate(name, tuple(notes), lines, updated=updated, not_written=None, statements=statements)

@@ -45,8 +45,8 @@ def mismatch_report(
     if examined is None:
         if not step.expected.search:
             return None
-        return _not_found(step.expected.line, expected)
-    guide_line = step.expected.line + written_line(step.expected.body, values, examined.blame.line)
+        return _not_found(step.expected.guide_line(1), expected)
+    guide_line = step.expected.guide_line(written_line(step.expected.body, values, examined.blame.line))
     report = explain_mismatch(examined, expected, tokens, guide_line=guide_line, masker=masker)
     if not report.expected_tail:
         return report
@@ -59,14 +59,14 @@ def mismatch_report(
     return dataclasses.replace(report, expected_path=str(path))
 
 
-def _not_found(result_line: int, expected: str) -> MatchReport:
+def _not_found(first_line: int, expected: str) -> MatchReport:
     """The report of an expected text searched for and not found, where the whole output matched it as a body
-    (the search reads its placeholders more strictly): its first line is blamed."""
+    (the search reads its placeholders more strictly): its first line, FIRST_LINE in the guide, is blamed."""
     first = expected.split("\n", 1)[0]
     return MatchReport(
         first_unmatched_line=1,
         first_unmatched_text=first,
-        guide_line=result_line + 1,
+        guide_line=first_line,
         divergence=Divergence.DIFFERS,
         actual_line="",
         more_lines=0,

@@ -7,19 +7,27 @@ reads it), and a statement without output lines, or with a bare `...`, may print
 anything. The statements run as the interactive console runs them (an
 expression's value is printed), in one process, as one ordinary python step;
 its stdout is matched whole against the outputs given, each statement without
-one standing for any text.
+one standing for any text, and each expected line points at its own guide line.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ci.core.dialects.fences_scan import heading_above, scan_fences, timeout_by_kind
+from ci.core.dialects.fences_scan import Fence, heading_above, scan_fences, timeout_by_kind
 from ci.core.match import DEFAULT_WILDCARD
 from ci.core.model import DocumentError, Expected, GuideSettings, Label, Language, Plan, Problem, Step, TimeoutRule
 
-__all__ = ["CONSOLE_LANGUAGE", "has_console", "plan_console"]
+__all__ = [
+    "CONSOLE_LANGUAGE",
+    "ConsoleStatement",
+    "console_expected",
+    "console_statements",
+    "has_console",
+    "plan_console",
+]
 
 CONSOLE_LANGUAGE = "pycon"
 _PROMPT = ">>> "
@@ -40,12 +48,19 @@ for _line, _source in _statements:
 
 
 @dataclass(frozen=True)
-class _Statement:
+class ConsoleStatement:
     """One `>>> ` statement with its continuation lines and the output lines the guide gives after it."""
 
     line: int  # 1-based line of its `>>> `
     source: str  # the statement without its prompts
     output: tuple[str, ...]  # the output lines as written; () or ("...",) for any output
+    output_lines: tuple[int, ...]  # the guide line of each output line, in order
+    last_line: int  # 1-based line of its last `... ` continuation, else of its `>>> `
+
+    @property
+    def any_output(self) -> bool:
+        """Whether it may print anything: no output line, or a bare `...` alone."""
+        return self.output in ((), (DEFAULT_WILDCARD,))
 
 
 def has_console(lines: Sequence[str]) -> bool:
@@ -63,20 +78,9 @@ def plan_console(
     source_path: str | None,
 ) -> Plan:
     """The plan of a Python-console guide: one python step; DocumentError for a line that is neither prompt nor output."""
-    fences = scan_fences(lines)
-    fence = next((each for each in fences if each.language == CONSOLE_LANGUAGE), None)
-    if fence is None:
-        raise DocumentError([Problem(file, 0, "no ```pycon fence: write the console session in one")])
-    statements, problems = _statements(fence.body.split("\n"), fence.line + 1, file)
-    if not statements and not problems:
-        problems.append(Problem(file, fence.line, "the ```pycon fence holds no '>>> ' statement"))
-    if problems:
-        raise DocumentError(problems)
+    fence, statements = console_statements(lines, file)
     program = _PROGRAM.format(statements=[(each.line, each.source) for each in statements], file=file)
-    expected_body = _expected_body(statements)
-    expected = None
-    if expected_body is not None:
-        expected = Expected(body=expected_body, fuzzy=(DEFAULT_WILDCARD,), loads=(), line=fence.line)
+    expected = console_expected(statements, fence.line)
     step = Step(
         ordinal=1,
         label=Label.TEST if expected else Label.SETUP,
@@ -87,7 +91,7 @@ def plan_console(
         body=program,
         file=file,
         line=fence.line,
-        heading=heading_above(lines, fences, fence.line),
+        heading=heading_above(lines, scan_fences(lines), fence.line),
         hidden=False,
         timeout_s=timeout_by_kind("\n".join(each.source for each in statements), rules, default_s),
         loads=(),
@@ -97,41 +101,73 @@ def plan_console(
     return Plan(guide=file, source_path=source_path, steps=(step,), settings=settings)
 
 
-def _statements(body_lines: Sequence[str], first_line: int, file: str) -> tuple[list[_Statement], list[Problem]]:
-    statements: list[_Statement] = []
+def console_statements(lines: Sequence[str], file: str) -> tuple[Fence, list[ConsoleStatement]]:
+    """The first `pycon` fence and its statements; DocumentError when there is none, or for a line that is neither
+    prompt nor output."""
+    fence = next((each for each in scan_fences(lines) if each.language == CONSOLE_LANGUAGE), None)
+    if fence is None:
+        raise DocumentError([Problem(file, 0, "no ```pycon fence: write the console session in one")])
+    statements, problems = _statements(fence.body.split("\n"), fence.line + 1, file)
+    if not statements and not problems:
+        problems.append(Problem(file, fence.line, "the ```pycon fence holds no '>>> ' statement"))
+    if problems:
+        raise DocumentError(problems)
+    return fence, statements
+
+
+def _statements(body_lines: Sequence[str], first_line: int, file: str) -> tuple[list[ConsoleStatement], list[Problem]]:
+    statements: list[ConsoleStatement] = []
     problems: list[Problem] = []
+
+    def add_output(text: str, number: int) -> None:
+        last = statements[-1]
+        output, output_lines = (*last.output, text), (*last.output_lines, number)
+        statements[-1] = dataclasses.replace(last, output=output, output_lines=output_lines)
+
     for number, text in enumerate(body_lines, first_line):
         if text.startswith(_PROMPT):
-            statements.append(_Statement(number, text[len(_PROMPT) :], ()))
+            statements.append(ConsoleStatement(number, text[len(_PROMPT) :], (), (), number))
         elif text.startswith(_CONTINUATION) and statements and not statements[-1].output:
             last = statements[-1]
-            statements[-1] = _Statement(last.line, f"{last.source}\n{text[len(_CONTINUATION) :]}", ())
+            source = f"{last.source}\n{text[len(_CONTINUATION) :]}"
+            statements[-1] = dataclasses.replace(last, source=source, last_line=number)
         elif text.strip() == _PROMPT.strip() or not text.strip():
             continue
         elif text.strip() == DEFAULT_WILDCARD and not statements:
             continue  # a bare `...` is ignored where it cannot mean any output
-        elif text.strip() == DEFAULT_WILDCARD or (text.startswith(_CONTINUATION) and statements):
-            last = statements[-1]
-            statements[-1] = _Statement(last.line, last.source, (*last.output, text))
-        elif not statements:
+        elif statements:  # a bare `...`, a `... ` line after output, any other text: the statement's output
+            add_output(text, number)
+        else:
             message = f"unexpected line {text!r} before any '>>> ' statement: start a statement with '>>> '"
             problems.append(Problem(file, number, message))
-        else:
-            last = statements[-1]
-            statements[-1] = _Statement(last.line, last.source, (*last.output, text))
     return statements, problems
 
 
-def _expected_body(statements: Sequence[_Statement]) -> str | None:
-    """The whole stdout expected: each statement's output lines in turn, `...` for each that may print anything;
-    None when no statement gives output (then only the exit status counts, as in the reference)."""
-    if all(each.output in ((), (DEFAULT_WILDCARD,)) for each in statements):
+def console_expected(statements: Sequence[ConsoleStatement], fence_line: int) -> Expected | None:
+    """The whole stdout expected, each line pointing at its guide line; None when no statement gives output (then
+    only the exit status counts, as in the reference).
+
+    Each statement's output lines in turn; a run of statements that may print
+    anything is a `...` that opens the next output's first line (`...B`: the
+    run may have printed nothing, or lines, before B), or ends the body. A
+    `...` alone on a line between outputs would want a line break on both
+    sides of it, failing a statement that printed nothing.
+    """
+    if all(each.any_output for each in statements):
         return None
-    body = ""
+    lines: list[str] = []
+    guide_lines: list[int] = []
+    pending: int | None = None  # the guide line of a run of any output not yet put in the body
     for each in statements:
-        if each.output in ((), (DEFAULT_WILDCARD,)):
-            body = body if body.endswith(DEFAULT_WILDCARD) else body + DEFAULT_WILDCARD
-        else:
-            joined = "\n".join(each.output)
-            body = joined if not body else body + joined if body.endswith(DEFAULT_WILDCARD) else f"{body}\n{joined}"
-    return body
+        if each.any_output:
+            pending = pending or (each.output_lines[0] if each.output_lines else each.line)
+            continue
+        for text, number in zip(each.output, each.output_lines, strict=True):
+            lines.append(text if pending is None else DEFAULT_WILDCARD + text)
+            guide_lines.append(number)
+            pending = None
+    if pending is not None:
+        lines.append(DEFAULT_WILDCARD)
+        guide_lines.append(pending)
+    body = "\n".join(lines)
+    return Expected(body, (DEFAULT_WILDCARD,), loads=(), line=fence_line, guide_lines=tuple(guide_lines))

@@ -75,7 +75,7 @@ def last_run_findings(
         else:
             message += f"; see {_update_command(file, run_dir, unpacked_from, run_named)}"
         severity = Severity.WARNING if check.command_changed else Severity.ERROR
-        line = expected.line + written_line(expected.body, tuple(check.values.items()), blame.line)
+        line = expected.guide_line(written_line(expected.body, tuple(check.values.items()), blame.line))
         findings.append(Finding(LAST_RUN, severity, file, line, message))
     return findings
 
