@@ -186,6 +186,7 @@ def test_a_run_of_several_guides_and_every_verdict_matches_the_schema(tmp_path: 
     assert blocks["greets"]["loads"] == [["WORD", "W"]] and blocks["greets"]["expected"] == "hello world"
     assert blocks["drifted"]["first_unmatched_line"] == 1
     assert blocks["crashes"]["error_marker"] == "BOOM" and blocks["crashes"]["stderr_path"]
+    assert not any(b["streams_merged"] for b in blocks.values())  # the label contract keeps them apart
     # why it failed: its stderr's line with the run's marker; a mismatch's message says why already
     assert blocks["crashes"]["reason"] == "BOOM: the trainer crashed"
     assert blocks["drifted"]["reason"] is None and blocks["greets"]["reason"] is None

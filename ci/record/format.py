@@ -31,7 +31,8 @@ RECORD_VERSION = 4
 # What this guide-guard's reader reads: version 2 only allowed ended_by "still running", which it does not read;
 # version 3 only added each block's start_s, which a reader of an older record makes up from the durations;
 # version 4 only added what it does not read (each block's reason, retry, retry_delay_s and attempts, files that
-# predate the run, a guide's cleanup) and resumed_from and each block's kept_from (null in older records).
+# predate the run, a guide's cleanup, each block's streams_merged) and resumed_from and each block's kept_from
+# (null in older records).
 READ_VERSIONS = (1, 2, 3, 4)
 RECORD_FILE = "results.json"  # in the run's output directory
 
@@ -162,7 +163,10 @@ class BlockRecord(StepIdentity):
     stderr_path: str | None
     stdout_bytes: int
     stderr_bytes: int
-    error_marker: str | None
+    # stderr went into the stdout file, interleaved as written (the fences dialect): stdout_path and stdout_bytes
+    # are the block's whole output, stderr_path is null and stderr_bytes 0 (since version 4)
+    streams_merged: bool
+    error_marker: str | None  # in stderr; in the one output file when streams_merged
     stack_dumps: list[str]
     stack_dump_notes: list[str]
     processes_ended: list[ProcessRecord]
