@@ -82,8 +82,33 @@ def test_front_matter_names_the_dialect_and_its_rules() -> None:
 
 
 def test_both_dialects_and_no_label_is_a_document_error_naming_the_fix() -> None:
-    with pytest.raises(DocumentError, match="--dialect fences or pycon"):
-        plan_guide("```shell\necho\n```\n\n```pycon\n>>> 1\n```\n", "g.md", dialect="auto")
+    text = "# g\n\n```pycon\n>>> 1\n```\n\n```shell\necho\n```\n\n```pycon\n>>> 2\n```\n"
+    with pytest.raises(DocumentError) as raised:
+        plan_guide(text, "g.md", dialect="auto")
+    (problem,) = raised.value.problems
+    assert str(problem).startswith(
+        "g.md:3: both ```shell fences (the first at line 7) and ```pycon fences (the first at line 3)"
+    )
+    assert "--dialect fences" in problem.message and "--dialect pycon" in problem.message
+    assert "ci.dialect" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("dialect", "text", "said", "fix"),
+    [
+        # no fence of its kind: no line to blame, and the message says so
+        ("fences", "# g\n\n```text\nhi\n```\n", "g.md: no ```shell fence at any line", "--dialect pycon for a"),
+        ("pycon", "# g\n\n```shell\necho\n```\n", "g.md: no ```pycon fence at any line", "--dialect fences for"),
+        ("pycon", "# g\n\n```pycon\n\n```\n", "g.md:3: the ```pycon fence holds no '>>> '", "start each statement"),
+    ],
+)
+def test_a_dialect_given_a_guide_it_cannot_read_says_where_or_that_no_line_is_to_blame(
+    dialect: str, text: str, said: str, fix: str
+) -> None:
+    with pytest.raises(DocumentError) as raised:
+        plan_guide(text, "g.md", dialect=dialect)
+    (problem,) = raised.value.problems
+    assert str(problem).startswith(said) and fix in problem.message
 
 
 def test_pycon_reads_statements_outputs_and_rejects_stray_lines() -> None:

@@ -19,7 +19,7 @@ from ci.core.dialects.fences_scan import heading_above, scan_fences, timeout_by_
 from ci.core.match import DEFAULT_WILDCARD
 from ci.core.model import DocumentError, Expected, GuideSettings, Label, Language, Plan, Problem, Step, TimeoutRule
 
-__all__ = ["CONSOLE_LANGUAGE", "has_console", "plan_console"]
+__all__ = ["CONSOLE_LANGUAGE", "plan_console"]
 
 CONSOLE_LANGUAGE = "pycon"
 _PROMPT = ">>> "
@@ -48,11 +48,6 @@ class _Statement:
     output: tuple[str, ...]  # the output lines as written; () or ("...",) for any output
 
 
-def has_console(lines: Sequence[str]) -> bool:
-    """Whether the text holds a `pycon` fence."""
-    return any(fence.language == CONSOLE_LANGUAGE for fence in scan_fences(lines))
-
-
 def plan_console(
     lines: Sequence[str],
     file: str,
@@ -66,10 +61,20 @@ def plan_console(
     fences = scan_fences(lines)
     fence = next((each for each in fences if each.language == CONSOLE_LANGUAGE), None)
     if fence is None:
-        raise DocumentError([Problem(file, 0, "no ```pycon fence: write the console session in one")])
+        message = (
+            f"no ```{CONSOLE_LANGUAGE} fence at any line, and the pycon dialect (--dialect pycon, the registry entry's"
+            f" dialect or the front matter's ci.dialect) runs the first one: put the console session in a"
+            f" ```{CONSOLE_LANGUAGE} fence, or read the guide in the dialect it is written in (--dialect fences for"
+            " ```shell fences, labels for labelled blocks)"
+        )
+        raise DocumentError([Problem(file, 0, message)])
     statements, problems = _statements(fence.body.split("\n"), fence.line + 1, file)
     if not statements and not problems:
-        problems.append(Problem(file, fence.line, "the ```pycon fence holds no '>>> ' statement"))
+        message = (
+            f"the ```{CONSOLE_LANGUAGE} fence holds no '{_PROMPT}' statement, so there is nothing to run: start each"
+            f" statement with '{_PROMPT}' (its continuation lines with '{_CONTINUATION}')"
+        )
+        problems.append(Problem(file, fence.line, message))
     if problems:
         raise DocumentError(problems)
     program = _PROGRAM.format(statements=[(each.line, each.source) for each in statements], file=file)
