@@ -17,6 +17,7 @@ from ci.report.details import (
     cleanup_failed,
     cleanup_sections,
     command_shown,
+    named_streams,
     predating_note,
     stream_sizes,
 )
@@ -232,7 +233,7 @@ class ConsoleReporter:
             self.out.flush()
             self.header_open = True
         # merged streams: one file, which the heartbeat and --stream name as the block's output
-        self.watched = {"output": stdout_path} if step.merge_streams else {"stdout": stdout_path, "stderr": stderr_path}
+        self.watched = named_streams(step.merge_streams, stdout_path, stderr_path)
         self.total = total
         self._watch(step)
 
@@ -254,11 +255,7 @@ class ConsoleReporter:
     def block_retrying(self, step: Step, attempt: Attempt, delay_s: float) -> None:
         """A line that an attempt failed and another follows; then the next attempt is watched as the first was."""
         if self.watch is not None:  # its files are kept under other names now: the rest of them is shown first
-            kept = (
-                {"output": attempt.stdout_path}
-                if step.merge_streams
-                else {"stdout": attempt.stdout_path, "stderr": attempt.stderr_path}
-            )
+            kept = named_streams(step.merge_streams, attempt.stdout_path, attempt.stderr_path)
             self.watch.moved({name: Path(path) for name, path in kept.items() if path is not None})
         header_open, mid_line = self._stop_watch()
         if header_open or mid_line:

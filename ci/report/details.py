@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TypeVar
 
 from ci.core.examine import SHOWN_END_LINES, cut_line, head_and_tail_lines
 from ci.core.model import Label, Status
@@ -19,11 +20,13 @@ __all__ = [
     "cleanup_sections",
     "command_shown",
     "earlier_attempts",
+    "named_streams",
     "predating_note",
     "stream_files",
     "stream_sizes",
 ]
 
+_Stream = TypeVar("_Stream")  # what names a stream: its path, its size
 MERGED = "stdout and stderr merged"  # what reports add about a block whose two streams went into one file
 
 
@@ -32,6 +35,12 @@ def stream_sizes(result: BlockResult) -> str:
     if result.step.merge_streams:
         return f"output {human_size(result.stdout_bytes)}, {MERGED}"
     return f"stdout {human_size(result.stdout_bytes)}, stderr {human_size(result.stderr_bytes)}"
+
+
+def named_streams(merged: bool, stdout: _Stream, stderr: _Stream) -> dict[str, _Stream]:
+    """{"stdout": STDOUT, "stderr": STDERR} as the heartbeat and --stream name them; {"output": STDOUT} for a block
+    whose streams were merged into its stdout file."""
+    return {"output": stdout} if merged else {"stdout": stdout, "stderr": stderr}
 
 
 def stream_files(
