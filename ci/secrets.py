@@ -67,8 +67,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     names = [name for given in args.names for name in split_names(given)]
     problem = next(filter(None, map(secret_name_problem, names)), None)
-    if problem:
-        return fail(problem, parser)
+    if problem:  # the names come from the action's `secrets` input, which a registry entry's `secrets` fills
+        return fail(
+            f"the secrets named (the action's `secrets` input, a registry entry's `secrets`): {problem}", parser
+        )
     env_file = args.env_file or (Path(os.environ["GITHUB_ENV"]) if os.environ.get("GITHUB_ENV") else None)
     if env_file is None:
         return fail("$GITHUB_ENV is not set: name the file for the later steps' variables with --env-file", parser)

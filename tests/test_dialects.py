@@ -83,8 +83,33 @@ def test_front_matter_names_the_dialect_and_its_rules() -> None:
 
 
 def test_both_dialects_and_no_label_is_a_document_error_naming_the_fix() -> None:
-    with pytest.raises(DocumentError, match="--dialect fences or pycon"):
-        plan_guide("```shell\necho\n```\n\n```pycon\n>>> 1\n```\n", "g.md", dialect="auto")
+    text = "# g\n\n```pycon\n>>> 1\n```\n\n```shell\necho\n```\n\n```pycon\n>>> 2\n```\n"
+    with pytest.raises(DocumentError) as raised:
+        plan_guide(text, "g.md", dialect="auto")
+    (problem,) = raised.value.problems
+    assert str(problem).startswith(
+        "g.md:3: both ```shell fences (the first at line 7) and ```pycon fences (the first at line 3)"
+    )
+    assert "--dialect fences" in problem.message and "--dialect pycon" in problem.message
+    assert "ci.dialect" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("dialect", "text", "said", "fix"),
+    [
+        # no fence of its kind: no line to blame, and the message says so
+        ("fences", "# g\n\n```text\nhi\n```\n", "g.md: no ```shell fence at any line", "--dialect pycon for a"),
+        ("pycon", "# g\n\n```shell\necho\n```\n", "g.md: no ```pycon fence at any line", "--dialect fences for"),
+        ("pycon", "# g\n\n```pycon\n\n```\n", "g.md:3: the ```pycon fence holds no '>>> '", "start each statement"),
+    ],
+)
+def test_a_dialect_given_a_guide_it_cannot_read_says_where_or_that_no_line_is_to_blame(
+    dialect: str, text: str, said: str, fix: str
+) -> None:
+    with pytest.raises(DocumentError) as raised:
+        plan_guide(text, "g.md", dialect=dialect)
+    (problem,) = raised.value.problems
+    assert str(problem).startswith(said) and fix in problem.message
 
 
 def test_pycon_reads_statements_outputs_and_rejects_stray_lines() -> None:
@@ -106,13 +131,35 @@ def test_pycon_reads_statements_outputs_and_rejects_stray_lines() -> None:
         plan_guide("```pycon\nstray\n>>> 1\n```\n", "g.md", dialect="auto")
 
 
-def test_merged_streams_interleave_in_one_file(guide_runner: Any) -> None:
+def test_merged_streams_interleave_in_one_file_that_every_report_calls_the_output(guide_runner: Any) -> None:
     # a real process: its stderr written between two stdout lines is found between them
-    guide = "```shell\necho one; echo two >&2; echo three\n```\n\n```text\none\ntwo\nthree\n```\n"
-    run = guide_runner(guide, "--dialect", "fences")
-    assert run.returncode == 0, run.stdout + run.stderr
-    (stdout,) = (run.output_dir / "blocks").glob("*stdout*")
-    assert stdout.read_text() == "one\ntwo\nthree\n"
+    guide = (
+        "```shell\necho one; echo BOOM two >&2; echo three\n```\n\n```text\none\nBOOM two\nthree\n```\n\n"
+        "```shell\necho 'error: could not frobnicate' >&2; echo cleaning up; exit 1\n```\n"
+    )
+    junit = "junit.xml"
+    run = guide_runner(guide, "--dialect", "fences", "--error-marker", "BOOM", "--junit", junit)
+    assert run.returncode == 1, run.stdout + run.stderr
+    blocks = run.output_dir / "blocks"
+    assert sorted(path.name for path in blocks.iterdir()) == ["001-1.output.txt", "002-2.output.txt"]
+    assert (blocks / "001-1.output.txt").read_text() == "one\nBOOM two\nthree\n"
+    # no stream is said to be empty that was not: the sizes are the one output's
+    assert "stderr 0 B" not in run.stdout and "--- stderr" not in run.stdout and "PASSED in" in run.stdout
+    assert "output 19 B, stdout and stderr merged)" in run.stdout
+    assert (
+        "--- output (40 B, stdout and stderr merged)\nerror: could not frobnicate\ncleaning up\n[ERROR]" in run.stdout
+    )
+    # the failure's reason is the complaint a label block's stderr would end with, not the line after it
+    assert "FAILED #2 at guide.md:11: exit 1: error: could not frobnicate" in run.stdout.replace(
+        str(run.guide), "guide.md"
+    )
+    record = json.loads((run.output_dir / "results.json").read_text())
+    first, second = record["blocks"]
+    assert (first["streams_merged"], first["stderr_path"], first["stderr_bytes"]) == (True, None, 0)
+    assert first["stdout_path"] == "blocks/001-1.output.txt" and first["error_marker"] == "BOOM"
+    assert second["reason"] == "error: could not frobnicate"
+    xml = (run.guide.parent / junit).read_text()
+    assert "system-err" not in xml and "stdout and stderr merged" in xml
 
 
 @pytest.mark.parametrize("example", ["fences.md", "pycon.md"])

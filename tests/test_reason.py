@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ci.core.model import Problem
-from ci.core.reason import REASON_CHARS, failure_line, reason_text
+from ci.core.reason import REASON_CHARS, failure_line, merged_failure_line, reason_text
 from ci.core.streams import read_tail
 from ci.core.text import Masker
 from ci.report.recap import did_not_pass_line
@@ -69,6 +69,26 @@ def test_a_guides_own_marker_makes_a_failure_line() -> None:
     stderr = "ERR99999 the device is lost\nteardown done\n"
     assert failure_line(stderr, "", MARKERS) == "teardown done"
     assert failure_line(stderr, "", (*MARKERS, "ERR99999")) == "ERR99999 the device is lost"
+
+
+@pytest.mark.parametrize(
+    ("output", "expected"),
+    [
+        # stderr and stdout in one file (the fences dialect): what a label block's stderr would end with, not the
+        # lines printed after it
+        ("building\nerror: could not frobnicate\ncleaning up\n", "error: could not frobnicate"),
+        ("gcc: error: x.c: no such file\nmake: leaving\n", "gcc: error: x.c: no such file"),
+        ("fatal: not a git repository\nbye\n", "fatal: not a git repository"),
+        ("bash: line 1: cmkae: command not found\ndone\n", "bash: line 1: cmkae: command not found"),
+        ("step 0\n" + TRACEBACK + "cleaning up\n", "RuntimeError: NPU 3 is busy"),
+        ("error: first\nERR99999 the device is lost\nbye\n", "ERR99999 the device is lost"),  # a marker first
+        # no complaint: the last line, as before ("0 errors:" and "terror:" are none)
+        ("0 errors: none\nterror: not one\nall done\n", "all done"),
+        ("", None),
+    ],
+)
+def test_merged_output_gives_the_line_a_label_blocks_stderr_would(output: str, expected: str | None) -> None:
+    assert merged_failure_line(output, (*MARKERS, "ERR99999")) == expected
 
 
 def test_the_reason_is_masked_before_it_is_cut_and_adds_the_warnings() -> None:

@@ -186,6 +186,7 @@ def test_a_run_of_several_guides_and_every_verdict_matches_the_schema(tmp_path: 
     assert blocks["greets"]["loads"] == [["WORD", "W"]] and blocks["greets"]["expected"] == "hello world"
     assert blocks["drifted"]["first_unmatched_line"] == 1
     assert blocks["crashes"]["error_marker"] == "BOOM" and blocks["crashes"]["stderr_path"]
+    assert not any(b["streams_merged"] for b in blocks.values())  # the label contract keeps them apart
     # why it failed: its stderr's line with the run's marker; a mismatch's message says why already
     assert blocks["crashes"]["reason"] == "BOOM: the trainer crashed"
     assert blocks["drifted"]["reason"] is None and blocks["greets"]["reason"] is None
@@ -299,7 +300,7 @@ def test_the_reader_reads_the_versions_it_knows_and_refuses_another(tmp_path: Pa
         read_run(tmp_path / "out")
     message = str(refused.value)
     assert str(path) in message
-    assert f"version {RECORD_VERSION + 1}" in message and f"reads versions 1, 2, 3 and {RECORD_VERSION} only" in message
+    assert f"version {RECORD_VERSION + 1}" in message and f"reads versions 1, 2, 3, 4 and {RECORD_VERSION} only" in message
     _rewrite_version(tmp_path, None)
     with pytest.raises(RecordError, match="no 'version' number"):
         read_run(tmp_path / "out")

@@ -254,6 +254,7 @@ def test_secret_names_are_variable_names_github_allows(tmp_path: Path, capsys: p
               - MODELSCOPE_API_TOKEN
               - GITHUB_TOKEN
               - private-index
+              - ld_preload
           - name: mapping
             guide: docs/ok.md
             secrets: {A_TOKEN: x}
@@ -262,12 +263,16 @@ def test_secret_names_are_variable_names_github_allows(tmp_path: Path, capsys: p
     status, _, err = run(capsys, str(registry), "--check")
     assert status == 2
     example = "(secrets lists names, e.g. [HF_TOKEN, MODELSCOPE_API_TOKEN])"
-    assert errors(err)[:3] == [
+    assert errors(err)[:4] == [
         f"{registry}:9: entry 'bad': secret 'GITHUB_TOKEN': GitHub reserves GITHUB_ names (no secret can have one);"
         f" name the secret otherwise {example}",
         f"{registry}:10: entry 'bad': secret 'private-index' is not a variable name: letters, digits and underscores,"
         f" not starting with a digit {example}",
-        f"{registry}:13: entry 'mapping': secrets must be a list of text, not a mapping",
+        f"{registry}:11: entry 'bad': secret 'ld_preload' would set ld_preload for every later step of the job, which"
+        " changes how they run (no secret may be named LD_...: see docs/ci.md); store the secret under a name of its"
+        " own, e.g. GUIDE_ld_preload, name that, and set ld_preload from it in the block that needs it"
+        f' (`export ld_preload="$GUIDE_ld_preload"`) {example}',
+        f"{registry}:14: entry 'mapping': secrets must be a list of text, not a mapping",
     ]
     # a default applies to the entries that name none, as every default does
     registry.write_text(registry.read_text().split("  - name: bad")[0], encoding="utf-8")

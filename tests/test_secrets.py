@@ -96,6 +96,19 @@ def test_a_secret_name_that_is_no_variable_name_is_a_usage_error(guide_runner, r
         assert picked.returncode == 2 and said in picked.stderr, picked.stderr
 
 
+def test_a_secret_name_that_would_steer_every_later_step_is_refused_before_any_is_written(
+    run_harness, tmp_path
+) -> None:
+    env_file = tmp_path / "github-env"
+    secrets = '{"HF_TOKEN": "a", "BASH_ENV": "b"}'
+    picked = run_harness(
+        "HF_TOKEN,BASH_ENV", "--from-env", "S", "--env-file", str(env_file), module="ci.secrets", env={"S": secrets}
+    )
+    said = "the secrets named (the action's `secrets` input, a registry entry's `secrets`): secret 'BASH_ENV' would set"
+    assert picked.returncode == 2 and said in picked.stderr, picked.stderr
+    assert 'export BASH_ENV="$GUIDE_BASH_ENV"' in picked.stderr and not env_file.exists()
+
+
 def test_the_job_secrets_that_are_no_json_object_are_refused_without_being_quoted(run_harness, tmp_path) -> None:
     env_file = tmp_path / "github-env"
     for given, said in [
@@ -121,6 +134,10 @@ def test_names_are_picked_as_github_names_secrets_case_insensitively() -> None:
     assert secret_name_problem("github_pat") is not None and secret_name_problem("A-B") is not None
     assert secret_name_problem("_PRIVATE_1") is None
     assert re.search(r"GITHUB_", secret_name_problem("GITHUB_X") or "")
+    # names that would change how every later step runs, once $GITHUB_ENV sets them; a token's name passes
+    for steering in ("PATH", "BASH_ENV", "ENV", "ld_preload", "PYTHONSTARTUP", "RUNNER_TEMP", "https_proxy"):
+        assert "would set" in (secret_name_problem(steering) or ""), steering
+    assert secret_name_problem("ENVIRONMENT_TOKEN") is None and secret_name_problem("GUIDE_PATH") is None
 
 
 def test_the_entrys_secrets_reach_the_action_and_its_run_step_gets_only_the_named_ones(tmp_path) -> None:

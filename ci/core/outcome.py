@@ -134,7 +134,7 @@ class BlockResult:
     match: MatchReport | None  # set on a mismatch
     # (name, value as reports show it) for a setup with store; the whole value is held by the run alone
     stored: tuple[str, BoundedText] | None
-    marker_found: str | None  # the first error marker seen in stderr
+    marker_found: str | None  # the first error marker seen in stderr (in the output, for merged streams)
     dumps: tuple[str, ...] = ()  # paths of stack dumps taken on timeout
     dump_notes: tuple[str, ...] = ()  # one line per dump that could not be taken
     ended: tuple[TrackedProcess, ...] = ()  # processes the harness ended for it (timeout, interruption)

@@ -16,6 +16,7 @@ __all__ = [
     "REASON_TAIL_BYTES",
     "block_reason",
     "failure_line",
+    "merged_failure_line",
     "reason_text",
     "warnings_about",
 ]
@@ -26,6 +27,13 @@ REASON_TAIL_BYTES = 64 * 1024  # the end of a stream read for its failure line: 
 # upper case and whole, so that "0 errors" or "test_failed.py" is no failure line.
 FAILURE_WORDS = re.compile(r"\b(?:FAILED|ERROR)\b")
 _TRACEBACK = "Traceback (most recent call last)"
+# In merged streams, what a program writes to stderr when it gives up, with no stream left to tell it by:
+# `error: ...`, `fatal: ...` (a word before them too: `gcc: error: ...`, `npm error ...` does not count), and the
+# shell's own `...: command not found`, `...: No such file or directory`, `...: Permission denied`.
+_COMPLAINT = re.compile(
+    r"(?:^|[\s:\]])(?:error|fatal)(?:\[[^\]]*\])?:|: (?:command not found|No such file or directory|Permission denied)\b",
+    re.IGNORECASE,
+)
 _WARNINGS_SHOWN = 3  # warnings quoted in one reason; the rest are counted
 
 
@@ -67,6 +75,23 @@ def failure_line(stderr: str, stdout: str, markers: Sequence[str]) -> str | None
         if said is not None:
             return said
     return next((line for line in map(_last_text, streams) if line is not None), None)
+
+
+def merged_failure_line(output: str, markers: Sequence[str]) -> str | None:
+    """The line that says why a block whose stderr went into its stdout failed, from the end of that one OUTPUT:
+    None when it is blank.
+
+    As `failure_line` reads stderr, with no stream to tell the complaint from the rest: the last line holding an
+    error marker or FAILED or ERROR, a traceback standing for its exception line; else the last line that reads as
+    a program's complaint (`error: ...`, `fatal: ...`, `bash: foo: command not found`), which a label block's stderr
+    would end with; else the last non-empty line.
+    """
+    lines = clean_text(output).split("\n")
+    said = _said(lines, markers)
+    if said is not None:
+        return said
+    complaint = next((line.strip() for line in reversed(lines) if _COMPLAINT.search(line)), None)
+    return complaint if complaint is not None else _last_text(lines)
 
 
 def _marked(line: str, markers: Sequence[str]) -> bool:
@@ -113,13 +138,15 @@ def block_reason(
     """Why RESULT's block did not pass, beyond its message; None for a block that passed, was skipped or not run.
 
     A block that failed, timed out or could not run gives the failure line of its streams' ends (their last
-    REASON_TAIL_BYTES each: the rest of a long stream is never read); a mismatch gives none, its message says the
+    REASON_TAIL_BYTES each: the rest of a long stream is never read; of its one output, merged); a mismatch gives none, its message says the
     line that failed already. Either is followed by the guide's warnings about the block.
     """
     if not result.status.is_failure:
         return None
     own = None
-    if result.status is not Status.MISMATCH:
+    if result.status is not Status.MISMATCH and result.step.merge_streams:
+        own = merged_failure_line(read_tail(result.stdout_path, REASON_TAIL_BYTES, masker), markers)
+    elif result.status is not Status.MISMATCH:
         stderr, stdout = (
             read_tail(path, REASON_TAIL_BYTES, masker) for path in (result.stderr_path, result.stdout_path)
         )

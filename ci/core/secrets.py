@@ -6,18 +6,65 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Picked", "missing_secret_message", "pick_secrets", "secret_name_problem", "split_names"]
+__all__ = [
+    "STEERING_NAMES",
+    "STEERING_PREFIXES",
+    "Picked",
+    "missing_secret_message",
+    "pick_secrets",
+    "secret_name_problem",
+    "split_names",
+]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _SEPARATORS = re.compile(r"[\s,]+")
+# Names no secret may have (compared in upper case: GitHub's secret names are): a secret goes to $GITHUB_ENV, so
+# it would be set for every later step of the job, the harness's own, the artifact upload's and the action's
+# JavaScript included, and these variables change how a program runs rather than hand it a value: where it looks
+# for programs and libraries, what a shell runs first, which certificates, proxy or index it trusts.
+STEERING_NAMES = frozenset(
+    {
+        # the shell and the process: what runs, where, what a shell reads first
+        *("PATH", "HOME", "SHELL", "ENV", "BASH_ENV", "CDPATH", "IFS", "PS4", "SHELLOPTS", "BASHOPTS"),
+        *("GLOBIGNORE", "PROMPT_COMMAND", "TMPDIR", "PWD", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ"),
+        # runtimes that load code named by a variable (the action's own JavaScript steps among them)
+        *("NODE_OPTIONS", "NODE_PATH", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "PERL5LIB", "PERL5OPT", "RUBYOPT"),
+        *("RUBYLIB", "GCONV_PATH", "VIRTUAL_ENV"),
+        # whom the network is trusted through
+        *("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"),
+        *("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "FTP_PROXY"),
+    }
+)
+# ... and every name starting so: the dynamic loader's (LD_PRELOAD), Python's (PYTHONPATH, PYTHONSTARTUP), pip's
+# and uv's settings (PIP_INDEX_URL), git's (GIT_SSH_COMMAND), bash's exported functions, the locale, the runner's
+# and GitHub's own, and the harness's
+STEERING_PREFIXES = (
+    *("LD_", "DYLD_", "PYTHON", "PIP_", "UV_", "GIT_", "BASH_FUNC_", "LC_"),
+    *("GITHUB_", "RUNNER_", "ACTIONS_", "GUIDE_GUARD_"),
+)
 
 
 def secret_name_problem(name: str) -> str | None:
-    """What is wrong with NAME as the name of a secret the blocks get as a variable; None when nothing is."""
+    """What is wrong with NAME as the name of a secret the blocks get as a variable; None when nothing is.
+
+    Besides a name no variable or no GitHub secret can have, a name in STEERING_NAMES or starting with one of
+    STEERING_PREFIXES (in any case) is refused: the secret would override that variable for every later step.
+    """
     if not _NAME.match(name):
         return f"secret {name!r} is not a variable name: letters, digits and underscores, not starting with a digit"
-    if name.upper().startswith("GITHUB_"):
+    upper = name.upper()
+    if upper.startswith("GITHUB_"):
         return f"secret {name!r}: GitHub reserves GITHUB_ names (no secret can have one); name the secret otherwise"
+    rule = next((f"{prefix}..." for prefix in STEERING_PREFIXES if upper.startswith(prefix)), None)
+    if rule is None and upper in STEERING_NAMES:
+        rule = upper
+    if rule is not None:
+        return (
+            f"secret {name!r} would set {name} for every later step of the job, which changes how they run (no"
+            f" secret may be named {rule}: see docs/ci.md); store the secret under a name of its own,"
+            f" e.g. GUIDE_{name}, name that, and set {name} from it in the block that needs it"
+            f' (`export {name}="$GUIDE_{name}"`)'
+        )
     return None
 
 

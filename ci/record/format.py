@@ -27,12 +27,13 @@ __all__ = [
 
 # The format's version, written into every record and checked on reading. Raise it with any change to
 # the keys or their meaning, together with docs/results.schema.json (whose objects admit no other keys).
-RECORD_VERSION = 4
+RECORD_VERSION = 5
 # What this guide-guard's reader reads: version 2 only allowed ended_by "still running", which it does not read;
 # version 3 only added each block's start_s, which a reader of an older record makes up from the durations;
 # version 4 only added what it does not read (each block's reason, retry, retry_delay_s and attempts, files that
-# predate the run, a guide's cleanup) and resumed_from and each block's kept_from (null in older records).
-READ_VERSIONS = (1, 2, 3, 4)
+# predate the run, a guide's cleanup) and resumed_from and each block's kept_from (null in older records); version 5
+# only added each block's streams_merged (false in older records).
+READ_VERSIONS = (1, 2, 3, 4, 5)
 RECORD_FILE = "results.json"  # in the run's output directory
 
 # ---- the format: one TypedDict per object of the file, so that writer and reader share the key names
@@ -162,7 +163,10 @@ class BlockRecord(StepIdentity):
     stderr_path: str | None
     stdout_bytes: int
     stderr_bytes: int
-    error_marker: str | None
+    # stderr went into the stdout file, interleaved as written (the fences dialect): stdout_path and stdout_bytes
+    # are the block's whole output, stderr_path is null and stderr_bytes 0 (since version 5)
+    streams_merged: bool
+    error_marker: str | None  # in stderr; in the one output file when streams_merged
     stack_dumps: list[str]
     stack_dump_notes: list[str]
     processes_ended: list[ProcessRecord]

@@ -83,6 +83,7 @@ def _block(result: BlockResult, guide: str, base: Path, masker: Masker) -> Block
         "stderr_path": _relative(result.stderr_path, base),
         "stdout_bytes": result.stdout_bytes,
         "stderr_bytes": result.stderr_bytes,
+        "streams_merged": step.merge_streams,
         "error_marker": result.marker_found,
         "stack_dumps": [_relative(p, base) for p in result.dumps],
         "stack_dump_notes": [clean_text(n, masker) for n in result.dump_notes],

@@ -12,7 +12,15 @@ from ci.core.outcome import STILL_RUNNING, Attempt, BlockResult, Collection, Dia
 from ci.core.text import Masker, clean_text, human_size, plural
 from ci.core.threads import start_deaf
 from ci.report.colour import NO_COLOUR, Palette, status_colour
-from ci.report.details import block_details, cleanup_failed, cleanup_sections, command_shown, predating_note
+from ci.report.details import (
+    block_details,
+    cleanup_failed,
+    cleanup_sections,
+    command_shown,
+    named_streams,
+    predating_note,
+    stream_sizes,
+)
 from ci.report.github import StopCommands, cleanup_annotations, escape_data, failure_annotations
 from ci.report.live import LIVE_LIMIT_BYTES, BlockWatch
 from ci.report.recap import did_not_pass_parts
@@ -54,7 +62,7 @@ def _verdict_parts(result: BlockResult, total: int) -> tuple[str, str, str]:
     head = f"[{step.ordinal}/{total}] {step.name}: "
     if result.status in (Status.SKIPPED, Status.NOT_RUN):
         return head, word, f": {result.message}"
-    sizes = f"stdout {human_size(result.stdout_bytes)}, stderr {human_size(result.stderr_bytes)}"
+    sizes = stream_sizes(result)
     exit_text = "" if result.exit_code is None else f"exit {result.exit_code}, "
     tail = f"{attempt_words(result)} in {result.duration_s:.2f}s ({exit_text}{sizes})"
     if result.status.is_failure:
@@ -224,7 +232,8 @@ class ConsoleReporter:
             self.out.write(clean_text(f"==> {header}", self.masker))
             self.out.flush()
             self.header_open = True
-        self.watched = {"stdout": stdout_path, "stderr": stderr_path}
+        # merged streams: one file, which the heartbeat and --stream name as the block's output
+        self.watched = named_streams(step.merge_streams, stdout_path, stderr_path)
         self.total = total
         self._watch(step)
 
@@ -246,7 +255,7 @@ class ConsoleReporter:
     def block_retrying(self, step: Step, attempt: Attempt, delay_s: float) -> None:
         """A line that an attempt failed and another follows; then the next attempt is watched as the first was."""
         if self.watch is not None:  # its files are kept under other names now: the rest of them is shown first
-            kept = {"stdout": attempt.stdout_path, "stderr": attempt.stderr_path}
+            kept = named_streams(step.merge_streams, attempt.stdout_path, attempt.stderr_path)
             self.watch.moved({name: Path(path) for name, path in kept.items() if path is not None})
         header_open, mid_line = self._stop_watch()
         if header_open or mid_line:

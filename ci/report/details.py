@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TypeVar
 
 from ci.core.examine import SHOWN_END_LINES, cut_line, head_and_tail_lines
 from ci.core.model import Label, Status
@@ -19,8 +20,36 @@ __all__ = [
     "cleanup_sections",
     "command_shown",
     "earlier_attempts",
+    "named_streams",
     "predating_note",
+    "stream_files",
+    "stream_sizes",
 ]
+
+_Stream = TypeVar("_Stream")  # what names a stream: its path, its size
+MERGED = "stdout and stderr merged"  # what reports add about a block whose two streams went into one file
+
+
+def stream_sizes(result: BlockResult) -> str:
+    """`stdout 10 B, stderr 2 B`; `output 12 B, stdout and stderr merged` for a block run with merged streams."""
+    if result.step.merge_streams:
+        return f"output {human_size(result.stdout_bytes)}, {MERGED}"
+    return f"stdout {human_size(result.stdout_bytes)}, stderr {human_size(result.stderr_bytes)}"
+
+
+def named_streams(merged: bool, stdout: _Stream, stderr: _Stream) -> dict[str, _Stream]:
+    """{"stdout": STDOUT, "stderr": STDERR} as the heartbeat and --stream name them; {"output": STDOUT} for a block
+    whose streams were merged into its stdout file."""
+    return {"output": stdout} if merged else {"stdout": stdout, "stderr": stderr}
+
+
+def stream_files(
+    merged: bool, stdout: tuple[str | None, int], stderr: tuple[str | None, int]
+) -> list[tuple[str, str, int]]:
+    """(name, path, size) of each output file kept, STDOUT and STDERR being (path, size): a merged block's one file
+    is its `output (stdout and stderr merged)`, and it has no stderr file of its own."""
+    named = [(f"output ({MERGED})", *stdout)] if merged else [("stdout", *stdout), ("stderr", *stderr)]
+    return [(name, path, size) for name, path, size in named if path is not None]
 
 
 def block_details(
@@ -48,13 +77,15 @@ def block_details(
         sections += _stream_sections(result, masker, whole=result.status is Status.PASSED)
     if step.label is Label.TEST and result.expected is not None and result.match is None:
         sections.append(("expected", _shown(result.expected, "expected body")))
-        if not streamed:
+        if not streamed and not step.merge_streams:  # merged: the output section above shows it
             sections.append(("actual", read_view(result.stdout_path, masker=masker).render()))
     if streamed and (result.stdout_bytes or result.stderr_bytes):
-        files = [
-            f"{name}: {path}" for name, path in (("stdout", result.stdout_path), ("stderr", result.stderr_path)) if path
-        ]
-        sections.append(("output (shown live above)", "\n".join(files)))
+        files = stream_files(
+            step.merge_streams,
+            (result.stdout_path, result.stdout_bytes),
+            (result.stderr_path, result.stderr_bytes),
+        )
+        sections.append(("output (shown live above)", "\n".join(f"{name}: {path}" for name, path, _ in files)))
     if result.stored is not None:
         name, value = result.stored
         sections.append((f"stored {name} ({plural(value.size_bytes, 'byte')})", _shown(value, "value")))
@@ -70,7 +101,7 @@ def block_details(
         )
         sections.append((f"processes ended ({len(result.ended)})", listed))
     if result.attempts:
-        listed = "\n".join(attempt_summary(attempt) for attempt in result.attempts)
+        listed = "\n".join(attempt_summary(attempt, step.merge_streams) for attempt in result.attempts)
         last = f"this was attempt {len(result.attempts) + 1} of {step.retry + 1}"
         sections.append((f"earlier attempts ({last})", listed))
     sections += _diagnostic_sections(result.diagnostics, masker)
@@ -87,15 +118,14 @@ def earlier_attempts(result: BlockResult) -> str:
     return "; ".join(attempt.message[:_ATTEMPT_MESSAGE_CHARS] for attempt in result.attempts)
 
 
-def attempt_summary(attempt: Attempt) -> str:
-    """`attempt 1: failed in 0.01s (exit 1); stdout: PATH (10 B); stderr: PATH (6 B)`: an earlier attempt on one line."""
+def attempt_summary(attempt: Attempt, merged: bool) -> str:
+    """`attempt 1: failed in 0.01s (exit 1); stdout: PATH (10 B); stderr: PATH (6 B)`: an earlier attempt on one line
+    (MERGED: its block's streams went into one file, named `output (stdout and stderr merged)`)."""
     files = "".join(
         f"; {name}: {path} ({human_size(size)})"
-        for name, path, size in (
-            ("stdout", attempt.stdout_path, attempt.stdout_bytes),
-            ("stderr", attempt.stderr_path, attempt.stderr_bytes),
+        for name, path, size in stream_files(
+            merged, (attempt.stdout_path, attempt.stdout_bytes), (attempt.stderr_path, attempt.stderr_bytes)
         )
-        if path is not None
     )
     ended = f"; {plural(len(attempt.ended), 'process', 'processes')} it left running ended" if attempt.ended else ""
     dumps = f"; stack dumps: {', '.join(attempt.dumps)}" if attempt.dumps else ""
@@ -108,7 +138,8 @@ def _stream_sections(result: BlockResult, masker: Masker, *, whole: bool = False
 
     `whole`: a passing block shown in full (-v, or its group under Actions): both
     streams whenever they hold something, so that its log holds what it printed;
-    a setup's stored value stands for its stdout.
+    a setup's stored value stands for its stdout. A block whose streams were merged
+    has one section for its one file, but for a mismatch, whose actual side shows it.
     """
     step = result.step
     noisy = (
@@ -119,6 +150,8 @@ def _stream_sections(result: BlockResult, masker: Masker, *, whole: bool = False
     )
     if not noisy:
         return []
+    if step.merge_streams:
+        return _merged_section(result, masker, whole)
     sections = []
     if result.marker_found is not None and result.stderr_bytes <= FULL_LIMIT_BYTES:
         stderr_view = read_view(result.stderr_path, full_limit_bytes=FULL_LIMIT_BYTES, masker=masker)
@@ -133,6 +166,19 @@ def _stream_sections(result: BlockResult, masker: Masker, *, whole: bool = False
             (f"stdout ({human_size(result.stdout_bytes)})", read_view(result.stdout_path, masker=masker).render())
         )
     return sections
+
+
+def _merged_section(result: BlockResult, masker: Masker, whole: bool) -> list[tuple[str, str]]:
+    """The one output section of a block whose streams were merged; none when it is empty, its stored value stands
+    for it, or a mismatch's actual side shows it."""
+    if not result.stdout_bytes or result.match is not None or (whole and result.stored is not None):
+        return []
+    if result.marker_found is not None and result.stdout_bytes <= FULL_LIMIT_BYTES:  # as a stderr holding one
+        view = read_view(result.stdout_path, full_limit_bytes=FULL_LIMIT_BYTES, masker=masker)
+    else:
+        view = read_view(result.stdout_path, masker=masker)
+    marker = f", contains {result.marker_found!r}" if result.marker_found else ""
+    return [(f"output ({human_size(result.stdout_bytes)}, {MERGED}{marker})", view.render())]
 
 
 _SAID = {
@@ -168,20 +214,21 @@ def _mismatch_sections(
 
 def _actual_section(result: BlockResult, masker: Masker, ends: str) -> tuple[str, str]:
     """The stdout of a mismatch: whole when short, else its first and last lines, and the file that holds it."""
+    merged = f", {MERGED}" if result.step.merge_streams else ""
     if not result.stdout_bytes:
-        return "actual (stdout is empty)", ""
+        return f"actual ({'output' if merged else 'stdout'} is empty{merged})", ""
     view = read_view(result.stdout_path, full_limit_bytes=FULL_LIMIT_BYTES, masker=masker)
-    whole = f"; the whole stream is in {result.stdout_path}"
+    whole = f"; the whole {'output' if merged else 'stream'} is in {result.stdout_path}"
     if view.complete:
         head, tail, count = head_and_tail_lines(view.head)
         if not tail:
-            return f"actual ({_lines(count)})", head
+            return f"actual ({_lines(count)}{merged})", head
         omitted = _lines(count - 2 * SHOWN_END_LINES)
-        return f"actual ({_lines(count)}: {ends}{whole})", f"{head}\n[... {omitted} omitted ...]\n{tail}"
+        return f"actual ({_lines(count)}{merged}: {ends}{whole})", f"{head}\n[... {omitted} omitted ...]\n{tail}"
     head = "\n".join(cut_line(line) for line in view.head.split("\n")[:SHOWN_END_LINES])
     tail = "\n".join(cut_line(line) for line in view.tail.split("\n")[-SHOWN_END_LINES:])
     size = human_size(result.stdout_bytes)
-    return f"actual ({size}: {ends}{whole})", f"{head}\n[... the lines between omitted ...]\n{tail}"
+    return f"actual ({size}{merged}: {ends}{whole})", f"{head}\n[... the lines between omitted ...]\n{tail}"
 
 
 def _lines(count: int) -> str:

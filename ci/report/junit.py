@@ -101,7 +101,9 @@ def _earlier_attempts(case: ET.Element, result: BlockResult, tag: str, masker: M
     for attempt in result.attempts:
         message = clean_text(f"{attempt.status.value.replace('_', ' ')}: {attempt.message}", masker)
         element = ET.SubElement(case, tag, {"message": message, "type": attempt.status.value})
-        ET.SubElement(element, "stackTrace").text = clean_text(attempt_summary(attempt), masker)
+        ET.SubElement(element, "stackTrace").text = clean_text(
+            attempt_summary(attempt, result.step.merge_streams), masker
+        )
         for name, path, size in _streams(attempt):
             if size:
                 ET.SubElement(element, name).text = clean_text(read_view(path, masker=masker).render(), masker)

@@ -19,7 +19,8 @@ __all__ = ["LAST_LINE_CHARS", "LIVE_LIMIT_BYTES", "MIN_HEARTBEAT_S", "STREAM_PRE
 LIVE_LIMIT_BYTES = 8 * 1024 * 1024  # --stream shows this much of each stream of a block: a log is no place for GiBs
 _READ_BYTES = 1 << 16  # one read of a followed file: memory stays bounded however fast a block writes
 _POLL_S = 0.2  # how often --stream looks for more output
-STREAM_PREFIXES = {"stdout": "| ", "stderr": "! "}  # what starts each line --stream shows, telling the streams apart
+# what starts each line --stream shows, telling the streams apart; `output`: stdout and stderr merged in one file
+STREAM_PREFIXES = {"stdout": "| ", "stderr": "! ", "output": "| "}
 MIN_HEARTBEAT_S = 1.0  # --heartbeat's least T: a line per silent T, so a smaller one would flood the log
 LAST_LINE_CHARS = 120  # a heartbeat quotes at most this much of the block's last line
 _LAST_LINE_READ_BYTES = 4096  # the heartbeat reads this much of the end of a stream for its last line
@@ -89,7 +90,7 @@ def heartbeat_line(name: str, elapsed_s: float, paths: Mapping[str, Path], maske
 class _Followed:
     """One output file of a running block, and what of it is read but not shown yet."""
 
-    name: str  # stdout or stderr
+    name: str  # stdout or stderr; output for a block whose streams are merged
     path: Path
     decoder: codecs.IncrementalDecoder  # keeps a character split between two reads whole
     read_bytes: int = 0  # how much of the file is read
@@ -120,7 +121,7 @@ class BlockWatch(threading.Thread):
     ) -> None:
         super().__init__(daemon=True)
         self.name = name  # the block's, as the heartbeat says it
-        self.paths = dict(paths)  # stdout and stderr
+        self.paths = dict(paths)  # stdout and stderr, or output alone (merged streams)
         self.followed = (
             [_Followed(n, p, codecs.getincrementaldecoder("utf-8")(errors="replace")) for n, p in paths.items()]
             if stream

@@ -115,14 +115,18 @@ def _kept(attempt: Attempt, stem: str, kept_stem: str, output_dir: Path) -> Atte
     replaces it): the attempt then names no file for that stream.
     """
     paths: list[str | None] = []
-    for path, suffix in ((attempt.stdout_path, ".stdout.txt"), (attempt.stderr_path, ".stderr.txt")):
-        target = Path(f"{kept_stem}{suffix}")
+    for path in (attempt.stdout_path, attempt.stderr_path):
+        if path is None:
+            paths.append(None)
+            continue
+        # .stdout.txt, .stderr.txt, or .output.txt (merged streams): the stem, a slug, may hold dots of its own
+        target = Path(kept_stem + "".join(Path(path).suffixes[-2:]))
         try:
-            if path is not None:
-                rename_within(Path(path), target, within=output_dir)
+            rename_within(Path(path), target, within=output_dir)
         except OSError:
-            path = None
-        paths.append(None if path is None else str(target))
+            paths.append(None)
+            continue
+        paths.append(str(target))
     dumps, kept_dumps = Path(f"{stem}.dumps"), Path(f"{kept_stem}.dumps")
     moved = attempt.dumps
     if dumps.is_dir() and not dumps.is_symlink():

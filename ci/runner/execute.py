@@ -171,7 +171,8 @@ def _context(
     make_directories(options.output_dir / "blocks", within=options.output_dir)  # but blocks/ is the run's own
     runnable = [step for step in plan.steps if step.skip_reason is None and step.ordinal not in left_out]
     paths = {
-        step.ordinal: output_paths(output_stem(options.output_dir, options.file_prefix, step)) for step in runnable
+        step.ordinal: output_paths(output_stem(options.output_dir, options.file_prefix, step), step.merge_streams)
+        for step in runnable
     }
     return StepContext(
         supervisor=supervisor,

@@ -19,13 +19,15 @@ def slug(text: str) -> str:
 
 
 def output_stem(output_dir: Path, prefix: str, step: Step) -> str:
-    """OUTPUT_DIR/blocks/[PREFIX]NNN-name: a block's .stdout.txt, .stderr.txt, .dumps/ and .diagnostics/ sit beside each other."""
+    """OUTPUT_DIR/blocks/[PREFIX]NNN-name: a block's .stdout.txt, .stderr.txt (or merged .output.txt), .dumps/ and
+    .diagnostics/ sit beside each other."""
     return f"{output_dir}/blocks/{prefix}{step.ordinal:03d}-{slug(step.name)}"
 
 
-def output_paths(stem: str) -> tuple[Path, Path]:
-    """The stdout and stderr files of the block with this stem."""
-    return Path(f"{stem}.stdout.txt"), Path(f"{stem}.stderr.txt")
+def output_paths(stem: str, merged: bool = False) -> tuple[Path, Path]:
+    """The stdout and stderr files of the block with this stem; MERGED (its stderr goes to its stdout file):
+    STEM.output.txt, its whole output, and a stderr file it is never given, made and removed empty."""
+    return Path(f"{stem}.output.txt" if merged else f"{stem}.stdout.txt"), Path(f"{stem}.stderr.txt")
 
 
 def file_sizes(*paths: Path) -> tuple[int, ...]:

@@ -47,7 +47,7 @@ class _Observed:
     stderr_path: str | None
     stdout_bytes: int
     stderr_bytes: int
-    marker_found: str | None  # the first error marker in stderr
+    marker_found: str | None  # the first error marker in stderr (in the one output file of merged streams)
     peak_rss_bytes: int | None
     cpu_s: float | None
     dumps: tuple[str, ...] = ()  # stack dumps taken on its time-out
@@ -212,6 +212,7 @@ def _cut_short(
         exited=False,
         exit_code=block.exit_code,
         ended=ended,
+        merged=step.merge_streams,
     )
     return observed.result(step, Status.ERROR, message)
 
@@ -235,9 +236,11 @@ def _waited(
     sizes = file_sizes(*paths)
     writers_left = supervisor.group_alive(block)
     # an empty stream keeps no file (the file itself stays until a later block's files are made)
+    # merged streams: no process was given the stderr file, so it stays empty whatever is left running
+    writers = (writers_left, writers_left and not step.merge_streams)
     kept = tuple(
-        None if context.output_files.take_back(path, size, writers_left) else path
-        for path, size in zip(paths, sizes, strict=True)
+        None if context.output_files.take_back(path, size, writing) else path
+        for path, size, writing in zip(paths, sizes, writers, strict=True)
     )
     exit_code = block.exit_code if exited else None
     return _observe(
@@ -247,6 +250,7 @@ def _waited(
         sizes,
         context,
         context.stem(step),
+        merged=step.merge_streams,
         exited=exited,
         exit_code=exit_code,
         dumps=dumps,
@@ -263,6 +267,7 @@ def _observe(
     context: StepContext,
     stem: str,
     *,
+    merged: bool,
     exited: bool,
     exit_code: int | None,
     dumps: tuple[str, ...] = (),
@@ -272,8 +277,11 @@ def _observe(
     """What was measured of a started block once its wait ended (a path is None for a stream that kept no file).
 
     A long expected body is kept whole in STEM.expected.txt, since reports show only its head.
+    MERGED: the block's stderr went into its stdout file, so error markers are looked for there.
     """
     stdout_path, stderr_path = (str(path) if path else None for path in paths)
+    stderr_path = None if merged else stderr_path  # its file was never the block's: it stays empty
+    marker_path, marker_bytes = (stdout_path, sizes[0]) if merged else (stderr_path, sizes[1])
     expected = substituted.expected
     return _Observed(
         expected=expected,
@@ -288,7 +296,7 @@ def _observe(
         stderr_path=stderr_path,
         stdout_bytes=sizes[0],
         stderr_bytes=sizes[1],
-        marker_found=file_contains(stderr_path, context.markers) if sizes[1] else None,
+        marker_found=file_contains(marker_path, context.markers) if marker_bytes else None,
         peak_rss_bytes=block.peak_rss_bytes or None,
         cpu_s=block.cpu_s,
         dumps=dumps,

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ci.core.dialects.fences import UPSTREAM_REF, has_fences, plan_fences
-from ci.core.dialects.pycon import has_console, plan_console
+from ci.core.dialects.fences import RUN_LANGUAGE, UPSTREAM_REF, plan_fences
+from ci.core.dialects.fences_scan import scan_fences
+from ci.core.dialects.pycon import CONSOLE_LANGUAGE, plan_console
 from ci.core.model import DocumentError, Plan, Problem, TimeoutRule
 from ci.core.parse import ParsedGuide, parse_guide
 from ci.core.plan import DEFAULT_TIMEOUT_S, build_plan
@@ -33,14 +34,24 @@ def chosen_dialect(parsed: ParsedGuide, lines: Sequence[str], asked: str) -> str
         return dialect
     if parsed.blocks or parsed.near_labels or parsed.problems:
         return "labels"
-    found = [name for name, present in (("fences", has_fences(lines)), ("pycon", has_console(lines))) if present]
+    fences = scan_fences(lines)
+    first = {
+        dialect: next((fence.line for fence in fences if fence.language == language), None)
+        for dialect, language in (("fences", RUN_LANGUAGE), ("pycon", CONSOLE_LANGUAGE))
+    }
+    found = [dialect for dialect, line in first.items() if line is not None]
     if len(found) == 1:
         return found[0]
     if found:
+        shell, console = first["fences"], first["pycon"]
+        assert shell is not None and console is not None
         message = (
-            f"both ```shell and ```pycon fences and no label: say which to run with --dialect {' or '.join(found)}"
+            f"both ```{RUN_LANGUAGE} fences (the first at line {shell}) and ```{CONSOLE_LANGUAGE} fences (the first"
+            f" at line {console}) and no label, so the dialect cannot be told: say which to run with --dialect"
+            f" fences (every ```{RUN_LANGUAGE} fence) or --dialect pycon (the first ```{CONSOLE_LANGUAGE} session),"
+            " or the registry entry's dialect, or the front matter's ci.dialect; or label the blocks to run"
         )
-        raise DocumentError([Problem(parsed.file, 0, message)])
+        raise DocumentError([Problem(parsed.file, min(shell, console), message)])
     return "labels"  # nothing to run in any dialect: the label contract's own error says how to label a block
 
 

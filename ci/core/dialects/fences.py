@@ -25,7 +25,7 @@ from ci.core.model import (
     TimeoutRule,
 )
 
-__all__ = ["RUN_LANGUAGE", "SKIP_MARKER", "UPSTREAM_REF", "has_fences", "plan_fences"]
+__all__ = ["RUN_LANGUAGE", "SKIP_MARKER", "UPSTREAM_REF", "plan_fences"]
 
 RUN_LANGUAGE = "shell"  # only a fence whose language word is exactly this runs
 SKIP_MARKER = "skip"  # `shell skip`: logged, not run
@@ -34,11 +34,6 @@ UPSTREAM_REF = (
     "UPSTREAM_REF"  # `<UPSTREAM_REF>` is the upstream commit under test: --set UPSTREAM_REF=..., else $UPSTREAM_REF
 )
 _SUPPORTED = "```shell (runs), ```shell skip (skipped), ```text right after a ```shell fence (its expected output)"
-
-
-def has_fences(lines: Sequence[str]) -> bool:
-    """Whether the text holds a fence this dialect runs or skips."""
-    return any(fence.language == RUN_LANGUAGE for fence in scan_fences(lines))
 
 
 def plan_fences(
@@ -83,6 +78,14 @@ def plan_fences(
                 merge_streams=True,
             )
         )
+    if not steps:
+        message = (
+            f"no ```{RUN_LANGUAGE} fence at any line, and the fences dialect (--dialect fences, the registry entry's"
+            f" dialect or the front matter's ci.dialect) runs every one: write the commands in ```{RUN_LANGUAGE}"
+            " fences, or read the guide in the dialect it is written in (--dialect pycon for a ```pycon session,"
+            " labels for labelled blocks)"
+        )
+        problems.append(Problem(file, 0, message))
     if problems:
         raise DocumentError(problems)
     return Plan(guide=file, source_path=source_path, steps=tuple(steps), settings=settings)

@@ -25,7 +25,6 @@ __all__ = [
     "ConsoleStatement",
     "console_expected",
     "console_statements",
-    "has_console",
     "plan_console",
 ]
 
@@ -61,11 +60,6 @@ class ConsoleStatement:
     def any_output(self) -> bool:
         """Whether it may print anything: no output line, or a bare `...` alone."""
         return self.output in ((), (DEFAULT_WILDCARD,))
-
-
-def has_console(lines: Sequence[str]) -> bool:
-    """Whether the text holds a `pycon` fence."""
-    return any(fence.language == CONSOLE_LANGUAGE for fence in scan_fences(lines))
 
 
 def plan_console(
@@ -106,10 +100,20 @@ def console_statements(lines: Sequence[str], file: str) -> tuple[Fence, list[Con
     prompt nor output."""
     fence = next((each for each in scan_fences(lines) if each.language == CONSOLE_LANGUAGE), None)
     if fence is None:
-        raise DocumentError([Problem(file, 0, "no ```pycon fence: write the console session in one")])
+        message = (
+            f"no ```{CONSOLE_LANGUAGE} fence at any line, and the pycon dialect (--dialect pycon, the registry entry's"
+            f" dialect or the front matter's ci.dialect) runs the first one: put the console session in a"
+            f" ```{CONSOLE_LANGUAGE} fence, or read the guide in the dialect it is written in (--dialect fences for"
+            " ```shell fences, labels for labelled blocks)"
+        )
+        raise DocumentError([Problem(file, 0, message)])
     statements, problems = _statements(fence.body.split("\n"), fence.line + 1, file)
     if not statements and not problems:
-        problems.append(Problem(file, fence.line, "the ```pycon fence holds no '>>> ' statement"))
+        message = (
+            f"the ```{CONSOLE_LANGUAGE} fence holds no '{_PROMPT}' statement, so there is nothing to run: start each"
+            f" statement with '{_PROMPT}' (its continuation lines with '{_CONTINUATION}')"
+        )
+        problems.append(Problem(file, fence.line, message))
     if problems:
         raise DocumentError(problems)
     return fence, statements
