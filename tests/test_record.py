@@ -300,7 +300,9 @@ def test_the_reader_reads_the_versions_it_knows_and_refuses_another(tmp_path: Pa
         read_run(tmp_path / "out")
     message = str(refused.value)
     assert str(path) in message
-    assert f"version {RECORD_VERSION + 1}" in message and f"reads versions 1, 2, 3, 4 and {RECORD_VERSION} only" in message
+    assert (
+        f"version {RECORD_VERSION + 1}" in message and f"reads versions 1, 2, 3, 4 and {RECORD_VERSION} only" in message
+    )
     _rewrite_version(tmp_path, None)
     with pytest.raises(RecordError, match="no 'version' number"):
         read_run(tmp_path / "out")
