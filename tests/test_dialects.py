@@ -243,3 +243,17 @@ def test_upstream_ref_comes_from_the_environment_as_ci_passes_it_unless_set_give
     plain = guide_runner(guide, env={"UPSTREAM_REF": "v1.2.3"}, name="plain.md")
     assert plain.returncode == 2 and "no runnable block" in plain.stdout + plain.stderr, plain.stdout + plain.stderr
     assert given.returncode == 1 and "the expected output is nowhere in the output" in given.stdout, given.stdout
+
+
+def test_the_front_matters_retry_applies_to_a_plain_fence_block(guide_runner: Any) -> None:
+    # the block fails on its first attempt (no mark yet) and passes on the second: ci.retry gives it one
+    guide = (
+        "---\nci:\n  dialect: fences\n  retry: 1\n  retry_delay: 0s\n---\n# T\n\n"
+        "```shell\nif [ -e mark ]; then echo second; else touch mark; echo first; exit 3; fi\n```\n\n"
+        "```text\nsecond\n```\n\n```shell skip\nexit 1\n```\n"
+    )
+    run = guide_runner(guide)
+    assert run.returncode == 0, run.stdout + run.stderr
+    (block, skipped) = json.loads((run.output_dir / "results.json").read_text())["blocks"]
+    assert (block["status"], block["retry"], len(block["attempts"])) == ("passed", 1, 1)
+    assert (skipped["status"], skipped["retry"]) == ("skipped", 0)

@@ -7,15 +7,16 @@ merged streams, a limit by command kind).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 
 from ci.core.dialects.fences import RUN_LANGUAGE, UPSTREAM_REF, plan_fences
 from ci.core.dialects.fences_scan import scan_fences
 from ci.core.dialects.pycon import CONSOLE_LANGUAGE, plan_console
-from ci.core.model import DocumentError, Plan, Problem, TimeoutRule
+from ci.core.model import DocumentError, GuideSettings, Plan, Problem, TimeoutRule
 from ci.core.parse import ParsedGuide, parse_guide
 from ci.core.plan import DEFAULT_TIMEOUT_S, build_plan
-from ci.core.settings import guide_settings
+from ci.core.settings import DEFAULT_RETRY_DELAY_S, guide_settings
 
 __all__ = ["chosen_dialect", "plan_guide"]
 
@@ -89,7 +90,7 @@ def plan_guide(
         if upstream_ref and UPSTREAM_REF not in preset_names and "\n" not in upstream_ref:
             # the upstream commit under test, as CI passes it ($UPSTREAM_REF): put in the text, as the reference does
             lines = [line.replace(f"<{UPSTREAM_REF}>", upstream_ref) for line in lines]
-        return plan_fences(
+        plan = plan_fences(
             lines,
             name,
             settings,
@@ -98,4 +99,18 @@ def plan_guide(
             rules=rules,
             source_path=source_path,
         )
-    return plan_console(lines, name, settings, default_s=default_s, rules=rules, source_path=source_path)
+    else:
+        plan = plan_console(lines, name, settings, default_s=default_s, rules=rules, source_path=source_path)
+    return _retried(plan, settings)
+
+
+def _retried(plan: Plan, settings: GuideSettings) -> Plan:
+    """PLAN with the front matter's ci.retry and ci.retry_delay on every block that runs, as the label contract
+    takes them for a block that says nothing of its own (a plain dialect's block never does)."""
+    retry = settings.retry or 0
+    delay_s = DEFAULT_RETRY_DELAY_S if settings.retry_delay_s is None else settings.retry_delay_s
+    steps = tuple(
+        step if step.skip_reason else dataclasses.replace(step, retry=retry, retry_delay_s=delay_s)
+        for step in plan.steps
+    )
+    return dataclasses.replace(plan, steps=steps)
