@@ -316,7 +316,7 @@ def test_a_skipped_blocks_limit_asks_nothing_of_the_job(tmp_path: Path, capsys: 
         """,
         {"docs/upstream.md": upstream},
     )
-    status, out, err = run(capsys, str(registry), "--check")
+    status, _, err = run(capsys, str(registry), "--check")
     assert status == 0, err
     # the fence that runs still counts: a limit the job cannot hold is refused
     registry.write_text(registry.read_text().replace("timeout: 2m", "timeout: 1h"), encoding="utf-8")
