@@ -308,6 +308,18 @@ def test_a_callers_own_ci_package_does_not_shadow_the_harness(tmp_path: Path) ->
     assert read_github_output((tmp_path / "github-output").read_text())["verdict"] == "passed"
 
 
+def test_the_actions_check_lists_the_limits_the_rules_give(tmp_path: Path) -> None:
+    """The check step's listing, in the job log before any block runs, shows each block's limit as the run
+    applies it: a plain-fence guide's limits come from the timeout-rules input, one rule a line."""
+    (tmp_path / "g.md").write_text("```shell\ncmake --build build\n```\n\n```shell\nmake install\n```\n")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "RUNNER_TEMP": str(tmp_path)}
+    inputs = action_inputs({"guide": "g.md", "dialect": "fences", "timeout-rules": "cmake --build=20m\nmake=90s\n"})
+    checked = run_action_step("Check the guide", inputs, sys.prefix, tmp_path, env)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    limits = [line.split("timeout=")[1] for line in checked.stdout.splitlines() if "timeout=" in line]
+    assert limits == ["1200s", "90s"], checked.stdout
+
+
 @pytest.mark.parametrize(
     "install,venv,expected", [("no", "installed", 0), ("no", "empty", 2), ("maybe", "installed", 2)]
 )

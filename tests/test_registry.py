@@ -304,6 +304,32 @@ def test_the_job_must_leave_the_guide_its_longest_block(tmp_path: Path, capsys: 
     ]
 
 
+def test_a_skipped_blocks_limit_asks_nothing_of_the_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # an upstream guide read as plain fences: its rule limits the fence that runs; the ```shell skip fence,
+    # never run, keeps the dialect's default limit of 3 h, which a 60-minute job could not hold
+    upstream = "```shell\necho ready\n```\n\n```shell skip\nnpu-smi info\n```\n"
+    registry = write_registry(
+        tmp_path,
+        """
+        defaults: {runner: [ubuntu-latest]}
+        guides:
+          - name: upstream
+            guide: docs/upstream.md
+            timeout_minutes: 60
+            dialect: fences
+            timeout_rules: [{contains: echo, timeout: 2m}]
+        """,
+        {"docs/upstream.md": upstream},
+    )
+    status, _, err = run(capsys, str(registry), "--check")
+    assert status == 0, err
+    # the fence that runs still counts: a limit the job cannot hold is refused
+    registry.write_text(registry.read_text().replace("timeout: 2m", "timeout: 1h"), encoding="utf-8")
+    status, _, err = run(capsys, str(registry), "--check")
+    assert status == 2
+    assert "block #1 (docs/upstream.md:1) may take 60 min: give timeout_minutes at least 105" in err, err
+
+
 def test_guides_named_by_url_are_https_and_pinned_and_not_fetched(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -67,8 +67,10 @@ def _only_problems(entry: Entry, plan: Plan) -> list[tuple[str, str]]:
 
 
 def _time_problems(entry: Entry, plan: Plan) -> list[tuple[str, str]]:
-    """The run's deadline leaves the longest block its limit and the rest of the guide time around it."""
-    longest = max(plan.steps, key=lambda step: step.timeout_s, default=None)
+    """The run's deadline leaves the longest block its limit and the rest of the guide time around it; a skipped
+    block (skip='...', a ```shell skip fence) never runs, so its limit does not count."""
+    runnable = (step for step in plan.steps if step.skip_reason is None)
+    longest = max(runnable, key=lambda step: step.timeout_s, default=None)
     if longest is None:
         return []
     deadline_minutes = entry.timeout_minutes - DEADLINE_MARGIN_MINUTES
