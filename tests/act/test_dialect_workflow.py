@@ -148,8 +148,11 @@ def assert_green(result: ActResult) -> None:
     # <UPSTREAM_REF> became the entry's ref in the command and in the text searched for
     install = record["blocks"][0]
     assert install["expected"] == f"installing tool {UPSTREAM_REF}\ntool version 4.5.x"
-    stdout = report / "outputs" / "blocks" / "001-1.stdout.txt"
-    assert stdout.read_text(encoding="utf-8") == f"installing tool {UPSTREAM_REF}\ntool version 4.5.6\n"
+    # the block's one output, stdout and stderr merged, named by the record
+    assert install["streams_merged"] is True and install["stderr_path"] is None
+    output = report / "outputs" / install["stdout_path"]
+    assert output.name == "001-1.output.txt"
+    assert output.read_text(encoding="utf-8") == f"installing tool {UPSTREAM_REF}\ntool version 4.5.6\n"
 
     status = json.loads((result.artifact(f"guide-status-{GREEN}") / f"{GREEN}.json").read_text(encoding="utf-8"))
     assert (status["verdict"], status["ref"]) == ("passed", UPSTREAM_REF)
