@@ -19,7 +19,7 @@ from ci.core.dialects.fences_scan import heading_above, scan_fences, timeout_by_
 from ci.core.match import DEFAULT_WILDCARD
 from ci.core.model import DocumentError, Expected, GuideSettings, Label, Language, Plan, Problem, Step, TimeoutRule
 
-__all__ = ["CONSOLE_LANGUAGE", "has_console", "plan_console"]
+__all__ = ["CONSOLE_LANGUAGE", "Statement", "console_statements", "has_console", "plan_console"]
 
 CONSOLE_LANGUAGE = "pycon"
 _PROMPT = ">>> "
@@ -40,7 +40,7 @@ for _line, _source in _statements:
 
 
 @dataclass(frozen=True)
-class _Statement:
+class Statement:
     """One `>>> ` statement with its continuation lines and the output lines the guide gives after it."""
 
     line: int  # 1-based line of its `>>> `
@@ -51,6 +51,13 @@ class _Statement:
 def has_console(lines: Sequence[str]) -> bool:
     """Whether the text holds a `pycon` fence."""
     return any(fence.language == CONSOLE_LANGUAGE for fence in scan_fences(lines))
+
+
+def console_statements(lines: Sequence[str], file: str) -> list[Statement]:
+    """The statements of the first `pycon` fence as the plan runs them (the lines it cannot read left out): what the
+    drift check compiles and compares."""
+    fence = next((each for each in scan_fences(lines) if each.language == CONSOLE_LANGUAGE), None)
+    return [] if fence is None else _statements(fence.body.split("\n"), fence.line + 1, file)[0]
 
 
 def plan_console(
@@ -97,32 +104,32 @@ def plan_console(
     return Plan(guide=file, source_path=source_path, steps=(step,), settings=settings)
 
 
-def _statements(body_lines: Sequence[str], first_line: int, file: str) -> tuple[list[_Statement], list[Problem]]:
-    statements: list[_Statement] = []
+def _statements(body_lines: Sequence[str], first_line: int, file: str) -> tuple[list[Statement], list[Problem]]:
+    statements: list[Statement] = []
     problems: list[Problem] = []
     for number, text in enumerate(body_lines, first_line):
         if text.startswith(_PROMPT):
-            statements.append(_Statement(number, text[len(_PROMPT) :], ()))
+            statements.append(Statement(number, text[len(_PROMPT) :], ()))
         elif text.startswith(_CONTINUATION) and statements and not statements[-1].output:
             last = statements[-1]
-            statements[-1] = _Statement(last.line, f"{last.source}\n{text[len(_CONTINUATION) :]}", ())
+            statements[-1] = Statement(last.line, f"{last.source}\n{text[len(_CONTINUATION) :]}", ())
         elif text.strip() == _PROMPT.strip() or not text.strip():
             continue
         elif text.strip() == DEFAULT_WILDCARD and not statements:
             continue  # a bare `...` is ignored where it cannot mean any output
         elif text.strip() == DEFAULT_WILDCARD or (text.startswith(_CONTINUATION) and statements):
             last = statements[-1]
-            statements[-1] = _Statement(last.line, last.source, (*last.output, text))
+            statements[-1] = Statement(last.line, last.source, (*last.output, text))
         elif not statements:
             message = f"unexpected line {text!r} before any '>>> ' statement: start a statement with '>>> '"
             problems.append(Problem(file, number, message))
         else:
             last = statements[-1]
-            statements[-1] = _Statement(last.line, last.source, (*last.output, text))
+            statements[-1] = Statement(last.line, last.source, (*last.output, text))
     return statements, problems
 
 
-def _expected_body(statements: Sequence[_Statement]) -> str | None:
+def _expected_body(statements: Sequence[Statement]) -> str | None:
     """The whole stdout expected: each statement's output lines in turn, `...` for each that may print anything;
     None when no statement gives output (then only the exit status counts, as in the reference)."""
     if all(each.output in ((), (DEFAULT_WILDCARD,)) for each in statements):
