@@ -8,7 +8,7 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -83,23 +83,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         guides_at_base,
         step_summary,
     )
-    from ci.maintain.guide import reading_for, registered_readings
     from ci.report.github import command_safe, in_github_actions
 
     repo = os.environ.get("GITHUB_REPOSITORY", "")
     if args.last_run_artifact and not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
         message = "--last-run-artifact needs GITHUB_REPOSITORY=OWNER/NAME, the repository to look in (Actions sets it)"
         return fail(message, parser)
-    registered, problems = registered_readings(args.registry)
-    for problem in problems:
-        print_error(f"{problem} (the guides of that entry are read as --dialect says, else as labels)")
-
-    def reading(path: str) -> Reading:
-        return reading_for(path, args.dialect, registered)
-
-    def is_guide(text: str, path: str) -> bool:
-        return _is_guide(text, path, reading(path), registered)
-
+    reading, is_guide = _readings(args.registry, args.dialect)
     try:
         guides = guides_at_base(args.base, args.guides, is_guide)
     except GitError as exc:
@@ -135,12 +125,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     return ExitCode.FAILED if any(drift.failed for drift in drifts) else ExitCode.OK
 
 
-def _is_guide(text: str, path: str, reading: Reading, registered: Mapping[str, Reading]) -> bool:
-    """A changed Markdown file is checked when the registry names it, or when it has something to run in its
-    dialect (a labelled block for the label contract, a ```shell or ```pycon fence for the plain dialects)."""
-    from ci.maintain.guide import runs_something
+def _readings(registry: str, dialect: str | None) -> tuple[Callable[[str], Reading], Callable[[str, str], bool]]:
+    """How each guide is read (--dialect, else the REGISTRY entry's, else labels), and which changed Markdown
+    files are guides: those the registry names, and those with something to run in their dialect (a labelled
+    block for the label contract, a ```shell or ```pycon fence for the plain dialects)."""
+    from ci.maintain.guide import reading_for, registered_readings, runs_something
 
-    return os.path.realpath(path) in registered or runs_something(text, path, reading.dialect)
+    registered, problems = registered_readings(registry)
+    for problem in problems:
+        print_error(f"{problem} (the guides of that entry are read as --dialect says, else as labels)")
+
+    def reading(path: str) -> Reading:
+        return reading_for(path, dialect, registered)
+
+    def is_guide(text: str, path: str) -> bool:
+        return os.path.realpath(path) in registered or runs_something(text, path, reading(path).dialect)
+
+    return reading, is_guide
 
 
 def _warnings_as_errors(drifts: list[GuideDrift]) -> None:

@@ -843,6 +843,11 @@ def test_a_guide_of_another_dialect_is_found_and_checked_in_the_dialect_it_runs_
     assert "checkout" not in done.stdout  # <UPSTREAM_REF> is a value, not a redirection, to bash -n
     assert f"  added    pycon statement, line {statement}\n" in done.stdout
 
+    noted = repo.drift("--base", base, "--no-pins", "--last-run", str(repo.path), "docs/upstream.md")
+    assert (
+        "notice: docs/upstream.md: [last run] changed expected outputs of a guide read as fences are not re-checked"
+        " against the last run"
+    ) in noted.stdout
     # --dialect wins over the registry: read as the label contract, the upstream guide has nothing to check
     labels = repo.drift("--base", base, "--no-pins", "--dialect", "labels", "docs/upstream.md")
     assert labels.returncode == 0, labels.stdout + labels.stderr

@@ -39,7 +39,8 @@ def check_guide(
 
     READING is the dialect the guide is read in (its front matter's ci.dialect wins): a guide in a plain
     dialect gets the same checks of the steps that dialect runs (plain.py, plain_static_findings); its
-    expected outputs are not re-checked against the last run. `pypi` None leaves the pins unchecked; `last_run` (a run's output directory) or `artifact` (fetched
+    expected outputs are not re-checked against the last run. `pypi` None leaves the pins unchecked;
+    `last_run` (a run's output directory) or `artifact` (fetched
     only when an expected output changed) is what changed `#test-result` blocks are re-checked against;
     what a finding quotes of that run's output is masked by MASKER.
     """
@@ -56,10 +57,7 @@ def check_guide(
         drift.findings += document_error_findings(path, error)
         return drift
     if dialect != "labels":
-        _check_plain(drift, text, old_text, dialect, reading, shellcheck)
-        if (last_run or artifact is not None) and any("expected output" in change.what for change in drift.changes):
-            message = f"changed expected outputs of a guide read as {dialect} are not re-checked against the last run"
-            drift.findings.append(Finding(LAST_RUN, Severity.NOTICE, path, 0, message))
+        _check_plain(drift, text, old_text, dialect, reading, shellcheck, bool(last_run) or artifact is not None)
         if pypi is not None:
             drift.findings += pin_findings(text, path, pypi)
         return drift
@@ -88,13 +86,23 @@ def check_guide(
 
 
 def _check_plain(
-    drift: GuideDrift, text: str, old_text: str | None, dialect: str, reading: Reading, shellcheck: str | None
+    drift: GuideDrift,
+    text: str,
+    old_text: str | None,
+    dialect: str,
+    reading: Reading,
+    shellcheck: str | None,
+    last_run: bool,
 ) -> None:
-    """The contract, static and diff checks of a guide read in DIALECT, a plain one."""
+    """The contract, static and diff checks of a guide read in DIALECT, a plain one; with a LAST_RUN to re-check
+    against, a notice that its changed expected outputs are not."""
     plan, drift.findings = plain_contract_findings(text, drift.file, dialect, reading.timeout_rules)
     if plan is not None:
         drift.findings += plain_static_findings(plan, text, shellcheck=shellcheck)
     drift.changes = plain_step_changes(old_text, text, plan, drift.file, dialect, reading.timeout_rules)
+    if last_run and any("expected output" in change.what for change in drift.changes):
+        message = f"changed expected outputs of a guide read as {dialect} are not re-checked against the last run"
+        drift.findings.append(Finding(LAST_RUN, Severity.NOTICE, drift.file, 0, message))
 
 
 def check_guides(
