@@ -8,14 +8,16 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci.cli import ExitCode, command_parser, fail, guarded_command, print_error
+from ci.run_dialects import add_dialect_option, dialect_problem
 
 if TYPE_CHECKING:
     from ci.maintain.drift import GuideDrift
+    from ci.maintain.guide import Reading
 
 __all__ = ["build_parser", "main"]
 
@@ -30,7 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit status: 0 no error; 1 contract, static-check or last-run errors (with --strict, warnings too); 2 usage error.",
     )
     parser.add_argument(
-        "guides", nargs="*", metavar="GUIDE", help="guides to check (default: changed *.md with labels)"
+        "guides",
+        nargs="*",
+        metavar="GUIDE",
+        help="guides to check (default: the changed *.md that have something to run in their dialect)",
     )
     parser.add_argument("--base", required=True, metavar="REV", help="the revision to compare with (e.g. origin/main)")
     last_run = parser.add_mutually_exclusive_group()
@@ -43,6 +48,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--no-pins", action="store_true", help="do not compare pinned versions with PyPI")
     parser.add_argument("--strict", action="store_true", help="make every warning an error (exit 1)")
+    add_dialect_option(
+        parser,
+        default=None,
+        said="default: as the registry entry that names the guide says, else labels",
+    )
+    parser.add_argument(
+        "--registry",
+        metavar="FILE",
+        default="guides.yaml",
+        help="the guide registry whose entries' dialect and timeout_rules the guides they name are read with"
+        " (default: guides.yaml, when there)",
+    )
     return parser
 
 
@@ -50,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    usage = dialect_problem(args.dialect)
+    if usage is not None:
+        return fail(usage, parser)
     # imported only now, so that --help and usage errors start quickly
     from ci.core.text import Masker, secret_values
     from ci.core.tools import find_tool
@@ -69,8 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.last_run_artifact and not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
         message = "--last-run-artifact needs GITHUB_REPOSITORY=OWNER/NAME, the repository to look in (Actions sets it)"
         return fail(message, parser)
+    reading, is_guide = _readings(args.registry, args.dialect)
     try:
-        guides = guides_at_base(args.base, args.guides)
+        guides = guides_at_base(args.base, args.guides, is_guide)
     except GitError as exc:
         return fail(f"--base {args.base}: {exc}")
     missing = [path for path, _ in guides if not os.path.isfile(path)]
@@ -85,13 +106,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             last_run=args.last_run,
             artifact=artifact,
             masker=Masker.of(secret_values(os.environ)),  # what a finding quotes of the last run's output
+            readings={path: reading(path) for path, _ in guides},
         )
     if args.strict:
         _warnings_as_errors(drifts)
     if artifact is not None and artifact.fetched is not None and artifact.fetched.directory is not None:
         print(f"drift: the last run is {artifact.fetched.message}")
     if not drifts:
-        print("drift: no changed guide with labelled blocks")
+        print("drift: no changed guide with labelled blocks (nor one of another dialect with something to run)")
         return ExitCode.OK
     github = in_github_actions()
     report = console_report(drifts)
@@ -101,6 +123,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(line)
     _append_step_summary(step_summary(drifts))
     return ExitCode.FAILED if any(drift.failed for drift in drifts) else ExitCode.OK
+
+
+def _readings(registry: str, dialect: str | None) -> tuple[Callable[[str], Reading], Callable[[str, str], bool]]:
+    """How each guide is read (--dialect, else the REGISTRY entry's, else labels), and which changed Markdown
+    files are guides: those the registry names, and those with something to run in their dialect (a labelled
+    block for the label contract, a ```shell or ```pycon fence for the plain dialects)."""
+    from ci.maintain.guide import reading_for, registered_readings, runs_something
+
+    registered, problems = registered_readings(registry)
+    for problem in problems:
+        print_error(f"{problem} (the guides of that entry are read as --dialect says, else as labels)")
+
+    def reading(path: str) -> Reading:
+        return reading_for(path, dialect, registered)
+
+    def is_guide(text: str, path: str) -> bool:
+        return os.path.realpath(path) in registered or runs_something(text, path, reading(path).dialect)
+
+    return reading, is_guide
 
 
 def _warnings_as_errors(drifts: list[GuideDrift]) -> None:

@@ -1,9 +1,10 @@
 """Command line: `python -m ci.precommit FILE ...` checks the guides among staged files, running nothing of them.
 
 The entry of the pre-commit hook `guide-guard-check` (.pre-commit-hooks.yaml at the repository root):
-pre-commit passes the staged Markdown files. A file is a guide when it has a labelled block, or when the
-registry (guides.yaml in the current directory, when there is one) names it; any other file passes
-without a word. Each guide gets the two checks of `python -m ci.drift` that run nothing from it and
+pre-commit passes the staged Markdown files. A file is a guide when it has something to run in the dialect
+it is read in (a labelled block for the label contract; `--dialect`, else the dialect of the registry entry
+that names it, the front matter's ci.dialect winning, as in ci.run), or when the registry (guides.yaml in
+the current directory, when there is one) names it; any other file passes without a word. Each guide gets the two checks of `python -m ci.drift` that run nothing from it and
 need no network: the contract (what `python -m ci.run GUIDE --list` reports) and the static checks
 (bash -n, shellcheck, compile()). The block diff and the last-run re-check need a base revision and a
 run, the pins the network: those stay with ci.drift on the pull request.
@@ -15,15 +16,17 @@ import argparse
 import itertools
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci.cli import ExitCode, command_parser, fail, guarded_command
 from ci.core.text import plural
+from ci.run_dialects import add_dialect_option, dialect_problem
 
 if TYPE_CHECKING:
     from ci.maintain.drift import Finding
+    from ci.maintain.guide import Reading
 
 __all__ = ["build_parser", "main"]
 
@@ -51,7 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--registry",
         metavar="FILE",
         default="guides.yaml",
-        help="the guide registry whose guides are checked even without a label (default: guides.yaml, when there)",
+        help="the guide registry whose guides are checked even without a label, each in its entry's dialect"
+        " (default: guides.yaml, when there)",
+    )
+    add_dialect_option(
+        parser, default=None, said="default: as the registry entry that names the file says, else labels"
     )
     return parser
 
@@ -60,8 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(_names_last(sys.argv[1:] if argv is None else argv))
+    usage = dialect_problem(args.dialect)
+    if usage is not None:
+        return fail(usage, parser)
     from ci.core.tools import find_tool
     from ci.maintain.drift import Severity
+    from ci.maintain.guide import reading_for
 
     missing = [name for name in args.files if not os.path.isfile(name)]
     if missing:
@@ -70,7 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     shellcheck = None if args.no_static else find_tool("shellcheck")
     checked = 0
     for name in args.files:
-        found = _check_file(name, registered, shellcheck=shellcheck, static=not args.no_static)
+        reading = reading_for(name, args.dialect, registered)
+        found = _check_file(name, registered, reading, shellcheck=shellcheck, static=not args.no_static)
         if found is None:
             continue  # not a guide
         checked += 1
@@ -95,7 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     return ExitCode.FAILED if errors or warnings else ExitCode.OK
 
 
-_OPTIONS = ("-h", "--help", "--version", "--no-static", "--registry")  # build_parser's, --registry taking a value
+_OPTIONS = ("-h", "--help", "--version", "--no-static", "--registry", "--dialect")  # build_parser's
+_TAKING_VALUES = ("--registry", "--dialect")
 
 
 def _names_last(argv: Sequence[str]) -> list[str]:
@@ -114,23 +127,22 @@ def _names_last(argv: Sequence[str]) -> list[str]:
             names.extend(rest)
         elif ours or (argument.startswith("-") and not os.path.lexists(argument)):
             options.append(argument)
-            if ours and "--registry".startswith(flag) and not equals:  # its value follows, whatever it looks like
+            if ours and any(option.startswith(flag) for option in _TAKING_VALUES) and not equals:
+                # its value follows, whatever it looks like
                 options.extend(list(itertools.islice(rest, 1)))
         else:
             names.append(argument)
     return [*options, "--", *names]
 
 
-def _registered_guides(registry: str) -> tuple[set[str], list[Finding]]:
-    """The local guides the registry names, as real paths (none when there is no registry), and an error for each
-    problem of the registry: the files an entry it cannot read names would pass unchecked."""
+def _registered_guides(registry: str) -> tuple[dict[str, Reading], list[Finding]]:
+    """The local guides the registry names, as real paths with their entries' dialect (none when there is no
+    registry), and an error for each problem of the registry: the files an entry it cannot read names would pass
+    unchecked."""
     from ci.maintain.drift import Finding, Severity
-    from ci.maintain.registry.read import read_entries
+    from ci.maintain.guide import registered_readings
 
-    path = Path(registry)
-    if not os.path.lexists(path):
-        return set(), []
-    entries, problems = read_entries(path, registry)
+    readings, problems = registered_readings(registry)
     findings = [
         Finding(
             "registry",
@@ -142,11 +154,15 @@ def _registered_guides(registry: str) -> tuple[set[str], list[Finding]]:
         )
         for problem in problems
     ]
-    return {os.path.realpath(path.parent / entry.guide) for entry in entries if not entry.is_url}, findings
+    return readings, findings
 
 
-def _check_file(name: str, registered: set[str], *, shellcheck: str | None, static: bool) -> list[Finding] | None:
-    """The findings of the contract (and static) check of the guide NAME; None when NAME is not a guide."""
+def _check_file(
+    name: str, registered: Mapping[str, Reading], reading: Reading, *, shellcheck: str | None, static: bool
+) -> list[Finding] | None:
+    """The findings of the contract (and static) check of the guide NAME, read as READING says; None when NAME is
+    not a guide."""
+    from ci.core.dialects import chosen_dialect
     from ci.core.model import DocumentError
     from ci.core.parse import parse_guide
     from ci.core.plan import guides_without_blocks
@@ -154,22 +170,32 @@ def _check_file(name: str, registered: set[str], *, shellcheck: str | None, stat
     from ci.maintain.drift import Finding, Severity, contract_findings, static_findings
     from ci.maintain.drift.contract import document_error_findings
     from ci.maintain.drift.findings import CONTRACT
+    from ci.maintain.drift.plain import plain_contract_findings
+    from ci.maintain.drift.static import plain_static_findings
+    from ci.maintain.guide import runs_something
 
     try:
         loose = read_local_guide(Path(name), name).decode("utf-8", errors="replace")
     except DocumentError as error:  # unreadable, too large
         return document_error_findings(name, error)
-    if not parse_guide(loose, name).blocks and os.path.realpath(name) not in registered:
+    if not runs_something(loose, name, reading.dialect) and os.path.realpath(name) not in registered:
         return None
     try:
-        parsed = parse_guide(read_guide(name).text, name)
-    except DocumentError as error:  # not UTF-8, too large
+        text = read_guide(name).text
+        parsed = parse_guide(text, name)
+        dialect = chosen_dialect(parsed, text.split("\n"), reading.dialect)
+    except DocumentError as error:  # not UTF-8, too large; `auto` between two dialects
         return document_error_findings(name, error)
-    plan, findings = contract_findings(parsed)
+    if dialect == "labels":
+        plan, findings = contract_findings(parsed)
+    else:
+        plan, findings = plain_contract_findings(text, name, dialect, reading.timeout_rules)
     if plan is not None:
         findings += [Finding(CONTRACT, Severity.ERROR, name, p.line, p.message) for p in guides_without_blocks([plan])]
-    if static:
+    if static and dialect == "labels":
         findings += static_findings(parsed, shellcheck=shellcheck)
+    elif static and plan is not None:
+        findings += plain_static_findings(plan, text, shellcheck=shellcheck)
     return findings
 
 

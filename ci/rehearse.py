@@ -1,6 +1,6 @@
 """Rehearsal: run the SpecForge guide green on any Linux machine, against simulations of the NPU box it targets."""
 
-# `python -m ci.rehearse docs/specforge.md [--output-dir DIR] [--ref tag|commit] [ci.run flags]`
+# `python -m ci.rehearse docs/specforge.md [--output-dir DIR] [--ref tag|commit] [--dialect D] [ci.run flags]`
 # moves into private network and mount namespaces where the machine allows it, builds a sandbox (fake
 # tools first on PATH, a virtualenv holding the simulated image's Python packages, a local git repository
 # standing in for SpecForge, the CANN files the guide reads), starts a fake Hugging Face Hub on 127.0.0.1
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from ci.cli import ExitCode, command_parser, fail, guarded_command, print_error
 from ci.core.files import write_atomically
 from ci.rehearsal.model import ASSETS, BREAK_ENV, KNOBS
+from ci.run_dialects import add_dialect_options, dialect_arguments, dialect_problem
 from ci.runner.signals import ALWAYS_STOP, STOP_SIGNALS
 from ci.temporary import KEEP_NEWEST
 
@@ -89,12 +90,16 @@ def build_parser() -> argparse.ArgumentParser:
         default="tag",
         help="give UPSTREAM_REF as the stand-in's release tag (default) or its commit hash",
     )
+    add_dialect_options(parser)  # passed on to ci.run, checked before the sandbox is built
     return parser
 
 
 def _usage_problem(args: argparse.Namespace, passed_on: Sequence[str]) -> str | None:
     """What is wrong with the command line or the failure knob, if anything."""
     guide = args.guide
+    dialect = dialect_problem(args.dialect)
+    if dialect is not None:
+        return dialect
     if args.wheelhouse is not None and args.mode != "real":
         return "--wheelhouse is for --real: the stand-ins need no wheels"
     if any(arg == "--workdir" or arg.startswith("--workdir=") for arg in passed_on):
@@ -182,6 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = [sys.executable, "-m", "ci.run", args.guide, "--output-dir", str(plan.sandbox.root)]
     command += ["--workdir", str(plan.sandbox.workdir)]
     command += ["--resume", str(plan.resumed)] if plan.resumed is not None else []
+    command += dialect_arguments(args.dialect, args.timeout_rules)
     print(f"rehearsal: {args.guide} against simulations; sandbox {plan.sandbox.base}", flush=True)
     exit_status, leftovers = _run(plan, [*command, *passed_on], hub)
     text = render(plan, args.guide, hub, int(exit_status), leftovers)

@@ -15,7 +15,7 @@ from ci.cli import ConsoleGuard, ExitCode, command_parser, fail, print_error, ru
 from ci.core.text import plural
 from ci.report_paths import report_path_problem
 from ci.resume import RESUME_EXIT_STATUS, add_resume_options, resume_usage_problem
-from ci.run_dialects import add_dialect_options
+from ci.run_dialects import add_dialect_options, dialect_problem
 from ci.run_secrets import add_secret_options, missing_secrets, take_secret_names
 from ci.run_update import UPDATE_EXIT_STATUS, UpdateAfterRun, add_update_options, update_from_run, update_usage_problem
 
@@ -218,12 +218,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _combination_problem(args: argparse.Namespace) -> str | None:
     """Flags that do not go together, or a value none can take, said before anything is read or run."""
-    from ci.core.kinds import parse_dialect
-
-    try:
-        parse_dialect(args.dialect)
-    except ValueError as exc:
-        return f"--dialect: {exc}"
+    dialect = dialect_problem(args.dialect)
+    if dialect is not None:
+        return dialect
     if args.format is not None and not args.list:
         # without --list the whole guide would run, and print no plan: an hour of machine time for nothing
         return (

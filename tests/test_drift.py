@@ -775,3 +775,84 @@ def test_every_language_the_contract_accepts_is_checked(word: str) -> None:
     parsed = parse_guide(f"# G\n\n{FENCE}{word.upper()} #test-setup\n{broken}\n{FENCE}\n", "guide.md")
     findings = static_findings(parsed, shellcheck=None)
     assert [f.severity for f in findings] == [Severity.ERROR], findings
+
+
+UPSTREAM_GUIDE = f"""\
+# An upstream guide: plain fences, no labels
+
+{FENCE}shell
+echo "version 1.2.3"
+{FENCE}
+
+{FENCE}text
+version 1.2.x
+{FENCE}
+
+{FENCE}shell
+git checkout <UPSTREAM_REF>
+{FENCE}
+"""
+
+REGISTRY = """\
+guides:
+  - name: upstream
+    guide: docs/upstream.md
+    runner: [ubuntu-latest]
+    dialect: fences
+"""
+
+
+def test_a_guide_of_another_dialect_is_found_and_checked_in_the_dialect_it_runs_in(repo: Repo) -> None:
+    """The registry's dialect, the front matter's and --dialect choose how a changed guide is read: the steps that
+    dialect runs are statically checked (a skipped fence is not) and diffed step by step against the base."""
+    repo.write("guides.yaml", REGISTRY)
+    repo.write("docs/upstream.md", UPSTREAM_GUIDE)
+    repo.write("docs/console.md", "---\nci:\n  dialect: pycon\n---\n\n```pycon\n>>> x = 1\n```\n")
+    base = repo.commit("base")
+    changed = UPSTREAM_GUIDE.replace(
+        "# An upstream guide: plain fences, no labels\n", "# Upstream\n\n```shell\necho first\n```\n"
+    )
+    changed = changed.replace("version 1.2.x", "version 1.x")
+    changed += f'\n{FENCE}shell\necho "unclosed\n{FENCE}\n\n{FENCE}shell skip\nif then fi\n{FENCE}\n'
+    repo.write("docs/upstream.md", changed)
+    console = (
+        "---\nci:\n  dialect: pycon\n---\n\n```pycon\n>>> x = 1\n>>> print(x\n>>> for i in (1,\n...     2): pass\n```\n"
+    )
+    repo.write("docs/console.md", console)
+    repo.write("docs/notes.md", '# Notes\n\n```shell\necho unclosed"\n```\n')  # no dialect: labels, nothing to run
+    repo.commit("change")
+
+    done = repo.drift("--base", base, "--no-pins")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "notes.md" not in done.stdout
+    unclosed = line_of(changed, 'echo "unclosed')
+    assert f"error: docs/upstream.md:{unclosed}: [static] shell fence at line {unclosed - 1}: bash -n:" in done.stdout
+    upstream_errors = [line for line in done.stdout.splitlines() if line.startswith("error: docs/upstream.md")]
+    assert all(f":{unclosed}:" in line or f":{unclosed + 1}:" in line for line in upstream_errors), upstream_errors
+    statement = line_of(console, "print(x")
+    assert (
+        f"error: docs/console.md:{statement}: [static] pycon statement at line {statement}: Python syntax error:"
+        in (done.stdout)
+    )
+    assert f"docs/console.md:{statement + 1}" not in done.stdout  # the statement continued over two lines compiles
+    # the fence inserted first is one step added; the others are paired with theirs, one's expected output changed
+    assert f"  added    shell fence, line {line_of(changed, 'echo first') - 1}\n" in done.stdout
+    assert f"  changed  shell fence, line {line_of(changed, 'version 1.2.3') - 1} (expected output)\n" in done.stdout
+    assert f"  added    shell fence, line {unclosed - 1}\n" in done.stdout
+    assert f"  added    shell skip fence, line {line_of(changed, 'if then fi') - 1}\n" in done.stdout
+    assert "checkout" not in done.stdout  # <UPSTREAM_REF> is a value, not a redirection, to bash -n
+    assert f"  added    pycon statement, line {statement}\n" in done.stdout
+
+    noted = repo.drift("--base", base, "--no-pins", "--last-run", str(repo.path), "docs/upstream.md")
+    assert (
+        "notice: docs/upstream.md: [last run] changed expected outputs of a guide read as fences are not re-checked"
+        " against the last run"
+    ) in noted.stdout
+    # --dialect wins over the registry: read as the label contract, the upstream guide has nothing to check
+    labels = repo.drift("--base", base, "--no-pins", "--dialect", "labels", "docs/upstream.md")
+    assert labels.returncode == 0, labels.stdout + labels.stderr
+    assert "0 errors" in labels.stdout and "0 blocks need re-verification" in labels.stdout
+    # no registry: the upstream guide is no guide, the one whose front matter names its dialect still is
+    alone = repo.drift("--base", base, "--no-pins", "--registry", "none.yaml")
+    assert "upstream.md" not in alone.stdout and "=== docs/console.md" in alone.stdout, alone.stdout
+    assert repo.drift("--base", base, "--dialect", "fence").returncode == 2

@@ -208,6 +208,27 @@ def test_a_registered_guide_is_checked_even_without_a_label(repository: Path, ha
     assert "error: docs/notes.md: [contract] no runnable block, so there is nothing to check" in done.stdout
 
 
+def test_a_guide_of_another_dialect_is_checked_in_it(repository: Path, harness_env: dict[str, str]) -> None:
+    """The registry entry's dialect, the front matter's and --dialect say how a file is read, as in ci.run: its
+    steps are checked (a pycon statement that does not compile fails), and it is a guide when it runs something."""
+    registry = "guides:\n  - name: notes\n    guide: docs/notes.md\n    runner: [ubuntu-latest]\n    dialect: fences\n"
+    console = "---\nci:\n  dialect: pycon\n---\n\n```pycon\n>>> print('a'\n```\n"
+    broken = "# Loose\n\n```shell\nif true; then\n```\n"
+    files = {"docs/notes.md": NOTES, "guides.yaml": registry, "docs/console.md": console, "docs/loose.md": broken}
+    names = [name for name in _stage(repository, files) if name.endswith(".md")]
+    done = _run_entry(repository, names, harness_env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "docs/notes.md" not in done.stdout and "docs/loose.md" not in done.stdout  # fine; no guide in labels
+    assert "error: docs/console.md:7: [static] pycon statement at line 7: Python syntax error:" in done.stdout
+    assert "2 guides checked, nothing run: 1 error, 0 warnings" in done.stdout.splitlines()[-1]
+
+    fences = _run_entry(repository, ["--dialect", "fences", *names], harness_env)
+    assert "error: docs/loose.md:5: [static] shell fence at line 3: bash -n: syntax error" in fences.stdout, (
+        fences.stdout
+    )
+    assert "3 guides checked" in fences.stdout.splitlines()[-1]
+
+
 def test_pre_commit_itself_runs_the_hook_on_the_staged_guides(
     repository: Path, tmp_path: Path, harness_env: dict[str, str]
 ) -> None:

@@ -337,6 +337,24 @@ def test_an_unknown_failure_knob_is_a_usage_error(tmp_path: Path, run_harness) -
     assert not run.output_dir.exists()
 
 
+def test_a_plain_fence_guide_is_rehearsed_in_the_dialect_and_limits_given(tmp_path: Path, run_harness) -> None:
+    """--dialect and --timeout-rule reach the run the rehearsal makes: the fences example, its front matter (which
+    names the dialect) taken off as upstream guides have none, runs as plain fences under `auto`."""
+    example = (REPO / "docs/examples/fences.md").read_text(encoding="utf-8")
+    guide = tmp_path / "upstream.md"
+    guide.write_text(example[example.index("# ") :], encoding="utf-8")
+    run = rehearse(run_harness, tmp_path, "--dialect", "auto", "--timeout-rule", "test -n=7s", guide=str(guide))
+
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr
+    blocks = run.record["blocks"]
+    assert [block["status"] for block in blocks] == ["passed", "skipped", "passed"]
+    assert [block["timeout_s"] for block in blocks][2] == 7
+
+    wrong = rehearse(run_harness, tmp_path / "wrong", "--dialect", "fence", guide=str(guide))
+    assert wrong.returncode == 2 and "--dialect: unknown dialect 'fence'" in wrong.stderr
+    assert not wrong.output_dir.exists()  # refused before a sandbox was built
+
+
 def test_mooncake_never_binding_fails_its_start_block(tmp_path: Path, run_harness) -> None:
     run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="mooncake-no-bind", SPECFORGE_MOONCAKE_READY_TIMEOUT="3")
 

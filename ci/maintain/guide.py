@@ -2,14 +2,79 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 from ci.core.dialects import chosen_dialect, plan_guide
-from ci.core.model import Plan, TimeoutRule
+from ci.core.dialects.fences import has_fences
+from ci.core.dialects.pycon import has_console
+from ci.core.model import DocumentError, Plan, Problem, TimeoutRule
 from ci.core.parse import ParsedGuide, parse_guide
 from ci.core.plan import block_loads, build_plan
 
-__all__ = ["loaded_names", "plan_without_running"]
+__all__ = [
+    "LABELS",
+    "Reading",
+    "loaded_names",
+    "plan_without_running",
+    "reading_for",
+    "registered_readings",
+    "runs_something",
+]
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How a tool reads one guide: the --dialect and --timeout-rule ci.run would be given for it."""
+
+    dialect: str = "labels"  # labels, fences, pycon or auto; the guide's own front matter ci.dialect still wins
+    timeout_rules: tuple[TimeoutRule, ...] = ()  # the plain dialects' limits by command kind (a registry entry's)
+
+
+LABELS = Reading()  # the label contract, as ci.run reads a guide by default
+
+
+def registered_readings(registry: str) -> tuple[dict[str, Reading], list[Problem]]:
+    """The local guides the registry file names (as real paths), each with its entry's dialect and time-limit
+    rules, and every problem of the registry; nothing when there is no such file."""
+    from ci.maintain.registry.read import read_entries
+
+    path = Path(registry)
+    if not os.path.lexists(path):
+        return {}, []
+    entries, problems = read_entries(path, registry)
+    readings = {
+        os.path.realpath(path.parent / entry.guide): Reading(entry.dialect, entry.timeout_rules)
+        for entry in entries
+        if not entry.is_url
+    }
+    return readings, problems
+
+
+def reading_for(path: str, asked: str | None, registered: Mapping[str, Reading]) -> Reading:
+    """How the guide at PATH is read: as --dialect ASKED when given, else as its registry entry says, else as the
+    label contract (in every case its front matter's ci.dialect wins, as in ci.run)."""
+    entry = registered.get(os.path.realpath(path))
+    if asked is not None:
+        return Reading(asked, entry.timeout_rules if entry else ())
+    return entry or LABELS
+
+
+def runs_something(text: str, name: str, dialect: str) -> bool:
+    """Whether the text, read in DIALECT (its front matter's ci.dialect wins), has a block to run: a labelled block
+    for the label contract, a ```shell fence for fences, a ```pycon fence for pycon. A text whose dialect `auto`
+    cannot choose (both kinds of fence) counts: what is wrong with it is the contract check's to say."""
+    parsed = parse_guide(text, name)
+    lines = text.split("\n")
+    try:
+        chosen = chosen_dialect(parsed, lines, dialect)
+    except DocumentError:
+        return True
+    if chosen == "labels":
+        return bool(parsed.blocks)
+    return has_fences(lines) if chosen == "fences" else has_console(lines)
 
 
 def loaded_names(parsed: ParsedGuide) -> set[str]:

@@ -25,7 +25,7 @@ from ci.core.model import (
     TimeoutRule,
 )
 
-__all__ = ["RUN_LANGUAGE", "SKIP_MARKER", "UPSTREAM_REF", "plan_fences"]
+__all__ = ["RUN_LANGUAGE", "SKIP_MARKER", "UPSTREAM_REF", "has_fences", "plan_fences"]
 
 RUN_LANGUAGE = "shell"  # only a fence whose language word is exactly this runs
 SKIP_MARKER = "skip"  # `shell skip`: logged, not run
@@ -34,6 +34,11 @@ UPSTREAM_REF = (
     "UPSTREAM_REF"  # `<UPSTREAM_REF>` is the upstream commit under test: --set UPSTREAM_REF=..., else $UPSTREAM_REF
 )
 _SUPPORTED = "```shell (runs), ```shell skip (skipped), ```text right after a ```shell fence (its expected output)"
+
+
+def has_fences(lines: Sequence[str]) -> bool:
+    """Whether the text holds a fence this dialect runs or skips."""
+    return any(fence.language == RUN_LANGUAGE for fence in scan_fences(lines))
 
 
 def plan_fences(

@@ -25,7 +25,9 @@ __all__ = [
     "ConsoleStatement",
     "console_expected",
     "console_statements",
+    "has_console",
     "plan_console",
+    "readable_statements",
 ]
 
 CONSOLE_LANGUAGE = "pycon"
@@ -60,6 +62,18 @@ class ConsoleStatement:
     def any_output(self) -> bool:
         """Whether it may print anything: no output line, or a bare `...` alone."""
         return self.output in ((), (DEFAULT_WILDCARD,))
+
+
+def has_console(lines: Sequence[str]) -> bool:
+    """Whether the text holds a `pycon` fence."""
+    return any(fence.language == CONSOLE_LANGUAGE for fence in scan_fences(lines))
+
+
+def readable_statements(lines: Sequence[str], file: str) -> list[ConsoleStatement]:
+    """The statements of the first `pycon` fence as the plan runs them, the lines it cannot read left out ([] without
+    a fence): what the drift check compiles and compares, whatever the contract check says of the rest."""
+    fence = next((each for each in scan_fences(lines) if each.language == CONSOLE_LANGUAGE), None)
+    return [] if fence is None else _statements(fence.body.split("\n"), fence.line + 1, file)[0]
 
 
 def plan_console(

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from ci.core.dialects import chosen_dialect
 from ci.core.model import DocumentError
 from ci.core.parse import parse_guide
 from ci.core.source import read_guide
@@ -13,8 +14,10 @@ from ci.maintain.drift.changes import block_changes, changed_results
 from ci.maintain.drift.contract import contract_findings, document_error_findings
 from ci.maintain.drift.findings import LAST_RUN, STATIC, Finding, GuideDrift, Severity
 from ci.maintain.drift.pins import PyPIVersions, pin_findings
+from ci.maintain.drift.plain import plain_contract_findings, plain_step_changes
 from ci.maintain.drift.recheck import last_run_findings
-from ci.maintain.drift.static import static_findings
+from ci.maintain.drift.static import plain_static_findings, static_findings
+from ci.maintain.guide import LABELS, Reading
 
 __all__ = ["NO_SHELLCHECK", "check_guide", "check_guides"]
 
@@ -30,10 +33,14 @@ def check_guide(
     last_run: str | None,
     artifact: LastRunArtifact | None,
     masker: Masker = NO_SECRETS,
+    reading: Reading = LABELS,
 ) -> GuideDrift:
     """Every check of the guide at `path` (`old_text`: its text at the base; None when it is new there).
 
-    `pypi` None leaves the pins unchecked; `last_run` (a run's output directory) or `artifact` (fetched
+    READING is the dialect the guide is read in (its front matter's ci.dialect wins): a guide in a plain
+    dialect gets the same checks of the steps that dialect runs (plain.py, plain_static_findings); its
+    expected outputs are not re-checked against the last run. `pypi` None leaves the pins unchecked;
+    `last_run` (a run's output directory) or `artifact` (fetched
     only when an expected output changed) is what changed `#test-result` blocks are re-checked against;
     what a finding quotes of that run's output is masked by MASKER.
     """
@@ -44,6 +51,16 @@ def check_guide(
         drift.findings += document_error_findings(path, error)
         return drift
     parsed = parse_guide(text, path)
+    try:
+        dialect = chosen_dialect(parsed, text.split("\n"), reading.dialect)
+    except DocumentError as error:  # `auto` finds both kinds of fence: nothing else can be read
+        drift.findings += document_error_findings(path, error)
+        return drift
+    if dialect != "labels":
+        _check_plain(drift, text, old_text, dialect, reading, shellcheck, bool(last_run) or artifact is not None)
+        if pypi is not None:
+            drift.findings += pin_findings(text, path, pypi)
+        return drift
     plan, drift.findings = contract_findings(parsed)
     drift.findings += static_findings(parsed, shellcheck=shellcheck)
     old = parse_guide(old_text, path) if old_text is not None else None
@@ -68,6 +85,26 @@ def check_guide(
     return drift
 
 
+def _check_plain(
+    drift: GuideDrift,
+    text: str,
+    old_text: str | None,
+    dialect: str,
+    reading: Reading,
+    shellcheck: str | None,
+    last_run: bool,
+) -> None:
+    """The contract, static and diff checks of a guide read in DIALECT, a plain one; with a LAST_RUN to re-check
+    against, a notice that its changed expected outputs are not."""
+    plan, drift.findings = plain_contract_findings(text, drift.file, dialect, reading.timeout_rules)
+    if plan is not None:
+        drift.findings += plain_static_findings(plan, text, shellcheck=shellcheck)
+    drift.changes = plain_step_changes(old_text, text, plan, drift.file, dialect, reading.timeout_rules)
+    if last_run and any("expected output" in change.what for change in drift.changes):
+        message = f"changed expected outputs of a guide read as {dialect} are not re-checked against the last run"
+        drift.findings.append(Finding(LAST_RUN, Severity.NOTICE, drift.file, 0, message))
+
+
 def check_guides(
     guides: Sequence[tuple[str, str | None]],
     *,
@@ -76,10 +113,21 @@ def check_guides(
     last_run: str | None,
     artifact: LastRunArtifact | None,
     masker: Masker = NO_SECRETS,
+    readings: Mapping[str, Reading] | None = None,
 ) -> list[GuideDrift]:
-    """check_guide for each (path, text at the base); a missing shellcheck is said once, on the first guide."""
+    """check_guide for each (path, text at the base), read as READINGS says (by path as given; else as labels);
+    a missing shellcheck is said once, on the first guide."""
     drifts = [
-        check_guide(path, old, shellcheck=shellcheck, pypi=pypi, last_run=last_run, artifact=artifact, masker=masker)
+        check_guide(
+            path,
+            old,
+            shellcheck=shellcheck,
+            pypi=pypi,
+            last_run=last_run,
+            artifact=artifact,
+            masker=masker,
+            reading=(readings or {}).get(path, LABELS),
+        )
         for path, old in guides
     ]
     if shellcheck is None and drifts:

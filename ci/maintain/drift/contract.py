@@ -7,7 +7,7 @@ from ci.core.parse import ParsedGuide
 from ci.core.plan import build_plan
 from ci.maintain.drift.findings import CONTRACT, Finding, Severity
 
-__all__ = ["contract_findings", "document_error_findings"]
+__all__ = ["contract_findings", "document_error_findings", "warning_findings"]
 
 
 def contract_findings(parsed: ParsedGuide) -> tuple[Plan | None, list[Finding]]:
@@ -15,8 +15,8 @@ def contract_findings(parsed: ParsedGuide) -> tuple[Plan | None, list[Finding]]:
     try:
         plan = build_plan(parsed, source_path=parsed.file)
     except DocumentError as error:
-        return None, document_error_findings(parsed.file, error) + _warnings(parsed, error.warnings)
-    return plan, _warnings(parsed, plan.warnings)
+        return None, document_error_findings(parsed.file, error) + warning_findings(parsed.file, error.warnings)
+    return plan, warning_findings(parsed.file, plan.warnings)
 
 
 def document_error_findings(file: str, error: DocumentError) -> list[Finding]:
@@ -24,5 +24,6 @@ def document_error_findings(file: str, error: DocumentError) -> list[Finding]:
     return [Finding(CONTRACT, Severity.ERROR, file, p.line, p.message) for p in error.problems]
 
 
-def _warnings(parsed: ParsedGuide, warnings: tuple[Problem, ...]) -> list[Finding]:
-    return [Finding(CONTRACT, Severity.WARNING, parsed.file, w.line, w.message) for w in warnings]
+def warning_findings(file: str, warnings: tuple[Problem, ...]) -> list[Finding]:
+    """The warnings of a guide's planning as warnings."""
+    return [Finding(CONTRACT, Severity.WARNING, file, w.line, w.message) for w in warnings]

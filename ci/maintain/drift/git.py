@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ci.core.parse import parse_guide
@@ -50,8 +50,13 @@ def old_text(base: str, top: str, path: str) -> str | None:
     return done.stdout.decode("utf-8", errors="replace").removeprefix("\ufeff")
 
 
-def changed_guides(base: str, top: str) -> list[str]:
-    """Markdown files changed since the merge base with REV that hold labelled blocks (now or at REV)."""
+def _labelled(text: str, path: str) -> bool:
+    return bool(parse_guide(text, path).blocks)
+
+
+def changed_guides(base: str, top: str, is_guide: Callable[[str, str], bool] = _labelled) -> list[str]:
+    """Markdown files changed since the merge base with REV that are guides now or at REV: IS_GUIDE(text, path),
+    by default when they hold labelled blocks."""
     names = run_git("diff", "--name-only", "-z", "--diff-filter=d", f"{base}...HEAD", cwd=top, paths=True).split("\0")
     guides = []
     for name in names:
@@ -63,16 +68,19 @@ def changed_guides(base: str, top: str) -> list[str]:
         except OSError:
             continue
         old = old_text(base, top, path)
-        if parse_guide(text, path).blocks or (old is not None and parse_guide(old, path).blocks):
+        if is_guide(text, path) or (old is not None and is_guide(old, path)):
             guides.append(path)
     return guides
 
 
-def guides_at_base(base: str, paths: Sequence[str]) -> list[tuple[str, str | None]]:
-    """The guides to check, each with its text at `base`: `paths`, else the changed guides (changed_guides).
+def guides_at_base(
+    base: str, paths: Sequence[str], is_guide: Callable[[str, str], bool] = _labelled
+) -> list[tuple[str, str | None]]:
+    """The guides to check, each with its text at `base`: `paths`, else the changed guides (changed_guides, which
+    IS_GUIDE tells).
 
     Run inside the repository; GitError when it is not one or `base` names no commit.
     """
     top = run_git("rev-parse", "--show-toplevel").strip()
     run_git("rev-parse", "--verify", "--quiet", f"{base}^{{commit}}")
-    return [(path, old_text(base, top, path)) for path in (list(paths) or changed_guides(base, top))]
+    return [(path, old_text(base, top, path)) for path in (list(paths) or changed_guides(base, top, is_guide))]

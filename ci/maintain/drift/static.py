@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from collections.abc import Sequence
 
-from ci.core.model import Block, Label, Language
+from ci.core.dialects.pycon import CONSOLE_LANGUAGE, ConsoleStatement, readable_statements
+from ci.core.model import Block, Label, Language, Load, Plan
 from ci.core.parse import ParsedGuide
 from ci.core.plan import LANGUAGES, block_loads
 from ci.maintain.drift.findings import STATIC, Finding, Severity, block_name
 
-__all__ = ["python_c_programs", "python_heredocs", "static_findings"]
+__all__ = ["plain_static_findings", "python_c_programs", "python_heredocs", "static_findings"]
 
 BASH_TIMEOUT_S = 60.0  # `bash -n` only parses
 SHELLCHECK_TIMEOUT_S = 120.0  # shellcheck can take long on a large block
@@ -21,27 +23,28 @@ def _loaded_placeholders(block: Block) -> list[str]:
     return [load.placeholder for load in block_loads(block)]
 
 
+def _placeholders(loads: Sequence[Load]) -> list[str]:
+    return [load.placeholder for load in loads]
+
+
 def _dummy(placeholder: str) -> str:
     return "dummy_" + re.sub(r"\W", "_", placeholder)
 
 
-def _python_source(block: Block) -> str:
+def _python_source(body: str, placeholders: Sequence[str]) -> str:
     """The body with each loaded `<PH>` replaced by a plain name, as a value would stand there."""
-    body = block.body
-    for placeholder in _loaded_placeholders(block):
+    for placeholder in placeholders:
         body = body.replace(f"<{placeholder}>", _dummy(placeholder))
     return body
 
 
-def _shell_script(block: Block) -> str:
+def _shell_script(body: str, placeholders: Sequence[str]) -> str:
     """The body with each loaded `<PH>` replaced by a variable (`<ref>` would read as a redirection).
 
     A variable, not a word, so shellcheck does not call `[[ "<ref>" =~ ... ]]`
     a constant expression; they are exported on the first line (no line
     moves, and shellcheck does not call them unused).
     """
-    placeholders = _loaded_placeholders(block)
-    body = block.body
     for placeholder in placeholders:
         body = body.replace(f"<{placeholder}>", "${" + _dummy(placeholder) + "}")
     if placeholders:
@@ -190,19 +193,73 @@ def static_findings(
         if block.label is Label.RESULT or block.language is None:
             continue
         language = LANGUAGES.get(block.language.lower())
+        placeholders = _loaded_placeholders(block)
         what = block_name(block)
         if language is Language.PYTHON:
-            findings += _compile_findings(_python_source(block), parsed.file, block.line + 1, what)
+            findings += _compile_findings(_python_source(block.body, placeholders), parsed.file, block.line + 1, what)
         elif language is Language.SHELL:
-            script = _shell_script(block)
-            findings += _bash_findings(script, parsed.file, block.line, what)
-            if shellcheck:
-                findings += _shellcheck_findings(
-                    shellcheck, script, parsed.file, block.line, what, shellcheck_timeout_s
-                )
-            source = _python_source(block)
-            for start, program in python_heredocs(source):
-                findings += _compile_findings(program, parsed.file, block.line + 1 + start, f"{what} (Python heredoc)")
-            for start, program in python_c_programs(source):
-                findings += _compile_findings(program, parsed.file, block.line + 1 + start, f"{what} (python -c)")
+            findings += _shell_findings(
+                block.body, placeholders, parsed.file, block.line, what, shellcheck, shellcheck_timeout_s
+            )
     return findings
+
+
+def plain_static_findings(
+    plan: Plan, text: str, *, shellcheck: str | None, shellcheck_timeout_s: float = SHELLCHECK_TIMEOUT_S
+) -> list[Finding]:
+    """Syntax checks of what a plain dialect runs (PLAN, read from TEXT), executing none of it.
+
+    The plain-fence dialect: every ```shell fence that runs (not ```shell skip) as a shell block above, its
+    `<UPSTREAM_REF>` standing for a value. The Python-console dialect: each `>>> ` statement compiled as the
+    console compiles it (a single statement, else a whole program), on its own line.
+    """
+    findings: list[Finding] = []
+    for step in plan.steps:
+        if step.skip_reason is not None:
+            continue
+        what = f"{step.language_word} fence at line {step.line}"
+        if step.language is Language.SHELL:
+            findings += _shell_findings(
+                step.body, _placeholders(step.loads), plan.guide, step.line, what, shellcheck, shellcheck_timeout_s
+            )
+        elif step.language_word == CONSOLE_LANGUAGE:
+            for statement in readable_statements(text.split("\n"), plan.guide):
+                findings += _statement_findings(statement, plan.guide)
+    return findings
+
+
+def _shell_findings(
+    body: str,
+    placeholders: Sequence[str],
+    file: str,
+    fence_line: int,
+    what: str,
+    shellcheck: str | None,
+    shellcheck_timeout_s: float,
+) -> list[Finding]:
+    """bash -n and shellcheck of a shell body, and compile() of the Python programs it feeds to an interpreter."""
+    script = _shell_script(body, placeholders)
+    findings = _bash_findings(script, file, fence_line, what)
+    if shellcheck:
+        findings += _shellcheck_findings(shellcheck, script, file, fence_line, what, shellcheck_timeout_s)
+    source = _python_source(body, placeholders)
+    for start, program in python_heredocs(source):
+        findings += _compile_findings(program, file, fence_line + 1 + start, f"{what} (Python heredoc)")
+    for start, program in python_c_programs(source):
+        findings += _compile_findings(program, file, fence_line + 1 + start, f"{what} (python -c)")
+    return findings
+
+
+def _statement_findings(statement: ConsoleStatement, file: str) -> list[Finding]:
+    """A console statement compiled as the Python-console dialect's program compiles it: as one interactive
+    statement, else as a program; an error of the second on the statement's line."""
+    source = statement.source + "\n"
+    try:
+        compile(source, file, "single", dont_inherit=True)
+    except SyntaxError:
+        return _compile_findings(source, file, statement.line, f"pycon statement at line {statement.line}")
+    except ValueError as exc:  # a NUL byte
+        return [
+            Finding(STATIC, Severity.ERROR, file, statement.line, f"pycon statement at line {statement.line}: {exc}")
+        ]
+    return []
