@@ -243,7 +243,7 @@ def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> 
     if usage:
         return fail(usage, parser)
     if args.from_run:
-        return update_from_run(args.guides, args.from_run, args.mask_env)
+        return update_from_run(args.guides, args.from_run, args.mask_env, args.dialect)
     settings = _settings(args, started)
     if isinstance(settings, str):
         return fail(settings, parser)

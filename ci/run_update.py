@@ -48,8 +48,8 @@ def add_update_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help=(
             "run the guides as usual, then rewrite the #test-result bodies that mismatched with what was printed"
-            " (local guides only, each one named; the diff on stdout); an interrupted run, or a guide edited during"
-            " the run, is not updated"
+            " (in a plain-fence guide, the ```text fences whose search failed; local guides only, each one named;"
+            " the diff on stdout); an interrupted run, or a guide edited during the run, is not updated"
         ),
     )
     parser.add_argument(
@@ -68,8 +68,11 @@ def update_usage_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-def update_from_run(guides: Sequence[str], run_dir: str, mask_env: Sequence[str]) -> int:
-    """--update --from-run DIR: 0 every mismatch updated (or none), 1 some left alone (said why), 2 bad input."""
+def update_from_run(guides: Sequence[str], run_dir: str, mask_env: Sequence[str], dialect: str = "labels") -> int:
+    """--update --from-run DIR: 0 every mismatch updated (or none), 1 some left alone (said why), 2 bad input.
+
+    The guides are read in DIALECT (--dialect), as the run read them: results.json does not say how.
+    """
     from ci.record import RecordError, read_run
 
     held = hold_finished_run(Path(run_dir))
@@ -80,7 +83,7 @@ def update_from_run(guides: Sequence[str], run_dir: str, mask_env: Sequence[str]
             run = read_run(run_dir)
         except RecordError as exc:
             return fail(f"--from-run: {exc}")
-        return max((_update_one(name, run, mask_env, None)[0] for name in guides), default=ExitCode.OK)
+        return max((_update_one(name, run, mask_env, None, dialect)[0] for name in guides), default=ExitCode.OK)
     finally:
         if held is not None:
             os.close(held)
@@ -126,7 +129,7 @@ def hold_finished_run(run_dir: Path, *, verb: str = "update") -> int | str | Non
 
 
 def _update_one(
-    name: str, run: LastRun, mask_env: Sequence[str], snapshot: GuideSnapshot | None
+    name: str, run: LastRun, mask_env: Sequence[str], snapshot: GuideSnapshot | None, dialect: str
 ) -> tuple[ExitCode, int]:
     """Update one guide and say what became of it: its status, and how many #test-result bodies were rewritten.
 
@@ -136,7 +139,7 @@ def _update_one(
     from ci.maintain.update import GuideNotUpdatable, update_guide
 
     try:
-        update = update_guide(name, run, mask_env=mask_env, snapshot=snapshot)
+        update = update_guide(name, run, mask_env=mask_env, snapshot=snapshot, dialect=dialect)
     except GuideNotUpdatable as refusal:
         for problem in refusal.problems:
             print_error(problem)
@@ -160,7 +163,7 @@ def _print_update(update: GuideUpdate) -> ExitCode:
         sys.stdout.write(command_safe(diff.rstrip("\n"), github) + "\n" if github else diff)
         sys.stdout.flush()
         count = update.updated
-        print(f"{update.guide}: updated {plural(count, '#test-result block')}", file=sys.stderr)
+        print(f"{update.guide}: updated {plural(count, update.unit)}", file=sys.stderr)
     return ExitCode.OK if update.complete else ExitCode.FAILED
 
 
@@ -176,6 +179,7 @@ class UpdateAfterRun:
         self.snapshots = tuple(snapshots)
         self.mask_env = tuple(args.mask_env)
         self.keep_going = bool(args.keep_going)
+        self.dialect = str(args.dialect)  # how the run read the guides, as the update reads them
         self.left_out: list[dict[int, str]] = []  # per guide, the blocks the selection left out (set before the run)
 
     @staticmethod
@@ -214,7 +218,7 @@ class UpdateAfterRun:
         except RecordError as exc:
             print_error(f"the run's record cannot be read back, so no guide was updated: {exc}")
             return ExitCode.FAILED
-        updates = [_update_one(s.name, run, self.mask_env, s) for s in self.snapshots]
+        updates = [_update_one(s.name, run, self.mask_env, s, self.dialect) for s in self.snapshots]
         beyond = self._beyond_update(outcomes)
         status = max([*(status for status, _ in updates), *beyond.values(), ExitCode.OK])
         left_alone = [s.name for s, (code, _) in zip(self.snapshots, updates, strict=True) if code != ExitCode.OK]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ci.core.dialects import chosen_dialect, plan_guide
+from ci.core.dialects import chosen_dialect, guide_lines, plan_guide
 from ci.core.model import Plan, TimeoutRule
 from ci.core.parse import ParsedGuide, parse_guide
 from ci.core.plan import block_loads, build_plan
@@ -30,7 +30,7 @@ def plan_without_running(
     DIALECT and TIMEOUT_RULES as ci.run takes them (a registry entry's); `<UPSTREAM_REF>` counts as given.
     """
     parsed = parse_guide(text, name)
-    if chosen_dialect(parsed, text.split("\n"), dialect) == "labels":
+    if chosen_dialect(parsed, guide_lines(text), dialect) == "labels":
         return build_plan(parsed, preset_names=loaded_names(parsed), source_path=source_path)
     preset = {*loaded_names(parsed), "UPSTREAM_REF"}
     return plan_guide(

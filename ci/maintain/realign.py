@@ -1,24 +1,44 @@
-"""Rewriting an expected body to match new output, keeping every wildcard and placeholder that still fits (pure)."""
+"""Rewriting an expected body to match new output, keeping every wildcard and placeholder that still fits (pure).
+
+Two readings of an expected body share one aligner: the matcher's, where the
+body is the whole output and its wildcard tokens stand for any text
+(updated_body), and the plain-fence dialect's search, where the body is an
+excerpt found anywhere in the output (updated_excerpt).
+"""
 
 from __future__ import annotations
 
 import difflib
+import functools
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from ci.core.match import matches, split_pieces
 from ci.core.placeholders import substitute
+from ci.core.search import SearchPattern, as_expected, expected_runs, search_matches, search_pattern
 
-__all__ = ["MAX_ALIGN_CELLS", "MAX_INTRA_LINE_CHARS", "CannotRewrite", "updated_body"]
+__all__ = [
+    "MAX_ALIGN_CELLS",
+    "MAX_INTRA_LINE_CHARS",
+    "MAX_SIMILAR_CELLS",
+    "CannotRewrite",
+    "updated_body",
+    "updated_excerpt",
+]
 
 MAX_ALIGN_CELLS = 5_000_000  # body lines x output lines the alignment may visit (about 2 s, 80 MB)
 MAX_INTRA_LINE_CHARS = 2_000  # longer lines are replaced whole instead of aligned character by character
+MAX_SIMILAR_CELLS = 200_000  # excerpt lines x output lines compared for likeness (a changed line's new text)
 
 # Costs of the line alignment. Deleting a body line costs more than replacing
 # it, so a changed line next to a wildcard line is rewritten, not dropped while
 # the wildcard swallows its new text.
 _REPLACE_COST, _INSERT_COST, _DELETE_COST = 2, 2, 3
+# An excerpt's costs: the output lines around it cost nothing, so a changed line is rewritten from the output line
+# most like it (difflib's ratio at least _SIMILAR_RATIO), and rewriting it from an unlike one costs as much as
+# dropping it: a line inserted between two kept ones is cheaper than a kept one given up for a rewritten one.
+_SIMILAR_COST, _UNLIKE_COST, _SIMILAR_RATIO = 1, 3, 0.6
 _INFINITY = 1 << 60
 
 
@@ -34,15 +54,55 @@ class _Wildcard:
 
 
 @dataclass(frozen=True)
+class _Grammar:
+    """How an expected body reads: where its wildcards are, what they take, and how output is written back in it."""
+
+    split: Callable[[str], Iterable[tuple[bool, str]]]  # a line's (is_wildcard, text) runs, cut as its checker cuts it
+    spans: Callable[[str], bool]  # whether a wildcard takes any text, line breaks too (a line of them: whole lines)
+    fits: Callable[[str, str], bool]  # (output line, line after substitution): whether the line matches it whole
+    literal: Callable[[str], str]  # an output line as a body line that matches it
+
+
+def _matcher_grammar(tokens: Sequence[str]) -> _Grammar:
+    """The matcher's (ci.core.match): wildcard TOKENS, any text each; an output line matches itself as it is."""
+    return _Grammar(
+        split=lambda text: _token_split(text, tokens),
+        spans=lambda _token: True,
+        fits=lambda output, pattern: matches(output, pattern, tokens),
+        literal=lambda line: line,
+    )
+
+
+_START, _END = "\x02", "\x03"  # put around a line and its pattern, so that the search finds the pattern whole
+
+
+@functools.lru_cache(maxsize=256)
+def _anchored(pattern: str) -> SearchPattern:
+    return search_pattern(_START + pattern + _END)
+
+
+_SEARCH = _Grammar(  # the plain-fence dialect's search (ci.core.search): `...` any text, `1.2.x` and `xxx` one word
+    split=expected_runs,
+    spans=lambda token: token == "...",
+    fits=lambda output, pattern: _anchored(pattern).found_in(_START + output + _END),
+    literal=as_expected,
+)
+
+
+@dataclass(frozen=True)
 class _BodyLine:
     """One line of the old body, and how it may be aligned with output lines."""
 
     text: str  # as written: load placeholders in place
     pattern: str  # after substitution: what the matcher compares
-    only_wildcards: bool  # nothing but wildcard tokens: stands for one or more whole lines
-    leading: bool  # starts with a wildcard: may also take the output lines before the one it matches
-    trailing: bool  # ends with a wildcard: may also take the output lines after the one it matches
+    only_wildcards: bool  # nothing but wildcards that span lines: stands for one or more whole lines
+    leading: bool  # starts with a wildcard that spans lines: may also take the output lines before the one it matches
+    trailing: bool  # ends with a wildcard that spans lines: may also take the output lines after the one it matches
     literal: bool  # no wildcard at all: matches one equal line
+    bare: bool  # nothing but wildcards and blanks: where it is kept says nothing of where the body stands
+    words: str  # after substitution, without BEFORE and AFTER: what a changed line's likeness is measured on
+    before: str = ""  # a wildcard the pattern starts with that the text does not (an excerpt's first line)
+    after: str = ""  # a wildcard the pattern ends with that the text does not (an excerpt's last line)
 
 
 def _token_split(text: str, tokens: Sequence[str]) -> Iterator[tuple[bool, str]]:
@@ -59,35 +119,62 @@ def _token_split(text: str, tokens: Sequence[str]) -> Iterator[tuple[bool, str]]
             offset += len(token)
 
 
-def _body_line(text: str, values: Mapping[str, str], tokens: Sequence[str]) -> _BodyLine:
-    pattern = substitute(text, tuple(values.items()))
-    runs = list(_token_split(pattern, tokens))
-    wild = [is_wild for is_wild, _ in runs]
+def _body_line(
+    text: str, values: Mapping[str, str], grammar: _Grammar, *, before: str = "", after: str = ""
+) -> _BodyLine:
+    """TEXT as a line to align; BEFORE and AFTER (wildcards) are put around its pattern, not its text."""
+    pattern = before + substitute(text, tuple(values.items())) + after
+    runs = list(grammar.split(pattern))
+    spanning = [is_wild and grammar.spans(run) for is_wild, run in runs]
     return _BodyLine(
         text=text,
         pattern=pattern,
-        only_wildcards=bool(runs) and all(wild),
-        leading=bool(runs) and wild[0],
-        trailing=bool(runs) and wild[-1],
-        literal=not any(wild),
+        only_wildcards=bool(runs) and all(spanning),
+        leading=bool(runs) and spanning[0],
+        trailing=bool(runs) and spanning[-1],
+        literal=not any(is_wild for is_wild, _ in runs),
+        bare=not any(run.strip() for is_wild, run in runs if not is_wild),
+        words=pattern[len(before) : len(pattern) - len(after)],
+        before=before,
+        after=after,
     )
 
 
-def _fits(line: _BodyLine, outputs: Sequence[str], tokens: Sequence[str]) -> list[bool]:
+def _fits(line: _BodyLine, outputs: Sequence[str], grammar: _Grammar) -> list[bool]:
     """Which output lines the body line matches on its own."""
     if line.literal:
         return [out == line.pattern for out in outputs]
     if line.only_wildcards:
         return [True] * len(outputs)
-    pieces = split_pieces(line.pattern, tokens)
-    probe = max(pieces, key=len)  # a cheap test first: the line's longest literal piece must be there
-    return [probe in out and matches(out, line.pattern, tokens) for out in outputs]
+    pieces = [run for is_wild, run in grammar.split(line.pattern) if not is_wild]
+    probe = max(pieces, key=len, default="")  # a cheap test first: the line's longest literal piece must be there
+    return [probe in out and grammar.fits(out, line.pattern) for out in outputs]
+
+
+def _similar(line: _BodyLine, outputs: Sequence[str]) -> list[bool]:
+    """Which output lines are like the body line's literal text (a changed line's likely new text)."""
+    if not line.words.strip() or len(line.words) > MAX_INTRA_LINE_CHARS:
+        return [False] * len(outputs)
+    matcher = difflib.SequenceMatcher(None, autojunk=False)
+    matcher.set_seq2(line.words)  # analysed once, compared with each output line in turn
+    alike = []
+    for out in outputs:
+        matcher.set_seq1(out)
+        alike.append(
+            len(out) <= MAX_INTRA_LINE_CHARS
+            and matcher.real_quick_ratio() >= _SIMILAR_RATIO
+            and matcher.quick_ratio() >= _SIMILAR_RATIO
+            and matcher.ratio() >= _SIMILAR_RATIO
+        )
+    return alike
 
 
 _KEEP, _REPLACE, _DELETE, _INSERT = range(4)  # steps of the alignment
 
 
-def _align(lines: Sequence[_BodyLine], outputs: Sequence[str], tokens: Sequence[str]) -> list[tuple[int, int, int]]:
+def _align(
+    lines: Sequence[_BodyLine], outputs: Sequence[str], grammar: _Grammar, *, anywhere: bool = False
+) -> list[tuple[int, int, int]]:
     """Align body lines with output lines at the least cost; returns (step, body index, output index).
 
     Steps: _KEEP (body line i still stands for the output lines from j up to
@@ -99,16 +186,21 @@ def _align(lines: Sequence[_BodyLine], outputs: Sequence[str], tokens: Sequence[
     An edit-distance table, one row per body line; the spans cost one pass
     per row, carrying the cheapest start seen so far. On equal cost a keep
     wins over a replace, a replace over a delete, a delete over an insert.
+    ANYWHERE (an excerpt): the output lines before the body's and after it
+    cost nothing and are left out of the steps, and replacing a line by an
+    output line like it costs less than by another.
     """
     count = len(outputs)
-    above = [j * _INSERT_COST for j in range(count + 1)]
+    above = [0 if anywhere else j * _INSERT_COST for j in range(count + 1)]
+    compare = anywhere and len(lines) * count <= MAX_SIMILAR_CELLS
     steps_table = [[_INSERT] * (count + 1)]
     sources_table = [[j - 1 for j in range(count + 1)]]
     for line in lines:
         cost = [_INFINITY] * (count + 1)
         steps = [_DELETE] * (count + 1)
         sources = list(range(count + 1))
-        fits = _fits(line, outputs, tokens)
+        fits = _fits(line, outputs, grammar)
+        similar = _similar(line, outputs) if compare else [False] * count
         spans_after = line.trailing or line.only_wildcards
         spans_before = line.leading or line.only_wildcards
         after_start, after_cost = -1, _INFINITY  # cheapest matching start so far: spans after a match
@@ -127,7 +219,7 @@ def _align(lines: Sequence[_BodyLine], outputs: Sequence[str], tokens: Sequence[
                 if above[j] < after_cost:
                     after_start, after_cost = j, above[j]
         for j in range(count):
-            value = above[j] + _REPLACE_COST
+            value = above[j] + ((_SIMILAR_COST if similar[j] else _UNLIKE_COST) if anywhere else _REPLACE_COST)
             if value < cost[j + 1]:
                 cost[j + 1], steps[j + 1], sources[j + 1] = value, _REPLACE, j
         for j in range(count + 1):
@@ -141,14 +233,19 @@ def _align(lines: Sequence[_BodyLine], outputs: Sequence[str], tokens: Sequence[
         above = cost
         steps_table.append(steps)
         sources_table.append(sources)
-    return _cheapest_path(steps_table, sources_table)
+    # anywhere: where the cheapest alignment ends, the latest on equal cost (a changed last line rewritten, not dropped)
+    end = min(range(count + 1), key=lambda j: (above[j], -j)) if anywhere else count
+    return _cheapest_path(steps_table, sources_table, end, anywhere=anywhere)
 
 
-def _cheapest_path(steps_table: list[list[int]], sources_table: list[list[int]]) -> list[tuple[int, int, int]]:
-    """Walk the alignment tables back from their last cell: the steps of the cheapest alignment, first to last."""
+def _cheapest_path(
+    steps_table: list[list[int]], sources_table: list[list[int]], end: int, *, anywhere: bool
+) -> list[tuple[int, int, int]]:
+    """Walk the alignment tables back from the last row's cell END: the steps of the cheapest alignment, first to
+    last (ANYWHERE: from the first body line's, the output lines before it left out)."""
     path: list[tuple[int, int, int]] = []
-    i, j = len(steps_table) - 1, len(steps_table[0]) - 1
-    while i > 0 or j > 0:
+    i, j = len(steps_table) - 1, end
+    while i > 0 or (j > 0 and not anywhere):
         step, source = steps_table[i][j], sources_table[i][j]
         path.append((step, i - 1, source))
         if step != _INSERT:
@@ -158,20 +255,25 @@ def _cheapest_path(steps_table: list[list[int]], sources_table: list[list[int]])
     return path
 
 
-def _intra_line(line: _BodyLine, output: str, values: Mapping[str, str], tokens: Sequence[str]) -> str:
-    """Rewrite one changed line: keep its wildcards and placeholders where the text around them still fits."""
+def _intra_line(line: _BodyLine, output: str, values: Mapping[str, str], grammar: _Grammar) -> str:
+    """Rewrite one changed line: keep its wildcards and placeholders where the text around them still fits.
+
+    The wildcards of its frame (before, after) take the output's text around
+    what the line stood for, and are left out of the rewritten line.
+    """
     if len(output) > MAX_INTRA_LINE_CHARS or len(line.pattern) > MAX_INTRA_LINE_CHARS:
-        return output
+        return grammar.literal(output)
     units: list[str | _Wildcard] = []
     owner: list[int] = []  # per unit: which placeholder occurrence it came from, -1 for none
     occurrences: list[tuple[int, int, str]] = []  # (first unit, end unit, "<PH>")
     names = sorted((f"<{p}>" for p in values), key=len, reverse=True)
     split = re.compile("|".join(re.escape(n) for n in names)) if names else None
     position = 0
-    pieces = list(split.finditer(line.text)) if split else []
+    framed = line.before + line.text + line.after
+    pieces = list(split.finditer(framed)) if split else []
     for found in [*pieces, None]:
-        literal = line.text[position : found.start() if found else len(line.text)]
-        for is_wild, text in _token_split(literal, tokens):
+        literal = framed[position : found.start() if found else len(framed)]
+        for is_wild, text in grammar.split(literal):
             if is_wild:
                 units.append(_Wildcard(text))
                 owner.append(-1)
@@ -208,9 +310,13 @@ def _intra_line(line: _BodyLine, output: str, values: Mapping[str, str], tokens:
         else:
             parts.append(_replace_run(units[i1:i2], output[j1:j2]))
     rewritten = "".join(parts)
-    if matches(output, substitute(rewritten, tuple(values.items())), tokens):
-        return rewritten
-    return output
+    if not grammar.fits(output, substitute(rewritten, tuple(values.items()))):
+        return grammar.literal(output)
+    if line.before and rewritten.startswith(line.before):
+        rewritten = rewritten[len(line.before) :]
+    if line.after and rewritten.endswith(line.after):
+        rewritten = rewritten[: len(rewritten) - len(line.after)]
+    return rewritten
 
 
 def _replace_run(old: Sequence[str | _Wildcard], new: str) -> str:
@@ -234,19 +340,38 @@ def _replace_run(old: Sequence[str | _Wildcard], new: str) -> str:
 def _realigned(
     body: str, target: str, tokens: Sequence[str], values: Mapping[str, str], *, per_character: bool
 ) -> str | None:
-    lines = [_body_line(text, values, tokens) for text in body.split("\n")]
+    grammar = _matcher_grammar(tokens)
+    lines = [_body_line(text, values, grammar) for text in body.split("\n")]
     outputs = target.split("\n")
     if len(lines) * len(outputs) > MAX_ALIGN_CELLS:
         return None
+    return "\n".join(_rewritten_lines(lines, outputs, grammar, values, per_character=per_character)[0])
+
+
+def _rewritten_lines(
+    lines: Sequence[_BodyLine],
+    outputs: Sequence[str],
+    grammar: _Grammar,
+    values: Mapping[str, str],
+    *,
+    per_character: bool,
+    anywhere: bool = False,
+) -> tuple[list[str], bool]:
+    """The body's new lines, aligned with OUTPUTS (see _align), and whether any line found its place there: a line
+    with text of its own kept, or one replaced by an output line like it."""
     new_lines: list[str] = []
-    for step, i, j in _align(lines, outputs, tokens):
+    placed = False
+    for step, i, j in _align(lines, outputs, grammar, anywhere=anywhere):
         if step == _KEEP:
             new_lines.append(lines[i].text)
+            placed = placed or not lines[i].bare
         elif step == _REPLACE:
-            new_lines.append(_intra_line(lines[i], outputs[j], values, tokens) if per_character else outputs[j])
+            literal = grammar.literal(outputs[j])
+            new_lines.append(_intra_line(lines[i], outputs[j], values, grammar) if per_character else literal)
+            placed = placed or _similar(lines[i], outputs[j : j + 1])[0]
         elif step == _INSERT:
-            new_lines.append(outputs[j])
-    return "\n".join(new_lines)
+            new_lines.append(grammar.literal(outputs[j]))
+    return new_lines, placed
 
 
 def updated_body(body: str, output: str, tokens: Sequence[str], values: Mapping[str, str] | None = None) -> str | None:
@@ -281,3 +406,63 @@ def updated_body(body: str, output: str, tokens: Sequence[str], values: Mapping[
         if candidate is not None and fits(candidate):
             return candidate
     return target if fits(target) else None
+
+
+_CLOSES_A_FENCE = re.compile(r" {0,3}`{3}")  # a line a Markdown reader, or the plain-fence one, would end the fence at
+
+
+def updated_excerpt(body: str, output: str, values: Mapping[str, str] | None = None) -> str | None:
+    """A searched expected text (the plain-fence dialect's) rewritten so that the search finds it in `output`, kept
+    an excerpt: the old text is aligned with the span of output lines it fits best (its first line may end an output
+    line, its last begin one), lines that still fit are kept as written (their `...`, `xxx`, `1.2.x` and
+    placeholders too), a changed line becomes the output line in its place, or the one most like it, keeping the
+    wildcards whose neighbouring text is still there, and output lines in between are added. When no line of it
+    finds its place, the whole output is the new text.
+
+    Output written as it is keeps its meaning: a version such as `8.0.x` becomes `8.0...` (the search would read
+    the former as digits), and a line that would close the fence (three backticks) gets `...` before it. Blank
+    lines at either end are dropped, as the dialect drops them. `body` as written (load placeholders in place),
+    `values` the {placeholder: value} pairs the run substituted. The body itself when it is still found; None when
+    the output cannot be written so that the search finds it (it is blank, or holds a placeholder's name).
+    CannotRewrite when a loaded value spans several lines.
+    """
+    pairs = tuple((values or {}).items())
+    if any("\n" in value for _, value in pairs):
+        raise CannotRewrite("a loaded value spans several lines; update this expected text by hand")
+
+    def found(candidate: str) -> bool:
+        return bool(candidate.strip()) and search_matches(output, substitute(candidate, pairs))
+
+    if found(body):
+        return body
+    outputs = output.splitlines()  # as the search reads the output: every kind of line break
+    texts = body.split("\n")
+    lines = [
+        _body_line(
+            text, dict(pairs), _SEARCH, before="..." if i == 0 else "", after="..." if i == len(texts) - 1 else ""
+        )
+        for i, text in enumerate(texts)
+    ]
+    if outputs and len(lines) * len(outputs) <= MAX_ALIGN_CELLS:
+        for per_character in (True, False):
+            new_lines, placed = _rewritten_lines(
+                lines, outputs, _SEARCH, dict(pairs), per_character=per_character, anywhere=True
+            )
+            if not placed:
+                break
+            candidate = _excerpt_text(new_lines)
+            if found(candidate):
+                return candidate
+    whole = _excerpt_text([as_expected(line) for line in outputs])
+    return whole if found(whole) else None
+
+
+def _excerpt_text(lines: Sequence[str]) -> str:
+    """LINES as a ```text fence's body: blank lines at either end dropped, a line that would close the fence
+    written after a `...`."""
+    kept = list(lines)
+    while kept and not kept[-1].strip():
+        kept.pop()
+    while kept and not kept[0].strip():
+        kept.pop(0)
+    return "\n".join("..." + line.lstrip(" ") if _CLOSES_A_FENCE.match(line) else line for line in kept)

@@ -1,4 +1,8 @@
-"""Updating guides from a finished run: rewrite mismatched `#test-result` bodies in place, every other byte kept."""
+"""Updating guides from a finished run: rewrite mismatched `#test-result` bodies in place, every other byte kept.
+
+A plain-fence guide (docs/authoring.md 13c) has no `#test-result`: there the
+```text fence after a block whose search failed is rewritten, kept an excerpt.
+"""
 
 from __future__ import annotations
 
@@ -15,11 +19,12 @@ from ci.core.files import write_atomically
 from ci.core.match import matches
 from ci.core.model import DocumentError, Label, Plan, Status, Step
 from ci.core.placeholders import substitute
+from ci.core.search import search_matches
 from ci.core.source import read_local_guide, redact_url
-from ci.core.text import MASK, Masker, secret_values
+from ci.core.text import MASK, Masker, plural, secret_values
 from ci.maintain.guide import plan_without_running
 from ci.maintain.lastrun import read_stdout, recheck
-from ci.maintain.realign import CannotRewrite, updated_body
+from ci.maintain.realign import CannotRewrite, updated_body, updated_excerpt
 from ci.record import LastRun, RecordedBlock, RecordedGuide, RecordError
 
 __all__ = ["GuideNotUpdatable", "GuideSnapshot", "GuideUpdate", "SourceLines", "snapshot_guide", "update_guide"]
@@ -64,6 +69,7 @@ class GuideUpdate:
     diff: tuple[str, ...]  # the unified diff of the change written, one line each; empty when nothing was written
     updated: int  # how many #test-result bodies were rewritten
     not_written: str | None  # why the rewritten guide was not written (it would not read back as meant), if it was not
+    unit: str = "#test-result block"  # what a rewritten body is, as the summary counts them ("```text fence")
 
     @property
     def complete(self) -> bool:
@@ -122,15 +128,34 @@ class SourceLines:
 
 @dataclass(frozen=True)
 class _Rewrite:
-    """One `#test-result` to rewrite."""
+    """One `#test-result` to rewrite (or a plain-fence guide's ```text fence)."""
 
-    test_id: str
+    test_id: str  # the #test's id; a plain-fence block's ordinal, `#N`
     result_line: int  # line of the result's opening fence
     old_body: str
     new_body: str
     values: Mapping[str, str]  # placeholder -> value used by the run
     tokens: tuple[str, ...]
     output: str
+    search: bool = False  # the body is searched for in the output (plain fences), not matched whole
+
+    @property
+    def name(self) -> str:
+        """The result as notes name it."""
+        if self.search:
+            return f"the ```text fence at line {self.result_line} (block {self.test_id})"
+        return f"#test-result id={self.test_id!r}"
+
+    def found(self, body: str) -> bool:
+        """Whether BODY (as written, load placeholders in place) passes against the output it is rewritten from."""
+        pattern = substitute(body, tuple(self.values.items()))
+        return search_matches(self.output, pattern) if self.search else matches(self.output, pattern, self.tokens)
+
+
+def _key(step: Step) -> str | None:
+    """How a rewrite names its step: a plain-fence block (searched) by its ordinal, a #test by its id."""
+    searched = step.expected is not None and step.expected.search
+    return f"#{step.ordinal}" if searched else step.id
 
 
 def _masked_since(block: RecordedBlock) -> bool:
@@ -176,21 +201,8 @@ def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], masker: Mas
             notes.append(
                 f"{where}: the output cannot be written as an expected body (it reads differently); left alone"
             )
-        elif "\r" in new_body or "\0" in new_body:  # Markdown reads CR as a line break, NUL as U+FFFD
-            notes.append(
-                f"{where}: the output holds a carriage return (CR) or a NUL byte, which a Markdown code block cannot"
-                " hold; left alone (match that part with a wildcard)"
-            )
-        elif masker.holds_secret(new_body):  # a guide is published: no form of a secret the block printed goes in
-            notes.append(f"{where}: the new expected body would hold a secret value the block printed; left alone")
-        elif MASK in new_body and _masked_since(block):
-            notes.append(
-                f"{where}: the run's output file was masked (--mask-files), and the new expected body would hold"
-                f" {MASK} where the block printed a secret value, which no later run prints; left alone"
-                " (match that part with a wildcard)"
-            )
-        elif len(new_body.encode("utf-8")) > MAX_BODY_BYTES:
-            notes.append(f"{where}: the new expected body would hold over {MAX_BODY_BYTES} bytes; left alone")
+        elif (unwritable := _unwritable(new_body, block, masker)) is not None:
+            notes.append(f"{where}: {unwritable}")
         elif new_body != expected.body:
             rewrites.append(
                 _Rewrite(block.id, expected.line, expected.body, new_body, check.values, expected.fuzzy, output)
@@ -198,32 +210,101 @@ def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], masker: Mas
     return rewrites
 
 
-def _read_back(text: str, name: str, rewrites: Sequence[_Rewrite]) -> tuple[_Rewrite | None, str] | None:
-    """Why the rewritten guide does not read back as intended, and the rewrite at fault (None: the whole guide);
-    None when it reads back as intended."""
+def _unwritable(new_body: str, block: RecordedBlock, masker: Masker) -> str | None:
+    """Why NEW_BODY, rewritten from BLOCK's output, must not go into the guide, ending `left alone` (and what to do);
+    None when it may."""
+    if "\r" in new_body or "\0" in new_body:  # Markdown reads CR as a line break, NUL as U+FFFD
+        return (
+            "the output holds a carriage return (CR) or a NUL byte, which a Markdown code block cannot hold; left"
+            " alone (match that part with a wildcard)"
+        )
+    if masker.holds_secret(new_body):  # a guide is published: no form of a secret the block printed goes in
+        return "the new expected body would hold a secret value the block printed; left alone"
+    if MASK in new_body and _masked_since(block):
+        return (
+            f"the run's output file was masked (--mask-files), and the new expected body would hold {MASK} where the"
+            " block printed a secret value, which no later run prints; left alone (match that part with a wildcard)"
+        )
+    if len(new_body.encode("utf-8")) > MAX_BODY_BYTES:
+        return f"the new expected body would hold over {MAX_BODY_BYTES} bytes; left alone"
+    return None
+
+
+def _searched_rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], masker: Masker) -> list[_Rewrite]:
+    """A plain-fence guide's: the ```text fences whose search failed, each rewritten as an excerpt of its block's
+    output (updated_excerpt). A block has no id there: the run's block and the guide's are paired by their ordinal,
+    and the command's digest says whether it is still the one that ran. A block that failed otherwise (its exit
+    status) is no mismatch, and a block without a ```text fence never mismatches: neither gets one."""
+    steps = {step.ordinal: step for step in plan.steps}
+    rewrites = []
+    for block in recorded.blocks:
+        if block.status is not Status.MISMATCH:
+            continue
+        step = steps.get(block.ordinal)
+        where = f"{plan.guide}: block #{block.ordinal} (line {block.line} when it ran)"
+        if step is None or step.expected is None or not step.expected.search:
+            notes.append(f"{where}: no longer a ```shell fence followed by a ```text fence in the guide; left alone")
+            continue
+        expected = step.expected
+        where = f"{plan.guide}:{expected.line}: the ```text fence of block #{block.ordinal}"
+        check = recheck(recorded, block, step, [expected.body])
+        if check.command_changed:
+            notes.append(f"{where}: the command changed since that run, so its output may be stale; left alone")
+            continue
+        if check.missing:
+            notes.append(f"{where}: the run's value of {', '.join(check.missing)} is unknown; left alone")
+            continue
+        try:
+            output = read_stdout(block)
+            new_body = updated_excerpt(expected.body, output, check.values)
+        except (OSError, RecordError, CannotRewrite) as exc:  # read_stdout's, updated_excerpt's
+            notes.append(f"{where}: {exc}; left alone")
+            continue
+        if new_body is None:
+            empty = not output.strip()
+            notes.append(
+                f"{where}: the block printed nothing but blanks, which a ```text fence cannot expect; left alone"
+                " (remove the fence, or make the command print)"
+                if empty
+                else f"{where}: its output cannot be written so that the search finds it; left alone"
+            )
+        elif (unwritable := _unwritable(new_body, block, masker)) is not None:
+            notes.append(f"{where}: {unwritable}")
+        elif new_body != expected.body:
+            rewrites.append(
+                _Rewrite(
+                    f"#{block.ordinal}", expected.line, expected.body, new_body, check.values, (), output, search=True
+                )
+            )
+    return rewrites
+
+
+def _read_back(text: str, name: str, rewrites: Sequence[_Rewrite], dialect: str) -> tuple[_Rewrite | None, str] | None:
+    """Why the rewritten guide does not read back as intended (in DIALECT, as ci.run's --dialect), and the rewrite at
+    fault (None: the whole guide); None when it reads back as intended."""
     try:
-        plan = plan_without_running(text, name, source_path=name)
+        plan = plan_without_running(text, name, source_path=name, dialect=dialect)
     except DocumentError as error:
         return None, f"it no longer plans: {error.problems[0]}"
-    tests = {s.id: s for s in plan.steps if s.label is Label.TEST}
+    tests = {_key(s): s for s in plan.steps if s.label is Label.TEST}
     for rewrite in rewrites:
         expected = tests[rewrite.test_id].expected if rewrite.test_id in tests else None
-        if expected is None or expected.body != rewrite.new_body:
-            return rewrite, f"#test-result id={rewrite.test_id!r} reads back differently"
-        if not matches(rewrite.output, substitute(expected.body, tuple(rewrite.values.items())), expected.fuzzy):
-            return rewrite, f"#test-result id={rewrite.test_id!r} would still mismatch"
+        if expected is None or expected.body != rewrite.new_body or expected.search != rewrite.search:
+            return rewrite, f"{rewrite.name} reads back differently"
+        if not rewrite.found(expected.body):
+            return rewrite, f"{rewrite.name} would still mismatch"
     return None
 
 
 def _checked(
-    name: str, text: str, rewrites: list[_Rewrite], notes: list[str]
+    name: str, text: str, rewrites: list[_Rewrite], notes: list[str], dialect: str
 ) -> tuple[str, list[_Rewrite], str | None]:
     """The guide's new text, with every rewrite that fits and reads back as meant; those rewrites; and why no text
     can be written (the rewritten guide no longer plans), if so. A rewrite that does not read back goes to `notes`,
     and the others are still made."""
     new_text, done = _rewritten(name, text, rewrites, notes)
     while new_text != text:
-        fault = _read_back(new_text, name, done)
+        fault = _read_back(new_text, name, done, dialect)
         if fault is None:
             return new_text, done, None
         rewrite, why = fault
@@ -265,7 +346,7 @@ def _rewritten(name: str, text: str, rewrites: list[_Rewrite], notes: list[str])
         try:
             source.replace_body(rewrite.result_line, rewrite.old_body, rewrite.new_body)
         except CannotRewrite as exc:
-            notes.append(f"{name}: #test-result id={rewrite.test_id!r}: {exc}; left alone")
+            notes.append(f"{name}: {rewrite.name}: {exc}; left alone")
             done = [r for r in done if r is not rewrite]
     return source.text(), done
 
@@ -287,9 +368,18 @@ def _write(path: Path, text: str) -> str | None:
 
 
 def update_guide(
-    name: str, run: LastRun, *, mask_env: Sequence[str] = (), snapshot: GuideSnapshot | None = None
+    name: str,
+    run: LastRun,
+    *,
+    mask_env: Sequence[str] = (),
+    snapshot: GuideSnapshot | None = None,
+    dialect: str = "labels",
 ) -> GuideUpdate:
     """Rewrite, in the local guide NAME, the `#test-result` bodies that mismatched in RUN; nothing is run.
+
+    The guide is read in DIALECT as ci.run's --dialect reads it (its front
+    matter's ci.dialect wins); read as plain fences, the ```text fences whose
+    search failed are rewritten instead (_searched_rewrites).
 
     The guide is written (whole or not at all) only when it reads back with
     every rewritten body matching the output it was rewritten from. A body
@@ -305,24 +395,35 @@ def update_guide(
     path = snapshot.path if snapshot is not None else Path(name)
     bom, text = _read_local_guide(name, path, snapshot.content if snapshot is not None else None)
     try:
-        plan = plan_without_running(text, name, source_path=name)
+        plan = plan_without_running(text, name, source_path=name, dialect=dialect)
     except DocumentError as error:
         raise GuideNotUpdatable([str(problem) for problem in error.problems]) from None
     recorded = run.guide_for(name)
     if recorded is None:
         known = ", ".join(g.guide for g in run.guides) or "none"
         raise GuideNotUpdatable([f"{name} is not a guide of the run in {run.directory} (its guides: {known})"])
+    if not plan.steps and recorded.blocks:  # results.json does not say how the run read the guide
+        raise GuideNotUpdatable(
+            [
+                f"{name}: read with --dialect {dialect}, the guide has no block to run, but the run in"
+                f" {run.directory} ran {plural(len(recorded.blocks), 'block')} of it: update it with the --dialect"
+                " that run was given (fences, pycon), or name the dialect in its front matter (ci.dialect)"
+            ]
+        )
     masker = Masker.of(secret_values({**os.environ, **plan.settings.env}, mask_env))
     notes: list[str] = []
-    new_text, rewrites, why_not = _checked(name, text, _rewrites(plan, recorded, notes, masker), notes)
+    searched = any(step.expected is not None and step.expected.search for step in plan.steps)
+    planned = (_searched_rewrites if searched else _rewrites)(plan, recorded, notes, masker)
+    new_text, rewrites, why_not = _checked(name, text, planned, notes, dialect)
     notes = [masker.mask(note) for note in notes]  # a note may quote the output
+    unit = "```text fence" if searched else "#test-result block"
     if why_not is not None or new_text == text:
-        return GuideUpdate(name, tuple(notes), diff=(), updated=0, not_written=why_not)
+        return GuideUpdate(name, tuple(notes), diff=(), updated=0, not_written=why_not, unit=unit)
     diff = difflib.unified_diff(
         text.splitlines(keepends=True), new_text.splitlines(keepends=True), f"a/{name}", f"b/{name}"
     )
     why_not = _write(path, bom + new_text)
     if why_not is not None:
-        return GuideUpdate(name, tuple(notes), diff=(), updated=0, not_written=why_not)
+        return GuideUpdate(name, tuple(notes), diff=(), updated=0, not_written=why_not, unit=unit)
     lines = tuple(masker.mask(line if line.endswith(("\n", "\r")) else line + "\n") for line in diff)
-    return GuideUpdate(name, tuple(notes), lines, updated=len(rewrites), not_written=None)
+    return GuideUpdate(name, tuple(notes), lines, updated=len(rewrites), not_written=None, unit=unit)
