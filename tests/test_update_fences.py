@@ -53,7 +53,11 @@ def _found(output: str, body: str, values: dict[str, str]) -> bool:
         pytest.param("a\nc", "x\na\nb\nc\ny\n", {}, "a\nb\nc", id="line-added-inside"),
         pytest.param("a\nz", "a\r\nb\r\n", {}, "a\nb", id="crlf-output"),
         pytest.param(
-            "ref <UPSTREAM_REF> old", "ref abc123 new\n", {"UPSTREAM_REF": "abc123"}, "ref <UPSTREAM_REF> new", id="load"
+            "ref <UPSTREAM_REF> old",
+            "ref abc123 new\n",
+            {"UPSTREAM_REF": "abc123"},
+            "ref <UPSTREAM_REF> new",
+            id="load",
         ),
         pytest.param(
             # printed literally: `...` and `xxx` find themselves, a version written `1.2.x` would read as digits
@@ -131,7 +135,9 @@ passing 1.2.x
 echo "no text fence"
 {FENCE}
 """
-UPDATED = GUIDE.replace("state: xxx, ... workers\nloading... xxx 9.9.x", "status: xxx, ... workers\nloading... xxx 1.2...")
+UPDATED = GUIDE.replace(
+    "state: xxx, ... workers\nloading... xxx 9.9.x", "status: xxx, ... workers\nloading... xxx 1.2..."
+)
 UPDATED = UPDATED.replace("1.2... fail", "1.2... done")
 
 
