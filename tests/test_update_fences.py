@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from ci.core.dialects import plan_guide
 from ci.core.search import search_matches
-from ci.maintain.realign import updated_excerpt
+from ci.maintain.realign import CannotRewrite, updated_excerpt
 
 Harness = Callable[..., subprocess.CompletedProcess[str]]
 FENCE = "```"
@@ -80,15 +80,17 @@ def test_updated_excerpt(body: str, output: str, values: dict[str, str], expecte
     assert _found(output, new_body, values)
 
 
-def test_an_output_of_blanks_gives_no_excerpt() -> None:
+def test_an_output_of_blanks_gives_no_excerpt_and_a_long_one_is_not_expected_whole() -> None:
     assert updated_excerpt("ready", " \n\n") is None
+    with pytest.raises(CannotRewrite, match=r"whose 101 lines are too many to expect whole \(at most 100 lines"):
+        updated_excerpt("ready", NOISE * 3 + "".join(f"{i}\n" for i in range(11)))
 
 
 _OUTPUT_LINES = ["a", "b c", "v 1.2.3", "v 1.2.x", "1.2.x", "x...y", "xxx", "pid 7, ok", "```", "  ```x", "", " "]
 _BODY_LINES = ["a", "b c", "v 1.2.x", "xxx", "...", "x ... y", "pid xxx, ok", "", "gone"]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(body=st.lists(st.sampled_from(_BODY_LINES), max_size=5), output=st.lists(st.sampled_from(_OUTPUT_LINES)))
 def test_an_excerpt_is_always_found_where_it_was_written_from(body: list[str], output: list[str]) -> None:
     text, expected = "\n".join(output) + "\n", "\n".join(body).strip("\n") or "gone"
@@ -141,7 +143,7 @@ UPDATED = GUIDE.replace(
 UPDATED = UPDATED.replace("1.2... fail", "1.2... done")
 
 
-def test_update_rewrites_only_the_failed_search_and_the_guide_passes_next(tmp_path: Path, run_harness: Harness) -> None:
+def test_update_rewrites_only_the_failed_search(tmp_path: Path, run_harness: Harness) -> None:
     guide = tmp_path / "guide.md"
     guide.write_text(GUIDE, encoding="utf-8")
 
@@ -151,9 +153,7 @@ def test_update_rewrites_only_the_failed_search_and_the_guide_passes_next(tmp_pa
     assert "guide.md: updated 1 ```text fence\n" in done.stderr
     assert done.stdout.splitlines()[-1].startswith("=== update: UPDATED: the run had 1 mismatch;"), done.stdout
     # the one excerpt rewritten, its wildcards kept; every other byte (the passing fence, its blank line) as it was
-    assert guide.read_text(encoding="utf-8") == UPDATED
-    again = run_harness("guide.md", "--dialect", "fences", "--output-dir", "again")
-    assert again.returncode == 0, again.stdout + again.stderr
+    assert guide.read_text(encoding="utf-8") == UPDATED  # which a run passes: the test below runs it
 
 
 def test_update_from_a_run_reads_the_guide_in_the_run_s_dialect_and_keeps_crlf(
@@ -173,5 +173,6 @@ def test_update_from_a_run_reads_the_guide_in_the_run_s_dialect_and_keeps_crlf(
     done = run_harness("guide.md", "--dialect", "fences", "--update", "--from-run", "out")
     assert done.returncode == 0, done.stdout + done.stderr
     assert guide.read_bytes() == UPDATED.replace("\n", "\r\n").encode("utf-8")
+    # the updated guide passes: its CRLF line ends put no carriage return in a command or an expected text
     again = run_harness("guide.md", "--dialect", "fences", "--output-dir", "again")
     assert again.returncode == 0, again.stdout + again.stderr

@@ -22,6 +22,8 @@ __all__ = [
     "MAX_ALIGN_CELLS",
     "MAX_INTRA_LINE_CHARS",
     "MAX_SIMILAR_CELLS",
+    "MAX_WHOLE_CHARS",
+    "MAX_WHOLE_LINES",
     "CannotRewrite",
     "updated_body",
     "updated_excerpt",
@@ -30,15 +32,20 @@ __all__ = [
 MAX_ALIGN_CELLS = 5_000_000  # body lines x output lines the alignment may visit (about 2 s, 80 MB)
 MAX_INTRA_LINE_CHARS = 2_000  # longer lines are replaced whole instead of aligned character by character
 MAX_SIMILAR_CELLS = 200_000  # excerpt lines x output lines compared for likeness (a changed line's new text)
+# An output longer than this is never an excerpt whole: a ```text fence that long says nothing a reader checks, and
+# the search's time grows with its length times the output's
+MAX_WHOLE_LINES, MAX_WHOLE_CHARS = 100, 16 * 1024
 
 # Costs of the line alignment. Deleting a body line costs more than replacing
 # it, so a changed line next to a wildcard line is rewritten, not dropped while
 # the wildcard swallows its new text.
 _REPLACE_COST, _INSERT_COST, _DELETE_COST = 2, 2, 3
-# An excerpt's costs: the output lines around it cost nothing, so a changed line is rewritten from the output line
-# most like it (difflib's ratio at least _SIMILAR_RATIO), and rewriting it from an unlike one costs as much as
-# dropping it: a line inserted between two kept ones is cheaper than a kept one given up for a rewritten one.
-_SIMILAR_COST, _UNLIKE_COST, _SIMILAR_RATIO = 1, 3, 0.6
+# An excerpt's costs, in tenths of the above: the output lines around it cost nothing, so a changed line is
+# rewritten from the output line most like it (difflib's ratio at least _SIMILAR_RATIO: from 10 for an equal text
+# to 20), and rewriting it from an unlike one costs as much as dropping it: a line inserted between two kept ones
+# is cheaper than a kept one given up for a rewritten one.
+_EXCERPT_SCALE, _SIMILAR_RATIO = 10, 0.6
+_UNLIKE_COST = _DELETE_COST * _EXCERPT_SCALE
 _INFINITY = 1 << 60
 
 
@@ -151,22 +158,30 @@ def _fits(line: _BodyLine, outputs: Sequence[str], grammar: _Grammar) -> list[bo
     return [probe in out and grammar.fits(out, line.pattern) for out in outputs]
 
 
-def _similar(line: _BodyLine, outputs: Sequence[str]) -> list[bool]:
-    """Which output lines are like the body line's literal text (a changed line's likely new text)."""
+def _likeness(line: _BodyLine, outputs: Sequence[str]) -> list[float]:
+    """How like the body line each output line is, 0.0 when under _SIMILAR_RATIO: difflib's quick_ratio (the
+    characters they share, in any order), in time linear in the lines' length, as the full ratio is not."""
     if not line.words.strip() or len(line.words) > MAX_INTRA_LINE_CHARS:
-        return [False] * len(outputs)
+        return [0.0] * len(outputs)
     matcher = difflib.SequenceMatcher(None, autojunk=False)
     matcher.set_seq2(line.words)  # analysed once, compared with each output line in turn
     alike = []
     for out in outputs:
         matcher.set_seq1(out)
-        alike.append(
-            len(out) <= MAX_INTRA_LINE_CHARS
-            and matcher.real_quick_ratio() >= _SIMILAR_RATIO
-            and matcher.quick_ratio() >= _SIMILAR_RATIO
-            and matcher.ratio() >= _SIMILAR_RATIO
-        )
+        ratio = matcher.quick_ratio() if matcher.real_quick_ratio() >= _SIMILAR_RATIO else 0.0
+        alike.append(ratio if ratio >= _SIMILAR_RATIO and len(out) <= MAX_INTRA_LINE_CHARS else 0.0)
     return alike
+
+
+def _replace_costs(line: _BodyLine, outputs: Sequence[str], compare: bool) -> list[int]:
+    """An excerpt's cost of rewriting the body line from each output line: the likelier, the cheaper."""
+    if not compare:
+        return [_UNLIKE_COST] * len(outputs)
+    scale = _EXCERPT_SCALE
+    return [
+        scale + round(scale * (1 - ratio) / (1 - _SIMILAR_RATIO)) if ratio else _UNLIKE_COST
+        for ratio in _likeness(line, outputs)
+    ]
 
 
 _KEEP, _REPLACE, _DELETE, _INSERT = range(4)  # steps of the alignment
@@ -191,7 +206,10 @@ def _align(
     output line like it costs less than by another.
     """
     count = len(outputs)
-    above = [0 if anywhere else j * _INSERT_COST for j in range(count + 1)]
+    insert_cost, delete_cost = (
+        (_INSERT_COST * _EXCERPT_SCALE, _UNLIKE_COST) if anywhere else (_INSERT_COST, _DELETE_COST)
+    )
+    above = [0 if anywhere else j * insert_cost for j in range(count + 1)]
     compare = anywhere and len(lines) * count <= MAX_SIMILAR_CELLS
     steps_table = [[_INSERT] * (count + 1)]
     sources_table = [[j - 1 for j in range(count + 1)]]
@@ -200,7 +218,7 @@ def _align(
         steps = [_DELETE] * (count + 1)
         sources = list(range(count + 1))
         fits = _fits(line, outputs, grammar)
-        similar = _similar(line, outputs) if compare else [False] * count
+        replace_cost = _replace_costs(line, outputs, compare) if anywhere else [_REPLACE_COST] * count
         spans_after = line.trailing or line.only_wildcards
         spans_before = line.leading or line.only_wildcards
         after_start, after_cost = -1, _INFINITY  # cheapest matching start so far: spans after a match
@@ -219,15 +237,15 @@ def _align(
                 if above[j] < after_cost:
                     after_start, after_cost = j, above[j]
         for j in range(count):
-            value = above[j] + ((_SIMILAR_COST if similar[j] else _UNLIKE_COST) if anywhere else _REPLACE_COST)
+            value = above[j] + replace_cost[j]
             if value < cost[j + 1]:
                 cost[j + 1], steps[j + 1], sources[j + 1] = value, _REPLACE, j
         for j in range(count + 1):
-            value = above[j] + _DELETE_COST
+            value = above[j] + delete_cost
             if value < cost[j]:
                 cost[j], steps[j], sources[j] = value, _DELETE, j
         for j in range(count):
-            value = cost[j] + _INSERT_COST
+            value = cost[j] + insert_cost
             if value < cost[j + 1]:
                 cost[j + 1], steps[j + 1], sources[j + 1] = value, _INSERT, j
         above = cost
@@ -368,7 +386,7 @@ def _rewritten_lines(
         elif step == _REPLACE:
             literal = grammar.literal(outputs[j])
             new_lines.append(_intra_line(lines[i], outputs[j], values, grammar) if per_character else literal)
-            placed = placed or _similar(lines[i], outputs[j : j + 1])[0]
+            placed = placed or _likeness(lines[i], outputs[j : j + 1])[0] > 0
         elif step == _INSERT:
             new_lines.append(grammar.literal(outputs[j]))
     return new_lines, placed
@@ -417,7 +435,8 @@ def updated_excerpt(body: str, output: str, values: Mapping[str, str] | None = N
     line, its last begin one), lines that still fit are kept as written (their `...`, `xxx`, `1.2.x` and
     placeholders too), a changed line becomes the output line in its place, or the one most like it, keeping the
     wildcards whose neighbouring text is still there, and output lines in between are added. When no line of it
-    finds its place, the whole output is the new text.
+    finds its place, the whole output is the new text, if it holds at most MAX_WHOLE_LINES lines and
+    MAX_WHOLE_CHARS characters (CannotRewrite otherwise).
 
     Output written as it is keeps its meaning: a version such as `8.0.x` becomes `8.0...` (the search would read
     the former as digits), and a line that would close the fence (three backticks) gets `...` before it. Blank
@@ -454,6 +473,12 @@ def updated_excerpt(body: str, output: str, values: Mapping[str, str] | None = N
             if found(candidate):
                 return candidate
     whole = _excerpt_text([as_expected(line) for line in outputs])
+    if whole.count("\n") >= MAX_WHOLE_LINES or len(whole) > MAX_WHOLE_CHARS:
+        raise CannotRewrite(
+            f"no line of the expected text is found in the output, whose {len(outputs)} lines are too many to expect"
+            f" whole (at most {MAX_WHOLE_LINES} lines, {MAX_WHOLE_CHARS // 1024} KiB): write the excerpt to expect by"
+            " hand"
+        )
     return whole if found(whole) else None
 
 
