@@ -176,3 +176,20 @@ def test_update_from_a_run_reads_the_guide_in_the_run_s_dialect_and_keeps_crlf(
     # the updated guide passes: its CRLF line ends put no carriage return in a command or an expected text
     again = run_harness("guide.md", "--dialect", "fences", "--output-dir", "again")
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_a_command_run_with_upstream_ref_from_the_environment_is_the_one_in_the_guide(
+    tmp_path: Path, run_harness: Harness
+) -> None:
+    # CI passes UPSTREAM_REF in the environment, which a run puts in the guide's text; the update, on a machine
+    # without it, still knows the command as the one that ran, and keeps the placeholder the author wrote
+    guide = tmp_path / "guide.md"
+    command = f'{FENCE}shell\necho "built from <UPSTREAM_REF>"\n{FENCE}\n\n'
+    guide.write_text(command + f"{FENCE}text\nbuilt from <UPSTREAM_REF> yesterday\n{FENCE}\n", encoding="utf-8")
+    run = run_harness("guide.md", "--dialect", "fences", "--output-dir", "out", env={"UPSTREAM_REF": "abc123"})
+    assert run.returncode == 1, run.stdout + run.stderr
+
+    done = run_harness("guide.md", "--dialect", "fences", "--update", "--from-run", "out")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert guide.read_text(encoding="utf-8") == command + f"{FENCE}text\nbuilt from <UPSTREAM_REF>\n{FENCE}\n"

@@ -9,12 +9,17 @@ from ci.core.model import Plan, TimeoutRule
 from ci.core.parse import ParsedGuide, parse_guide
 from ci.core.plan import block_loads, build_plan
 
-__all__ = ["loaded_names", "plan_without_running"]
+__all__ = ["dialect_of", "loaded_names", "plan_without_running"]
 
 
 def loaded_names(parsed: ParsedGuide) -> set[str]:
     """Every NAME a block of the guide loads: planning with them preset accepts values given by --set."""
     return {load.name for block in parsed.blocks for load in block_loads(block)}
+
+
+def dialect_of(text: str, name: str, asked: str) -> str:
+    """The dialect the guide is read in when ASKED is ci.run's --dialect (chosen_dialect); DocumentError as there."""
+    return chosen_dialect(parse_guide(text, name), guide_lines(text), asked)
 
 
 def plan_without_running(

@@ -7,6 +7,7 @@ A plain-fence guide (docs/authoring.md 13c) has no `#test-result`: there the
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
 import re
 import stat
@@ -14,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ci.core.dialects.fences import UPSTREAM_REF
 from ci.core.disk import os_error_text
 from ci.core.files import write_atomically
 from ci.core.match import matches
@@ -22,7 +24,7 @@ from ci.core.placeholders import substitute
 from ci.core.search import search_matches
 from ci.core.source import read_local_guide, redact_url
 from ci.core.text import MASK, Masker, plural, secret_values
-from ci.maintain.guide import plan_without_running
+from ci.maintain.guide import dialect_of, plan_without_running
 from ci.maintain.lastrun import read_stdout, recheck
 from ci.maintain.realign import CannotRewrite, updated_body, updated_excerpt
 from ci.record import LastRun, RecordedBlock, RecordedGuide, RecordError
@@ -248,7 +250,7 @@ def _searched_rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], ma
         expected = step.expected
         where = f"{plan.guide}:{expected.line}: the ```text fence of block #{block.ordinal}"
         check = recheck(recorded, block, step, [expected.body])
-        if check.command_changed:
+        if check.command_changed and not _ran_with_ref(step, block, check.values):
             notes.append(f"{where}: the command changed since that run, so its output may be stale; left alone")
             continue
         if check.missing:
@@ -277,6 +279,18 @@ def _searched_rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], ma
                 )
             )
     return rewrites
+
+
+def _ran_with_ref(step: Step, block: RecordedBlock, values: Mapping[str, str]) -> bool:
+    """Whether BLOCK ran STEP's command with `<UPSTREAM_REF>` put in its text, as a run does with the value of the
+    environment's UPSTREAM_REF (this one's, or the one the expected text shows the run had)."""
+    placeholder = f"<{UPSTREAM_REF}>"
+    refs = {os.environ.get(UPSTREAM_REF), values.get(UPSTREAM_REF)} - {None, ""}
+    return placeholder in step.body and any(
+        hashlib.sha256(step.body.replace(placeholder, ref).encode("utf-8")).hexdigest() == block.code_sha256
+        for ref in refs
+        if ref is not None
+    )
 
 
 def _read_back(text: str, name: str, rewrites: Sequence[_Rewrite], dialect: str) -> tuple[_Rewrite | None, str] | None:
@@ -412,7 +426,7 @@ def update_guide(
         )
     masker = Masker.of(secret_values({**os.environ, **plan.settings.env}, mask_env))
     notes: list[str] = []
-    searched = any(step.expected is not None and step.expected.search for step in plan.steps)
+    searched = dialect_of(text, name, dialect) == "fences"
     planned = (_searched_rewrites if searched else _rewrites)(plan, recorded, notes, masker)
     new_text, rewrites, why_not = _checked(name, text, planned, notes, dialect)
     notes = [masker.mask(note) for note in notes]  # a note may quote the output
