@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from ci.core.dialects import plan_guide
 from ci.core.search import search_matches
-from ci.maintain.realign import CannotRewrite, updated_excerpt
+from ci.maintain.excerpt import updated_excerpt
+from ci.maintain.realign import CannotRewrite
 
 Harness = Callable[..., subprocess.CompletedProcess[str]]
 FENCE = "```"

@@ -1,51 +1,41 @@
 """Rewriting an expected body to match new output, keeping every wildcard and placeholder that still fits (pure).
 
-Two readings of an expected body share one aligner: the matcher's, where the
+The aligner serves two readings of an expected body: the matcher's, where the
 body is the whole output and its wildcard tokens stand for any text
-(updated_body), and the plain-fence dialect's search, where the body is an
-excerpt found anywhere in the output (updated_excerpt).
+(updated_body, here), and the plain-fence dialect's search, where the body is
+an excerpt found anywhere in the output (ci.maintain.excerpt), each with a
+Grammar and the Costs of its steps.
 """
 
 from __future__ import annotations
 
 import difflib
-import functools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from ci.core.match import matches, split_pieces
 from ci.core.placeholders import substitute
-from ci.core.search import SearchPattern, as_expected, expected_runs, search_matches, search_pattern
 
 __all__ = [
     "MAX_ALIGN_CELLS",
     "MAX_INTRA_LINE_CHARS",
-    "MAX_SIMILAR_CELLS",
-    "MAX_WHOLE_CHARS",
-    "MAX_WHOLE_LINES",
+    "BodyLine",
     "CannotRewrite",
+    "Costs",
+    "Grammar",
+    "body_line",
+    "rewritten_lines",
     "updated_body",
-    "updated_excerpt",
 ]
 
 MAX_ALIGN_CELLS = 5_000_000  # body lines x output lines the alignment may visit (about 2 s, 80 MB)
 MAX_INTRA_LINE_CHARS = 2_000  # longer lines are replaced whole instead of aligned character by character
-MAX_SIMILAR_CELLS = 200_000  # excerpt lines x output lines compared for likeness (a changed line's new text)
-# An output longer than this is never an excerpt whole: a ```text fence that long says nothing a reader checks, and
-# the search's time grows with its length times the output's
-MAX_WHOLE_LINES, MAX_WHOLE_CHARS = 100, 16 * 1024
 
 # Costs of the line alignment. Deleting a body line costs more than replacing
 # it, so a changed line next to a wildcard line is rewritten, not dropped while
 # the wildcard swallows its new text.
 _REPLACE_COST, _INSERT_COST, _DELETE_COST = 2, 2, 3
-# An excerpt's costs, in tenths of the above: the output lines around it cost nothing, so a changed line is
-# rewritten from the output line most like it (difflib's ratio at least _SIMILAR_RATIO: from 10 for an equal text
-# to 20), and rewriting it from an unlike one costs as much as dropping it: a line inserted between two kept ones
-# is cheaper than a kept one given up for a rewritten one.
-_EXCERPT_SCALE, _SIMILAR_RATIO = 10, 0.6
-_UNLIKE_COST = _DELETE_COST * _EXCERPT_SCALE
 _INFINITY = 1 << 60
 
 
@@ -61,7 +51,7 @@ class _Wildcard:
 
 
 @dataclass(frozen=True)
-class _Grammar:
+class Grammar:
     """How an expected body reads: where its wildcards are, what they take, and how output is written back in it."""
 
     split: Callable[[str], Iterable[tuple[bool, str]]]  # a line's (is_wildcard, text) runs, cut as its checker cuts it
@@ -70,9 +60,9 @@ class _Grammar:
     literal: Callable[[str], str]  # an output line as a body line that matches it
 
 
-def _matcher_grammar(tokens: Sequence[str]) -> _Grammar:
+def _matcher_grammar(tokens: Sequence[str]) -> Grammar:
     """The matcher's (ci.core.match): wildcard TOKENS, any text each; an output line matches itself as it is."""
-    return _Grammar(
+    return Grammar(
         split=lambda text: _token_split(text, tokens),
         spans=lambda _token: True,
         fits=lambda output, pattern: matches(output, pattern, tokens),
@@ -80,24 +70,8 @@ def _matcher_grammar(tokens: Sequence[str]) -> _Grammar:
     )
 
 
-_START, _END = "\x02", "\x03"  # put around a line and its pattern, so that the search finds the pattern whole
-
-
-@functools.lru_cache(maxsize=256)
-def _anchored(pattern: str) -> SearchPattern:
-    return search_pattern(_START + pattern + _END)
-
-
-_SEARCH = _Grammar(  # the plain-fence dialect's search (ci.core.search): `...` any text, `1.2.x` and `xxx` one word
-    split=expected_runs,
-    spans=lambda token: token == "...",
-    fits=lambda output, pattern: _anchored(pattern).found_in(_START + output + _END),
-    literal=as_expected,
-)
-
-
 @dataclass(frozen=True)
-class _BodyLine:
+class BodyLine:
     """One line of the old body, and how it may be aligned with output lines."""
 
     text: str  # as written: load placeholders in place
@@ -126,14 +100,12 @@ def _token_split(text: str, tokens: Sequence[str]) -> Iterator[tuple[bool, str]]
             offset += len(token)
 
 
-def _body_line(
-    text: str, values: Mapping[str, str], grammar: _Grammar, *, before: str = "", after: str = ""
-) -> _BodyLine:
+def body_line(text: str, values: Mapping[str, str], grammar: Grammar, *, before: str = "", after: str = "") -> BodyLine:
     """TEXT as a line to align; BEFORE and AFTER (wildcards) are put around its pattern, not its text."""
     pattern = before + substitute(text, tuple(values.items())) + after
     runs = list(grammar.split(pattern))
     spanning = [is_wild and grammar.spans(run) for is_wild, run in runs]
-    return _BodyLine(
+    return BodyLine(
         text=text,
         pattern=pattern,
         only_wildcards=bool(runs) and all(spanning),
@@ -147,7 +119,7 @@ def _body_line(
     )
 
 
-def _fits(line: _BodyLine, outputs: Sequence[str], grammar: _Grammar) -> list[bool]:
+def _fits(line: BodyLine, outputs: Sequence[str], grammar: Grammar) -> list[bool]:
     """Which output lines the body line matches on its own."""
     if line.literal:
         return [out == line.pattern for out in outputs]
@@ -158,37 +130,23 @@ def _fits(line: _BodyLine, outputs: Sequence[str], grammar: _Grammar) -> list[bo
     return [probe in out and grammar.fits(out, line.pattern) for out in outputs]
 
 
-def _likeness(line: _BodyLine, outputs: Sequence[str]) -> list[float]:
-    """How like the body line each output line is, 0.0 when under _SIMILAR_RATIO: difflib's quick_ratio (the
-    characters they share, in any order), in time linear in the lines' length, as the full ratio is not."""
-    if not line.words.strip() or len(line.words) > MAX_INTRA_LINE_CHARS:
-        return [0.0] * len(outputs)
-    matcher = difflib.SequenceMatcher(None, autojunk=False)
-    matcher.set_seq2(line.words)  # analysed once, compared with each output line in turn
-    alike = []
-    for out in outputs:
-        matcher.set_seq1(out)
-        ratio = matcher.quick_ratio() if matcher.real_quick_ratio() >= _SIMILAR_RATIO else 0.0
-        alike.append(ratio if ratio >= _SIMILAR_RATIO and len(out) <= MAX_INTRA_LINE_CHARS else 0.0)
-    return alike
+@dataclass(frozen=True)
+class Costs:
+    """What the alignment's steps cost; keeping a line that still fits costs nothing."""
+
+    insert: int  # an output line added
+    delete: int  # a body line dropped
+    replace: Callable[[BodyLine, Sequence[str]], list[int]]  # rewriting the body line from each output line
+    free_ends: bool  # the output lines before and after the body's cost nothing (an excerpt, found anywhere)
 
 
-def _replace_costs(line: _BodyLine, outputs: Sequence[str], compare: bool) -> list[int]:
-    """An excerpt's cost of rewriting the body line from each output line: the likelier, the cheaper."""
-    if not compare:
-        return [_UNLIKE_COST] * len(outputs)
-    scale = _EXCERPT_SCALE
-    return [
-        scale + round(scale * (1 - ratio) / (1 - _SIMILAR_RATIO)) if ratio else _UNLIKE_COST
-        for ratio in _likeness(line, outputs)
-    ]
-
+_WHOLE = Costs(_INSERT_COST, _DELETE_COST, lambda _line, outputs: [_REPLACE_COST] * len(outputs), free_ends=False)
 
 _KEEP, _REPLACE, _DELETE, _INSERT = range(4)  # steps of the alignment
 
 
 def _align(
-    lines: Sequence[_BodyLine], outputs: Sequence[str], grammar: _Grammar, *, anywhere: bool = False
+    lines: Sequence[BodyLine], outputs: Sequence[str], grammar: Grammar, costs: Costs
 ) -> list[tuple[int, int, int]]:
     """Align body lines with output lines at the least cost; returns (step, body index, output index).
 
@@ -198,19 +156,12 @@ def _align(
     nothing; a line starting or ending with a wildcard may also cover the
     output lines before or after its match, and a line of nothing but
     wildcards covers one or more lines of any text, as the matcher lets them.
-    An edit-distance table, one row per body line; the spans cost one pass
-    per row, carrying the cheapest start seen so far. On equal cost a keep
-    wins over a replace, a replace over a delete, a delete over an insert.
-    ANYWHERE (an excerpt): the output lines before the body's and after it
-    cost nothing and are left out of the steps, and replacing a line by an
-    output line like it costs less than by another.
+    An edit-distance table, one row per body line; the spans cost one pass per row, carrying the cheapest start
+    seen so far. On equal cost a keep wins over a replace, a replace over a delete, a delete over an insert
+    (free ends: the output lines around the body's are left out of the steps).
     """
     count = len(outputs)
-    insert_cost, delete_cost = (
-        (_INSERT_COST * _EXCERPT_SCALE, _UNLIKE_COST) if anywhere else (_INSERT_COST, _DELETE_COST)
-    )
-    above = [0 if anywhere else j * insert_cost for j in range(count + 1)]
-    compare = anywhere and len(lines) * count <= MAX_SIMILAR_CELLS
+    above = [0 if costs.free_ends else j * costs.insert for j in range(count + 1)]
     steps_table = [[_INSERT] * (count + 1)]
     sources_table = [[j - 1 for j in range(count + 1)]]
     for line in lines:
@@ -218,7 +169,7 @@ def _align(
         steps = [_DELETE] * (count + 1)
         sources = list(range(count + 1))
         fits = _fits(line, outputs, grammar)
-        replace_cost = _replace_costs(line, outputs, compare) if anywhere else [_REPLACE_COST] * count
+        replace_cost = costs.replace(line, outputs)
         spans_after = line.trailing or line.only_wildcards
         spans_before = line.leading or line.only_wildcards
         after_start, after_cost = -1, _INFINITY  # cheapest matching start so far: spans after a match
@@ -241,29 +192,29 @@ def _align(
             if value < cost[j + 1]:
                 cost[j + 1], steps[j + 1], sources[j + 1] = value, _REPLACE, j
         for j in range(count + 1):
-            value = above[j] + delete_cost
+            value = above[j] + costs.delete
             if value < cost[j]:
                 cost[j], steps[j], sources[j] = value, _DELETE, j
         for j in range(count):
-            value = cost[j] + insert_cost
+            value = cost[j] + costs.insert
             if value < cost[j + 1]:
                 cost[j + 1], steps[j + 1], sources[j + 1] = value, _INSERT, j
         above = cost
         steps_table.append(steps)
         sources_table.append(sources)
-    # anywhere: where the cheapest alignment ends, the latest on equal cost (a changed last line rewritten, not dropped)
-    end = min(range(count + 1), key=lambda j: (above[j], -j)) if anywhere else count
-    return _cheapest_path(steps_table, sources_table, end, anywhere=anywhere)
+    # free ends: the cheapest alignment's end, the latest on equal cost (a changed last line rewritten, not dropped)
+    end = min(range(count + 1), key=lambda j: (above[j], -j)) if costs.free_ends else count
+    return _cheapest_path(steps_table, sources_table, end, free_ends=costs.free_ends)
 
 
 def _cheapest_path(
-    steps_table: list[list[int]], sources_table: list[list[int]], end: int, *, anywhere: bool
+    steps_table: list[list[int]], sources_table: list[list[int]], end: int, *, free_ends: bool
 ) -> list[tuple[int, int, int]]:
     """Walk the alignment tables back from the last row's cell END: the steps of the cheapest alignment, first to
-    last (ANYWHERE: from the first body line's, the output lines before it left out)."""
+    last (FREE_ENDS: from the first body line's, the output lines before it left out)."""
     path: list[tuple[int, int, int]] = []
     i, j = len(steps_table) - 1, end
-    while i > 0 or (j > 0 and not anywhere):
+    while i > 0 or (j > 0 and not free_ends):
         step, source = steps_table[i][j], sources_table[i][j]
         path.append((step, i - 1, source))
         if step != _INSERT:
@@ -273,7 +224,7 @@ def _cheapest_path(
     return path
 
 
-def _intra_line(line: _BodyLine, output: str, values: Mapping[str, str], grammar: _Grammar) -> str:
+def _intra_line(line: BodyLine, output: str, values: Mapping[str, str], grammar: Grammar) -> str:
     """Rewrite one changed line: keep its wildcards and placeholders where the text around them still fits.
 
     The wildcards of its frame (before, after) take the output's text around
@@ -330,6 +281,11 @@ def _intra_line(line: _BodyLine, output: str, values: Mapping[str, str], grammar
     rewritten = "".join(parts)
     if not grammar.fits(output, substitute(rewritten, tuple(values.items()))):
         return grammar.literal(output)
+    return _unframed(rewritten, line)
+
+
+def _unframed(rewritten: str, line: BodyLine) -> str:
+    """A rewritten line without the wildcards of LINE's frame."""
     if line.before and rewritten.startswith(line.before):
         rewritten = rewritten[len(line.before) :]
     if line.after and rewritten.endswith(line.after):
@@ -359,34 +315,34 @@ def _realigned(
     body: str, target: str, tokens: Sequence[str], values: Mapping[str, str], *, per_character: bool
 ) -> str | None:
     grammar = _matcher_grammar(tokens)
-    lines = [_body_line(text, values, grammar) for text in body.split("\n")]
+    lines = [body_line(text, values, grammar) for text in body.split("\n")]
     outputs = target.split("\n")
     if len(lines) * len(outputs) > MAX_ALIGN_CELLS:
         return None
-    return "\n".join(_rewritten_lines(lines, outputs, grammar, values, per_character=per_character)[0])
+    return "\n".join(rewritten_lines(lines, outputs, grammar, values, per_character=per_character, costs=_WHOLE)[0])
 
 
-def _rewritten_lines(
-    lines: Sequence[_BodyLine],
+def rewritten_lines(
+    lines: Sequence[BodyLine],
     outputs: Sequence[str],
-    grammar: _Grammar,
+    grammar: Grammar,
     values: Mapping[str, str],
     *,
     per_character: bool,
-    anywhere: bool = False,
+    costs: Costs,
 ) -> tuple[list[str], bool]:
-    """The body's new lines, aligned with OUTPUTS (see _align), and whether any line found its place there: a line
-    with text of its own kept, or one replaced by an output line like it."""
+    """The body's new lines, aligned with OUTPUTS at COSTS (see _align), and whether any line found its place there:
+    a line with text of its own kept, or one rewritten from an output line for less than dropping it costs."""
     new_lines: list[str] = []
     placed = False
-    for step, i, j in _align(lines, outputs, grammar, anywhere=anywhere):
+    for step, i, j in _align(lines, outputs, grammar, costs):
         if step == _KEEP:
             new_lines.append(lines[i].text)
             placed = placed or not lines[i].bare
         elif step == _REPLACE:
             literal = grammar.literal(outputs[j])
             new_lines.append(_intra_line(lines[i], outputs[j], values, grammar) if per_character else literal)
-            placed = placed or _likeness(lines[i], outputs[j : j + 1])[0] > 0
+            placed = placed or costs.replace(lines[i], outputs[j : j + 1])[0] < costs.delete
         elif step == _INSERT:
             new_lines.append(grammar.literal(outputs[j]))
     return new_lines, placed
@@ -424,70 +380,3 @@ def updated_body(body: str, output: str, tokens: Sequence[str], values: Mapping[
         if candidate is not None and fits(candidate):
             return candidate
     return target if fits(target) else None
-
-
-_CLOSES_A_FENCE = re.compile(r" {0,3}`{3}")  # a line a Markdown reader, or the plain-fence one, would end the fence at
-
-
-def updated_excerpt(body: str, output: str, values: Mapping[str, str] | None = None) -> str | None:
-    """A searched expected text (the plain-fence dialect's) rewritten so that the search finds it in `output`, kept
-    an excerpt: the old text is aligned with the span of output lines it fits best (its first line may end an output
-    line, its last begin one), lines that still fit are kept as written (their `...`, `xxx`, `1.2.x` and
-    placeholders too), a changed line becomes the output line in its place, or the one most like it, keeping the
-    wildcards whose neighbouring text is still there, and output lines in between are added. When no line of it
-    finds its place, the whole output is the new text, if it holds at most MAX_WHOLE_LINES lines and
-    MAX_WHOLE_CHARS characters (CannotRewrite otherwise).
-
-    Output written as it is keeps its meaning: a version such as `8.0.x` becomes `8.0...` (the search would read
-    the former as digits), and a line that would close the fence (three backticks) gets `...` before it. Blank
-    lines at either end are dropped, as the dialect drops them. `body` as written (load placeholders in place),
-    `values` the {placeholder: value} pairs the run substituted. The body itself when it is still found; None when
-    the output cannot be written so that the search finds it (it is blank, or holds a placeholder's name).
-    CannotRewrite when a loaded value spans several lines.
-    """
-    pairs = tuple((values or {}).items())
-    if any("\n" in value for _, value in pairs):
-        raise CannotRewrite("a loaded value spans several lines; update this expected text by hand")
-
-    def found(candidate: str) -> bool:
-        return bool(candidate.strip()) and search_matches(output, substitute(candidate, pairs))
-
-    if found(body):
-        return body
-    outputs = output.splitlines()  # as the search reads the output: every kind of line break
-    texts = body.split("\n")
-    lines = [
-        _body_line(
-            text, dict(pairs), _SEARCH, before="..." if i == 0 else "", after="..." if i == len(texts) - 1 else ""
-        )
-        for i, text in enumerate(texts)
-    ]
-    if outputs and len(lines) * len(outputs) <= MAX_ALIGN_CELLS:
-        for per_character in (True, False):
-            new_lines, placed = _rewritten_lines(
-                lines, outputs, _SEARCH, dict(pairs), per_character=per_character, anywhere=True
-            )
-            if not placed:
-                break
-            candidate = _excerpt_text(new_lines)
-            if found(candidate):
-                return candidate
-    whole = _excerpt_text([as_expected(line) for line in outputs])
-    if whole.count("\n") >= MAX_WHOLE_LINES or len(whole) > MAX_WHOLE_CHARS:
-        raise CannotRewrite(
-            f"no line of the expected text is found in the output, whose {len(outputs)} lines are too many to expect"
-            f" whole (at most {MAX_WHOLE_LINES} lines, {MAX_WHOLE_CHARS // 1024} KiB): write the excerpt to expect by"
-            " hand"
-        )
-    return whole if found(whole) else None
-
-
-def _excerpt_text(lines: Sequence[str]) -> str:
-    """LINES as a ```text fence's body: blank lines at either end dropped, a line that would close the fence
-    written after a `...`."""
-    kept = list(lines)
-    while kept and not kept[-1].strip():
-        kept.pop()
-    while kept and not kept[0].strip():
-        kept.pop(0)
-    return "\n".join("..." + line.lstrip(" ") if _CLOSES_A_FENCE.match(line) else line for line in kept)
