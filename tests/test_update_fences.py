@@ -168,7 +168,9 @@ def test_update_from_a_run_reads_the_guide_in_the_run_s_dialect_and_keeps_crlf(
     # results.json does not say how the run read the guide: read as labels, it has no block, which is said
     unread = run_harness("guide.md", "--update", "--from-run", "out")
     assert unread.returncode == 2, unread.stdout + unread.stderr
-    assert "read with --dialect labels, the guide has no block to run, but the run in" in unread.stderr
+    assert "read with --dialect labels, the guide has no block to run, but 3 blocks of it ran, in the run in" in (
+        unread.stderr
+    )
     assert "update it with the --dialect that run was given" in unread.stderr
 
     done = run_harness("guide.md", "--dialect", "fences", "--update", "--from-run", "out")
@@ -194,3 +196,16 @@ def test_a_command_run_with_upstream_ref_from_the_environment_is_the_one_in_the_
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert guide.read_text(encoding="utf-8") == command + f"{FENCE}text\nbuilt from <UPSTREAM_REF>\n{FENCE}\n"
+
+
+def test_a_guide_with_labels_run_as_plain_fences_is_not_updated_as_labels(tmp_path: Path, run_harness: Harness) -> None:
+    guide = tmp_path / "guide.md"
+    text = f"{FENCE}shell #test-setup\necho set up\n{FENCE}\n\n{FENCE}shell\necho new\n{FENCE}\n\n{FENCE}text\nold\n{FENCE}\n"
+    guide.write_text(text, encoding="utf-8")
+    assert run_harness("guide.md", "--dialect", "fences", "--output-dir", "out").returncode == 1
+
+    done = run_harness("guide.md", "--update", "--from-run", "out")  # read as labels: one setup, no mismatch to find
+
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "the guide is read as labelled blocks, but a block without an id mismatched" in done.stderr
+    assert guide.read_text(encoding="utf-8") == text

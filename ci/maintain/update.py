@@ -22,10 +22,10 @@ from ci.core.model import DocumentError, Label, Plan, Status, Step
 from ci.core.placeholders import substitute
 from ci.core.search import search_matches
 from ci.core.source import read_local_guide, redact_url
-from ci.core.text import MASK, Masker, plural, secret_values
+from ci.core.text import MASK, Masker, secret_values
 from ci.maintain.excerpt import updated_excerpt
 from ci.maintain.guide import dialect_of, plan_without_running
-from ci.maintain.lastrun import read_stdout, recheck
+from ci.maintain.lastrun import misread_by, read_stdout, recheck
 from ci.maintain.realign import CannotRewrite, updated_body
 from ci.maintain.source_lines import SourceLines
 from ci.record import LastRun, RecordedBlock, RecordedGuide, RecordError
@@ -368,17 +368,17 @@ def update_guide(
     if recorded is None:
         known = ", ".join(g.guide for g in run.guides) or "none"
         raise GuideNotUpdatable([f"{name} is not a guide of the run in {run.directory} (its guides: {known})"])
-    if not plan.steps and recorded.blocks:  # results.json does not say how the run read the guide
+    read_as = dialect_of(text, name, dialect)
+    if (misread := misread_by(read_as, plan, recorded)) is not None:  # results.json does not say how it was read
         raise GuideNotUpdatable(
             [
-                f"{name}: read with --dialect {dialect}, the guide has no block to run, but the run in"
-                f" {run.directory} ran {plural(len(recorded.blocks), 'block')} of it: update it with the --dialect"
-                " that run was given (fences, pycon), or name the dialect in its front matter (ci.dialect)"
+                f"{name}: read with --dialect {dialect}, {misread}, in the run in {run.directory}: update it with the"
+                " --dialect that run was given (fences, pycon), or name the dialect in its front matter (ci.dialect)"
             ]
         )
     masker = Masker.of(secret_values({**os.environ, **plan.settings.env}, mask_env))
     notes: list[str] = []
-    searched = dialect_of(text, name, dialect) == "fences"
+    searched = read_as == "fences"
     planned = (_searched_rewrites if searched else _rewrites)(plan, recorded, notes, masker)
     new_text, rewrites, why_not = _checked(name, text, planned, notes, dialect)
     notes = [masker.mask(note) for note in notes]  # a note may quote the output
