@@ -48,8 +48,8 @@ def add_update_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help=(
             "run the guides as usual, then rewrite the #test-result bodies that mismatched with what was printed"
-            " (local guides only, each one named; the diff on stdout); an interrupted run, or a guide edited during"
-            " the run, is not updated"
+            " (in a plain-fence guide, the ```text fences whose search failed; local guides only, each one named;"
+            " the diff on stdout); an interrupted run, or a guide edited during the run, is not updated"
         ),
     )
     parser.add_argument(
@@ -69,8 +69,10 @@ def update_usage_problem(args: argparse.Namespace) -> str | None:
 
 
 def update_from_run(guides: Sequence[str], run_dir: str, mask_env: Sequence[str], dialect: str = "labels") -> int:
-    """--update --from-run DIR: 0 every mismatch updated (or none), 1 some left alone (said why), 2 bad input; the
-    guides read in DIALECT (--dialect), as that run read them."""
+    """--update --from-run DIR: 0 every mismatch updated (or none), 1 some left alone (said why), 2 bad input.
+
+    The guides are read in DIALECT (--dialect), as the run read them: results.json does not say how.
+    """
     from ci.record import RecordError, read_run
 
     held = hold_finished_run(Path(run_dir))
@@ -164,7 +166,7 @@ def _print_update(update: GuideUpdate) -> ExitCode:
             count, lines = len(update.statements), ", ".join(map(str, update.statements))
             what = f"the output of {plural(count, 'statement')} (line{'s' if count > 1 else ''} {lines})"
         else:
-            what = plural(update.updated, "#test-result block")
+            what = plural(update.updated, update.unit)
         print(f"{update.guide}: updated {what}", file=sys.stderr)
     return ExitCode.OK if update.complete else ExitCode.FAILED
 
@@ -181,7 +183,7 @@ class UpdateAfterRun:
         self.snapshots = tuple(snapshots)
         self.mask_env = tuple(args.mask_env)
         self.keep_going = bool(args.keep_going)
-        self.dialect = str(args.dialect)  # how the run reads the guides: the update reads them so
+        self.dialect = str(args.dialect)  # how the run read the guides, as the update reads them
         self.left_out: list[dict[int, str]] = []  # per guide, the blocks the selection left out (set before the run)
 
     @staticmethod

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import NoReturn
 
-__all__ = ["SearchPattern", "search_file", "search_matches", "search_pattern"]
+__all__ = ["SearchPattern", "as_expected", "expected_runs", "search_file", "search_matches", "search_pattern"]
 
 WINDOW_CHARS = 1 << 20  # of decoded output, fed to the automaton at a time
 
@@ -109,35 +109,53 @@ class SearchPattern:
     expected: str  # as the guide gives it (lines joined by "\n")
     segments: tuple[_Segment, ...]
 
+    def found_in(self, actual: str) -> bool:
+        """search_matches with this pattern, made once for many texts."""
+        return _search([_normal_text(actual)], self)
+
 
 def search_pattern(expected: str) -> SearchPattern:
     """EXPECTED as the pattern the reference makes of it: `D.D.x` a version, a word `xxx` a run of non-blank,
     non-comma characters, `...` any text (`....` is any text then a dot: they are taken left to right)."""
-    marks = sorted(
-        [(m.start(), m.end(), _Class.DIGIT) for m in _VERSION.finditer(expected)]
-        + [(m.start(), m.end(), _Class.WORD) for m in _WORD.finditer(expected)]
-    )
     segments: list[list[_Item]] = [[]]
-    position = 0
-    for start, end, kind in marks:
-        _literal(expected[position:start], segments)
-        segments[-1] += _run(kind) if kind is _Class.WORD else _version()
-        position = end
-    _literal(expected[position:], segments)
+    for placeholder, text in expected_runs(expected):
+        if not placeholder:
+            segments[-1] += [_Item(_Class.CHAR, char, False) for char in text]
+        elif text == _ANY:
+            segments.append([])
+        else:
+            segments[-1] += _version() if _VERSION.fullmatch(text) else _run(_Class.WORD)
     return SearchPattern(expected, tuple(_segment(items) for items in segments if items))
+
+
+def expected_runs(expected: str) -> Iterator[tuple[bool, str]]:
+    """EXPECTED cut as search_pattern reads it, in order: (True, placeholder) for `...`, a version `1.2.x` or a word
+    `xxx`, (False, text) for the literal text between them (never empty)."""
+    marks = sorted(
+        [(m.start(), m.end()) for m in _VERSION.finditer(expected)]
+        + [(m.start(), m.end()) for m in _WORD.finditer(expected)]
+    )
+    position = 0
+    for start, end in [*marks, (len(expected), len(expected))]:
+        for index, part in enumerate(expected[position:start].split(_ANY)):
+            if index:
+                yield True, _ANY
+            if part:
+                yield False, part
+        if start < end:
+            yield True, expected[start:end]
+        position = end
+
+
+def as_expected(text: str) -> str:
+    """TEXT written as an expected text that the search finds in TEXT itself: a version such as `8.0.x` written
+    out (which would read as digits) becomes `8.0...`; `...` and `xxx` find themselves as they are."""
+    return _VERSION.sub(lambda found: found.group(0)[:-2] + _ANY, text)
 
 
 def _version() -> list[_Item]:
     dot = _Item(_Class.CHAR, ".", False)
     return [*_run(_Class.DIGIT), dot, *_run(_Class.DIGIT), dot, *_run(_Class.DIGIT)]
-
-
-def _literal(text: str, segments: list[list[_Item]]) -> None:
-    """TEXT's characters onto the last segment, a new segment begun at each `...`."""
-    for index, part in enumerate(text.split(_ANY)):
-        if index:
-            segments.append([])
-        segments[-1] += [_Item(_Class.CHAR, char, False) for char in part]
 
 
 def _segment(items: list[_Item]) -> _Segment:

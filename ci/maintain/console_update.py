@@ -1,4 +1,4 @@
-"""Updating a Python-console session: the output lines of the statements whose output changed, rewritten in place (pure).
+"""Updating a Python-console session: the output lines of the statements whose output changed, rewritten in place.
 
 The run keeps one stdout for the whole session, so what each statement
 printed is inferred: the statements whose output still matches hold their
@@ -9,6 +9,9 @@ well as its neighbour printing that line), or none fits, the session is not
 rewritten: a guessed attribution would document output under the wrong
 statement. So an output that changed its number of lines is rewritten only
 where no neighbour could have printed them.
+
+rewrite_console is pure; updated_session applies it to a run's record (the
+session's output file) and checks what it would write.
 """
 
 from __future__ import annotations
@@ -18,10 +21,15 @@ from dataclasses import dataclass
 
 from ci.core.dialects.pycon import ConsoleStatement, console_expected, console_statements
 from ci.core.match import DEFAULT_WILDCARD, matches
-from ci.core.model import DocumentError
+from ci.core.model import DocumentError, Plan, Status
+from ci.core.text import Masker
+from ci.maintain.guide import plan_without_running
+from ci.maintain.lastrun import read_stdout
+from ci.maintain.publishable import unpublishable
 from ci.maintain.realign import CannotRewrite, updated_body
+from ci.record import RecordedGuide, RecordError
 
-__all__ = ["MAX_ATTRIBUTION_CELLS", "ConsoleRewrite", "rewrite_console"]
+__all__ = ["MAX_ATTRIBUTION_CELLS", "ConsoleRewrite", "rewrite_console", "updated_session"]
 
 MAX_ATTRIBUTION_CELLS = 250_000  # statements x (output lines + 1)^2 the attribution may visit
 _TOKENS = (DEFAULT_WILDCARD,)
@@ -188,3 +196,41 @@ def _check_read_back(text: str, file: str, statements: Sequence[ConsoleStatement
     if not same or expected is None or not matches(output, expected.body, _TOKENS):
         line = statements[0].line
         raise CannotRewrite(f"{file}:{line}: the rewritten session would not read back as this output; {_FIX}")
+
+
+def updated_session(
+    text: str, plan: Plan, recorded: RecordedGuide, notes: list[str], masker: Masker, dialect: str
+) -> tuple[str, tuple[int, ...]]:
+    """A console session's guide with the output lines of its changed statements rewritten from the run, and those
+    statements' lines; the text as it was when nothing can be (why, in NOTES)."""
+    (step,) = plan.steps
+    where = f"{plan.guide}:{step.line}"
+    block = next((each for each in recorded.blocks if each.ordinal == step.ordinal), None)
+    if block is None or block.status is not Status.MISMATCH:
+        return text, ()
+    if step.expected is None:
+        notes.append(f"{where}: the session no longer gives any output to check; left alone")
+        return text, ()
+    if block.code_sha256 and block.code_sha256 != step.code_sha256:
+        notes.append(f"{where}: the session changed since that run, so its output may be stale; left alone")
+        return text, ()
+    try:
+        output = read_stdout(block)
+        rewrite = rewrite_console(text, plan.guide, output)
+    except (OSError, RecordError, CannotRewrite) as exc:  # read_stdout's, and an output not attributed or written
+        notes.append(f"{exc if isinstance(exc, CannotRewrite) else f'{where}: {exc}'}; left alone")
+        return text, ()
+    why = unpublishable(rewrite.written, block, masker)
+    if why is not None:
+        notes.append(f"{where}: {why}")
+        return text, ()
+    try:  # read back as a run will read it
+        expected = plan_without_running(rewrite.text, plan.guide, source_path=plan.guide, dialect=dialect)
+    except DocumentError as error:
+        notes.append(f"{where}: the rewritten guide would no longer plan: {error.problems[0]}; left alone")
+        return text, ()
+    read_back = expected.steps[0].expected if len(expected.steps) == 1 else None
+    if rewrite.statements and (read_back is None or not matches(output, read_back.body, read_back.fuzzy)):
+        notes.append(f"{where}: the rewritten session would still mismatch; left alone")
+        return text, ()
+    return rewrite.text, rewrite.statements

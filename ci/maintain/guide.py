@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.core.dialects import chosen_dialect, plan_guide
+from ci.core.dialects import chosen_dialect, guide_lines, plan_guide
 from ci.core.dialects.fences import has_fences
 from ci.core.dialects.pycon import has_console
 from ci.core.model import DocumentError, Plan, Problem, TimeoutRule
@@ -17,6 +17,7 @@ from ci.core.plan import block_loads, build_plan
 __all__ = [
     "LABELS",
     "Reading",
+    "dialect_of",
     "loaded_names",
     "plan_without_running",
     "reading_for",
@@ -67,7 +68,7 @@ def runs_something(text: str, name: str, dialect: str) -> bool:
     for the label contract, a ```shell fence for fences, a ```pycon fence for pycon. A text whose dialect `auto`
     cannot choose (both kinds of fence) counts: what is wrong with it is the contract check's to say."""
     parsed = parse_guide(text, name)
-    lines = text.split("\n")
+    lines = guide_lines(text)
     try:
         chosen = chosen_dialect(parsed, lines, dialect)
     except DocumentError:
@@ -80,6 +81,11 @@ def runs_something(text: str, name: str, dialect: str) -> bool:
 def loaded_names(parsed: ParsedGuide) -> set[str]:
     """Every NAME a block of the guide loads: planning with them preset accepts values given by --set."""
     return {load.name for block in parsed.blocks for load in block_loads(block)}
+
+
+def dialect_of(text: str, name: str, asked: str) -> str:
+    """The dialect the guide is read in when ASKED is ci.run's --dialect (chosen_dialect); DocumentError as there."""
+    return chosen_dialect(parse_guide(text, name), guide_lines(text), asked)
 
 
 def plan_without_running(
@@ -95,7 +101,7 @@ def plan_without_running(
     DIALECT and TIMEOUT_RULES as ci.run takes them (a registry entry's); `<UPSTREAM_REF>` counts as given.
     """
     parsed = parse_guide(text, name)
-    if chosen_dialect(parsed, text.split("\n"), dialect) == "labels":
+    if chosen_dialect(parsed, guide_lines(text), dialect) == "labels":
         return build_plan(parsed, preset_names=loaded_names(parsed), source_path=source_path)
     preset = {*loaded_names(parsed), "UPSTREAM_REF"}
     return plan_guide(

@@ -7,12 +7,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ci.core.match import Blame, blame_file, blame_text
-from ci.core.model import Expected, Step
+from ci.core.model import Expected, Plan, Status, Step
 from ci.core.placeholders import substitute
-from ci.core.text import MASK
+from ci.core.text import MASK, plural
 from ci.record import RecordedBlock, RecordedGuide, RecordError
 
-__all__ = ["STDOUT_LIMIT_BYTES", "Recheck", "read_stdout", "recheck", "resolve_loads"]
+__all__ = ["STDOUT_LIMIT_BYTES", "Recheck", "misread_by", "read_stdout", "recheck", "resolve_loads"]
 
 STDOUT_LIMIT_BYTES = 8 * 1024 * 1024  # a block output larger than this is not read into memory here
 
@@ -146,3 +146,16 @@ def recheck(recorded: RecordedGuide, test: RecordedBlock, step: Step, bodies_as_
         values=values,
         missing=tuple(missing),
     )
+
+
+def misread_by(read_as: str, plan: Plan, recorded: RecordedGuide) -> str | None:
+    """How the guide, planned as PLAN (read as READ_AS, a dialect), is not the one RECORDED shows the run read: what
+    the run had that it has not; None when it may be.
+
+    Every #test has an id: a mismatch without one was read in a plain dialect.
+    """
+    if not plan.steps and recorded.blocks:
+        return f"the guide has no block to run, but {plural(len(recorded.blocks), 'block')} of it ran"
+    if read_as == "labels" and any(b.status is Status.MISMATCH and b.id is None for b in recorded.blocks):
+        return "the guide is read as labelled blocks, but a block without an id mismatched"
+    return None

@@ -1,16 +1,33 @@
-"""Rewriting an expected body to match new output, keeping every wildcard and placeholder that still fits (pure)."""
+"""Rewriting an expected body to match new output, keeping every wildcard and placeholder that still fits (pure).
+
+The aligner serves two readings of an expected body: the matcher's, where the
+body is the whole output and its wildcard tokens stand for any text
+(updated_body, here), and the plain-fence dialect's search, where the body is
+an excerpt found anywhere in the output (ci.maintain.excerpt), each with a
+Grammar and the Costs of its steps.
+"""
 
 from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from ci.core.match import matches, split_pieces
 from ci.core.placeholders import substitute
 
-__all__ = ["MAX_ALIGN_CELLS", "MAX_INTRA_LINE_CHARS", "CannotRewrite", "updated_body"]
+__all__ = [
+    "MAX_ALIGN_CELLS",
+    "MAX_INTRA_LINE_CHARS",
+    "BodyLine",
+    "CannotRewrite",
+    "Costs",
+    "Grammar",
+    "body_line",
+    "rewritten_lines",
+    "updated_body",
+]
 
 MAX_ALIGN_CELLS = 5_000_000  # body lines x output lines the alignment may visit (about 2 s, 80 MB)
 MAX_INTRA_LINE_CHARS = 2_000  # longer lines are replaced whole instead of aligned character by character
@@ -34,15 +51,39 @@ class _Wildcard:
 
 
 @dataclass(frozen=True)
-class _BodyLine:
+class Grammar:
+    """How an expected body reads: where its wildcards are, what they take, and how output is written back in it."""
+
+    split: Callable[[str], Iterable[tuple[bool, str]]]  # a line's (is_wildcard, text) runs, cut as its checker cuts it
+    spans: Callable[[str], bool]  # whether a wildcard takes any text, line breaks too (a line of them: whole lines)
+    fits: Callable[[str, str], bool]  # (output line, line after substitution): whether the line matches it whole
+    literal: Callable[[str], str]  # an output line as a body line that matches it
+
+
+def _matcher_grammar(tokens: Sequence[str]) -> Grammar:
+    """The matcher's (ci.core.match): wildcard TOKENS, any text each; an output line matches itself as it is."""
+    return Grammar(
+        split=lambda text: _token_split(text, tokens),
+        spans=lambda _token: True,
+        fits=lambda output, pattern: matches(output, pattern, tokens),
+        literal=lambda line: line,
+    )
+
+
+@dataclass(frozen=True)
+class BodyLine:
     """One line of the old body, and how it may be aligned with output lines."""
 
     text: str  # as written: load placeholders in place
     pattern: str  # after substitution: what the matcher compares
-    only_wildcards: bool  # nothing but wildcard tokens: stands for one or more whole lines
-    leading: bool  # starts with a wildcard: may also take the output lines before the one it matches
-    trailing: bool  # ends with a wildcard: may also take the output lines after the one it matches
+    only_wildcards: bool  # nothing but wildcards that span lines: stands for one or more whole lines
+    leading: bool  # starts with a wildcard that spans lines: may also take the output lines before the one it matches
+    trailing: bool  # ends with a wildcard that spans lines: may also take the output lines after the one it matches
     literal: bool  # no wildcard at all: matches one equal line
+    bare: bool  # nothing but wildcards and blanks: where it is kept says nothing of where the body stands
+    words: str  # after substitution, without BEFORE and AFTER: what a changed line's likeness is measured on
+    before: str = ""  # a wildcard the pattern starts with that the text does not (an excerpt's first line)
+    after: str = ""  # a wildcard the pattern ends with that the text does not (an excerpt's last line)
 
 
 def _token_split(text: str, tokens: Sequence[str]) -> Iterator[tuple[bool, str]]:
@@ -59,35 +100,54 @@ def _token_split(text: str, tokens: Sequence[str]) -> Iterator[tuple[bool, str]]
             offset += len(token)
 
 
-def _body_line(text: str, values: Mapping[str, str], tokens: Sequence[str]) -> _BodyLine:
-    pattern = substitute(text, tuple(values.items()))
-    runs = list(_token_split(pattern, tokens))
-    wild = [is_wild for is_wild, _ in runs]
-    return _BodyLine(
+def body_line(text: str, values: Mapping[str, str], grammar: Grammar, *, before: str = "", after: str = "") -> BodyLine:
+    """TEXT as a line to align; BEFORE and AFTER (wildcards) are put around its pattern, not its text."""
+    pattern = before + substitute(text, tuple(values.items())) + after
+    runs = list(grammar.split(pattern))
+    spanning = [is_wild and grammar.spans(run) for is_wild, run in runs]
+    return BodyLine(
         text=text,
         pattern=pattern,
-        only_wildcards=bool(runs) and all(wild),
-        leading=bool(runs) and wild[0],
-        trailing=bool(runs) and wild[-1],
-        literal=not any(wild),
+        only_wildcards=bool(runs) and all(spanning),
+        leading=bool(runs) and spanning[0],
+        trailing=bool(runs) and spanning[-1],
+        literal=not any(is_wild for is_wild, _ in runs),
+        bare=not any(run.strip() for is_wild, run in runs if not is_wild),
+        words=pattern[len(before) : len(pattern) - len(after)],
+        before=before,
+        after=after,
     )
 
 
-def _fits(line: _BodyLine, outputs: Sequence[str], tokens: Sequence[str]) -> list[bool]:
+def _fits(line: BodyLine, outputs: Sequence[str], grammar: Grammar) -> list[bool]:
     """Which output lines the body line matches on its own."""
     if line.literal:
         return [out == line.pattern for out in outputs]
     if line.only_wildcards:
         return [True] * len(outputs)
-    pieces = split_pieces(line.pattern, tokens)
-    probe = max(pieces, key=len)  # a cheap test first: the line's longest literal piece must be there
-    return [probe in out and matches(out, line.pattern, tokens) for out in outputs]
+    pieces = [run for is_wild, run in grammar.split(line.pattern) if not is_wild]
+    probe = max(pieces, key=len, default="")  # a cheap test first: the line's longest literal piece must be there
+    return [probe in out and grammar.fits(out, line.pattern) for out in outputs]
 
+
+@dataclass(frozen=True)
+class Costs:
+    """What the alignment's steps cost; keeping a line that still fits costs nothing."""
+
+    insert: int  # an output line added
+    delete: int  # a body line dropped
+    replace: Callable[[BodyLine, Sequence[str]], list[int]]  # rewriting the body line from each output line
+    free_ends: bool  # the output lines before and after the body's cost nothing (an excerpt, found anywhere)
+
+
+_WHOLE = Costs(_INSERT_COST, _DELETE_COST, lambda _line, outputs: [_REPLACE_COST] * len(outputs), free_ends=False)
 
 _KEEP, _REPLACE, _DELETE, _INSERT = range(4)  # steps of the alignment
 
 
-def _align(lines: Sequence[_BodyLine], outputs: Sequence[str], tokens: Sequence[str]) -> list[tuple[int, int, int]]:
+def _align(
+    lines: Sequence[BodyLine], outputs: Sequence[str], grammar: Grammar, costs: Costs
+) -> list[tuple[int, int, int]]:
     """Align body lines with output lines at the least cost; returns (step, body index, output index).
 
     Steps: _KEEP (body line i still stands for the output lines from j up to
@@ -96,19 +156,20 @@ def _align(lines: Sequence[_BodyLine], outputs: Sequence[str], tokens: Sequence[
     nothing; a line starting or ending with a wildcard may also cover the
     output lines before or after its match, and a line of nothing but
     wildcards covers one or more lines of any text, as the matcher lets them.
-    An edit-distance table, one row per body line; the spans cost one pass
-    per row, carrying the cheapest start seen so far. On equal cost a keep
-    wins over a replace, a replace over a delete, a delete over an insert.
+    An edit-distance table, one row per body line; the spans cost one pass per row, carrying the cheapest start
+    seen so far. On equal cost a keep wins over a replace, a replace over a delete, a delete over an insert
+    (free ends: the output lines around the body's are left out of the steps).
     """
     count = len(outputs)
-    above = [j * _INSERT_COST for j in range(count + 1)]
+    above = [0 if costs.free_ends else j * costs.insert for j in range(count + 1)]
     steps_table = [[_INSERT] * (count + 1)]
     sources_table = [[j - 1 for j in range(count + 1)]]
     for line in lines:
         cost = [_INFINITY] * (count + 1)
         steps = [_DELETE] * (count + 1)
         sources = list(range(count + 1))
-        fits = _fits(line, outputs, tokens)
+        fits = _fits(line, outputs, grammar)
+        replace_cost = costs.replace(line, outputs)
         spans_after = line.trailing or line.only_wildcards
         spans_before = line.leading or line.only_wildcards
         after_start, after_cost = -1, _INFINITY  # cheapest matching start so far: spans after a match
@@ -127,28 +188,33 @@ def _align(lines: Sequence[_BodyLine], outputs: Sequence[str], tokens: Sequence[
                 if above[j] < after_cost:
                     after_start, after_cost = j, above[j]
         for j in range(count):
-            value = above[j] + _REPLACE_COST
+            value = above[j] + replace_cost[j]
             if value < cost[j + 1]:
                 cost[j + 1], steps[j + 1], sources[j + 1] = value, _REPLACE, j
         for j in range(count + 1):
-            value = above[j] + _DELETE_COST
+            value = above[j] + costs.delete
             if value < cost[j]:
                 cost[j], steps[j], sources[j] = value, _DELETE, j
         for j in range(count):
-            value = cost[j] + _INSERT_COST
+            value = cost[j] + costs.insert
             if value < cost[j + 1]:
                 cost[j + 1], steps[j + 1], sources[j + 1] = value, _INSERT, j
         above = cost
         steps_table.append(steps)
         sources_table.append(sources)
-    return _cheapest_path(steps_table, sources_table)
+    # free ends: the cheapest alignment's end, the latest on equal cost (a changed last line rewritten, not dropped)
+    end = min(range(count + 1), key=lambda j: (above[j], -j)) if costs.free_ends else count
+    return _cheapest_path(steps_table, sources_table, end, free_ends=costs.free_ends)
 
 
-def _cheapest_path(steps_table: list[list[int]], sources_table: list[list[int]]) -> list[tuple[int, int, int]]:
-    """Walk the alignment tables back from their last cell: the steps of the cheapest alignment, first to last."""
+def _cheapest_path(
+    steps_table: list[list[int]], sources_table: list[list[int]], end: int, *, free_ends: bool
+) -> list[tuple[int, int, int]]:
+    """Walk the alignment tables back from the last row's cell END: the steps of the cheapest alignment, first to
+    last (FREE_ENDS: from the first body line's, the output lines before it left out)."""
     path: list[tuple[int, int, int]] = []
-    i, j = len(steps_table) - 1, len(steps_table[0]) - 1
-    while i > 0 or j > 0:
+    i, j = len(steps_table) - 1, end
+    while i > 0 or (j > 0 and not free_ends):
         step, source = steps_table[i][j], sources_table[i][j]
         path.append((step, i - 1, source))
         if step != _INSERT:
@@ -158,20 +224,25 @@ def _cheapest_path(steps_table: list[list[int]], sources_table: list[list[int]])
     return path
 
 
-def _intra_line(line: _BodyLine, output: str, values: Mapping[str, str], tokens: Sequence[str]) -> str:
-    """Rewrite one changed line: keep its wildcards and placeholders where the text around them still fits."""
+def _intra_line(line: BodyLine, output: str, values: Mapping[str, str], grammar: Grammar) -> str:
+    """Rewrite one changed line: keep its wildcards and placeholders where the text around them still fits.
+
+    The wildcards of its frame (before, after) take the output's text around
+    what the line stood for, and are left out of the rewritten line.
+    """
     if len(output) > MAX_INTRA_LINE_CHARS or len(line.pattern) > MAX_INTRA_LINE_CHARS:
-        return output
+        return grammar.literal(output)
     units: list[str | _Wildcard] = []
     owner: list[int] = []  # per unit: which placeholder occurrence it came from, -1 for none
     occurrences: list[tuple[int, int, str]] = []  # (first unit, end unit, "<PH>")
     names = sorted((f"<{p}>" for p in values), key=len, reverse=True)
     split = re.compile("|".join(re.escape(n) for n in names)) if names else None
     position = 0
-    pieces = list(split.finditer(line.text)) if split else []
+    framed = line.before + line.text + line.after
+    pieces = list(split.finditer(framed)) if split else []
     for found in [*pieces, None]:
-        literal = line.text[position : found.start() if found else len(line.text)]
-        for is_wild, text in _token_split(literal, tokens):
+        literal = framed[position : found.start() if found else len(framed)]
+        for is_wild, text in grammar.split(literal):
             if is_wild:
                 units.append(_Wildcard(text))
                 owner.append(-1)
@@ -208,9 +279,18 @@ def _intra_line(line: _BodyLine, output: str, values: Mapping[str, str], tokens:
         else:
             parts.append(_replace_run(units[i1:i2], output[j1:j2]))
     rewritten = "".join(parts)
-    if matches(output, substitute(rewritten, tuple(values.items())), tokens):
-        return rewritten
-    return output
+    if not grammar.fits(output, substitute(rewritten, tuple(values.items()))):
+        return grammar.literal(output)
+    return _unframed(rewritten, line)
+
+
+def _unframed(rewritten: str, line: BodyLine) -> str:
+    """A rewritten line without the wildcards of LINE's frame."""
+    if line.before and rewritten.startswith(line.before):
+        rewritten = rewritten[len(line.before) :]
+    if line.after and rewritten.endswith(line.after):
+        rewritten = rewritten[: len(rewritten) - len(line.after)]
+    return rewritten
 
 
 def _replace_run(old: Sequence[str | _Wildcard], new: str) -> str:
@@ -234,19 +314,38 @@ def _replace_run(old: Sequence[str | _Wildcard], new: str) -> str:
 def _realigned(
     body: str, target: str, tokens: Sequence[str], values: Mapping[str, str], *, per_character: bool
 ) -> str | None:
-    lines = [_body_line(text, values, tokens) for text in body.split("\n")]
+    grammar = _matcher_grammar(tokens)
+    lines = [body_line(text, values, grammar) for text in body.split("\n")]
     outputs = target.split("\n")
     if len(lines) * len(outputs) > MAX_ALIGN_CELLS:
         return None
+    return "\n".join(rewritten_lines(lines, outputs, grammar, values, per_character=per_character, costs=_WHOLE)[0])
+
+
+def rewritten_lines(
+    lines: Sequence[BodyLine],
+    outputs: Sequence[str],
+    grammar: Grammar,
+    values: Mapping[str, str],
+    *,
+    per_character: bool,
+    costs: Costs,
+) -> tuple[list[str], bool]:
+    """The body's new lines, aligned with OUTPUTS at COSTS (see _align), and whether any line found its place there:
+    a line with text of its own kept, or one rewritten from an output line for less than dropping it costs."""
     new_lines: list[str] = []
-    for step, i, j in _align(lines, outputs, tokens):
+    placed = False
+    for step, i, j in _align(lines, outputs, grammar, costs):
         if step == _KEEP:
             new_lines.append(lines[i].text)
+            placed = placed or not lines[i].bare
         elif step == _REPLACE:
-            new_lines.append(_intra_line(lines[i], outputs[j], values, tokens) if per_character else outputs[j])
+            literal = grammar.literal(outputs[j])
+            new_lines.append(_intra_line(lines[i], outputs[j], values, grammar) if per_character else literal)
+            placed = placed or costs.replace(lines[i], outputs[j : j + 1])[0] < costs.delete
         elif step == _INSERT:
-            new_lines.append(outputs[j])
-    return "\n".join(new_lines)
+            new_lines.append(grammar.literal(outputs[j]))
+    return new_lines, placed
 
 
 def updated_body(body: str, output: str, tokens: Sequence[str], values: Mapping[str, str] | None = None) -> str | None:

@@ -1,33 +1,39 @@
-"""Updating guides from a finished run: rewrite mismatched `#test-result` bodies (a console session's changed
-outputs) in place, every other byte kept."""
+"""Updating guides from a finished run: rewrite mismatched `#test-result` bodies in place, every other byte kept.
+
+A plain-fence guide (docs/authoring.md 13c) has no `#test-result`: there the
+```text fence after a block whose search failed is rewritten, kept an excerpt. A
+console session gets its changed statements' output lines rewritten.
+"""
 
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
-import re
 import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.core.dialects.pycon import CONSOLE_LANGUAGE
+from ci.core.dialects.fences import UPSTREAM_REF
 from ci.core.disk import os_error_text
 from ci.core.files import write_atomically
 from ci.core.match import matches
 from ci.core.model import DocumentError, Label, Plan, Status, Step
 from ci.core.placeholders import substitute
+from ci.core.search import search_matches
 from ci.core.source import read_local_guide, redact_url
-from ci.core.text import MASK, Masker, secret_values
-from ci.maintain.console_update import rewrite_console
-from ci.maintain.guide import plan_without_running
-from ci.maintain.lastrun import read_stdout, recheck
+from ci.core.text import Masker, secret_values
+from ci.maintain.console_update import updated_session
+from ci.maintain.excerpt import updated_excerpt
+from ci.maintain.guide import dialect_of, plan_without_running
+from ci.maintain.lastrun import misread_by, read_stdout, recheck
+from ci.maintain.publishable import unpublishable
 from ci.maintain.realign import CannotRewrite, updated_body
+from ci.maintain.source_lines import SourceLines
 from ci.record import LastRun, RecordedBlock, RecordedGuide, RecordError
 
 __all__ = ["GuideNotUpdatable", "GuideSnapshot", "GuideUpdate", "SourceLines", "snapshot_guide", "update_guide"]
-
-MAX_BODY_BYTES = 1024 * 1024  # an expected body larger than this does not belong in a guide
 
 
 class GuideNotUpdatable(Exception):
@@ -67,6 +73,7 @@ class GuideUpdate:
     diff: tuple[str, ...]  # the unified diff of the change written, one line each; empty when nothing was written
     updated: int  # how many #test-result bodies were rewritten (a console session's expected output: one)
     not_written: str | None  # why the rewritten guide was not written (it would not read back as meant), if it was not
+    unit: str = "#test-result block"  # what a rewritten body is, as the summary counts them ("```text fence")
     # a console session: the `>>> ` line of each statement whose output lines were rewritten; () otherwise
     statements: tuple[int, ...] = ()
 
@@ -76,93 +83,36 @@ class GuideUpdate:
         return not self.notes and self.not_written is None
 
 
-class SourceLines:
-    """A guide's text as lines with their own endings, so edits leave every other byte alone."""
-
-    _SPLIT = re.compile(r"(\r\n|\r|\n)")  # the line breaks markdown-it counts
-
-    def __init__(self, text: str) -> None:
-        parts = self._SPLIT.split(text)
-        self.lines = parts[0::2]  # content of line N+1 at index N
-        self.endings = [*parts[1::2], ""]
-
-    def text(self) -> str:
-        return "".join(line + ending for line, ending in zip(self.lines, self.endings, strict=True))
-
-    def replace_body(self, fence_line: int, old_body: str, new_body: str) -> None:
-        """Put `new_body` in place of the body of the fence opening at `fence_line` (1-based).
-
-        CannotRewrite when the body cannot be located safely or the new body
-        would end the fence early.
-        """
-        opening = fence_line - 1
-        fence = re.search(r"`{3,}|~{3,}", self.lines[opening])
-        if fence is None:
-            raise CannotRewrite(f"line {fence_line} opens no fence")
-        old_lines = old_body.split("\n") if old_body else []
-        prefixes = []
-        for offset, content in enumerate(old_lines):
-            index = opening + 1 + offset
-            if index >= len(self.lines) or not self.lines[index].endswith(content):
-                raise CannotRewrite(f"the body of the fence at line {fence_line} does not sit where the parser saw it")
-            prefixes.append(self.lines[index][: len(self.lines[index]) - len(content)])
-        closing = opening + 1 + len(old_lines)
-        while closing < len(self.lines) and not self.lines[closing].strip(" \t>"):
-            closing += 1
-        run = fence.group(0)
-        closes = re.compile(rf"[ \t>]*{re.escape(run[0])}{{{len(run)},}}[ \t]*")
-        if closing >= len(self.lines) or not closes.fullmatch(self.lines[closing]):
-            raise CannotRewrite(f"the fence at line {fence_line} is not closed")
-        early = re.compile(rf" {{0,3}}{re.escape(run[0])}{{{len(run)},}}[ \t]*")
-        new_lines = new_body.split("\n") if new_body else []
-        if any(early.fullmatch(line) for line in new_lines):
-            raise CannotRewrite(f"the new output holds a line that would close the fence ({run}); use a longer fence")
-        written = [p for p, content in zip(prefixes, old_lines, strict=True) if content]
-        prefix = written[0] if written else re.sub(r"[^>\s]", " ", self.lines[opening][: fence.start()])
-        ending = self.endings[opening] or "\n"
-        start = opening + 1
-        self.lines[start : start + len(old_lines)] = [prefix + line if line else prefix.rstrip() for line in new_lines]
-        self.endings[start : start + len(old_lines)] = [ending] * len(new_lines)
-
-
 @dataclass(frozen=True)
 class _Rewrite:
-    """One `#test-result` to rewrite."""
+    """One `#test-result` to rewrite (or a plain-fence guide's ```text fence)."""
 
-    test_id: str
+    test_id: str  # the #test's id; a plain-fence block's ordinal, `#N`
     result_line: int  # line of the result's opening fence
     old_body: str
     new_body: str
     values: Mapping[str, str]  # placeholder -> value used by the run
     tokens: tuple[str, ...]
     output: str
+    search: bool = False  # the body is searched for in the output (plain fences), not matched whole
+
+    @property
+    def name(self) -> str:
+        """The result as notes name it."""
+        if self.search:
+            return f"the ```text fence at line {self.result_line} (block {self.test_id})"
+        return f"#test-result id={self.test_id!r}"
+
+    def found(self, body: str) -> bool:
+        """Whether BODY (as written, load placeholders in place) passes against the output it is rewritten from."""
+        pattern = substitute(body, tuple(self.values.items()))
+        return search_matches(self.output, pattern) if self.search else matches(self.output, pattern, self.tokens)
 
 
-def _masked_since(block: RecordedBlock) -> bool:
-    """Whether the block's stdout file is smaller than what it wrote: --mask-files replaced a secret by *** in it."""
-    try:
-        size = block.stdout_file.stat().st_size if block.stdout_file is not None else 0
-    except OSError:
-        return False
-    return block.stdout_bytes is not None and size < block.stdout_bytes
-
-
-def _unpublishable(new_body: str, block: RecordedBlock, masker: Masker) -> str | None:
-    """Why NEW_BODY, expected output taken from BLOCK's stdout, is not put in the guide, ending `left alone` and the
-    fix if there is one; None when it can be."""
-    wildcard = "left alone (match that part with a wildcard)"
-    if "\r" in new_body or "\0" in new_body:  # Markdown reads CR as a line break, NUL as U+FFFD
-        return f"the output holds a carriage return (CR) or a NUL byte, which a Markdown code block cannot hold; {wildcard}"
-    if masker.holds_secret(new_body):  # a guide is published: no form of a secret the block printed goes in
-        return "the new expected body would hold a secret value the block printed; left alone"
-    if MASK in new_body and _masked_since(block):
-        return (
-            f"the run's output file was masked (--mask-files), and the new expected body would hold {MASK} where the"
-            f" block printed a secret value, which no later run prints; {wildcard}"
-        )
-    if len(new_body.encode("utf-8")) > MAX_BODY_BYTES:
-        return f"the new expected body would hold over {MAX_BODY_BYTES} bytes; left alone"
-    return None
+def _key(step: Step) -> str | None:
+    """How a rewrite names its step: a plain-fence block (searched) by its ordinal, a #test by its id."""
+    searched = step.expected is not None and step.expected.search
+    return f"#{step.ordinal}" if searched else step.id
 
 
 def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], masker: Masker) -> list[_Rewrite]:
@@ -199,7 +149,7 @@ def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], masker: Mas
             notes.append(
                 f"{where}: the output cannot be written as an expected body (it reads differently); left alone"
             )
-        elif (why := _unpublishable(new_body, block, masker)) is not None:
+        elif (why := unpublishable(new_body, block, masker)) is not None:
             notes.append(f"{where}: {why}")
         elif new_body != expected.body:
             rewrites.append(
@@ -208,32 +158,93 @@ def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], masker: Mas
     return rewrites
 
 
-def _read_back(text: str, name: str, rewrites: Sequence[_Rewrite]) -> tuple[_Rewrite | None, str] | None:
-    """Why the rewritten guide does not read back as intended, and the rewrite at fault (None: the whole guide);
-    None when it reads back as intended."""
+def _searched_rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], masker: Masker) -> list[_Rewrite]:
+    """A plain-fence guide's: the ```text fences whose search failed, each rewritten as an excerpt of its block's
+    output (updated_excerpt). A block has no id there: the run's block and the guide's are paired by their ordinal,
+    and the command's digest says whether it is still the one that ran. A block that failed otherwise (its exit
+    status) is no mismatch, and a block without a ```text fence never mismatches: neither gets one."""
+    steps = {step.ordinal: step for step in plan.steps}
+    rewrites = []
+    for block in recorded.blocks:
+        if block.status is not Status.MISMATCH:
+            continue
+        step = steps.get(block.ordinal)
+        where = f"{plan.guide}: block #{block.ordinal} (line {block.line} when it ran)"
+        if step is None or step.expected is None or not step.expected.search:
+            notes.append(f"{where}: no longer a ```shell fence followed by a ```text fence in the guide; left alone")
+            continue
+        expected = step.expected
+        where = f"{plan.guide}:{expected.line}: the ```text fence of block #{block.ordinal}"
+        check = recheck(recorded, block, step, [expected.body])
+        if check.command_changed and not _ran_with_ref(step, block, check.values):
+            notes.append(f"{where}: the command changed since that run, so its output may be stale; left alone")
+            continue
+        if check.missing:
+            notes.append(f"{where}: the run's value of {', '.join(check.missing)} is unknown; left alone")
+            continue
+        try:
+            output = read_stdout(block)
+            new_body = updated_excerpt(expected.body, output, check.values)
+        except (OSError, RecordError, CannotRewrite) as exc:  # read_stdout's, updated_excerpt's
+            notes.append(f"{where}: {exc}; left alone")
+            continue
+        if new_body is None:
+            empty = not output.strip()
+            notes.append(
+                f"{where}: the block printed nothing but blanks, which a ```text fence cannot expect; left alone"
+                " (remove the fence, or make the command print)"
+                if empty
+                else f"{where}: its output cannot be written so that the search finds it; left alone"
+            )
+        elif (why := unpublishable(new_body, block, masker)) is not None:
+            notes.append(f"{where}: {why}")
+        elif new_body != expected.body:
+            rewrites.append(
+                _Rewrite(
+                    f"#{block.ordinal}", expected.line, expected.body, new_body, check.values, (), output, search=True
+                )
+            )
+    return rewrites
+
+
+def _ran_with_ref(step: Step, block: RecordedBlock, values: Mapping[str, str]) -> bool:
+    """Whether BLOCK ran STEP's command with `<UPSTREAM_REF>` put in its text, as a run does with the value of the
+    environment's UPSTREAM_REF (this one's, or the one the expected text shows the run had)."""
+    placeholder = f"<{UPSTREAM_REF}>"
+    refs = {os.environ.get(UPSTREAM_REF), values.get(UPSTREAM_REF)} - {None, ""}
+    return placeholder in step.body and any(
+        hashlib.sha256(step.body.replace(placeholder, ref).encode("utf-8")).hexdigest() == block.code_sha256
+        for ref in refs
+        if ref is not None
+    )
+
+
+def _read_back(text: str, name: str, rewrites: Sequence[_Rewrite], dialect: str) -> tuple[_Rewrite | None, str] | None:
+    """Why the rewritten guide does not read back as intended (in DIALECT, as ci.run's --dialect), and the rewrite at
+    fault (None: the whole guide); None when it reads back as intended."""
     try:
-        plan = plan_without_running(text, name, source_path=name)
+        plan = plan_without_running(text, name, source_path=name, dialect=dialect)
     except DocumentError as error:
         return None, f"it no longer plans: {error.problems[0]}"
-    tests = {s.id: s for s in plan.steps if s.label is Label.TEST}
+    tests = {_key(s): s for s in plan.steps if s.label is Label.TEST}
     for rewrite in rewrites:
         expected = tests[rewrite.test_id].expected if rewrite.test_id in tests else None
-        if expected is None or expected.body != rewrite.new_body:
-            return rewrite, f"#test-result id={rewrite.test_id!r} reads back differently"
-        if not matches(rewrite.output, substitute(expected.body, tuple(rewrite.values.items())), expected.fuzzy):
-            return rewrite, f"#test-result id={rewrite.test_id!r} would still mismatch"
+        if expected is None or expected.body != rewrite.new_body or expected.search != rewrite.search:
+            return rewrite, f"{rewrite.name} reads back differently"
+        if not rewrite.found(expected.body):
+            return rewrite, f"{rewrite.name} would still mismatch"
     return None
 
 
 def _checked(
-    name: str, text: str, rewrites: list[_Rewrite], notes: list[str]
+    name: str, text: str, rewrites: list[_Rewrite], notes: list[str], dialect: str
 ) -> tuple[str, list[_Rewrite], str | None]:
     """The guide's new text, with every rewrite that fits and reads back as meant; those rewrites; and why no text
     can be written (the rewritten guide no longer plans), if so. A rewrite that does not read back goes to `notes`,
     and the others are still made."""
     new_text, done = _rewritten(name, text, rewrites, notes)
     while new_text != text:
-        fault = _read_back(new_text, name, done)
+        fault = _read_back(new_text, name, done, dialect)
         if fault is None:
             return new_text, done, None
         rewrite, why = fault
@@ -275,7 +286,7 @@ def _rewritten(name: str, text: str, rewrites: list[_Rewrite], notes: list[str])
         try:
             source.replace_body(rewrite.result_line, rewrite.old_body, rewrite.new_body)
         except CannotRewrite as exc:
-            notes.append(f"{name}: #test-result id={rewrite.test_id!r}: {exc}; left alone")
+            notes.append(f"{name}: {rewrite.name}: {exc}; left alone")
             done = [r for r in done if r is not rewrite]
     return source.text(), done
 
@@ -296,42 +307,26 @@ def _write(path: Path, text: str) -> str | None:
     return None
 
 
-def _console_update(
-    text: str, plan: Plan, recorded: RecordedGuide, notes: list[str], masker: Masker, dialect: str
-) -> tuple[str, tuple[int, ...]]:
-    """A console session's guide with the output lines of its changed statements rewritten from the run, and those
-    statements' lines; the text as it was when nothing can be (why, in NOTES)."""
-    (step,) = plan.steps
-    where = f"{plan.guide}:{step.line}"
-    block = next((each for each in recorded.blocks if each.ordinal == step.ordinal), None)
-    if block is None or block.status is not Status.MISMATCH:
-        return text, ()
-    if step.expected is None:
-        notes.append(f"{where}: the session no longer gives any output to check; left alone")
-        return text, ()
-    if block.code_sha256 and block.code_sha256 != step.code_sha256:
-        notes.append(f"{where}: the session changed since that run, so its output may be stale; left alone")
-        return text, ()
+def _paired(name: str, text: str, run: LastRun, dialect: str) -> tuple[Plan, RecordedGuide, str]:
+    """The guide's plan read in DIALECT, its record in RUN and the dialect it is read in; GuideNotUpdatable when
+    it has document errors, is not one of the run's guides, or reads otherwise than the run read it."""
     try:
-        output = read_stdout(block)
-        rewrite = rewrite_console(text, plan.guide, output)
-    except (OSError, RecordError, CannotRewrite) as exc:  # read_stdout's, and an output not attributed or written
-        notes.append(f"{exc if isinstance(exc, CannotRewrite) else f'{where}: {exc}'}; left alone")
-        return text, ()
-    why = _unpublishable(rewrite.written, block, masker)
-    if why is not None:
-        notes.append(f"{where}: {why}")
-        return text, ()
-    try:  # read back as a run will read it
-        expected = plan_without_running(rewrite.text, plan.guide, source_path=plan.guide, dialect=dialect)
+        plan = plan_without_running(text, name, source_path=name, dialect=dialect)
     except DocumentError as error:
-        notes.append(f"{where}: the rewritten guide would no longer plan: {error.problems[0]}; left alone")
-        return text, ()
-    read_back = expected.steps[0].expected if len(expected.steps) == 1 else None
-    if rewrite.statements and (read_back is None or not matches(output, read_back.body, read_back.fuzzy)):
-        notes.append(f"{where}: the rewritten session would still mismatch; left alone")
-        return text, ()
-    return rewrite.text, rewrite.statements
+        raise GuideNotUpdatable([str(problem) for problem in error.problems]) from None
+    recorded = run.guide_for(name)
+    if recorded is None:
+        known = ", ".join(g.guide for g in run.guides) or "none"
+        raise GuideNotUpdatable([f"{name} is not a guide of the run in {run.directory} (its guides: {known})"])
+    read_as = dialect_of(text, name, dialect)
+    if (misread := misread_by(read_as, plan, recorded)) is not None:  # results.json does not say how it was read
+        raise GuideNotUpdatable(
+            [
+                f"{name}: read with --dialect {dialect}, {misread}, in the run in {run.directory}: update it with the"
+                " --dialect that run was given (fences, pycon), or name the dialect in its front matter (ci.dialect)"
+            ]
+        )
+    return plan, recorded, read_as
 
 
 def update_guide(
@@ -343,6 +338,10 @@ def update_guide(
     dialect: str = "labels",
 ) -> GuideUpdate:
     """Rewrite, in the local guide NAME, the `#test-result` bodies that mismatched in RUN; nothing is run.
+
+    The guide is read in DIALECT as ci.run's --dialect reads it (its front
+    matter's ci.dialect wins); read as plain fences, the ```text fences whose
+    search failed are rewritten instead (_searched_rewrites).
 
     The guide is written (whole or not at all) only when it reads back with
     every rewritten body matching the output it was rewritten from. A body
@@ -360,31 +359,27 @@ def update_guide(
     """
     path = snapshot.path if snapshot is not None else Path(name)
     bom, text = _read_local_guide(name, path, snapshot.content if snapshot is not None else None)
-    try:
-        plan = plan_without_running(text, name, source_path=name, dialect=dialect)
-    except DocumentError as error:
-        raise GuideNotUpdatable([str(problem) for problem in error.problems]) from None
-    recorded = run.guide_for(name)
-    if recorded is None:
-        known = ", ".join(g.guide for g in run.guides) or "none"
-        raise GuideNotUpdatable([f"{name} is not a guide of the run in {run.directory} (its guides: {known})"])
+    plan, recorded, read_as = _paired(name, text, run, dialect)
     masker = Masker.of(secret_values({**os.environ, **plan.settings.env}, mask_env))
     notes: list[str] = []
     statements: tuple[int, ...] = ()
-    if [step.language_word for step in plan.steps] == [CONSOLE_LANGUAGE]:  # only the pycon dialect writes that word
-        new_text, statements = _console_update(text, plan, recorded, notes, masker, dialect)
+    searched = read_as == "fences"
+    if read_as == "pycon":
+        new_text, statements = updated_session(text, plan, recorded, notes, masker, dialect)
         updated, why_not = (1 if statements else 0), None
     else:
-        new_text, rewrites, why_not = _checked(name, text, _rewrites(plan, recorded, notes, masker), notes)
+        planned = (_searched_rewrites if searched else _rewrites)(plan, recorded, notes, masker)
+        new_text, rewrites, why_not = _checked(name, text, planned, notes, dialect)
         updated = len(rewrites)
     notes = [masker.mask(note) for note in notes]  # a note may quote the output
+    unit = "```text fence" if searched else "#test-result block"
     if why_not is not None or new_text == text:
-        return GuideUpdate(name, tuple(notes), diff=(), updated=0, not_written=why_not)
+        return GuideUpdate(name, tuple(notes), diff=(), updated=0, not_written=why_not, unit=unit)
     diff = difflib.unified_diff(
         text.splitlines(keepends=True), new_text.splitlines(keepends=True), f"a/{name}", f"b/{name}"
     )
     why_not = _write(path, bom + new_text)
     if why_not is not None:
-        return GuideUpdate(name, tuple(notes), diff=(), updated=0, not_written=why_not)
+        return GuideUpdate(name, tuple(notes), diff=(), updated=0, not_written=why_not, unit=unit)
     lines = tuple(masker.mask(line if line.endswith(("\n", "\r")) else line + "\n") for line in diff)
-    return GuideUpdate(name, tuple(notes), lines, updated=updated, not_written=None, statements=statements)
+    return GuideUpdate(name, tuple(notes), lines, updated=updated, not_written=None, unit=unit, statements=statements)

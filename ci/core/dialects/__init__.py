@@ -8,6 +8,7 @@ merged streams, a limit by command kind).
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable, Sequence
 
 from ci.core.dialects.fences import RUN_LANGUAGE, UPSTREAM_REF, plan_fences
@@ -18,12 +19,21 @@ from ci.core.parse import ParsedGuide, parse_guide
 from ci.core.plan import DEFAULT_TIMEOUT_S, build_plan
 from ci.core.settings import DEFAULT_RETRY_DELAY_S, guide_settings
 
-__all__ = ["chosen_dialect", "plan_guide"]
+__all__ = ["chosen_dialect", "guide_lines", "plan_guide"]
+
+# The line breaks markdown-it counts lines by (ci.core.parse): a guide saved with CRLF has no CR in its commands
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 _FIX = (
     "label its blocks (```shell #test-setup, see docs/authoring.md), or name the dialect with --dialect fences"
     " (```shell fences) or --dialect pycon (a ```pycon fence)"
 )
+
+
+def guide_lines(text: str) -> list[str]:
+    """TEXT's lines as the plain dialects read them, without their line breaks (LF, CRLF or CR), numbered as the
+    label contract's parser numbers them."""
+    return _LINE_BREAK.split(text)
 
 
 def chosen_dialect(parsed: ParsedGuide, lines: Sequence[str], asked: str) -> str:
@@ -74,7 +84,7 @@ def plan_guide(
     text the command holds; else ci.timeout, else DEFAULT_TIMEOUT_S.
     """
     parsed = parse_guide(text, name)
-    lines = text.split("\n")
+    lines = guide_lines(text)
     chosen = chosen_dialect(parsed, lines, dialect)
     if chosen == "labels":
         return build_plan(
