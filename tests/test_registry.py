@@ -14,6 +14,7 @@ import pytest
 
 from ci.maintain.registry import MATRIX_KEYS, load_registry
 from ci.registry import main
+from ci.run import build_parser as build_run_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -328,6 +329,39 @@ def test_a_skipped_blocks_limit_asks_nothing_of_the_job(tmp_path: Path, capsys: 
     status, _, err = run(capsys, str(registry), "--check")
     assert status == 2
     assert "block #1 (docs/upstream.md:1) may take 60 min: give timeout_minutes at least 105" in err, err
+
+
+def test_the_matrix_passes_each_rules_limit_exactly_and_a_rule_of_two_lines_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    upstream = "```shell\necho ready\n```\n"
+    registry = write_registry(
+        tmp_path,
+        """
+        defaults: {runner: [ubuntu-latest]}
+        guides:
+          - name: upstream
+            guide: docs/upstream.md
+            timeout_minutes: 2000
+            dialect: fences
+            timeout_rules: [{contains: "cmake --build", timeout: 100000.5}, {contains: echo, timeout: 0.25}]
+        """,
+        {"docs/upstream.md": upstream},
+    )
+    status, out, err = run(capsys, str(registry), "--matrix")
+    assert status == 0, err
+    [row] = json.loads(out)["include"]
+    # what the workflow hands ci.run as --timeout-rule, one per line, read back as the registry gave them
+    rules = [
+        build_run_parser().parse_args(["g.md", "--timeout-rule", line]).timeout_rules[0]
+        for line in row["timeout-rules"].split("\n")
+    ]
+    assert [(rule.contains, rule.timeout_s) for rule in rules] == [("cmake --build", 100000.5), ("echo", 0.25)]
+    # a rule's text on two lines would reach ci.run as two rules: refused where it is written
+    registry.write_text(registry.read_text().replace('"cmake --build"', '"cmake\\n--build"'), encoding="utf-8")
+    status, _, err = run(capsys, str(registry), "--check")
+    assert status == 2
+    assert "contains must be one line" in err and "guides.yaml:" in err, err
 
 
 def test_guides_named_by_url_are_https_and_pinned_and_not_fetched(

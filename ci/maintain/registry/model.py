@@ -117,7 +117,10 @@ class Entry:
             "variables": self.variables,
             "secrets": " ".join(self.secrets),
             "dialect": self.dialect,
-            "timeout-rules": "\n".join(f"{rule.contains}={rule.timeout_s:g}" for rule in self.timeout_rules),
+            # --timeout-rule TEXT=SECONDS, to the microsecond (`:g` kept 6 digits: 100000.5 s became 100000 s)
+            "timeout-rules": "\n".join(
+                f"{rule.contains}={rule.timeout_s:.6f}".rstrip("0").rstrip(".") for rule in self.timeout_rules
+            ),
         }
         assert tuple(row) == MATRIX_KEYS
         return row
