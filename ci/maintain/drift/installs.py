@@ -7,9 +7,12 @@ parenthesis, a brace, a backtick or a line end (so Markdown prose with inline
 code works too: a quote left open, an apostrophe, ends at the line's end or at a backtick). A command installs when
 its program, whatever path or quotes name it, is pip (`pip`, `pip3.11`,
 `"$VENV/bin/pip"`, `python -m pip`, `"$(command -v python)" -m pip`,
-`uv pip`) with the subcommand `install`, or `uv add`, `uv tool install`,
-`pipx install` or `pipx inject`, after any general options and wrappers
-(`sudo`, `env`, `NAME=value`, a `$ ` prompt).
+`uv pip`, a variable naming one: `$PIP`, `"${VENV_PIP}"`, `$PYTHON -m pip`)
+with the subcommand `install`, or `uv add`, `uv tool install`, `pipx install`
+or `pipx inject`, after any general options and wrappers (`sudo`, `env`,
+`NAME=value`, a `$ ` prompt). A command that runs a tool in a throwaway
+environment (`uvx`, `uv tool run`, `uv run`) installs what its `--with` and
+`--from` name, and `uvx`/`uv tool run` its tool (`uvx ruff@0.5.0`).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ _LEADING = re.compile(r"[-*+>$!]|\d+[.)]|sudo|env|time|nohup|exec|command|nice|t
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.S)
 _LOOKED_UP = re.compile(r"\$\((?:command\s+-v|which|type\s+-P)\s+([^\s()]+)\s*\)")  # "$(command -v python)"
 _PIP = re.compile(r"pip(?:\d+(?:\.\d+)*)?")
+_VARIABLE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")  # `$PIP`, `${VENV_PIP}`: the program a variable holds
 _PYTHON = re.compile(r"python(?:\d+(?:\.\d+)*)?|py")
 # options that take the next word as their value when not written --option=value: of a wrapper (sudo -u USER),
 # of the interpreter (python -X dev), and of pip, uv and pipx (general options and install options)
@@ -141,9 +145,38 @@ def _operands(words: list[ShellWord]) -> list[ShellWord]:
 
 
 def _program(word: str) -> str:
-    """The program a command word names: its last path part, `python` for `$(command -v python)`."""
+    """The program a command word names: its last path part, `python` for `$(command -v python)`, `pip` for a
+    variable named for it (`$PIP`, `${VENV_PIP}`), `python` for one named for that (`$PYTHON`)."""
     looked_up = _LOOKED_UP.fullmatch(word)
-    return (looked_up.group(1) if looked_up else word).rsplit("/", 1)[-1]
+    program = (looked_up.group(1) if looked_up else word).rsplit("/", 1)[-1]
+    variable = _VARIABLE.fullmatch(program)
+    if variable is not None:
+        named = variable.group(1).lower().rsplit("_", 1)[-1]
+        return named if _PIP.fullmatch(named) or _PYTHON.fullmatch(named) else program
+    return program
+
+
+def _tool_run(rest: list[ShellWord], *, tool_named: bool) -> list[ShellWord]:
+    """What a throwaway environment gets installed (`uvx`, `uv tool run`: TOOL_NAMED; `uv run`): the values of
+    --with and --from, and the tool itself."""
+    installed = []
+    index = 0
+    while index < len(rest) and rest[index].text.startswith("-"):
+        text = rest[index].text
+        option, equals, value = text.partition("=")
+        if option in ("--with", "--from") and equals:
+            installed.append(ShellWord(value, rest[index].line))
+        elif option in ("--with", "--from") and index + 1 < len(rest):
+            installed.append(rest[index + 1])
+        index += 2 if text in _INSTALL_OPTIONS or text == "--from" else 1
+    if tool_named and index < len(rest) and not any(word.text.startswith("--from") for word in rest[:index]):
+        installed.append(rest[index])
+    return [word for part in installed for word in _split_list(part)]
+
+
+def _split_list(word: ShellWord) -> list[ShellWord]:
+    """`--with a==1,b==2`: each requirement of a comma-separated list."""
+    return [ShellWord(text, word.line) for text in word.text.split(",") if text]
 
 
 def _installed(command: list[ShellWord]) -> list[ShellWord]:
@@ -161,6 +194,8 @@ def _installed(command: list[ShellWord]) -> list[ShellWord]:
         rest = _after_options(rest, _PYTHON_OPTIONS, last="-m")
         if [word.text for word in rest[:2]] == ["-m", "pip"]:
             program, rest = "pip", rest[2:]
+    if program == "uvx":
+        return _tool_run(rest, tool_named=True)
     if program == "uv":
         rest = _after_options(rest)
         subcommand = [word.text for word in rest[:2]]
@@ -168,6 +203,10 @@ def _installed(command: list[ShellWord]) -> list[ShellWord]:
             return rest[1:]
         if subcommand == ["tool", "install"]:
             return rest[2:]
+        if subcommand == ["tool", "run"]:
+            return _tool_run(rest[2:], tool_named=True)
+        if subcommand[:1] == ["run"]:
+            return _tool_run(rest[1:], tool_named=False)
         if subcommand[:1] == ["pip"]:
             program, rest = "pip", rest[1:]
     if program == "pipx":

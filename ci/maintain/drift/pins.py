@@ -27,6 +27,9 @@ class Pin:
 
 
 _PIP_PIN = re.compile(r"(?<![\w.-])([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]\s]*\])?==([0-9][A-Za-z0-9.+!_-]*)")
+# `uvx ruff@0.5.0`: a tool pinned the way uvx and `uv tool run` write it (the whole word, so that a URL's `@v1.2`
+# is not one)
+_TOOL_PIN = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]\s]*\])?@([0-9][A-Za-z0-9.+!_-]*)")
 _IMAGE = re.compile(
     r"(?<![\w./:-])((?:[a-z0-9][a-z0-9.-]*(?::\d+)?/)(?:[a-z0-9._-]+/)*([a-z0-9][a-z0-9._-]*))"
     r":(v?(\d+(?:\.\d+)+)[A-Za-z0-9._+-]*)"
@@ -39,7 +42,7 @@ def pinned_versions(text: str) -> list[Pin]:
     found = [
         Pin("pip", pin.group(1), pin.group(2).rstrip(".,;:"), word.line, pin.group(0))
         for word in install_arguments(text)
-        for pin in _PIP_PIN.finditer(word.text)
+        for pin in (*_PIP_PIN.finditer(word.text), *filter(None, [_TOOL_PIN.fullmatch(word.text)]))
     ]
     for number, line in enumerate(text.split("\n"), start=1):
         found += [
