@@ -382,6 +382,29 @@ def test_changed_result_is_rechecked_against_the_last_run(repo: Repo, tmp_path: 
     assert any(kind == "warning" and "its command changed too" in message for kind, _, message in found), found
 
 
+def test_a_result_a_resumed_run_kept_names_the_run_it_passed_in(repo: Repo, tmp_path: Path, run_harness) -> None:
+    repo.write("guide.md", BASE_GUIDE)
+    base = repo.commit("base")
+    outputs = tmp_path / "resumed"
+    run = run_harness("guide.md", "--output-dir", str(outputs), cwd=repo.path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    # as `--resume` records a #test that passed in the run it continues: skipped here, kept from there
+    record = json.loads((outputs / "results.json").read_text())
+    [hello] = [block for block in record["blocks"] if block["id"] == "hello"]
+    earlier = {"directory": "/runs/earlier/outputs", "started_at": "2026-12-01T03:00:00Z"}
+    hello.update(status="skipped", kept_from=earlier, exit_code=None, stdout_path=None, stdout_bytes=0)
+    record["resumed_from"] = earlier
+    (outputs / "results.json").write_text(json.dumps(record))
+    repo.write("guide.md", BASE_GUIDE.replace("hello from <DIR>\npid NNN\n", "hello from <DIR>\npid NNN\nextra\n"))
+    repo.commit("edit expected output")
+    done = repo.drift("--base", base, "--no-pins", "--last-run", str(outputs))
+    assert done.returncode == 0, done.stdout + done.stderr
+    (finding,) = [line for line in done.stdout.splitlines() if "[last run]" in line]
+    assert "#test-result id=hello: not re-checked: the last run (" in finding
+    assert "passed in the run in /runs/earlier/outputs (2026-12-01T03:00:00Z)" in finding
+    assert "with that run's outputs as --last-run" in finding
+
+
 def test_a_changed_result_quotes_what_the_runner_printed_masked_and_cut(
     repo: Repo, tmp_path: Path, run_harness
 ) -> None:

@@ -32,7 +32,9 @@ def parse_timeout_rules(value: object) -> tuple[TimeoutRule, ...]:
             raise ValueError(f"item {index}: contains must be a non-empty text (a piece of the command)")
         if "\n" in contains or "\r" in contains:
             # a rule is passed on as one --timeout-rule line (the workflow's timeout-rules input)
-            raise ValueError(f"item {index}: contains must be one line: a rule matches a piece of one line of the command")
+            raise ValueError(
+                f"item {index}: contains must be one line: a rule matches a piece of one line of the command"
+            )
         try:
             rules.append(TimeoutRule(contains, parse_duration(str(timeout))))
         except ValueError as exc:

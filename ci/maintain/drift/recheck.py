@@ -51,6 +51,15 @@ def last_run_findings(
         expected = step.expected
         block = recorded.test(step.id)
         where = f"#test-result id={step.id}"
+        if block is not None and block.kept_from is not None:  # a resumed run kept it: it printed in the earlier one
+            earlier = block.kept_from
+            message = (
+                f"{where}: not re-checked: the last run ({date}) resumed an earlier one and kept this #test, which"
+                f" passed in the run in {earlier.directory} ({earlier.started_at}); re-check it with that run's"
+                " outputs as --last-run"
+            )
+            findings.append(Finding(LAST_RUN, Severity.NOTICE, file, expected.line, message))
+            continue
         if block is None or not block.printed:
             status = block.status.value if block else "not in that run"
             message = f"{where}: nothing to re-check it against: in the last run ({date}) its #test was {status}"
