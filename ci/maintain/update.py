@@ -27,7 +27,7 @@ from ci.core.text import Masker, secret_values
 from ci.maintain.console_update import updated_session
 from ci.maintain.excerpt import updated_excerpt
 from ci.maintain.guide import dialect_of, plan_without_running
-from ci.maintain.lastrun import misread_by, read_stdout, recheck
+from ci.maintain.lastrun import Recheck, misread_by, read_stdout, recheck
 from ci.maintain.publishable import unpublishable
 from ci.maintain.realign import CannotRewrite, updated_body
 from ci.maintain.source_lines import SourceLines
@@ -129,11 +129,8 @@ def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], masker: Mas
             continue
         expected = step.expected
         check = recheck(recorded, block, step, [expected.body])
-        if check.command_changed:
-            notes.append(f"{where}: the command changed since that run, so its output may be stale; left alone")
-            continue
-        if check.missing:
-            notes.append(f"{where}: the run's value of {', '.join(check.missing)} is unknown; left alone")
+        if (stale := _stale(check, check.command_changed)) is not None:
+            notes.append(f"{where}: {stale}")
             continue
         try:
             output = read_stdout(block)
@@ -176,11 +173,8 @@ def _searched_rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], ma
         expected = step.expected
         where = f"{plan.guide}:{expected.line}: the ```text fence of block #{block.ordinal}"
         check = recheck(recorded, block, step, [expected.body])
-        if check.command_changed and not _ran_with_ref(step, block, check.values):
-            notes.append(f"{where}: the command changed since that run, so its output may be stale; left alone")
-            continue
-        if check.missing:
-            notes.append(f"{where}: the run's value of {', '.join(check.missing)} is unknown; left alone")
+        if (stale := _stale(check, check.command_changed and not _ran_with_ref(step, block, check.values))) is not None:
+            notes.append(f"{where}: {stale}")
             continue
         try:
             output = read_stdout(block)
@@ -205,6 +199,16 @@ def _searched_rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], ma
                 )
             )
     return rewrites
+
+
+def _stale(check: Recheck, command_changed: bool) -> str | None:
+    """Why the run's output cannot be trusted for the rewrite (its command changed, a value it loaded is unknown),
+    ending `left alone`; None when it can."""
+    if command_changed:
+        return "the command changed since that run, so its output may be stale; left alone"
+    if check.missing:
+        return f"the run's value of {', '.join(check.missing)} is unknown; left alone"
+    return None
 
 
 def _ran_with_ref(step: Step, block: RecordedBlock, values: Mapping[str, str]) -> bool:

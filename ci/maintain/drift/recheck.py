@@ -12,7 +12,7 @@ from ci.core.placeholders import written_line
 from ci.core.text import NO_SECRETS, Masker, masked_to_show_hidden, plural
 from ci.maintain.drift.findings import LAST_RUN, Finding, GuideDrift, Severity
 from ci.maintain.lastrun import recheck
-from ci.record import RecordError, read_run
+from ci.record import RecordedBlock, RecordError, read_run
 
 __all__ = ["QUOTED_CHARS", "last_run_findings"]
 
@@ -51,19 +51,8 @@ def last_run_findings(
         expected = step.expected
         block = recorded.test(step.id)
         where = f"#test-result id={step.id}"
-        if block is not None and block.kept_from is not None:  # a resumed run kept it: it printed in the earlier one
-            earlier = block.kept_from
-            message = (
-                f"{where}: not re-checked: the last run ({date}) resumed an earlier one and kept this #test, which"
-                f" passed in the run in {earlier.directory} ({earlier.started_at}); re-check it with that run's"
-                " outputs as --last-run"
-            )
-            findings.append(Finding(LAST_RUN, Severity.NOTICE, file, expected.line, message))
-            continue
         if block is None or not block.printed:
-            status = block.status.value if block else "not in that run"
-            message = f"{where}: nothing to re-check it against: in the last run ({date}) its #test was {status}"
-            findings.append(Finding(LAST_RUN, Severity.NOTICE, file, expected.line, message))
+            findings.append(Finding(LAST_RUN, Severity.NOTICE, file, expected.line, _unprinted(where, block, date)))
             continue
         bodies = [body for body in (changed[step.id], expected.body) if body is not None]
         check = recheck(recorded, block, step, bodies)
@@ -87,6 +76,19 @@ def last_run_findings(
         line = expected.guide_line(written_line(expected.body, tuple(check.values.items()), blame.line))
         findings.append(Finding(LAST_RUN, severity, file, line, message))
     return findings
+
+
+def _unprinted(where: str, block: RecordedBlock | None, date: str) -> str:
+    """Why a changed result has nothing in the last run to be re-checked against: its #test did not print there."""
+    if block is not None and block.kept_from is not None:  # a resumed run kept it: it printed in the earlier one
+        earlier = block.kept_from
+        return (
+            f"{where}: not re-checked: the last run ({date}) resumed an earlier one and kept this #test, which passed"
+            f" in the run in {earlier.directory} ({earlier.started_at}); re-check it with that run's outputs as"
+            " --last-run"
+        )
+    status = block.status.value if block else "not in that run"
+    return f"{where}: nothing to re-check it against: in the last run ({date}) its #test was {status}"
 
 
 def _update_command(file: str, run_dir: str, unpacked_from: str | None, run_named: str) -> str:
