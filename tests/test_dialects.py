@@ -229,7 +229,7 @@ def test_a_reference_shaped_console_session_runs_as_one_program_and_checks_only_
     done = subprocess.run(
         [sys.executable, "-c", failing.body], cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
-    assert done.returncode == 1 and 'File "g.md:2"' in done.stderr and "ZeroDivisionError" in done.stderr
+    assert done.returncode == 1 and 'File "g.md", line 2' in done.stderr and "ZeroDivisionError" in done.stderr
 
 
 def test_upstream_ref_comes_from_the_environment_as_ci_passes_it_unless_set_gives_it(guide_runner: Any) -> None:
@@ -257,3 +257,15 @@ def test_the_front_matters_retry_applies_to_a_plain_fence_block(guide_runner: An
     (block, skipped) = json.loads((run.output_dir / "results.json").read_text())["blocks"]
     assert (block["status"], block["retry"], len(block["attempts"])) == ("passed", 1, 1)
     assert (skipped["status"], skipped["retry"]) == ("skipped", 0)
+
+
+def test_a_failing_console_statement_is_traced_to_the_guides_own_line(guide_runner: Any) -> None:
+    session = "# T\n\n```pycon\n>>> x = 1\n>>> def f():\n...     return x / 0\n>>> f()\n>>> (1,\n... 2 +)\n```\n"
+    raised = guide_runner(session, "--dialect", "pycon")
+    assert raised.returncode == 1
+    # the traceback names the guide's file, line and text, the caret under the failing part
+    guide = raised.guide
+    assert f'File "{guide}", line 7, in <module>\n    >>> f()\n        ^^^' in raised.stdout
+    assert f'File "{guide}", line 6, in f\n    ...     return x / 0\n                   ~~^~~' in raised.stdout
+    broken = guide_runner(session.replace(">>> f()\n", ""), "--dialect", "pycon")
+    assert f'File "{guide}", line 8\n    ... 2 +)\n' in broken.stdout and "SyntaxError: invalid syntax" in broken.stdout

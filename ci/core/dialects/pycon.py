@@ -35,16 +35,32 @@ _PROMPT = ">>> "
 _CONTINUATION = "... "
 # Runs each statement as the console does ("single": an expression's value is printed), falling back to a
 # whole program for text the console would refuse as one statement; an exception ends the program with it.
+# Each statement's lines and columns are the guide's, so that a traceback names the guide's file, line and text.
 _PROGRAM = """\
+import ast as _ast
 _statements = {statements!r}
 _names = {{"__name__": "__main__"}}
 for _line, _source in _statements:
-    _where = {file!r} + ":" + str(_line)
     try:
-        _code = compile(_source + "\\n", _where, "single")
+        _tree = _ast.parse(_source + "\\n", {file!r}, "single")
     except SyntaxError:
-        _code = compile(_source + "\\n", _where, "exec")
-    exec(_code, _names)
+        try:
+            _tree = _ast.parse(_source + "\\n", {file!r}, "exec")
+        except SyntaxError as _error:  # said as the console says it, at the guide's line and column
+            _at = min(max(_error.lineno or 1, 1), _source.count("\\n") + 1)
+            _error.text = (">>> " if _at == 1 else "... ") + _source.split("\\n")[_at - 1] + "\\n"
+            _error.lineno, _error.end_lineno = _at + _line - 1, None
+            _error.offset = _error.offset and _error.offset + 4
+            _error.end_offset = None
+            import sys as _sys, traceback as _traceback
+            _sys.stderr.write("".join(_traceback.format_exception_only(SyntaxError, _error)))
+            raise SystemExit(1)
+    for _node in _ast.walk(_tree):  # past the 4 characters of each line's prompt
+        if getattr(_node, "end_col_offset", None) is not None:
+            _node.col_offset += 4
+            _node.end_col_offset += 4
+    _mode = "single" if isinstance(_tree, _ast.Interactive) else "exec"
+    exec(compile(_ast.increment_lineno(_tree, _line - 1), {file!r}, _mode), _names)
 """
 
 
