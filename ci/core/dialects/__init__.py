@@ -24,11 +24,6 @@ __all__ = ["chosen_dialect", "guide_lines", "plan_guide"]
 # The line breaks markdown-it counts lines by (ci.core.parse): a guide saved with CRLF has no CR in its commands
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
-_FIX = (
-    "label its blocks (```shell #test-setup, see docs/authoring.md), or name the dialect with --dialect fences"
-    " (```shell fences) or --dialect pycon (a ```pycon fence)"
-)
-
 
 def guide_lines(text: str) -> list[str]:
     """TEXT's lines as the plain dialects read them, without their line breaks (LF, CRLF or CR), numbered as the

@@ -12,7 +12,7 @@ import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ci.core.dialects import plan_guide
+from ci.core.dialects import guide_lines, plan_guide
 from ci.core.dialects.fences import UPSTREAM_REF
 from ci.core.dialects.pycon import readable_statements
 from ci.core.model import DocumentError, Plan, TimeoutRule
@@ -70,7 +70,7 @@ def _steps(plan: Plan | None, text: str, dialect: str) -> list[_Step]:
             "\n".join(each.output) if each.output else None,
             False,
         )
-        for each in readable_statements(text.split("\n"), plan.guide)
+        for each in readable_statements(guide_lines(text), plan.guide)
     ]
 
 

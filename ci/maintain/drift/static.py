@@ -7,6 +7,7 @@ import re
 import subprocess
 from collections.abc import Sequence
 
+from ci.core.dialects import guide_lines
 from ci.core.dialects.pycon import CONSOLE_LANGUAGE, ConsoleStatement, readable_statements
 from ci.core.model import Block, Label, Language, Load, Plan
 from ci.core.parse import ParsedGuide
@@ -223,7 +224,7 @@ def plain_static_findings(
                 step.body, _placeholders(step.loads), plan.guide, step.line, what, shellcheck, shellcheck_timeout_s
             )
         elif step.language_word == CONSOLE_LANGUAGE:
-            for statement in readable_statements(text.split("\n"), plan.guide):
+            for statement in readable_statements(guide_lines(text), plan.guide):
                 findings += _statement_findings(statement, plan.guide)
     return findings
 
