@@ -5,7 +5,8 @@
 # directory goes when it is not among the KEEP_NEWEST newest (by last change), has not changed for
 # UNTOUCHED_FOR_S, and no run holds it. A run holds its output directory with flock for its whole length
 # (ci.session), so one of many hours is never pruned; the hour covers the moment between a directory's
-# making and its lock, and a rehearsal building its sandbox before its run starts.
+# making and its lock, and a rehearsal building its sandbox before its run starts. Prunes take turns (a flock on
+# the parent), so that two runs started together remove no more than one would.
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import stat
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from ci.core.disk import os_error_text
@@ -27,6 +29,7 @@ __all__ = ["KEEP_NEWEST", "PARENT_NAME", "UNTOUCHED_FOR_S", "TemporaryOutputs", 
 PARENT_NAME = "guide-guard"  # under tempfile.gettempdir()
 KEEP_NEWEST = 10  # directories kept whatever their age, the new one included
 UNTOUCHED_FOR_S = 3600.0  # a directory changed more recently than this is kept too
+PRUNE_WAIT_S = 30.0  # how long a prune waits for another one to end before it goes on alone
 _KINDS = ("run", "rehearsal")  # the prefixes of the directories this module makes, and the only ones it prunes
 
 
@@ -104,7 +107,44 @@ def _parent_refusal(parent: Path) -> str | None:
 
 
 def _prune(parent: Path, *, keep: str) -> list[str]:
-    """Remove what is past its time under PARENT (never KEEP); what could not be removed, and why."""
+    """Remove what is past its time under PARENT (never KEEP); what could not be removed, and why.
+
+    One prune at a time (a flock on PARENT): removing a directory's contents makes it look newly changed, so a
+    prune that looked while another was removing would count that directory among the newest and remove one
+    more than its share.
+    """
+    with _one_at_a_time(parent):
+        return _prune_alone(parent, keep=keep)
+
+
+@contextlib.contextmanager
+def _one_at_a_time(parent: Path) -> Iterator[None]:
+    """Hold PARENT's flock, waiting up to PRUNE_WAIT_S for another prune to end; without it after that, or when
+    PARENT cannot be opened (a prune is tidying, never a reason for a run not to start)."""
+    try:
+        descriptor = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        yield
+        return
+    try:
+        deadline = time.monotonic() + PRUNE_WAIT_S
+        while True:
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(0.05)
+            except OSError:
+                break
+        yield
+    finally:
+        os.close(descriptor)  # the lock goes with it
+
+
+def _prune_alone(parent: Path, *, keep: str) -> list[str]:
+    """_prune's work, while no other prune runs."""
     found: list[tuple[float, str]] = []
     with contextlib.suppress(OSError), os.scandir(parent) as entries:
         for entry in entries:
