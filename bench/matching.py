@@ -1,4 +1,4 @@
-"""Match throughput of `ci.core.match.match_file` and the adversarial family, side by side with a `.*?` regex.
+"""Match throughput of `ci.expect.match.match_file` and the adversarial family, side by side with a `.*?` regex.
 
 Throughput: for each output size (MB = 2^20 bytes) a log of numbered lines is
 written to a temporary file; bodies with 1, 10 or 1000 wildcards pin its first
@@ -42,7 +42,7 @@ from pathlib import Path
 
 from common import CommandFailed, Section, SummaryRow, int_list, probe_seconds, verdict
 
-from ci.core.match import match_file, matches
+from ci.expect.match import match_file, matches
 
 MB = 1024 * 1024
 LINE_BYTES = 64

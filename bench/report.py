@@ -207,7 +207,7 @@ SECTION_NOTES = {
         "block runs, so on two cores most of its own per-block work is off the path the run waits on."
     ),
     "Matching": (
-        "Ours reads the file in bounded chunks (`ci.core.match.match_file`), the regex needs the whole output "
+        "Ours reads the file in bounded chunks (`ci.expect.match.match_file`), the regex needs the whole output "
         "decoded in memory first (not timed). With one wildcard ours reads only both ends of the file."
     ),
     "Memory": (

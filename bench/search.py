@@ -1,4 +1,4 @@
-"""The plain-fence dialect's search (`ci.core.search.search_file`) side by side with the reference's regex search.
+"""The plain-fence dialect's search (`ci.expect.search.search_file`) side by side with the reference's regex search.
 
 Two cases per output size n (characters):
 
@@ -33,7 +33,7 @@ from pathlib import Path
 
 from common import Section, SummaryRow, int_list, probe_seconds, verdict
 
-from ci.core.search import search_file
+from ci.expect.search import search_file
 
 LOG_EXPECTED = "load_tensors: ...CANN0 model buffer size = ..."
 ADVERSARIAL_EXPECTED = "xxx.bin"

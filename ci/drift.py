@@ -12,8 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci.cli import ExitCode, command_parser, fail, guarded_command, print_error
-from ci.run_dialects import add_dialect_option, dialect_problem
+from ci.cli import ExitCode, add_dialect_option, command_parser, dialect_problem, fail, guarded_command, print_error
 
 if TYPE_CHECKING:
     from ci.maintain.drift import GuideDrift
@@ -71,8 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if usage is not None:
         return fail(usage, parser)
     # imported only now, so that --help and usage errors start quickly
-    from ci.core.text import Masker, secret_values
-    from ci.core.tools import find_tool
+    from ci.base.text import Masker, secret_values
+    from ci.cli import find_tool
     from ci.maintain.artifacts import LastRunArtifact
     from ci.maintain.drift import (
         GitError,
@@ -129,7 +128,8 @@ def _readings(registry: str, dialect: str | None) -> tuple[Callable[[str], Readi
     """How each guide is read (--dialect, else the REGISTRY entry's, else labels), and which changed Markdown
     files are guides: those the registry names, and those with something to run in their dialect (a labelled
     block for the label contract, a ```shell or ```pycon fence for the plain dialects)."""
-    from ci.maintain.guide import reading_for, registered_readings, runs_something
+    from ci.github.registry.read import registered_readings
+    from ci.maintain.guide import reading_for, runs_something
 
     registered, problems = registered_readings(registry)
     for problem in problems:

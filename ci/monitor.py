@@ -12,8 +12,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ci.base.files import write_atomically
 from ci.cli import ExitCode, command_parser, fail, guarded_command, print_error
-from ci.core.files import write_atomically
 from ci.maintain.monitor import DEFAULT_MAX_RETRIES, SIGNALS, UNKNOWN, WATCHABLE, decide, record_result
 
 __all__ = ["build_parser", "main"]
@@ -115,7 +115,7 @@ def _github_output(decision: Mapping[str, Any]) -> None:
 
 def _guide_facts(name: str) -> tuple[str, Mapping[str, str]]:
     """The guide's sha256 and its ci.upstream mapping; DocumentError when it cannot be read or planned."""
-    from ci.core.source import read_guide
+    from ci.guide.source import read_guide
     from ci.maintain.guide import plan_without_running
 
     source = read_guide(name)
@@ -155,8 +155,8 @@ def _watched(args: argparse.Namespace) -> frozenset[str]:
 
 
 def _decide(args: argparse.Namespace, state_path: Path, state: Mapping[str, Any]) -> ExitCode:
-    from ci.core.model import DocumentError
-    from ci.core.source import redact_url
+    from ci.guide.model import DocumentError
+    from ci.guide.source import redact_url
     from ci.maintain.upstream import observe
 
     try:

@@ -20,9 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci.cli import ExitCode, command_parser, fail, guarded_command
-from ci.core.text import plural
-from ci.run_dialects import add_dialect_option, dialect_problem
+from ci.base.text import plural
+from ci.cli import ExitCode, add_dialect_option, command_parser, dialect_problem, fail, guarded_command
 
 if TYPE_CHECKING:
     from ci.maintain.drift import Finding
@@ -70,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     usage = dialect_problem(args.dialect)
     if usage is not None:
         return fail(usage, parser)
-    from ci.core.tools import find_tool
+    from ci.cli import find_tool
     from ci.maintain.drift import Severity
     from ci.maintain.guide import reading_for
 
@@ -139,8 +138,8 @@ def _registered_guides(registry: str) -> tuple[dict[str, Reading], list[Finding]
     """The local guides the registry names, as real paths with their entries' dialect (none when there is no
     registry), and an error for each problem of the registry: the files an entry it cannot read names would pass
     unchecked."""
+    from ci.github.registry.read import registered_readings
     from ci.maintain.drift import Finding, Severity
-    from ci.maintain.guide import registered_readings
 
     readings, problems = registered_readings(registry)
     findings = [
@@ -162,14 +161,13 @@ def _check_file(
 ) -> list[Finding] | None:
     """The findings of the contract (and static) check of the guide NAME, read as READING says; None when NAME is
     not a guide."""
-    from ci.core.dialects import chosen_dialect
-    from ci.core.model import DocumentError
-    from ci.core.parse import parse_guide
-    from ci.core.plan import guides_without_blocks
-    from ci.core.source import read_guide, read_local_guide
+    from ci.guide.dialects import chosen_dialect
+    from ci.guide.model import DocumentError
+    from ci.guide.parse import parse_guide
+    from ci.guide.plan import guides_without_blocks
+    from ci.guide.source import read_guide, read_local_guide
     from ci.maintain.drift import Finding, Severity, contract_findings, static_findings
-    from ci.maintain.drift.contract import document_error_findings
-    from ci.maintain.drift.findings import CONTRACT
+    from ci.maintain.drift.findings import CONTRACT, document_error_findings
     from ci.maintain.drift.plain import plain_contract_findings
     from ci.maintain.drift.static import plain_static_findings
     from ci.maintain.guide import runs_something

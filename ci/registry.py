@@ -8,9 +8,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ci.base.text import plural
 from ci.cli import ExitCode, command_parser, fail, guarded_command, print_error
-from ci.core.text import plural
-from ci.maintain.registry import GROUPS, REGISTRY_FILE, Registry, RegistryError, load_registry
+from ci.github.registry import GROUPS, REGISTRY_FILE, Registry, RegistryError, load_registry
 
 __all__ = ["build_parser", "main"]
 
@@ -88,8 +88,8 @@ def _matrix(registry: Registry, args: argparse.Namespace) -> ExitCode:
 
 
 def _board(registry: Registry | None, args: argparse.Namespace) -> ExitCode:
-    from ci.maintain.registry.board import board_markdown, board_rows, write_board
-    from ci.maintain.registry.status import BoardInputError, read_statuses
+    from ci.github.registry.board import board_markdown, board_rows, write_board
+    from ci.github.registry.status import BoardInputError, read_statuses
 
     names = {entry.guide: entry.name for entry in registry.entries} if registry is not None else {}
     try:

@@ -25,12 +25,20 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from ci.cli import ExitCode, command_parser, fail, guarded_command, print_error
-from ci.core.files import write_atomically
+from ci.base.files import write_atomically
+from ci.base.signals import ALWAYS_STOP, STOP_SIGNALS
+from ci.cli import (
+    ExitCode,
+    add_dialect_options,
+    command_parser,
+    dialect_arguments,
+    dialect_problem,
+    fail,
+    guarded_command,
+    print_error,
+)
 from ci.rehearsal.model import ASSETS, BREAK_ENV, KNOBS
-from ci.run_dialects import add_dialect_options, dialect_arguments, dialect_problem
-from ci.runner.signals import ALWAYS_STOP, STOP_SIGNALS
-from ci.temporary import KEEP_NEWEST
+from ci.run.outputs import KEEP_NEWEST
 
 if TYPE_CHECKING:
     from ci.rehearsal.fake_hub import FakeHub

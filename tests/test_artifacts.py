@@ -11,8 +11,8 @@ import pytest
 from github_artifacts import REPO, TOKEN, GitHubArtifacts, StoredArtifact, zip_of
 from web_stub import running_stub
 
+from ci.github.api import WebError, download, get_json_pages
 from ci.maintain.artifacts import ArchiveError, FetchedRun, fetch_last_run, unpack_zip
-from ci.maintain.web import WebError, download, get_json_pages
 
 RECORD = json.dumps({"exit_status": 0, "blocks": [], "guides": []}).encode()
 

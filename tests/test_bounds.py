@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ci.core.model import DocumentError
-from ci.core.source import URL_LIMIT_BYTES, fetch_url
+from ci.guide.model import DocumentError
+from ci.guide.source import URL_LIMIT_BYTES, fetch_url
 from ci.record import read_run
 
 REPO = Path(__file__).resolve().parents[1]

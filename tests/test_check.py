@@ -23,10 +23,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ci.core.examine import examine_file, examine_text, explain_mismatch
-from ci.core.match import blame_file, blame_text, match_file, matches, split_pieces
-from ci.core.outcome import MatchReport
-from ci.core.text import clean_text
+from ci.base.text import clean_text
+from ci.expect.examine import examine_file, examine_text, explain_mismatch
+from ci.expect.match import blame_file, blame_text, match_file, matches, split_pieces
+from ci.record.outcome import MatchReport
 
 DEFAULT = ("...",)
 NO_WILDCARD: tuple[str, ...] = ()
@@ -240,7 +240,7 @@ def test_load_substitution_leaving_a_trailing_newline(guide_runner: Callable[...
 def test_split_pieces_with_an_empty_token_terminates() -> None:
     """`fuzzy=''` is refused by the planner, but the public function must not loop forever."""
     probe = (
-        "from ci.core.match import split_pieces\ntry:\n    split_pieces('abc', ('',))\nexcept ValueError:\n    pass\n"
+        "from ci.expect.match import split_pieces\ntry:\n    split_pieces('abc', ('',))\nexcept ValueError:\n    pass\n"
     )
     try:
         subprocess.run([sys.executable, "-c", probe], timeout=3, check=True, capture_output=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ci.core.disk import NEARLY_FULL_BYTES, DiskSpace, is_full
+from ci.base.files import NEARLY_FULL_BYTES, DiskSpace, is_full
 
 FENCE = "```"
 

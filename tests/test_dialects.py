@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from outside import fence_guides_dir
 
-from ci.core.dialects import plan_guide
-from ci.core.match import matches
-from ci.core.model import DocumentError
+from ci.expect.match import matches
+from ci.guide.dialects import plan_guide
+from ci.guide.model import DocumentError
 
 REPO = Path(__file__).resolve().parent.parent
 Harness = Callable[..., subprocess.CompletedProcess[str]]

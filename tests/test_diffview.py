@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from ci.core.examine import examine_file, examine_text
-from ci.core.match import blame_text
-from ci.core.outcome import Divergence
-from ci.core.text import Masker
+from ci.base.text import Masker
+from ci.expect.examine import examine_file, examine_text
+from ci.expect.match import blame_text
+from ci.record.outcome import Divergence
 
 DEFAULT = ("...",)
 ALPHABET = [chr(code) for code in range(ord("a"), ord("z") + 1)]

@@ -15,9 +15,9 @@ import pytest
 from github_artifacts import REPO, TOKEN, GitHubArtifacts, StoredArtifact, zip_of_directory
 from web_stub import WebStub, running_stub
 
-from ci.core.model import Language
-from ci.core.parse import parse_guide
-from ci.core.plan import LANGUAGES
+from ci.guide.model import Language
+from ci.guide.parse import parse_guide
+from ci.guide.plan import LANGUAGES
 from ci.maintain.drift import (
     BlockChange,
     GitError,

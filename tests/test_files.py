@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.core.files import write_atomically
+from ci.base.files import write_atomically
 
 
 def test_a_new_file_is_written_with_its_line_endings_as_given(tmp_path: Path) -> None:

@@ -254,7 +254,7 @@ def test_lines_that_differ_only_in_characters_a_reader_cannot_see_do_not_look_al
     ],
 )
 def test_what_cannot_be_seen_is_written_out(line: str, shown: str) -> None:
-    from ci.core.visible import show_invisible
+    from ci.expect.visible import show_invisible
 
     assert show_invisible(line) == shown
 

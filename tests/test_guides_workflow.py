@@ -43,8 +43,8 @@ from test_workflows import (
     untrusted_trigger_violations,
 )
 
-from ci.maintain.registry import BLOCK_HEADROOM_MINUTES, DEADLINE_MARGIN_MINUTES, GROUPS, MATRIX_KEYS, load_registry
-from ci.maintain.registry.status import read_statuses
+from ci.github.registry import BLOCK_HEADROOM_MINUTES, DEADLINE_MARGIN_MINUTES, GROUPS, MATRIX_KEYS, load_registry
+from ci.github.registry.status import read_statuses
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDES = WORKFLOWS["guides.yml"]
@@ -464,7 +464,7 @@ def test_the_documented_workflow_of_another_repository_uses_the_action_whole() -
 def test_every_way_in_reads_a_guide_as_the_label_contract_unless_told_otherwise() -> None:
     """A guide without labels runs nothing unless a plain dialect is asked for: ci.run's default, the registry
     entry's, the reusable workflow's input and the action's (empty: ci.run's) all say `labels`."""
-    from ci.maintain.registry.model import Entry
+    from ci.github.registry.model import Entry
     from ci.run import build_parser
 
     assert build_parser().parse_args(["guide.md"]).dialect == "labels"

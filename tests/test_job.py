@@ -1,4 +1,4 @@
-"""`guide-guard-job`: what a workflow's job runs around the harness (ci/job): prepare, stop, hand-back.
+"""`guide-guard-job`: what a workflow's job runs around the harness (ci/github/job.py): prepare, stop, hand-back.
 
 The workflow's own steps run these commands too (tests/test_workflows.py runs guide-run.yml's prepare, stop and
 hand-back steps with real harnesses); here are the decisions as pure functions and the command's other ends.
@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 from waiting import wait_for
 
-from ci.job.handback import Owner, owner_to_restore
-from ci.job.prepare import PrepareError, deadline_minutes, prepare
-from ci.job.stop import is_harness_command
+from ci.github.handback import Owner, owner_to_restore
+from ci.github.job import PrepareError, deadline_minutes, is_harness_command, prepare
 
 JOB_SCRIPT = Path(sys.executable).parent / "guide-guard-job"
 

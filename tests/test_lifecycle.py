@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.core.text import Masker, secret_values
+from ci.base.text import Masker, secret_values
 
 FENCE = "```"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.core.text import Masker
+from ci.base.text import Masker
 from ci.runner.masking import mask_file, mask_output_files, masking_lines
 
 FENCE = "```"

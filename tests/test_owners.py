@@ -13,8 +13,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from ci.runner.owners import BlockStart, Owners, block_running_at
-from ci.runner.trees import ProcessTable, start_ticks
+from ci.process.owners import BlockStart, Owners, block_running_at
+from ci.process.trees import ProcessTable, start_ticks
 
 SLEEP = shutil.which("sleep") or "/bin/sleep"
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from ci.core.model import Block
-from ci.core.parse import ParsedGuide, parse_guide
+from ci.guide.model import Block
+from ci.guide.parse import ParsedGuide, parse_guide
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "parse"
 GUIDES = sorted(FIXTURES.glob("*.md"))

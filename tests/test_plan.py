@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from ci.core.model import DocumentError, Label, Language, Load, Plan, Problem
-from ci.core.parse import parse_guide
-from ci.core.plan import (
+from ci.guide.model import DocumentError, Label, Language, Load, Plan, Problem
+from ci.guide.parse import parse_guide
+from ci.guide.plan import (
     DEFAULT_TIMEOUT_S,
     block_loads,
     build_plan,
@@ -17,8 +17,8 @@ from ci.core.plan import (
     parse_duration,
     parse_load,
 )
-from ci.core.preview import previewed_commands
-from ci.core.selection import only_idents, select_steps
+from ci.guide.selection import only_idents, select_steps
+from ci.report.listing import previewed_commands
 
 FILE = "docs/guide.md"
 F = "```"  # a fence, so that guides below read as they would in a file

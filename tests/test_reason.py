@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from ci.core.model import Problem
-from ci.core.reason import REASON_CHARS, failure_line, merged_failure_line, reason_text
-from ci.core.streams import read_tail
-from ci.core.text import Masker
+from ci.base.streams import read_tail
+from ci.base.text import Masker
+from ci.guide.model import Problem
 from ci.report.recap import did_not_pass_line
+from ci.runner.reason import REASON_CHARS, failure_line, merged_failure_line, reason_text
 
 FENCE = "```"
 MARKERS = ("[ERROR]", "Traceback (most recent call last)")

@@ -13,9 +13,9 @@ from typing import Any
 import jsonschema
 import pytest
 
-from ci.core.model import Label, Status, Step
-from ci.core.parse import parse_guide
-from ci.core.plan import build_plan
+from ci.guide.model import Label, Status, Step
+from ci.guide.parse import parse_guide
+from ci.guide.plan import build_plan
 from ci.maintain.lastrun import recheck
 from ci.record import (
     RECORD_FILE,

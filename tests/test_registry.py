@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ci.maintain.registry import MATRIX_KEYS, load_registry
+from ci.github.registry import MATRIX_KEYS, load_registry
 from ci.registry import main
 from ci.run import build_parser as build_run_parser
 

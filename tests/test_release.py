@@ -1,4 +1,4 @@
-"""Releases: `guide-guard-release check` (python -m ci.release), the release workflow, and the docs' pins.
+"""Releases: `guide-guard-release check` (python -m ci.github.release), the release workflow, and the docs' pins.
 
 The check runs in-process on small checkouts written in tmp_path; once as a command on this repository, which
 must be releasable at the version ci/__init__.py holds (its CHANGELOG.md section, its docs' pins).
@@ -20,8 +20,7 @@ import yaml
 from test_workflows import WORKFLOWS, Workflow, parse_workflow, permission_violations, pinning_violations
 
 import ci
-from ci.maintain.release import changelog_sections, pinned_versions
-from ci.release import build_parser, main
+from ci.github.release import build_parser, changelog_sections, main, pinned_versions
 
 ROOT = Path(__file__).resolve().parents[1]
 RELEASE = "release.yml"
@@ -274,7 +273,7 @@ def test_this_repository_is_releasable_at_its_version_and_its_docs_pin_that_rele
     """The README's and the docs' `OWNER/guide-guard@SHA # vX.Y.Z` name a version CHANGELOG.md has: the one
     ci/__init__.py holds, whose section is the newest release's."""
     done = subprocess.run(
-        [sys.executable, "-m", "ci.release", "check", "--tag", f"v{ci.__version__}"],
+        [sys.executable, "-m", "ci.github.release", "check", "--tag", f"v{ci.__version__}"],
         cwd=ROOT,
         capture_output=True,
         text=True,

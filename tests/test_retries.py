@@ -20,10 +20,10 @@ import jsonschema
 import pytest
 from waiting import wait_for
 
-from ci.core.model import DocumentError
-from ci.core.parse import parse_guide
-from ci.core.plan import build_plan
-from ci.core.settings import DEFAULT_RETRY_DELAY_S
+from ci.guide.model import DocumentError
+from ci.guide.parse import parse_guide
+from ci.guide.plan import build_plan
+from ci.guide.settings import DEFAULT_RETRY_DELAY_S
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((REPO / "docs" / "results.schema.json").read_text(encoding="utf-8"))

@@ -825,10 +825,10 @@ import json
 import sys
 from pathlib import Path
 
-from ci.core.parse import parse_guide
-from ci.core.plan import build_plan
+from ci.guide.parse import parse_guide
+from ci.guide.plan import build_plan
 from ci.runner.execute import RunOptions, run_guide
-from ci.runner.process import ProcessSupervisor
+from ci.process.supervisor import ProcessSupervisor
 
 
 class Quiet:

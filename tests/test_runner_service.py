@@ -23,8 +23,7 @@ from conftest import base_env
 from waiting import wait_for
 from web_stub import Reply, WebStub, running_stub
 
-from ci.runner_service.cli import build_parser, main
-from ci.runner_service.service import backoff_s
+from ci.github.runner_service import backoff_s, build_parser, main
 
 STAND_INS = Path(__file__).resolve().parent / "fixtures" / "actions-runner"
 PAT = "github_pat_stand_in_0123456789"
@@ -57,7 +56,7 @@ def service(runner: Path, stub: WebStub, *options: str) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "ci.runner_service",
+        "ci.github.runner_service",
         "--runner-dir",
         str(runner),
         "--api-url",
@@ -265,7 +264,7 @@ def test_the_systemd_unit_runs_the_same_service(runner: Path, stub: WebStub, tok
     unit = done.stdout
     exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
     assert exec_start.startswith(
-        f"ExecStart={sys.executable} -I -m ci.runner_service --org owner --token-file {token_file}"
+        f"ExecStart={sys.executable} -I -m ci.github.runner_service --org owner --token-file {token_file}"
     )
     assert f"--runner-dir {runner} --name ascend-01" in exec_start
     for line in (f"WorkingDirectory={runner}", "Restart=always", "KillMode=mixed", "WantedBy=multi-user.target"):

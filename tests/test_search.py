@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ci.core.search import search_file, search_matches
+from ci.expect.search import search_file, search_matches
 
 
 def reference_verdict(actual: str, expected: str) -> bool:

@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ci.core.masker import Masker
+from ci.base.masking import Masker
 
 FENCE = "```"
 KEY_LINES = [

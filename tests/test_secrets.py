@@ -7,7 +7,7 @@ import re
 import sys
 from pathlib import Path
 
-from ci.core.secrets import pick_secrets, secret_name_problem, split_names
+from ci.github.secrets import pick_secrets, secret_name_problem, split_names
 
 FENCE = "```"
 NAMED = "idx-pa55w0rd-4f9c2e"  # PRIVATE_INDEX_AUTH: not secret by its name, so only --secret masks it
@@ -47,7 +47,7 @@ def test_only_the_named_secrets_reach_the_blocks_masked_in_every_report(run_harn
         "GUIDE_SECRETS",
         "--env-file",
         str(env_file),
-        module="ci.secrets",
+        module="ci.github.secrets",
         env={"GUIDE_SECRETS": json.dumps(JOB_SECRETS)},
     )
     assert picked.returncode == 0, picked.stdout + picked.stderr
@@ -92,7 +92,7 @@ def test_a_secret_name_that_is_no_variable_name_is_a_usage_error(guide_runner, r
     for name, said in [("GITHUB_TOKEN", "GitHub reserves GITHUB_ names"), ("1ABC", "not a variable name")]:
         run = guide_runner(GUIDE, "--secret", name)
         assert run.returncode == 2 and said in run.stderr, run.stderr
-        picked = run_harness(name, "--from-env", "S", "--env-file", "f", module="ci.secrets", env={"S": "{}"})
+        picked = run_harness(name, "--from-env", "S", "--env-file", "f", module="ci.github.secrets", env={"S": "{}"})
         assert picked.returncode == 2 and said in picked.stderr, picked.stderr
 
 
@@ -102,7 +102,13 @@ def test_a_secret_name_that_would_steer_every_later_step_is_refused_before_any_i
     env_file = tmp_path / "github-env"
     secrets = '{"HF_TOKEN": "a", "BASH_ENV": "b"}'
     picked = run_harness(
-        "HF_TOKEN,BASH_ENV", "--from-env", "S", "--env-file", str(env_file), module="ci.secrets", env={"S": secrets}
+        "HF_TOKEN,BASH_ENV",
+        "--from-env",
+        "S",
+        "--env-file",
+        str(env_file),
+        module="ci.github.secrets",
+        env={"S": secrets},
     )
     said = "the secrets named (the action's `secrets` input, a registry entry's `secrets`): secret 'BASH_ENV' would set"
     assert picked.returncode == 2 and said in picked.stderr, picked.stderr
@@ -116,10 +122,10 @@ def test_the_job_secrets_that_are_no_json_object_are_refused_without_being_quote
         ('["s3cr3t-v4lue"]', "--from-env S: not a JSON object"),
     ]:
         picked = run_harness(
-            "A_TOKEN", "--from-env", "S", "--env-file", str(env_file), module="ci.secrets", env={"S": given}
+            "A_TOKEN", "--from-env", "S", "--env-file", str(env_file), module="ci.github.secrets", env={"S": given}
         )
         assert picked.returncode == 2 and said in picked.stderr and "s3cr3t" not in picked.stderr, picked.stderr
-    unset = run_harness("A_TOKEN", "--from-env", "S", "--env-file", str(env_file), module="ci.secrets")
+    unset = run_harness("A_TOKEN", "--from-env", "S", "--env-file", str(env_file), module="ci.github.secrets")
     assert unset.returncode == 2 and "--from-env S: the variable is not set" in unset.stderr
     assert not env_file.exists()
 

@@ -22,7 +22,7 @@ import psutil
 import pytest
 from waiting import wait_for
 
-from ci.runner.stacks import ptrace_refusal
+from ci.process.stacks import ptrace_refusal
 
 FENCE = "```"
 WARNING = "stack dumps on timeout will be missing"

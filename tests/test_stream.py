@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ci.core.text import Masker, partial_escape_start
+from ci.base.text import Masker, partial_escape_start
 from ci.report.console import LIVE_LIMIT_BYTES
 
 FENCE = "```"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.core.model import Status
+from ci.guide.model import Status
 from ci.record import read_record
 from ci.report.summary import SUMMARY_LIMIT_BYTES, fit_summary
 from ci.report.timeline import STATUS_COLOURS, Bar, Timeline, timeline_of_record

@@ -14,7 +14,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.core.match import matches
+from ci.expect.match import matches
 
 REPO = Path(__file__).resolve().parents[1]
 TUTORIAL = REPO / "docs" / "tutorial.md"

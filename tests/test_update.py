@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ci.core.match import matches
+from ci.expect.match import matches
 from ci.maintain.realign import updated_body
 
 ROOT = Path(__file__).resolve().parents[1]

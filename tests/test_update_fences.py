@@ -1,7 +1,7 @@
 """`ci.run GUIDE --update` on a plain-fence guide: a ```text fence whose search failed becomes an excerpt found again.
 
 The expected text of a plain fence is searched for anywhere in the block's
-output (ci.core.search): the rewrite keeps it an excerpt (updated_excerpt),
+output (ci.expect.search): the rewrite keeps it an excerpt (updated_excerpt),
 and whatever it writes, the search finds it in the output it was written from.
 """
 
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ci.core.dialects import plan_guide
-from ci.core.search import search_matches
+from ci.expect.search import search_matches
+from ci.guide.dialects import plan_guide
 from ci.maintain.excerpt import updated_excerpt
 from ci.maintain.realign import CannotRewrite
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ci.core.placeholders import substitute
+from ci.guide.placeholders import substitute
 
 FENCE = "```"
 

@@ -735,7 +735,7 @@ def test_the_command_check_catches_missing_modules_and_unknown_flags() -> None:
         ("g.md", "--state", "s.json", "--no-such"),
         ("docs/x.md", "--state", "$STATE", "--record-result", "$OUTCOME", "--ref", "v1"),
     ]
-    assert [c.module for c in calls[3:6]] == ["ci.job.cli", "console script guide-guard-nope", "ci.monitor"]
+    assert [c.module for c in calls[3:6]] == ["ci.github.job", "console script guide-guard-nope", "ci.monitor"]
     # every value the expression can give is tried; `success` is compared with, never given
     assert [variant[4] for variant in calls[6].variants] == ["passed", "unknown"]
     problems = [command_problem(c) for c in calls]
@@ -901,7 +901,7 @@ def for_matrix_row(given: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]
 
 def guide_runs() -> list[tuple[str, dict[str, Any]]]:
     """(caller, inputs) for every call of guide-run.yml; a matrix call once per entry of the registry."""
-    from ci.maintain.registry import load_registry
+    from ci.github.registry import load_registry
 
     rows = load_registry(ROOT / "guides.yaml").matrix()["include"]
     runs = []
@@ -958,7 +958,7 @@ def test_the_specforge_run_uses_the_guides_image_and_upstream_ref() -> None:
     # the repository variables of docs/ci.md (SPECFORGE_RUNNER_LABELS, ...) still win over the registry, as
     # they did over the workflow: each input is the entry's variable, when set, else the registry's value
     # (`||` gives its first operand that is set; GitHub evaluates it, no scenario sets a variable)
-    from ci.maintain.registry import load_registry
+    from ci.github.registry import load_registry
 
     matrix_call = WORKFLOWS["guides.yml"].jobs["run"]["with"]
     [row] = [
@@ -1173,8 +1173,8 @@ def test_blocks_run_the_python_on_the_callers_path_not_the_harnesss(guide_runner
 def test_doc_drift_asks_for_the_artifact_the_npu_run_uploads_with_only_actions_read() -> None:
     """The name ci.drift looks up (NAME-attempt-N) is the one guide-run.yml uploads for the registry's entry
     of docs/specforge.md."""
+    from ci.github.registry import load_registry
     from ci.maintain.artifacts import attempt_name
-    from ci.maintain.registry import load_registry
 
     workflow = WORKFLOWS["doc-drift.yml"]
     assert workflow.doc["permissions"] == {"contents": "read", "actions": "read"}
@@ -1212,8 +1212,8 @@ def calls_the_harness(step: dict[str, Any]) -> bool:
     return any(find_harness_command(line) for line in str(step.get("run", "")).splitlines())
 
 
-# The job's own commands around the run (ci/job): they run no block, so they need no login environment.
-JOB_COMMANDS = "ci.job.cli"
+# The job's own commands around the run (ci/github/job.py): they run no block, so they need no login environment.
+JOB_COMMANDS = "ci.github.job"
 
 
 def runs_the_harness_itself(step: dict[str, Any]) -> bool:
@@ -1403,7 +1403,7 @@ def cleanup_violations(workflow: Workflow) -> list[str]:
             continue
         last = job["steps"][-1]
         script = str(last.get("run", ""))
-        # guide-guard-job hand-back: by default the workspace, RUNNER_TEMP and HOME (ci/job/cli.py)
+        # guide-guard-job hand-back: by default the workspace, RUNNER_TEMP and HOME (ci/github/job.py)
         if last.get("if") != "always()" or not re.search(r"guide-guard-job\"? hand-back", script):
             problems.append(
                 f"{workflow.name} {job_id}: the last step must always hand the workspace, temp and home back"
@@ -1938,7 +1938,7 @@ def run_the_run_step(job_minutes: str, directory: Path) -> tuple[subprocess.Comp
 
 def harness_deadline_s(workflow: Workflow, job_minutes: int) -> float:
     """The `--deadline` the run step gives the harness for a job of JOB_MINUTES."""
-    from ci.core.plan import parse_duration
+    from ci.guide.plan import parse_duration
 
     assert workflow is WORKFLOWS[GUIDE_RUN]
     with tempfile.TemporaryDirectory() as directory:
@@ -2306,7 +2306,7 @@ def test_the_last_step_hands_roots_files_back_to_the_runners_user(installed: boo
     (workspace / "link-out").symlink_to(outside)
     checkout = workspace / GUIDE_GUARD_CHECKOUT / "ci" / "job"
     checkout.mkdir(parents=True)
-    shutil.copy2(ROOT / "ci" / "job" / "handback.py", checkout)
+    shutil.copy2(ROOT / "ci" / "github" / "handback.py", checkout)
     cleanup = WORKFLOWS[GUIDE_RUN].jobs["run"]["steps"][-1]
     env = {"PATH": os.environ["PATH"], "GITHUB_WORKSPACE": str(workspace), "RUNNER_TEMP": str(temp), "HOME": str(home)}
     venv = job_commands("guide-guard-report") if installed else {"HARNESS_VENV": ""}

@@ -11,7 +11,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
-from ci.maintain.web import WebError, download, get_json, get_json_pages, github_api_url, github_headers
+from ci.github.api import WebError, download, get_json, get_json_pages, github_api_url, github_headers
 
 __all__ = [
     "DOWNLOAD_LIMIT_BYTES",

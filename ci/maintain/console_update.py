@@ -19,14 +19,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ci.core.dialects.pycon import ConsoleStatement, console_expected, console_statements
-from ci.core.match import DEFAULT_WILDCARD, matches
-from ci.core.model import DocumentError, Plan, Status
-from ci.core.text import Masker
+from ci.base.text import Masker
+from ci.expect.match import DEFAULT_WILDCARD, matches
+from ci.guide.dialects.pycon import ConsoleStatement, console_expected, console_statements
+from ci.guide.model import DocumentError, Plan, Status
 from ci.maintain.guide import plan_without_running
 from ci.maintain.lastrun import read_stdout
-from ci.maintain.publishable import unpublishable
 from ci.maintain.realign import CannotRewrite, updated_body
+from ci.maintain.rewrite import unpublishable
 from ci.record import RecordedGuide, RecordError
 
 __all__ = ["MAX_ATTRIBUTION_CELLS", "ConsoleRewrite", "rewrite_console", "updated_session"]

@@ -1,7 +1,7 @@
 """Rewriting a plain-fence guide's expected text, an excerpt searched for anywhere in the output (pure).
 
 The excerpt is realigned with the output by ci.maintain.realign's aligner,
-read with the search's grammar (ci.core.search: `...` any text, `1.2.x` a
+read with the search's grammar (ci.expect.search: `...` any text, `1.2.x` a
 version, a word `xxx` one word) and with free ends: the output lines around
 the span it fits best cost nothing.
 """
@@ -13,8 +13,8 @@ import functools
 import re
 from collections.abc import Mapping, Sequence
 
-from ci.core.placeholders import substitute
-from ci.core.search import SearchPattern, as_expected, expected_runs, search_matches, search_pattern
+from ci.expect.search import SearchPattern, as_expected, expected_runs, search_matches, search_pattern
+from ci.guide.placeholders import substitute
 from ci.maintain.realign import (
     MAX_ALIGN_CELLS,
     MAX_INTRA_LINE_CHARS,
@@ -47,7 +47,7 @@ def _anchored(pattern: str) -> SearchPattern:
     return search_pattern(_START + pattern + _END)
 
 
-_SEARCH = Grammar(  # the plain-fence dialect's search (ci.core.search): `...` any text, `1.2.x` and `xxx` one word
+_SEARCH = Grammar(  # the plain-fence dialect's search (ci.expect.search): `...` any text, `1.2.x` and `xxx` one word
     split=expected_runs,
     spans=lambda token: token == "...",
     fits=lambda output, pattern: _anchored(pattern).found_in(_START + output + _END),

@@ -5,14 +5,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-from ci.core.dialects import chosen_dialect, guide_lines, plan_guide
-from ci.core.dialects.fences import has_fences
-from ci.core.dialects.pycon import has_console
-from ci.core.model import DocumentError, Plan, Problem, TimeoutRule
-from ci.core.parse import ParsedGuide, parse_guide
-from ci.core.plan import block_loads, build_plan
+from ci.guide.dialects import chosen_dialect, guide_lines, plan_guide
+from ci.guide.dialects.fences import has_fences
+from ci.guide.dialects.pycon import has_console
+from ci.guide.model import DocumentError, Plan, TimeoutRule
+from ci.guide.parse import ParsedGuide, parse_guide
+from ci.guide.plan import block_loads, build_plan
 
 __all__ = [
     "LABELS",
@@ -21,7 +20,6 @@ __all__ = [
     "loaded_names",
     "plan_without_running",
     "reading_for",
-    "registered_readings",
     "runs_something",
 ]
 
@@ -35,23 +33,6 @@ class Reading:
 
 
 LABELS = Reading()  # the label contract, as ci.run reads a guide by default
-
-
-def registered_readings(registry: str) -> tuple[dict[str, Reading], list[Problem]]:
-    """The local guides the registry file names (as real paths), each with its entry's dialect and time-limit
-    rules, and every problem of the registry; nothing when there is no such file."""
-    from ci.maintain.registry.read import read_entries
-
-    path = Path(registry)
-    if not os.path.lexists(path):
-        return {}, []
-    entries, problems = read_entries(path, registry)
-    readings = {
-        os.path.realpath(path.parent / entry.guide): Reading(entry.dialect, entry.timeout_rules)
-        for entry in entries
-        if not entry.is_url
-    }
-    return readings, problems
 
 
 def reading_for(path: str, asked: str | None, registered: Mapping[str, Reading]) -> Reading:

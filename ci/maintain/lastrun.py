@@ -6,10 +6,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ci.core.match import Blame, blame_file, blame_text
-from ci.core.model import Expected, Plan, Status, Step
-from ci.core.placeholders import substitute
-from ci.core.text import MASK, plural
+from ci.base.text import MASK, plural
+from ci.expect.match import Blame, blame_file, blame_text
+from ci.guide.model import Expected, Plan, Status, Step
+from ci.guide.placeholders import substitute
 from ci.record import RecordedBlock, RecordedGuide, RecordError
 
 __all__ = ["STDOUT_LIMIT_BYTES", "Recheck", "misread_by", "read_stdout", "recheck", "resolve_loads"]

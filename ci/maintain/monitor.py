@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ci.core.text import plural
+from ci.base.text import plural
 
 __all__ = [
     "DEFAULT_MAX_RETRIES",

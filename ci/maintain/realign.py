@@ -14,8 +14,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from ci.core.match import matches, split_pieces
-from ci.core.placeholders import substitute
+from ci.expect.match import matches, split_pieces
+from ci.guide.placeholders import substitute
 
 __all__ = [
     "MAX_ALIGN_CELLS",
@@ -61,7 +61,7 @@ class Grammar:
 
 
 def _matcher_grammar(tokens: Sequence[str]) -> Grammar:
-    """The matcher's (ci.core.match): wildcard TOKENS, any text each; an output line matches itself as it is."""
+    """The matcher's (ci.expect.match): wildcard TOKENS, any text each; an output line matches itself as it is."""
     return Grammar(
         split=lambda text: _token_split(text, tokens),
         spans=lambda _token: True,

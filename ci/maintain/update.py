@@ -15,22 +15,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.core.dialects.fences import UPSTREAM_REF
-from ci.core.disk import os_error_text
-from ci.core.files import write_atomically
-from ci.core.match import matches
-from ci.core.model import DocumentError, Label, Plan, Status, Step
-from ci.core.placeholders import substitute
-from ci.core.search import search_matches
-from ci.core.source import read_local_guide, redact_url
-from ci.core.text import Masker, secret_values
+from ci.base.files import os_error_text, write_atomically
+from ci.base.text import Masker, secret_values
+from ci.expect.match import matches
+from ci.expect.search import search_matches
+from ci.guide.dialects.fences import UPSTREAM_REF
+from ci.guide.model import DocumentError, Label, Plan, Status, Step
+from ci.guide.placeholders import substitute
+from ci.guide.source import read_local_guide, redact_url
 from ci.maintain.console_update import updated_session
 from ci.maintain.excerpt import updated_excerpt
 from ci.maintain.guide import dialect_of, plan_without_running
 from ci.maintain.lastrun import Recheck, misread_by, read_stdout, recheck
-from ci.maintain.publishable import unpublishable
 from ci.maintain.realign import CannotRewrite, updated_body
-from ci.maintain.source_lines import SourceLines
+from ci.maintain.rewrite import SourceLines, unpublishable
 from ci.record import LastRun, RecordedBlock, RecordedGuide, RecordError
 
 __all__ = ["GuideNotUpdatable", "GuideSnapshot", "GuideUpdate", "SourceLines", "snapshot_guide", "update_guide"]

@@ -11,8 +11,8 @@ from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 from packaging.version import InvalidVersion, Version
 
+from ci.github.api import WebError, get_json, github_api_url, github_headers, timeout_s, waited_for_rate_limit
 from ci.maintain.monitor import WATCHABLE, Observations, Release
-from ci.maintain.web import WebError, get_json, github_api_url, github_headers, timeout_s, waited_for_rate_limit
 
 __all__ = ["branch_head", "latest_release", "model_revision", "observe"]
 

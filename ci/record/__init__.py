@@ -1,5 +1,5 @@
 """results.json, the machine-readable record of a run: its format, its writer and its reader (docs/results.schema.json);
-ci.record.resume reads it for a run resumed from it."""
+ci.run.resume reads it for a run resumed from it."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from ci.core.model import (
+from ci.guide.model import (
     StepIdentity,
 )
 

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import cast
 
-from ci.core.model import Label, Status, naming
-from ci.core.outcome import EarlierRun
-from ci.core.text import escape_undecodable
+from ci.base.text import escape_undecodable
+from ci.guide.model import Label, Status, naming
 from ci.record.format import READ_VERSIONS, RECORD_FILE, BlockRecord, RunRecord
+from ci.record.outcome import EarlierRun
 
 __all__ = ["LastRun", "RecordError", "RecordedBlock", "RecordedGuide", "read_record", "read_run"]
 

@@ -10,18 +10,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import overload
 
-from ci.core.files import write_atomically
-from ci.core.outcome import (
-    Attempt,
-    BlockResult,
-    BoundedText,
-    Collection,
-    DiagnosticResult,
-    EarlierRun,
-    GuideOutcome,
-    TrackedProcess,
-)
-from ci.core.text import Masker, clean_text, escape_undecodable_json
+from ci.base.files import write_atomically
+from ci.base.text import Masker, clean_text, escape_undecodable_json
 from ci.record.format import (
     RECORD_VERSION,
     AttemptRecord,
@@ -32,6 +22,16 @@ from ci.record.format import (
     ProcessRecord,
     RunRecord,
     WholeTextRecord,
+)
+from ci.record.outcome import (
+    Attempt,
+    BlockResult,
+    BoundedText,
+    Collection,
+    DiagnosticResult,
+    EarlierRun,
+    GuideOutcome,
+    TrackedProcess,
 )
 
 __all__ = ["run_record", "write_record"]

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.core.tools import find_tool
+from ci.cli import find_tool
 
 __all__ = [
     "MOONCAKE_WHEEL",

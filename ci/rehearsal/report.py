@@ -9,8 +9,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from ci.core.model import Status
-from ci.core.text import plural
+from ci.base.text import plural
+from ci.guide.model import Status
 from ci.rehearsal.fake_hub import FakeHub
 from ci.rehearsal.model import GUIDE_PORTS, Rehearsal, Sandbox
 from ci.report.recap import did_not_pass_line

@@ -7,8 +7,8 @@ import os
 import signal
 import time
 
+from ci.process.supervisor import marked_pids
 from ci.rehearsal.model import SANDBOX_ENV, Sandbox
-from ci.runner.process import marked_pids
 
 __all__ = ["sweep"]
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NoReturn, TextIO
 
-from ci.core.model import Status
+from ci.guide.model import Status
 
 __all__ = ["NO_COLOUR", "Palette", "colour_wanted", "status_colour"]
 

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from ci.core.model import Problem, Status, Step
-from ci.core.outcome import STILL_RUNNING, Attempt, BlockResult, Collection, DiagnosticResult, GuideOutcome
-from ci.core.text import Masker, clean_text, human_size, plural
-from ci.core.threads import start_deaf
+from ci.base.signals import start_deaf
+from ci.base.text import Masker, clean_text, human_size, plural
+from ci.guide.model import Problem, Status, Step
+from ci.record.outcome import STILL_RUNNING, Attempt, BlockResult, Collection, DiagnosticResult, GuideOutcome
 from ci.report.colour import NO_COLOUR, Palette, status_colour
 from ci.report.details import (
     block_details,
@@ -23,8 +23,7 @@ from ci.report.details import (
 )
 from ci.report.github import StopCommands, cleanup_annotations, escape_data, failure_annotations
 from ci.report.live import LIVE_LIMIT_BYTES, BlockWatch
-from ci.report.recap import did_not_pass_parts
-from ci.report.tally import block_tally
+from ci.report.recap import block_tally, did_not_pass_parts
 
 __all__ = [
     "LIVE_LIMIT_BYTES",

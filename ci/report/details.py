@@ -7,11 +7,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TypeVar
 
-from ci.core.examine import SHOWN_END_LINES, cut_line, head_and_tail_lines
-from ci.core.model import Label, Status
-from ci.core.outcome import Attempt, BlockResult, BoundedText, DiagnosticResult, Divergence, MatchReport
-from ci.core.streams import read_view
-from ci.core.text import FULL_LIMIT_BYTES, Masker, human_size, plural, utf8_size
+from ci.base.streams import read_view
+from ci.base.text import FULL_LIMIT_BYTES, Masker, human_size, plural, utf8_size
+from ci.expect.examine import SHOWN_END_LINES, cut_line, head_and_tail_lines
+from ci.guide.model import Label, Status
+from ci.record.outcome import Attempt, BlockResult, BoundedText, DiagnosticResult, Divergence, MatchReport
 
 __all__ = [
     "attempt_summary",

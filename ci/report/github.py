@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.core.model import Problem, Status
-from ci.core.outcome import BlockResult, GuideOutcome
-from ci.core.text import NO_SECRETS, Masker, clean_text
+from ci.base.text import NO_SECRETS, Masker, clean_text
+from ci.guide.model import Problem, Status
+from ci.record.outcome import BlockResult, GuideOutcome
 from ci.report.details import cleanup_failed, command_shown, earlier_attempts
 from ci.report.recap import with_reason
 from ci.report.summary import SUMMARY_LIMIT_BYTES, blocks_summary, step_summary
@@ -232,7 +232,7 @@ class RunnerFileWrite:
     what: str  # "the step summary": for messages
     path: Path  # the runner's file
     text: str
-    replaces: bool  # when it cannot be written, an earlier run's entries there are removed (ci.session)
+    replaces: bool  # when it cannot be written, an earlier run's entries there are removed (ci.run.session)
 
 
 def runner_file_writes(

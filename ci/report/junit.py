@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from ci.core.files import write_atomically
-from ci.core.model import Label, Status, Step
-from ci.core.outcome import Attempt, BlockResult, GuideOutcome
-from ci.core.streams import read_view
-from ci.core.text import Masker, clean_text
+from ci.base.files import write_atomically
+from ci.base.streams import read_view
+from ci.base.text import Masker, clean_text
+from ci.guide.model import Label, Status, Step
+from ci.record.outcome import Attempt, BlockResult, GuideOutcome
 from ci.report.details import attempt_summary, block_details
 from ci.report.recap import with_reason
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from ci.core.text import Masker, clean_text, human_size, partial_escape_start, plural
+from ci.base.text import Masker, clean_text, human_size, partial_escape_start, plural
 
 __all__ = ["LAST_LINE_CHARS", "LIVE_LIMIT_BYTES", "MIN_HEARTBEAT_S", "STREAM_PREFIXES", "BlockWatch", "heartbeat_line"]
 

@@ -1,10 +1,23 @@
-"""A block that did not pass in one line: the same in the job log's recap and in the rehearsal's report."""
+"""One-line summaries: a block that did not pass (the job log's recap, the rehearsal's report), and a guide's
+blocks counted by status (the verdict line, the step summary)."""
 
 from __future__ import annotations
 
-from ci.core.text import NO_SECRETS, Masker, clean_text
+from collections.abc import Iterable
 
-__all__ = ["MESSAGE_CHARS", "did_not_pass_line", "did_not_pass_parts", "with_reason"]
+from ci.base.text import NO_SECRETS, Masker, clean_text, plural
+from ci.guide.model import Status
+from ci.record.outcome import BlockResult
+
+__all__ = [
+    "MESSAGE_CHARS",
+    "block_tally",
+    "did_not_pass_line",
+    "did_not_pass_parts",
+    "status_counts",
+    "status_tally",
+    "with_reason",
+]
 
 MESSAGE_CHARS = 200  # a line quotes at most this much of the block's message (its reason is bounded already)
 
@@ -39,3 +52,22 @@ def did_not_pass_line(
     """`  FAILED serve at guide.md:126: exit 1: server never became ready` (see did_not_pass_parts)."""
     parts = did_not_pass_parts(status=status, name=name, where=where, message=message, reason=reason, masker=masker)
     return "".join(parts)
+
+
+def status_counts(results: Iterable[BlockResult]) -> dict[Status, int]:
+    """How many blocks ended with each status that some block has, in the order of Status (passed first)."""
+    seen = [result.status for result in results]
+    return {status: seen.count(status) for status in Status if status in seen}
+
+
+def status_tally(results: Iterable[BlockResult]) -> str:
+    """`3 passed, 1 failed, 2 not_run`: the counts in the order of Status, whatever order the blocks ran in; "" for none."""
+    return ", ".join(f"{count} {status.value}" for status, count in status_counts(results).items())
+
+
+def block_tally(results: Iterable[BlockResult]) -> str:
+    """`5 blocks: 3 passed, 1 failed, 1 skipped`, `1 block: 1 passed`, or `no blocks`."""
+    results = list(results)
+    if not results:
+        return "no blocks"
+    return f"{plural(len(results), 'block')}: {status_tally(results)}"

@@ -7,12 +7,11 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from ci.core.model import Status
-from ci.core.outcome import BlockResult, GuideOutcome
-from ci.core.text import NO_SECRETS, Masker, clean_text, human_size
+from ci.base.text import NO_SECRETS, Masker, clean_text, human_size
+from ci.guide.model import Status
+from ci.record.outcome import BlockResult, GuideOutcome
 from ci.report.details import cleanup_failed, command_shown, earlier_attempts, predating_note
-from ci.report.recap import with_reason
-from ci.report.tally import block_tally
+from ci.report.recap import block_tally, with_reason
 from ci.report.timeline import timeline_of_results
 from ci.report.timeline.gantt import gantt_chart
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ci.core.files import create_fresh
+from ci.base.files import create_fresh
 
 __all__ = ["ACTIONS_FILES", "PRIVATE_DIR", "PrivateFiles"]
 

@@ -9,9 +9,9 @@ from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import NoReturn
 
-from ci.core.files import rename_within
-from ci.core.model import Status, Step
-from ci.core.outcome import Attempt, BlockResult, TrackedProcess
+from ci.base.files import rename_within
+from ci.guide.model import Status, Step
+from ci.record.outcome import Attempt, BlockResult, TrackedProcess
 from ci.runner.context import StepContext
 
 __all__ = ["RunStep", "attempt_stem", "retried", "run_attempts"]

@@ -8,9 +8,9 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci.core.files import write_atomically
-from ci.core.model import Status, Step
-from ci.core.outcome import BlockResult
+from ci.base.files import write_atomically
+from ci.guide.model import Status, Step
+from ci.record.outcome import BlockResult
 from ci.runner.step import unstarted_result
 
 if TYPE_CHECKING:

@@ -12,10 +12,10 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ci.core.outcome import DiagnosticResult
+from ci.process.supervisor import ProcessSupervisor
+from ci.record.outcome import DiagnosticResult
 from ci.runner.diagnostics import command_limit_s, run_supervised
 from ci.runner.outputs import slug
-from ci.runner.process import ProcessSupervisor
 
 __all__ = ["CLEANUP_AFTER_SIGNAL_S", "CLEANUP_LEAST_S", "DEFAULT_CLEANUP_TIMEOUT_S", "run_cleanup"]
 

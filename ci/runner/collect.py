@@ -10,9 +10,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ci.core.files import create_fresh
-from ci.core.outcome import CollectedFile, Collection
-from ci.core.text import human_size
+from ci.base.files import create_fresh
+from ci.base.text import human_size
+from ci.record.outcome import CollectedFile, Collection
 from ci.runner.globs import MAX_DIRECTORIES, search_glob
 from ci.runner.links import ForeignLink, open_without_foreign_links
 from ci.runner.predating import predates
@@ -65,7 +65,7 @@ def collect_files(
     directory) are the harness's own files: left out. A symbolic link on the
     way to a match is followed only when it is this user's or root's
     (ci.runner.links): another user's is not, and its match is not copied.
-    Each copy is a new file (ci.core.files.create_fresh) under exclude (else
+    Each copy is a new file (ci.base.files.create_fresh) under exclude (else
     destination), through real directories only: a link or a FIFO planted
     in the destination is replaced, never written through.
     """

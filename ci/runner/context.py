@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.core.model import Step
-from ci.core.text import Masker
+from ci.base.text import Masker
+from ci.guide.model import Step
+from ci.process.supervisor import ProcessSupervisor
 from ci.runner.events import Events
 from ci.runner.outputs import OutputFiles, output_stem
-from ci.runner.process import ProcessSupervisor
 
 __all__ = ["StepContext"]
 

@@ -8,12 +8,12 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from ci.core.files import create_fresh
-from ci.core.model import GuideSettings, Status
-from ci.core.outcome import BlockResult, DiagnosticResult
+from ci.base.files import create_fresh
+from ci.guide.model import GuideSettings, Status
+from ci.process.supervisor import ProcessSupervisor, RunInterrupted
+from ci.record.outcome import BlockResult, DiagnosticResult
 from ci.runner.outputs import file_sizes, slug
 from ci.runner.predating import files_named, predating_files
-from ci.runner.process import ProcessSupervisor, RunInterrupted
 
 __all__ = [
     "DEFAULT_DIAGNOSTICS_TIMEOUT_S",

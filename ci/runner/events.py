@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from ci.core.model import Step
-from ci.core.outcome import Attempt, BlockResult
+from ci.guide.model import Step
+from ci.record.outcome import Attempt, BlockResult
 
 __all__ = ["Events", "Listener"]
 

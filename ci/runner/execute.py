@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ci.core.files import make_directories
-from ci.core.model import Plan, Status, Step
-from ci.core.outcome import BlockResult, Collection, DiagnosticResult, EarlierRun, GuideOutcome
-from ci.core.reason import block_reason
-from ci.core.text import NO_SECRETS, Masker
+from ci.base.files import make_directories
+from ci.base.text import NO_SECRETS, Masker
+from ci.guide.model import Plan, Status, Step
+from ci.process.supervisor import ProcessSupervisor
+from ci.record.outcome import BlockResult, Collection, DiagnosticResult, EarlierRun, GuideOutcome
 from ci.runner.attempts import run_attempts
 from ci.runner.bug import internal_error_result
 from ci.runner.cleanup import run_cleanup
@@ -23,7 +23,7 @@ from ci.runner.collect import COLLECT_PAST_DEADLINE_S, collect_files, mark_preda
 from ci.runner.diagnostics import run_diagnostics
 from ci.runner.events import Events, Listener
 from ci.runner.outputs import OutputFiles, output_paths, output_stem
-from ci.runner.process import ProcessSupervisor
+from ci.runner.reason import block_reason
 from ci.runner.step import StepContext, run_step, unstarted_result
 from ci.runner.stored import kept_value
 
@@ -35,7 +35,7 @@ RUN_DEADLINE = "run deadline"  # the reason of every block left out because --de
 
 @dataclass(frozen=True)
 class KeptBlock:
-    """A block a resumed run does not run again: it passed in the run resumed (ci.record.resume)."""
+    """A block a resumed run does not run again: it passed in the run resumed (ci.run.resume)."""
 
     earlier: EarlierRun  # the run it passed in
     reason: str  # the skipped block's message

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from ci.core.text import Masker, escape_undecodable, plural
+from ci.base.text import Masker, escape_undecodable, plural
 
 __all__ = [
     "MASKED_DIRECTORIES",

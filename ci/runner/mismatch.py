@@ -5,14 +5,14 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from ci.core.examine import examine_file, explain_mismatch
-from ci.core.files import write_atomically
-from ci.core.model import Step
-from ci.core.outcome import Divergence, MatchReport
-from ci.core.placeholders import written_line
-from ci.core.search import search_file
-from ci.core.text import Masker, hidden_characters, masked_to_show_hidden, plural
-from ci.core.visible import invisible_characters, looks_alike
+from ci.base.files import write_atomically
+from ci.base.text import Masker, hidden_characters, masked_to_show_hidden, plural
+from ci.expect.examine import examine_file, explain_mismatch
+from ci.expect.search import search_file
+from ci.expect.visible import invisible_characters, looks_alike
+from ci.guide.model import Step
+from ci.guide.placeholders import written_line
+from ci.record.outcome import Divergence, MatchReport
 
 __all__ = ["mismatch_message", "mismatch_report"]
 

@@ -7,8 +7,8 @@ import os
 import re
 from pathlib import Path
 
-from ci.core.files import create_fresh, remove_within, rename_within
-from ci.core.model import Step
+from ci.base.files import create_fresh, remove_within, rename_within
+from ci.guide.model import Step
 
 __all__ = ["OutputFiles", "file_sizes", "output_paths", "output_stem", "slug"]
 

@@ -15,7 +15,7 @@ import os
 import shlex
 import stat
 
-from ci.core.outcome import PredatingFile
+from ci.record.outcome import PredatingFile
 
 __all__ = ["PREDATING_MARGIN_S", "files_named", "predates", "predating_files"]
 

@@ -8,17 +8,17 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.core.disk import full_disk
-from ci.core.model import Status, Step
-from ci.core.outcome import BlockResult, BoundedText, MatchReport, TrackedProcess
-from ci.core.placeholders import substitute
-from ci.core.streams import file_contains
-from ci.core.text import NO_SECRETS, Masker
+from ci.base.files import full_disk
+from ci.base.streams import file_contains
+from ci.base.text import NO_SECRETS, Masker
+from ci.guide.model import Status, Step
+from ci.guide.placeholders import substitute
+from ci.process.supervisor import BlockProcess, RunInterrupted
+from ci.record.outcome import BlockResult, BoundedText, MatchReport, TrackedProcess
 from ci.runner.context import StepContext
 from ci.runner.launch import start_step
 from ci.runner.mismatch import mismatch_message, mismatch_report
 from ci.runner.outputs import file_sizes
-from ci.runner.process import BlockProcess, RunInterrupted
 from ci.runner.stored import bounded, read_stored
 
 __all__ = ["StepContext", "run_step", "unstarted_result"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ci.core.files import write_atomically
-from ci.core.outcome import BoundedText
-from ci.core.text import Masker, clean_text, human_size, text_head, utf8_size
+from ci.base.files import write_atomically
+from ci.base.text import Masker, clean_text, human_size, text_head, utf8_size
+from ci.record.outcome import BoundedText
 
 __all__ = ["STORE_LIMIT_BYTES", "bounded", "kept_value", "read_stored", "stored_text"]
 

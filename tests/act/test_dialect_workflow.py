@@ -55,7 +55,7 @@ RED_TEXT = GUIDE.replace("tool version 4.5.x", "tool release 4.5.x")
 # limits by command kind, the first whose text the command holds wins. The skipped fence matches none: its limit,
 # the dialect's default of 3 h, asks nothing of the job's 90 minutes (the registry's check), as it never runs.
 RULES = '[{contains: "cmake --build", timeout: 20m}, {contains: "tool version", timeout: 90s}]'
-DEFAULT_LIMIT_S = 10800.0  # a plain dialect's block that no rule matches (ci.core.plan.DEFAULT_TIMEOUT_S)
+DEFAULT_LIMIT_S = 10800.0  # a plain dialect's block that no rule matches (ci.guide.plan.DEFAULT_TIMEOUT_S)
 
 
 def entry(name: str, guide: str) -> str:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from ci.maintain.drift.changes import block_changes, changed_results
 from ci.maintain.drift.check import check_guide, check_guides
-from ci.maintain.drift.contract import contract_findings
-from ci.maintain.drift.findings import BlockChange, Finding, GuideDrift, Severity
+from ci.maintain.drift.findings import BlockChange, Finding, GuideDrift, Severity, contract_findings
 from ci.maintain.drift.git import GitError, changed_guides, guides_at_base, old_text, run_git
 from ci.maintain.drift.pins import Pin, PyPIVersions, pin_findings, pinned_versions
 from ci.maintain.drift.recheck import last_run_findings

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ci.core.model import Block, Label
-from ci.core.parse import ParsedGuide
+from ci.guide.model import Block, Label
+from ci.guide.parse import ParsedGuide
 from ci.maintain.drift.findings import BlockChange, block_name, first_param
 
 __all__ = ["block_changes", "changed_results"]

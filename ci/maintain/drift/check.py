@@ -4,15 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ci.core.dialects import chosen_dialect
-from ci.core.model import DocumentError
-from ci.core.parse import parse_guide
-from ci.core.source import read_guide
-from ci.core.text import NO_SECRETS, Masker
+from ci.base.text import NO_SECRETS, Masker
+from ci.guide.dialects import chosen_dialect
+from ci.guide.model import DocumentError
+from ci.guide.parse import parse_guide
+from ci.guide.source import read_guide
 from ci.maintain.artifacts import LastRunArtifact
 from ci.maintain.drift.changes import block_changes, changed_results
-from ci.maintain.drift.contract import contract_findings, document_error_findings
-from ci.maintain.drift.findings import LAST_RUN, STATIC, Finding, GuideDrift, Severity
+from ci.maintain.drift.findings import (
+    LAST_RUN,
+    STATIC,
+    Finding,
+    GuideDrift,
+    Severity,
+    contract_findings,
+    document_error_findings,
+)
 from ci.maintain.drift.pins import PyPIVersions, pin_findings
 from ci.maintain.drift.plain import plain_contract_findings, plain_step_changes
 from ci.maintain.drift.recheck import last_run_findings

@@ -1,11 +1,14 @@
-"""What every drift check returns: findings on a guide's lines, changed blocks, and the tally per guide."""
+"""What every drift check returns (findings on a guide's lines, changed blocks, the tally per guide), and check 1,
+the contract: every document error and warning of a guide, as the runner would report them."""
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
 
-from ci.core.model import Block, naming_words
+from ci.guide.model import Block, DocumentError, Plan, Problem, naming_words
+from ci.guide.parse import ParsedGuide
+from ci.guide.plan import build_plan
 
 __all__ = [
     "CHECKS",
@@ -18,7 +21,10 @@ __all__ = [
     "GuideDrift",
     "Severity",
     "block_name",
+    "contract_findings",
+    "document_error_findings",
     "first_param",
+    "warning_findings",
 ]
 
 # check names, in the order reports list them
@@ -80,3 +86,22 @@ def block_name(block: Block) -> str:
     """How findings name a block: `#test id=X`, `#test-setup store=Y`, else by its line."""
     words = naming_words(first_param(block, "id"), first_param(block, "store"))
     return f"{block.label.value} {words[0]}" if words else f"{block.label.value} at line {block.line}"
+
+
+def contract_findings(parsed: ParsedGuide) -> tuple[Plan | None, list[Finding]]:
+    """Every document error (and warning) of the guide, as the runner would report them."""
+    try:
+        plan = build_plan(parsed, source_path=parsed.file)
+    except DocumentError as error:
+        return None, document_error_findings(parsed.file, error) + warning_findings(parsed.file, error.warnings)
+    return plan, warning_findings(parsed.file, plan.warnings)
+
+
+def document_error_findings(file: str, error: DocumentError) -> list[Finding]:
+    """The problems of a document error (the guide cannot be read, or does not plan) as errors."""
+    return [Finding(CONTRACT, Severity.ERROR, file, p.line, p.message) for p in error.problems]
+
+
+def warning_findings(file: str, warnings: tuple[Problem, ...]) -> list[Finding]:
+    """The warnings of a guide's planning as warnings."""
+    return [Finding(CONTRACT, Severity.WARNING, file, w.line, w.message) for w in warnings]

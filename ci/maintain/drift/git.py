@@ -7,7 +7,7 @@ import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ci.core.parse import parse_guide
+from ci.guide.parse import parse_guide
 
 __all__ = ["GitError", "changed_guides", "guides_at_base", "old_text", "run_git"]
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
+from ci.github.api import WebError, get_json
 from ci.maintain.drift.findings import PINS, Finding, Severity
 from ci.maintain.drift.installs import install_arguments
-from ci.maintain.web import WebError, get_json
 
 __all__ = ["Pin", "PyPIVersions", "pin_findings", "pinned_versions"]
 

@@ -12,12 +12,11 @@ import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ci.core.dialects import guide_lines, plan_guide
-from ci.core.dialects.fences import UPSTREAM_REF
-from ci.core.dialects.pycon import readable_statements
-from ci.core.model import DocumentError, Plan, TimeoutRule
-from ci.maintain.drift.contract import document_error_findings, warning_findings
-from ci.maintain.drift.findings import BlockChange, Finding
+from ci.guide.dialects import guide_lines, plan_guide
+from ci.guide.dialects.fences import UPSTREAM_REF
+from ci.guide.dialects.pycon import readable_statements
+from ci.guide.model import DocumentError, Plan, TimeoutRule
+from ci.maintain.drift.findings import BlockChange, Finding, document_error_findings, warning_findings
 
 __all__ = ["plain_contract_findings", "plain_step_changes"]
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
-from ci.core.match import Blame
-from ci.core.model import Label, Plan
-from ci.core.outcome import Divergence
-from ci.core.placeholders import written_line
-from ci.core.text import NO_SECRETS, Masker, masked_to_show_hidden, plural
+from ci.base.text import NO_SECRETS, Masker, masked_to_show_hidden, plural
+from ci.expect.match import Blame
+from ci.guide.model import Label, Plan
+from ci.guide.placeholders import written_line
 from ci.maintain.drift.findings import LAST_RUN, Finding, GuideDrift, Severity
 from ci.maintain.lastrun import recheck
 from ci.record import RecordedBlock, RecordError, read_run
+from ci.record.outcome import Divergence
 
 __all__ = ["QUOTED_CHARS", "last_run_findings"]
 

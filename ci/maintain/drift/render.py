@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ci.core.text import plural
+from ci.base.text import plural
 from ci.maintain.drift.findings import CHECKS, Finding, GuideDrift, Severity
 from ci.report.github import MAX_ANNOTATIONS, annotation
 from ci.report.summary import fit_summary, table_cell

@@ -7,11 +7,11 @@ import re
 import subprocess
 from collections.abc import Sequence
 
-from ci.core.dialects import guide_lines
-from ci.core.dialects.pycon import CONSOLE_LANGUAGE, ConsoleStatement, readable_statements
-from ci.core.model import Block, Label, Language, Load, Plan
-from ci.core.parse import ParsedGuide
-from ci.core.plan import LANGUAGES, block_loads
+from ci.guide.dialects import guide_lines
+from ci.guide.dialects.pycon import CONSOLE_LANGUAGE, ConsoleStatement, readable_statements
+from ci.guide.model import Block, Label, Language, Load, Plan
+from ci.guide.parse import ParsedGuide
+from ci.guide.plan import LANGUAGES, block_loads
 from ci.maintain.drift.findings import STATIC, Finding, Severity, block_name
 
 __all__ = ["plain_static_findings", "python_c_programs", "python_heredocs", "static_findings"]

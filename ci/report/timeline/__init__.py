@@ -11,9 +11,9 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ci.core.model import Status
-from ci.core.outcome import BlockResult
+from ci.guide.model import Status
 from ci.record import RecordedGuide
+from ci.record.outcome import BlockResult
 
 __all__ = [
     "NEVER_STARTED",

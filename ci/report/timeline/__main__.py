@@ -11,8 +11,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ci.core.disk import os_error_text
-from ci.core.text import plural
+from ci.base.files import os_error_text
+from ci.base.text import plural
 from ci.record import RECORD_FILE, RecordError, read_record
 from ci.report.timeline import timeline_of_record
 from ci.report.timeline.png import MissingExtra, draw_png

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from ci.core.model import Status
+from ci.guide.model import Status
 from ci.report.timeline import Bar, Timeline, chosen_bars
 
 __all__ = ["MAX_GANTT_BARS", "bar_text", "gantt_chart"]

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ci.core.files import write_atomically
-from ci.core.model import Status
-from ci.core.text import clean_text
+from ci.base.files import write_atomically
+from ci.base.text import clean_text
+from ci.guide.model import Status
 from ci.report.timeline import STATUS_COLOURS, Timeline, chosen_bars
 
 __all__ = ["EXTRA", "MAX_PNG_BARS", "ChartRow", "MissingExtra", "chart_rows", "draw_png"]

@@ -1,0 +1,1 @@
+"""What every stage stands on: files the harness writes, text safe to show, bounded output views, masking, stop signals."""

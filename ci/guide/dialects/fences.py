@@ -1,0 +1,134 @@
+"""The plain-fence dialect: every `shell` fence runs, `shell skip` is skipped, a `text` fence right after is its output.
+
+Upstream guides written for the reference project's llama.cpp and deepspeed
+guards read this way. Each run fence is a bash step in the run's one working
+directory, its stderr merged into its stdout; the expected text is searched for
+anywhere in that merged output (Expected.search), with its placeholders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from ci.guide.dialects.fences_scan import Fence, heading_above, scan_fences, timeout_by_kind
+from ci.guide.model import (
+    DEFAULT_WILDCARD,
+    DocumentError,
+    Expected,
+    GuideSettings,
+    Label,
+    Language,
+    Load,
+    Plan,
+    Problem,
+    Step,
+    TimeoutRule,
+)
+
+__all__ = ["RUN_LANGUAGE", "SKIP_MARKER", "UPSTREAM_REF", "has_fences", "plan_fences"]
+
+RUN_LANGUAGE = "shell"  # only a fence whose language word is exactly this runs
+SKIP_MARKER = "skip"  # `shell skip`: logged, not run
+OUTPUT_LANGUAGE = "text"
+UPSTREAM_REF = (
+    "UPSTREAM_REF"  # `<UPSTREAM_REF>` is the upstream commit under test: --set UPSTREAM_REF=..., else $UPSTREAM_REF
+)
+_SUPPORTED = "```shell (runs), ```shell skip (skipped), ```text right after a ```shell fence (its expected output)"
+
+
+def has_fences(lines: Sequence[str]) -> bool:
+    """Whether the text holds a fence this dialect runs or skips."""
+    return any(fence.language == RUN_LANGUAGE for fence in scan_fences(lines))
+
+
+def plan_fences(
+    lines: Sequence[str],
+    file: str,
+    settings: GuideSettings,
+    *,
+    preset_names: Iterable[str],
+    default_s: float,
+    rules: Sequence[TimeoutRule],
+    source_path: str | None,
+) -> Plan:
+    """The plan of a plain-fence guide; DocumentError for a run fence holding doctest prompts."""
+    fences = scan_fences(lines)
+    problems: list[Problem] = []
+    steps: list[Step] = []
+    preset = set(preset_names)
+    for index, fence in enumerate(fences):
+        if fence.language != RUN_LANGUAGE:
+            continue
+        problems.extend(_prompts(fence, file))
+        skipped = SKIP_MARKER in fence.markers
+        following = fences[index + 1] if index + 1 < len(fences) else None
+        expected = None if skipped else _expected(fence, following, preset)
+        steps.append(
+            Step(
+                ordinal=len(steps) + 1,
+                label=Label.TEST if expected else Label.SETUP,
+                id=None,
+                store=None,
+                language=Language.SHELL,
+                language_word=fence.language,  # `skip` is told by skip_reason
+                body=fence.body,
+                file=file,
+                line=fence.line,
+                heading=heading_above(lines, fences, fence.line),
+                hidden=False,
+                timeout_s=timeout_by_kind(fence.body, rules, default_s),
+                loads=_loads(fence.body, preset),
+                skip_reason=f"```{RUN_LANGUAGE} {SKIP_MARKER}" if skipped else None,
+                expected=expected,
+                merge_streams=True,
+            )
+        )
+    if not steps:
+        message = (
+            f"no ```{RUN_LANGUAGE} fence at any line, and the fences dialect (--dialect fences, the registry entry's"
+            f" dialect or the front matter's ci.dialect) runs every one: write the commands in ```{RUN_LANGUAGE}"
+            " fences, or read the guide in the dialect it is written in (--dialect pycon for a ```pycon session,"
+            " labels for labelled blocks)"
+        )
+        problems.append(Problem(file, 0, message))
+    if problems:
+        raise DocumentError(problems)
+    return Plan(guide=file, source_path=source_path, steps=tuple(steps), settings=settings)
+
+
+def _prompts(fence: Fence, file: str) -> list[Problem]:
+    """A problem for the first line of a run fence that starts with a doctest prompt: it is not pasteable bash."""
+    for offset, text in enumerate(fence.body.split("\n"), 1):
+        stripped = text.lstrip()
+        if stripped.startswith(">>>") or stripped.startswith("... "):
+            message = (
+                "a ```shell fence holds a doctest prompt (a line starting '>>>' or '... '); write pasteable bash, "
+                f"or put Python console text in a ```pycon fence. Fences this dialect reads: {_SUPPORTED}"
+            )
+            return [Problem(file, fence.line + offset, message)]
+    return []
+
+
+def _expected(fence: Fence, following: Fence | None, preset: set[str]) -> Expected | None:
+    """The `text` fence right after a run fence (only blanks between) as its expected output, trailing blank lines
+    dropped; None when there is none or it holds only blanks."""
+    if following is None or following.language != OUTPUT_LANGUAGE or not fence.followed_closely:
+        return None
+    expected_lines = following.body.split("\n")
+    while expected_lines and not expected_lines[-1].strip():
+        expected_lines.pop()
+    if not expected_lines:
+        return None
+    body = "\n".join(expected_lines)
+    return Expected(
+        body=body,
+        fuzzy=(DEFAULT_WILDCARD,),
+        loads=_loads(body, preset),
+        line=following.line,
+        search=True,
+    )
+
+
+def _loads(text: str, preset: set[str]) -> tuple[Load, ...]:
+    """`<UPSTREAM_REF>` replaced by the value of UPSTREAM_REF (--set, else the environment's), when there is one."""
+    return (Load(UPSTREAM_REF, UPSTREAM_REF),) if UPSTREAM_REF in preset and f"<{UPSTREAM_REF}>" in text else ()

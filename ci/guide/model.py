@@ -1,0 +1,274 @@
+"""Named records of the guide as planned: labels, blocks, steps and plans (ci.record.outcome holds what became of
+them), and the "did you mean" of a document error."""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TypedDict
+
+__all__ = [
+    "DEFAULT_WILDCARD",
+    "Block",
+    "DocumentError",
+    "Expected",
+    "GuideSettings",
+    "Label",
+    "Language",
+    "Load",
+    "Param",
+    "Plan",
+    "Problem",
+    "Status",
+    "Step",
+    "StepIdentity",
+    "TimeoutRule",
+    "closest",
+    "naming",
+    "naming_words",
+]
+
+DEFAULT_WILDCARD = "..."  # the wildcard a guide writes where the output varies, unless it names its own
+
+
+class Label(str, enum.Enum):
+    """The three labels of the contract, spelt as guides write them."""
+
+    TEST = "#test"
+    RESULT = "#test-result"
+    SETUP = "#test-setup"
+
+
+class Language(str, enum.Enum):
+    """How a runnable block's body is run."""
+
+    SHELL = "shell"
+    PYTHON = "python"
+
+
+class Status(str, enum.Enum):
+    """What became of one block; every reporter must handle each member."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    MISMATCH = "mismatch"
+    TIMED_OUT = "timed_out"
+    ERROR = "error"
+    SKIPPED = "skipped"
+    NOT_RUN = "not_run"
+
+    @property
+    def is_failure(self) -> bool:
+        """True for the statuses that make the run exit 1."""
+        return self in (Status.FAILED, Status.MISMATCH, Status.TIMED_OUT, Status.ERROR)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One document error (or warning), located in the guide."""
+
+    file: str  # the guide as the user named it (path or URL)
+    line: int  # 1-based source line; 0 when the whole file is concerned
+    message: str  # the rule broken and how to fix it
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.message}"
+
+
+class DocumentError(Exception):
+    """The guide (or the command line naming its blocks) is wrong: nothing runs, exit 2."""
+
+    def __init__(self, problems: list[Problem], warnings: tuple[Problem, ...] = ()) -> None:
+        super().__init__("\n".join(str(p) for p in problems))
+        self.problems = problems  # every problem found, in source order
+        self.warnings = warnings  # found in the same guide: the author fixes both in one go
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a label as written: `key="value"` or a bare flag."""
+
+    key: str
+    value: str | None  # None for a flag such as disable_fuzzy
+    column: int  # 0-based offset in the info string, for messages
+    quoted: bool = True  # False for `key=value` written bare: a document error, but the value is still read
+
+
+@dataclass(frozen=True)
+class Block:
+    """One labelled fence as parsed, before any validation."""
+
+    label: Label
+    language: str | None  # the word before the label, as written
+    params: tuple[Param, ...]  # the words after the label, in order
+    body: str  # fence content with trailing newlines removed
+    file: str  # the guide as the user named it
+    line: int  # 1-based line of the opening fence
+    heading: str | None  # text of the nearest heading above the block
+    hidden: bool  # True when the fence sits inside an HTML comment
+
+
+def naming(block_id: str | None, store: str | None) -> tuple[tuple[str, str], ...]:
+    """What names a block, most telling first: ("id", ID), then ("store", NAME); () for neither.
+
+    The one rule for naming a block in reports: by its id, else by the name it stores, else by its
+    place (an ordinal or a line, which the caller knows). A report that names a block once takes the
+    first; `--list` shows both.
+    """
+    return tuple((key, value) for key, value in (("id", block_id), ("store", store)) if value)
+
+
+def naming_words(block_id: str | None, store: str | None) -> tuple[str, ...]:
+    """`naming` as the parameters are written: `id=ID`, `store=NAME`."""
+    return tuple(f"{key}={value}" for key, value in naming(block_id, store))
+
+
+@dataclass(frozen=True)
+class Load:
+    """One `load="NAME>>PH"`: replace `<PH>` by the value stored as NAME."""
+
+    name: str
+    placeholder: str
+
+
+@dataclass(frozen=True)
+class Expected:
+    """The `#test-result` paired with a `#test`."""
+
+    body: str  # as written, trailing newlines removed, before substitution
+    fuzzy: tuple[str, ...]  # wildcard tokens in effect; () with disable_fuzzy
+    loads: tuple[Load, ...]  # substitutions applied to the body before matching
+    line: int  # 1-based line of the result's opening fence
+    # True: the body is searched for anywhere in the output (the fences dialect's expected text) instead of
+    # matched against the whole of it; False for the label contract's #test-result
+    search: bool = False
+    # the guide line of each line of the body, in order, where they are not the lines below `line` (a console
+    # session's outputs sit between its statements); () for a body written whole inside its fence
+    guide_lines: tuple[int, ...] = ()
+
+    def guide_line(self, body_line: int) -> int:
+        """Where line BODY_LINE (1-based) of the body as written is in the guide, what reports point at."""
+        if self.guide_lines:
+            return self.guide_lines[min(max(body_line, 1), len(self.guide_lines)) - 1]
+        return self.line + body_line
+
+
+class StepIdentity(TypedDict):
+    """What names and places a runnable block, under the keys `--list --format json` and results.json use."""
+
+    ordinal: int
+    label: str  # a Label's value
+    id: str | None
+    store: str | None
+    language: str  # as written
+    line: int
+    timeout_s: float
+    loads: list[list[str]]  # [NAME, PLACEHOLDER] pairs
+    hidden: bool
+
+
+@dataclass(frozen=True)
+class Step:
+    """One runnable block (`#test` or `#test-setup`) of a validated plan."""
+
+    ordinal: int  # 1-based position among runnable blocks
+    label: Label  # TEST or SETUP
+    id: str | None
+    store: str | None  # setups only: the name its stdout is stored under
+    language: Language
+    language_word: str  # the language as written (shell, bash, python3, ...)
+    body: str  # as written, before substitution
+    file: str
+    line: int
+    heading: str | None
+    hidden: bool
+    timeout_s: float  # resolved: block, else front matter, else command line
+    loads: tuple[Load, ...]
+    skip_reason: str | None  # from skip='...'
+    expected: Expected | None  # `#test` only
+    retry: int = 0  # resolved (block, else front matter): attempts after a first that failed or timed out
+    retry_delay_s: float = 0.0  # resolved: the pause before each further attempt
+    rerun_on_resume: bool = False  # the rerun_on_resume flag: a resumed run runs it again even though it passed
+    # True: the block's stderr goes to its stdout file, interleaved as written (the fences dialect checks both
+    # streams merged); False for the label contract, which keeps the two apart
+    merge_streams: bool = False
+
+    @property
+    def name(self) -> str:
+        """The id, else the store, else the ordinal: how logs and JUnit name a block."""
+        return next((value for _, value in naming(self.id, self.store)), f"#{self.ordinal}")
+
+    @property
+    def named_by(self) -> tuple[str, ...]:
+        """The parameters that name the block as written (`id=ID`, `store=NAME`), most telling first."""
+        return naming_words(self.id, self.store)
+
+    @property
+    def code_sha256(self) -> str:
+        """SHA-256 of the body as written: tells whether a recorded run ran the command the guide holds now."""
+        return hashlib.sha256(self.body.encode("utf-8")).hexdigest()
+
+    def identity(self) -> StepIdentity:
+        """What names and places the block, as `--list --format json` and results.json show it."""
+        return {
+            "ordinal": self.ordinal,
+            "label": self.label.value,
+            "id": self.id,
+            "store": self.store,
+            "language": self.language_word,
+            "line": self.line,
+            "timeout_s": self.timeout_s,
+            "loads": [[load.name, load.placeholder] for load in self.loads],
+            "hidden": self.hidden,
+        }
+
+
+@dataclass(frozen=True)
+class TimeoutRule:
+    """One time-limit rule by command kind: a block whose command holds `contains` gets `timeout_s`."""
+
+    contains: str  # a piece of the command as written (`cmake --build`)
+    timeout_s: float  # the block's limit when this is the first rule its command matches
+
+
+@dataclass(frozen=True)
+class GuideSettings:
+    """Guide-wide settings from the front matter's `ci:` mapping."""
+
+    timeout_s: float | None = None  # default per-block limit
+    error_markers: tuple[str, ...] = ()  # added to the default markers
+    env: Mapping[str, str] = field(default_factory=dict)  # added to every block's environment
+    upstream: Mapping[str, str] = field(default_factory=dict)  # read by the monitor
+    collect: tuple[str, ...] = ()  # globs of files copied into OUTPUT_DIR/collected/ when the run ends
+    diagnostics: tuple[str, ...] = ()  # bash commands run after a block fails, mismatches or times out
+    diagnostics_timeout_s: float | None = None  # each diagnostic's limit; None: the harness's default
+    cleanup: tuple[str, ...] = ()  # bash commands run when the guide's run ends, whatever its verdict
+    cleanup_timeout_s: float | None = None  # each cleanup command's limit; None: the harness's default
+    retry: int | None = None  # ci.retry: every runnable block's retries unless it gives its own; None: 0
+    retry_delay_s: float | None = None  # ci.retry_delay: the pause before each; None: DEFAULT_RETRY_DELAY_S
+    dialect: str | None = None  # ci.dialect: how the guide is read (labels, fences, pycon, auto); None: not said
+    timeout_rules: tuple[TimeoutRule, ...] = ()  # ci.timeout_rules: a block's limit by what its command holds
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validated guide: what will run, in order. Built only when there is no document error."""
+
+    guide: str  # the guide as the user named it (path or URL)
+    source_path: str | None  # local path for annotations; None for URLs
+    steps: tuple[Step, ...]
+    settings: GuideSettings
+    warnings: tuple[Problem, ...] = ()  # suspicious but legal text (a `#tset` typo)
+
+
+def closest(word: str, known: Iterable[str]) -> str | None:
+    """The known word most like WORD (case aside), None when none is close enough to be the one meant."""
+    by_lower: dict[str, str] = {}
+    for name in sorted(known):
+        by_lower.setdefault(name.lower(), name)
+    found = difflib.get_close_matches(word.lower(), list(by_lower), n=1)
+    return by_lower[found[0]] if found else None

@@ -1,0 +1,363 @@
+"""Parsing: Markdown guide text -> labelled blocks with their source lines."""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from markdown_it import MarkdownIt
+from mdit_py_plugins.front_matter import front_matter_plugin
+
+from ci.guide.model import Block, Label, Param, Problem, closest
+
+__all__ = ["NearLabel", "ParsedGuide", "near_miss_of", "parse_guide", "split_info"]
+
+LABELS = {label.value: label for label in Label}
+
+_KEY_VALUE = re.compile(r"([A-Za-z_][\w-]*)=(?:\"(.*)\"|'(.*)')\Z", re.DOTALL)
+_COMMENT = re.compile(r"<!--(.*?)(?:-->|\Z)", re.DOTALL)
+# A line that opens a labelled fence, whatever quotes or list markers stand before it
+_LABELLED_FENCE = re.compile(r"(?:```|~~~)[^`\n]*?(?<!\S)#test(?:-setup|-result)?(?!\S)", re.MULTILINE)
+# A line that would open a labelled fence, at the start of a line (after quote and list markers)
+_FENCE_LIKE = re.compile(r"[ \t]{0,3}(?:>[ \t]?|(?:[-*+]|\d{1,9}[.)])[ \t]+)*(`{3,}|~{3,})(.*)")
+_OPENS_FRONT_MATTER = re.compile(r"---[ \t]*(?:\r?\n|\Z)")
+_MAX_NESTING = 20  # markdown-it's CommonMark limit on nested quotes and lists (a list level takes two)
+# The line breaks of CommonMark, which markdown-it counts its lines by: a lone CR ends a line too
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+@dataclass(frozen=True)
+class NearLabel:
+    """A fence ignored for a word that looks like a misspelt label (`#test-results`): an error, or a warning."""
+
+    line: int  # 1-based line of the fence
+    word: str  # as written
+    meant: str | None  # the label it is most like, if one is close
+    block_id: str | None  # its id="..." as written, so that a #test missing its result can name it
+    problem: Problem  # the error or warning given for it (a warning is left out when an error says the same)
+    error: bool  # a near miss of a label (`#tset`, `#Test`): a document error, not a warning
+
+
+@dataclass(frozen=True)
+class ParsedGuide:
+    """The raw material of a plan: labelled blocks, front matter, and what was wrong."""
+
+    file: str  # the guide as the user named it
+    blocks: tuple[Block, ...]  # labelled fences in document order, hidden ones included
+    front_matter: str | None  # YAML text between the `---` lines, if any
+    front_matter_line: int  # 1-based line of the opening `---`
+    problems: tuple[Problem, ...]  # syntax errors: unterminated quotes, words before the label, ...
+    warnings: tuple[Problem, ...]  # legal but suspicious: words like `#testing` on a fence, fences never closed
+    near_labels: tuple[NearLabel, ...] = ()  # the fences ignored for a misspelt label, each an error or a warning
+
+
+def split_info(info: str) -> tuple[list[tuple[str, int]], str | None]:
+    """Split a fence info string into words, keeping quoted values whole.
+
+    Returns the words with their 0-based columns, and an error message when a
+    quote is left open. Such a quote is read as closed where the next `key=`
+    starts (else at the end), so the words after it are still parameters and
+    the one mistake is reported once.
+    """
+    words: list[tuple[str, int]] = []
+    error: str | None = None
+    position = 0
+    length = len(info)
+    while position < length:
+        while position < length and info[position].isspace():
+            position += 1
+        if position >= length:
+            break
+        start = position
+        closed_by = ""  # the quote added to a value whose quote is never closed
+        while position < length and not info[position].isspace():
+            if info[position] in "\"'":
+                quote = info[position]
+                closing = info.find(quote, position + 1)
+                if closing < 0:
+                    end = _unclosed_value_end(info, position + 1)
+                    error = error or f"unterminated quote in {info[start:end].rstrip()!r}: close it with {quote}"
+                    position, closed_by = end, quote
+                    break
+                position = closing + 1
+            else:
+                position += 1
+        words.append((info[start:position].rstrip() + closed_by, start))
+    return words, error
+
+
+_NEXT_KEY = re.compile(r"\s+(?=[A-Za-z_][\w-]*=)")
+
+
+def _unclosed_value_end(info: str, value_start: int) -> int:
+    """Where a value whose quote is never closed most likely ends: before the next `key=`, else at the end."""
+    found = _NEXT_KEY.search(info, value_start)
+    return found.start() if found else len(info)
+
+
+def _parse_params(words: list[tuple[str, int]]) -> list[Param]:
+    """Turn the words after a label into parameters; planning checks them (an unquoted value among others)."""
+    params: list[Param] = []
+    for word, column in words:
+        pair = _KEY_VALUE.match(word)
+        if pair:
+            value = pair.group(2) if pair.group(2) is not None else pair.group(3)
+            params.append(Param(pair.group(1), value, column))
+        elif "=" in word:
+            key, _, value = word.partition("=")
+            params.append(Param(key, value.strip("\"'"), column, quoted=False))
+        else:
+            params.append(Param(word, None, column))
+    return params
+
+
+# How far a word may be from a label (letters added, removed, changed or swapped) to be taken for a typo of it:
+# one for the short `#test` (`#tset`, `#tests`), two for the longer ones (`#test-resluts`).
+_NEAR_MISS_DISTANCE = {"#test": 1, "#test-result": 2, "#test-setup": 2}
+_PARAM_KEYS = ("id", "store", "load", "fuzzy", "timeout", "skip", "retry", "retry_delay")
+_PARAM_FLAGS = ("disable_fuzzy", "rerun_on_resume")
+
+
+def near_miss_of(word: str, *, first: bool = False, before_params: bool = False) -> str | None:
+    """The label WORD is a near miss of, or None: `#Test`, `#TEST-SETUP`, `#test_setup`, `#testsetup`,
+    `#tset`, `#test-results`; and a label written without its `#` (`test-setup`), when it stands after the
+    language or before parameters (a lone first word `test` may be a language, as `text` is)."""
+    spelt = word.casefold().replace("_", "-")
+    if spelt in LABELS:
+        return spelt if spelt != word else None
+    if not spelt.startswith("#"):
+        if first and not before_params:
+            return None
+        bare = {label[1:].replace("-", ""): label for label in LABELS}
+        return bare.get(spelt.replace("-", ""))
+    found = min(LABELS, key=lambda label: _distance(spelt, label))
+    if _distance(spelt, found) <= _NEAR_MISS_DISTANCE[found] or spelt.replace("-", "") == found.replace("-", ""):
+        return found
+    return None
+
+
+def _distance(word: str, other: str) -> int:
+    """Edit distance with swaps of neighbours (optimal string alignment): `#tset` is one from `#test`."""
+    previous2: list[int] = []
+    previous = list(range(len(other) + 1))
+    for i, letter in enumerate(word, start=1):
+        current = [i]
+        for j, other_letter in enumerate(other, start=1):
+            cost = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (letter != other_letter))
+            if i > 1 and j > 1 and letter == other[j - 2] and word[i - 2] == other_letter:
+                cost = min(cost, previous2[j - 2] + 1)
+            current.append(cost)
+        previous2, previous = previous, current
+    return previous[-1]
+
+
+def _has_params(words: list[tuple[str, int]]) -> bool:
+    """Whether WORDS hold a parameter of a label (`id="x"`, `disable_fuzzy`): what makes a bare `test` a label's."""
+    return any(word in _PARAM_FLAGS or ("=" in word and word.split("=", 1)[0] in _PARAM_KEYS) for word, _ in words)
+
+
+class _Collector:
+    """Walks markdown-it tokens and gathers labelled blocks, headings and problems."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.blocks: list[Block] = []
+        self.problems: list[Problem] = []
+        self.warnings: list[Problem] = []
+        self.near_labels: list[NearLabel] = []
+        self.heading: str | None = None
+        self.read_lines: list[tuple[int, int]] = []  # guide lines the parser read as code: fences, indented code
+
+    def walk(self, tokens: list[Any], text: str, line_offset: int, hidden: bool) -> None:
+        """Gather the blocks of TOKENS, parsed from TEXT, whose first line is guide line LINE_OFFSET + 1."""
+        for index, token in enumerate(tokens):
+            if token.type == "heading_open" and index + 1 < len(tokens):
+                self.heading = tokens[index + 1].content.strip() or self.heading
+            elif token.type in ("fence", "code_block") and token.map is not None:
+                self.read_lines.append((token.map[0] + 1 + line_offset, token.map[1] + line_offset))
+            if token.type == "fence" and token.map is not None:
+                self.fence(token, token.map[0] + 1 + line_offset, hidden)
+                self.unterminated(token, line_offset)
+            elif token.type == "html_block" and token.map is not None:
+                self.html(token.content, token.map[0] + line_offset)
+            elif token.nesting == 1 and token.level >= _MAX_NESTING - 1 and token.map is not None:
+                self.too_deep(text, token.map, line_offset)
+
+    def unterminated(self, token: Any, line_offset: int) -> None:
+        """Warn when a fence is never closed: its block silently takes the rest of the file (or of its container)."""
+        first, end = token.map
+        content_lines = token.content.count("\n") + (not token.content.endswith("\n") and token.content != "")
+        if end - first - 1 != content_lines:  # a closed fence also spans its closing line
+            return
+        labelled = any(word in LABELS for word, _ in split_info(token.info)[0])
+        if not labelled and not _LABELLED_FENCE.search(token.content):
+            return  # an open fence that swallows no labelled block changes nothing the harness runs
+        what = "its block runs" if labelled else "the labelled fences after it are read as its text,"
+        self.warnings.append(
+            Problem(
+                self.file,
+                first + 1 + line_offset,
+                f"this fence is never closed, so {what} up to line {end + line_offset}, where its file, comment, "
+                f"quote or list item ends: close it with {token.markup}",
+            )
+        )
+
+    def too_deep(self, text: str, span: list[int], line_offset: int) -> None:
+        """Warn of each labelled fence in a container nested past the parser's limit, which it leaves unread.
+
+        The parser reads nothing of such a container, and past a list item it reads nothing to the end of
+        the text, so the warning names the container and how far the unread part runs.
+        """
+        first, end = span[0] + 1 + line_offset, span[1] + line_offset
+        for number, line in enumerate(_LINE_BREAK.split(text)[span[0] : span[1]], start=first):
+            if _LABELLED_FENCE.search(line):
+                self.warnings.append(
+                    Problem(
+                        self.file,
+                        number,
+                        f"this labelled fence is ignored, though GitHub shows it: the quote or list at line {first} "
+                        "nests deeper than the harness reads (20 quotes, or 10 list levels), and nothing from there "
+                        f"to line {end} is read; nest it less deeply",
+                    )
+                )
+
+    def html(self, content: str, first_line_index: int) -> None:
+        """Re-scan an HTML block: fences inside comments are hidden setups."""
+        for comment in _COMMENT.finditer(content):
+            inner_start = comment.start(1)
+            line_index = first_line_index + content.count("\n", 0, inner_start)
+            visible_heading = self.heading  # a heading inside a comment is never seen by readers
+            self.walk(_comment_markdown().parse(comment.group(1)), comment.group(1), line_index, hidden=True)
+            self.heading = visible_heading
+
+    def near_label(self, words: list[tuple[str, int]], line: int) -> None:
+        """A fence ignored for a word like a misspelt label: an error for a near miss (`#tset`, `#Test`,
+        `#test_setup`, `test-setup`), a warning for a farther one (`#testing`), each saying which label was meant."""
+        for index, (word, _) in enumerate(words):
+            near_miss = near_miss_of(word, first=index == 0, before_params=_has_params(words[index + 1 :]))
+            if near_miss is None and not word.startswith(("#test", "#tset")):
+                continue
+            meant = near_miss or closest(word, LABELS)
+            labels = "the labels are #test, #test-result and #test-setup, spelt exactly"
+            fix = f"did you mean {meant}? ({labels})" if meant else f"({labels})"
+            if near_miss is not None:
+                problem = Problem(self.file, line, f"{word!r} is not a label, so this block would be ignored; {fix}")
+                self.problems.append(problem)
+            else:
+                problem = Problem(self.file, line, f"{word!r} is not a label, so this block is ignored; {fix}")
+                self.warnings.append(problem)
+            block_id = next((p.value for p in _parse_params(words[index + 1 :]) if p.key == "id"), None)
+            self.near_labels.append(NearLabel(line, word, meant, block_id, problem, near_miss is not None))
+            return
+
+    def fence(self, token: Any, line: int, hidden: bool) -> None:
+        words, quote_error = split_info(token.info)
+        label_at = next((i for i, (word, _) in enumerate(words) if word in LABELS), None)
+        if label_at is None:
+            self.near_label(words, line)
+            return
+        label = LABELS[words[label_at][0]]
+        if quote_error:
+            self.problems.append(Problem(self.file, line, quote_error))
+        if label_at > 1:
+            before = " ".join(word for word, _ in words[:label_at])
+            self.problems.append(
+                Problem(
+                    self.file,
+                    line,
+                    f"only the language may stand before {label.value}, found {before!r}",
+                )
+            )
+        params = _parse_params(words[label_at + 1 :])
+        if hidden and label is not Label.SETUP:
+            self.problems.append(
+                Problem(
+                    self.file,
+                    line,
+                    f"{label.value} inside an HTML comment: only #test-setup may be hidden; "
+                    "move the block out of the comment",
+                )
+            )
+        self.blocks.append(
+            Block(
+                label=label,
+                language=words[0][0] if label_at == 1 else None,
+                params=tuple(params),
+                body=token.content.rstrip("\n"),
+                file=self.file,
+                line=line,
+                heading=self.heading,
+                hidden=hidden,
+            )
+        )
+
+
+@functools.cache
+def _markdown() -> MarkdownIt:
+    """The parser, made once: CommonMark with front matter."""
+    return MarkdownIt("commonmark", {"maxNesting": _MAX_NESTING}).use(front_matter_plugin)
+
+
+@functools.cache
+def _comment_markdown() -> MarkdownIt:
+    """The parser for a comment's text: HTML comments do not nest, so a `<!--` in one is plain text.
+
+    Read as HTML, each `<!--` in a comment opened yet another comment to re-parse, one Python frame
+    per line: 500 lines of `<!--` ended the harness in a RecursionError.
+    """
+    return MarkdownIt("commonmark", {"maxNesting": _MAX_NESTING}).use(front_matter_plugin).disable("html_block")
+
+
+def _false_fences(text: str, file: str, collector: _Collector) -> list[Problem]:
+    """An error for each line that looks like a labelled fence but that the parser did not read as one.
+
+    CommonMark allows no backtick in the info string of a ``` fence (`skip='needs `npu-smi`'`): such a line
+    is a paragraph, and the next fence line, meant to close the block, opens one that swallows what follows.
+    """
+    read = sorted(collector.read_lines)
+    warned = {warning.line for warning in collector.warnings}
+    problems = []
+    for number, line in enumerate(_LINE_BREAK.split(text), start=1):  # numbered as the parser numbers them
+        found = _FENCE_LIKE.match(line)
+        if found is None or not any(word in LABELS for word, _ in split_info(found.group(2))[0]):
+            continue
+        if number in warned or any(first <= number <= last for first, last in read):
+            continue
+        why = (
+            "a ``` fence's parameters cannot hold a backtick (CommonMark): write the value without it, or open"
+            " the block with ~~~"
+            if "`" in found.group(2) and found.group(1).startswith("`")
+            else "it opens no code block where it stands (inside HTML, or after text that it continues)"
+        )
+        problems.append(Problem(file, number, f"this line looks like a labelled fence but is not one: {why}"))
+    return problems
+
+
+def parse_guide(text: str, file: str) -> ParsedGuide:
+    """Parse guide text into labelled blocks in document order (pure: no I/O)."""
+    collector = _Collector(file)
+    tokens = _markdown().parse(text)
+    front_matter: str | None = None
+    front_matter_line = 0
+    if tokens and tokens[0].type == "front_matter":
+        front_matter = tokens[0].content
+        front_matter_line = tokens[0].map[0] + 1 if tokens[0].map else 1
+    elif _OPENS_FRONT_MATTER.match(text):
+        collector.problems.append(
+            Problem(
+                file, 1, "front matter is never closed: its settings would be read as text; end it with a '---' line"
+            )
+        )
+    collector.walk(tokens, text, 0, hidden=False)
+    collector.problems.extend(_false_fences(text, file, collector))
+    return ParsedGuide(
+        file=file,
+        blocks=tuple(collector.blocks),
+        front_matter=front_matter,
+        front_matter_line=front_matter_line,
+        problems=tuple(collector.problems),
+        warnings=tuple(collector.warnings),
+        near_labels=tuple(collector.near_labels),
+    )
