@@ -2304,7 +2304,7 @@ def test_the_last_step_hands_roots_files_back_to_the_runners_user(installed: boo
     outside = tmp_path / "system-file"
     outside.write_text("must stay root's\n")
     (workspace / "link-out").symlink_to(outside)
-    checkout = workspace / GUIDE_GUARD_CHECKOUT / "ci" / "job"
+    checkout = workspace / GUIDE_GUARD_CHECKOUT / "ci" / "github"
     checkout.mkdir(parents=True)
     shutil.copy2(ROOT / "ci" / "github" / "handback.py", checkout)
     cleanup = WORKFLOWS[GUIDE_RUN].jobs["run"]["steps"][-1]
