@@ -7,7 +7,7 @@ from ci.core.model import TimeoutRule
 
 __all__ = ["DIALECTS", "parse_dialect", "parse_timeout_rules"]
 
-DIALECTS = ("auto", "labels", "fences", "pycon")  # docs/authoring.md, section 13c
+DIALECTS = ("auto", "labels", "fences", "pycon")  # docs/authoring.md, section 10
 _RULE_EXAMPLE = '[{contains: "cmake --build", timeout: 2h}, {contains: curl, timeout: 15m}]'
 
 
