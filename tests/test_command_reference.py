@@ -1,4 +1,5 @@
-"""docs/commands.md is what the commands' own --help says (docs/make_commands.py writes it)."""
+"""docs/commands.md is what the commands' own --help says (docs/make_commands.py writes it), and the
+documentation stays in pages a reader can take in: README.md a front door, no page of docs/ a book."""
 
 from __future__ import annotations
 
@@ -57,3 +58,16 @@ def test_the_dialect_help_names_labels_the_default() -> None:
     said = " ".join(make_commands().command_help("ci.run").split())
     assert "; default: labels" in said, said
     assert "the default" not in said.split("--dialect", 2)[2].split("--timeout-rule", 1)[0]
+
+
+def test_no_page_is_a_book() -> None:
+    """README.md is a front door (at most 150 lines); each page of docs/ is read by one kind of reader, at most
+    900 lines (docs/specforge.md, the guide itself, aside)."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(readme) <= 150, f"README.md has {len(readme)} lines: move the detail to docs/"
+    too_long = {
+        page.name: count
+        for page in sorted((REPO / "docs").glob("*.md"))
+        if page.name != "specforge.md" and (count := len(page.read_text(encoding="utf-8").splitlines())) > 900
+    }
+    assert not too_long, f"pages over 900 lines: {too_long}; split them by reader"
