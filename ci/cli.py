@@ -423,7 +423,7 @@ def add_dialect_option(parser: argparse.ArgumentParser, *, default: str | None =
         default=default,
         metavar="{" + ",".join(DIALECTS) + "}",  # checked with the other usage problems (dialect_problem)
         help=f"how the guides are read (a guide's front matter ci.dialect wins): {_CHOICES}"
-        + (f"; {said}" if said else ", the default"),
+        + (f"; {said}" if said else "; default: labels"),
     )
 
 

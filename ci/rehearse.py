@@ -202,7 +202,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_atomically(plan.own_files / "rehearsal-report.txt", text + "\n")  # a new file: never through a link
     print(text, flush=True)
     # kept, even after a passing run: every path printed above stays good (a temporary one goes when pruned)
-    where = "" if args.output_dir else f" (a temporary directory: the {KEEP_NEWEST} newest are kept)"
+    where = (
+        ""
+        if args.output_dir
+        else f" (a temporary directory: kept while among the {KEEP_NEWEST} newest, or changed within the hour)"
+    )
     if plan.resumed is None:
         print(f"rehearsal: outputs and sandbox kept in {plan.sandbox.root}{where}", flush=True)
     else:

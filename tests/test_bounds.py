@@ -247,5 +247,5 @@ def test_error_markers_are_looked_for_in_the_first_and_last_8_mib_of_a_huge_stde
     assert late["error_marker"] == "LATE_MARK"
     assert "--- stderr (20.0 GiB, contains 'LATE_MARK')" in run.stdout
     assert len(run.stdout.encode()) < REPORT_LIMIT_BYTES
-    docs = (REPO / "docs" / "authoring.md").read_text(encoding="utf-8")
+    docs = (REPO / "docs" / "reading-a-run.md").read_text(encoding="utf-8")
     assert "looked for in the first and last 8 MiB of stderr" in docs

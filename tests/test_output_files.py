@@ -1,5 +1,5 @@
 """Files outside the output directory are never touched: links, FIFOs and other users' files planted in it, report
-paths on the command line, ci.collect's links, a guide too large to be one (docs/authoring.md, "Files and links")."""
+paths on the command line, ci.collect's links, a guide too large to be one (docs/guarantees.md, "Files and links")."""
 
 from __future__ import annotations
 

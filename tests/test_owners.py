@@ -1,4 +1,4 @@
-"""Which block an adopted daemon came from when start times tie (docs/authoring.md, "Which block a process came from").
+"""Which block an adopted daemon came from when start times tie (docs/guarantees.md, "Which block a process came from").
 
 A daemon that clears its environment, starts a session of its own and is
 orphaned is placed by when it started. /proc gives start times in clock ticks

@@ -1,4 +1,4 @@
-"""What a user can rely on of processes and signals (docs/authoring.md, 13a): nothing outlives the run, every
+"""What a user can rely on of processes and signals (docs/guarantees.md, section 1): nothing outlives the run, every
 signal that would kill the harness ends the run with its reports, a full console never holds up a stop, an
 interrupt before the run is one line, and every block starts in the working directory as it now is.
 

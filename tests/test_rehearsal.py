@@ -318,7 +318,8 @@ def test_a_temporary_rehearsal_keeps_every_path_it_printed(tmp_path: Path, run_h
     (root,) = (temporary / "guide-guard").iterdir()
     assert root.name.startswith("rehearsal-")
     assert done.stdout.rstrip().endswith(
-        f"rehearsal: outputs and sandbox kept in {root} (a temporary directory: the 10 newest are kept)"
+        f"rehearsal: outputs and sandbox kept in {root}"
+        " (a temporary directory: kept while among the 10 newest, or changed within the hour)"
     )
     # every file or directory of the rehearsal the log names (the sandbox, the outputs, the Hub's log...)
     printed = set(re.findall(rf"{re.escape(str(root))}[^\s:,()]*", done.stdout))

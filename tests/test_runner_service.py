@@ -319,8 +319,8 @@ def test_backoff_doubles_up_to_its_limit(failures: int, expected_s: float) -> No
 
 
 def test_the_documented_commands_are_accepted() -> None:
-    """docs/ci.md "Registering the runner": each command of the service there is one its parser takes."""
-    docs = (Path(__file__).resolve().parents[1] / "docs" / "ci.md").read_text(encoding="utf-8")
+    """docs/runners.md "Registering the runner": each command of the service there is one its parser takes."""
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "runners.md").read_text(encoding="utf-8")
     section = docs.split("## Registering the runner\n", 1)[1].split("\n## ", 1)[0]
     commands = [
         block.replace("\\\n", " ").split("|", 1)[0]

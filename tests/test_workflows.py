@@ -788,7 +788,7 @@ def test_the_guide_run_workflow_runs_the_harness_through_the_action_with_reports
 
 
 def test_the_harness_is_called_by_path_and_never_activated() -> None:
-    """On the runner the harness must not change the environment under test (docs/ci.md)."""
+    """On the runner the harness must not change the environment under test (docs/runners.md)."""
     for workflow in STEP_FILES.values():
         self_hosted = set(self_hosted_jobs(workflow, WORKFLOWS)) | ({"action"} if workflow is ACTION else set())
         for call in harness_calls(workflow):
@@ -1200,7 +1200,7 @@ def test_doc_drift_asks_for_the_artifact_the_npu_run_uploads_with_only_actions_r
 
 
 # ---------------------------------------------------------------------------------------------------------
-# The NPU job on a real runner (docs/ci.md): each rule applies to every self-hosted job that runs a guide,
+# The NPU job on a real runner (docs/runners.md): each rule applies to every self-hosted job that runs a guide,
 # and is shown to fail on a job written the way guide-run.yml's was before these rules.
 
 OUTCOME_OUTPUTS = {"verdict", "exit_status", "counts", "failing"}
@@ -1753,7 +1753,7 @@ RECORD_PRINT_CASES = {
         FAILED_RUN | {"RUN_RESULT": "cancelled"},
         "harness verdict: none (the run job ended 'cancelled' without one)",
     ),
-    # the harness, stopped by the stop step, wrote its outputs after the runner had read them (docs/ci.md)
+    # the harness, stopped by the stop step, wrote its outputs after the runner had read them (docs/runners.md)
     "a cancelled run": (
         {"RUN_RESULT": "cancelled", "VERDICT": "", "COUNTS": "", "FAILING": "", "RUN_ATTEMPT": "1"}
         | {"VERDICT_ATTEMPT": "", "RESULT": "failed"},
@@ -1964,7 +1964,7 @@ def test_a_job_limit_that_leaves_the_harness_no_time_is_refused_by_name(job_minu
             f"::error title=timeout-minutes too small::the input timeout-minutes is '{job_minutes}';"
             f" give at least {margin + 1} (minutes)"
         ) in done.stdout, done.stdout
-    docs = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
+    docs = (ROOT / "docs" / "runners.md").read_text(encoding="utf-8")
     assert f"`timeout-minutes` must be at least {margin + 1}" in docs
     described = WORKFLOWS[GUIDE_RUN].doc["on"]["workflow_call"]["inputs"]["timeout-minutes"]["description"]
     assert f"at least {margin + 1}, as the harness's deadline is {margin} minutes below it" in described
@@ -1974,7 +1974,7 @@ def test_the_deadline_is_the_documented_margin_below_the_job_limit() -> None:
     workflow = WORKFLOWS[GUIDE_RUN]
     margin = workflow.doc["env"]["DEADLINE_MARGIN_MINUTES"]
     assert harness_deadline_s(workflow, 300) == 60 * (300 - margin)
-    assert f"`DEADLINE_MARGIN_MINUTES`, {margin} minutes" in (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
+    assert f"`DEADLINE_MARGIN_MINUTES`, {margin} minutes" in (ROOT / "docs" / "runners.md").read_text(encoding="utf-8")
     # every step after the harness has a limit of its own, so the margin can be checked against them
     assert all(step.get("timeout-minutes") for step in steps_after_the_harness(workflow, "run"))
 
@@ -2263,13 +2263,13 @@ def test_a_hub_mirror_with_a_line_break_is_refused(tmp_path: Path) -> None:
 
 def test_the_hub_cache_path_is_the_one_the_documented_options_mount() -> None:
     hf_home = WORKFLOWS[GUIDE_RUN].jobs["run"]["env"]["HF_HOME"]
-    docs = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
-    assert f":{hf_home}" in docs, f"docs/ci.md mounts no host directory at {hf_home}"
+    docs = (ROOT / "docs" / "runners.md").read_text(encoding="utf-8")
+    assert f":{hf_home}" in docs, f"docs/runners.md mounts no host directory at {hf_home}"
     assert "`HF_ENDPOINT`" in docs and "vars.HF_ENDPOINT" in WORKFLOWS[GUIDE_RUN].text
 
 
 def test_the_documented_container_options_give_ptrace_and_shared_memory() -> None:
-    docs = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
+    docs = (ROOT / "docs" / "runners.md").read_text(encoding="utf-8")
     assert "--cap-add SYS_PTRACE" in docs and "--shm-size" in docs
     assert WORKFLOWS[GUIDE_RUN].jobs["run"]["container"]["options"].startswith("--cap-add SYS_PTRACE ")
 

@@ -242,7 +242,7 @@ def deadline_minutes(job_timeout_minutes: str, margin_minutes: int) -> int:
         raise PrepareError(
             "timeout-minutes too small",
             f"the input timeout-minutes is '{job_timeout_minutes}'; give at least {margin_minutes + 1} (minutes):"
-            f" the harness's deadline is DEADLINE_MARGIN_MINUTES ({margin_minutes}) below it (docs/ci.md)",
+            f" the harness's deadline is DEADLINE_MARGIN_MINUTES ({margin_minutes}) below it (docs/runners.md)",
         )
     return left
 

@@ -9,7 +9,7 @@ from ci.guide.model import TimeoutRule
 
 __all__ = ["DIALECTS", "MAX_DURATION_S", "parse_dialect", "parse_duration", "parse_timeout_rules", "shown_text"]
 
-DIALECTS = ("auto", "labels", "fences", "pycon")  # docs/authoring.md, section 13c
+DIALECTS = ("auto", "labels", "fences", "pycon")  # docs/authoring.md, section 10
 _RULE_EXAMPLE = '[{contains: "cmake --build", timeout: 2h}, {contains: curl, timeout: 15m}]'
 
 

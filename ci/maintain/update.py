@@ -1,6 +1,6 @@
 """Updating guides from a finished run: rewrite mismatched `#test-result` bodies in place, every other byte kept.
 
-A plain-fence guide (docs/authoring.md 13c) has no `#test-result`: there the
+A plain-fence guide (docs/authoring.md, section 10) has no `#test-result`: there the
 ```text fence after a block whose search failed is rewritten, kept an excerpt. A
 console session gets its changed statements' output lines rewritten.
 """

@@ -29,7 +29,7 @@ _CAP_SYS_PTRACE = 19  # from <linux/capability.h>
 _VFS_CAP_FLAGS_EFFECTIVE = 0x1  # from <linux/capability.h>: a file capability raised at exec
 _PERMISSION_WORDS = re.compile(r"permission denied|operation not permitted|EPERM|EACCES|SYS_PTRACE", re.IGNORECASE)
 _FIX_CAPABILITY = (
-    "add --cap-add SYS_PTRACE to the job container's options (docs/ci.md), or give the harness CAP_SYS_PTRACE"
+    "add --cap-add SYS_PTRACE to the job container's options (docs/runners.md), or give the harness CAP_SYS_PTRACE"
 )
 
 

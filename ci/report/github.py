@@ -273,5 +273,5 @@ def private_files_note(blocks_wrote: Mapping[str, Path], github: bool) -> str | 
     summary = " (the step summary's is quoted as text at the end of the runner's)" if github else ""
     return (
         f"warning: blocks wrote to {named}: each block sees the run's own copy of these files, which the"
-        f" Actions runner never reads{summary}; see docs/authoring.md, section 13a"
+        f" Actions runner never reads{summary}; see docs/guarantees.md, section 1"
     )
