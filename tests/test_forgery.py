@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_workflows import read_github_output
+from workflows import read_github_output
 
 FENCE = "```"
 

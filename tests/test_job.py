@@ -1,6 +1,6 @@
 """`guide-guard-job`: what a workflow's job runs around the harness (ci/github/job.py): prepare, stop, hand-back.
 
-The workflow's own steps run these commands too (tests/test_workflows.py runs guide-run.yml's prepare, stop and
+The workflow's own steps run these commands too (tests/test_workflow_run_job.py runs guide-run.yml's prepare, stop and
 hand-back steps with real harnesses); here are the decisions as pure functions and the command's other ends.
 """
 

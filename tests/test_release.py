@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from test_workflows import WORKFLOWS, Workflow, parse_workflow, permission_violations, pinning_violations
+from workflows import WORKFLOWS, Workflow, parse_workflow, permission_violations, pinning_violations
 
 import ci
 from ci.github.release import build_parser, changelog_sections, main, pinned_versions

@@ -147,7 +147,7 @@ def test_names_are_picked_as_github_names_secrets_case_insensitively() -> None:
 
 
 def test_the_entrys_secrets_reach_the_action_and_its_run_step_gets_only_the_named_ones(tmp_path) -> None:
-    from test_workflows import ACTION, GUIDE_RUN, ROOT, WORKFLOWS, action_step, run_step_script, step_env
+    from workflows import ACTION, GUIDE_RUN, ROOT, WORKFLOWS, action_step, run_step_script, step_env
 
     # the registry's matrix key -> guides.yml's call -> guide-run.yml's input -> the action's inputs
     call = WORKFLOWS["guides.yml"].jobs["run"]

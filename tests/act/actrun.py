@@ -33,7 +33,7 @@ USES = re.compile(r"uses:\s*(actions/[\w.-]+)(/[\w./-]+)?@([0-9a-f]{40})")
 
 
 def pinned_actions() -> dict[str, str]:
-    """{OWNER/NAME: commit} of every third-party action the workflows pin (one commit each: test_workflows)."""
+    """{OWNER/NAME: commit} of every third-party action the workflows pin (one commit each: tests/test_workflow_security.py)."""
     pins: dict[str, str] = {}
     for path in [*sorted((REPO / ".github" / "workflows").glob("*.yml")), REPO / "action.yml"]:
         for repository, _subpath, commit in USES.findall(path.read_text(encoding="utf-8")):

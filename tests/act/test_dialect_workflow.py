@@ -75,7 +75,7 @@ def as_github_reads_a_skipped_decision(runner: ActRunner) -> None:
     GitHub gives a skipped job's outputs as empty, so `needs.decide.outputs.ref || inputs.upstream-ref` is the
     entry's ref; act gives them as their unevaluated expressions (nektos/act#2467), here
     `${{ steps.monitor.outputs.ref }}`, which wins the `||` and is evaluated empty again in the composite action.
-    So the workspace's copy leaves out what GitHub reads as empty (tests/test_workflows.py pins the original).
+    So the workspace's copy leaves out what GitHub reads as empty (tests/test_workflow_wiring.py pins the original).
     """
     workflow = runner.workspace / ".github" / "workflows" / "guide-run.yml"
     text = workflow.read_text(encoding="utf-8")

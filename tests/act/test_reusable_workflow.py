@@ -18,7 +18,7 @@ from pathlib import Path
 from actrun import REPO, ActRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_workflows import documented_caller
+from workflows import documented_caller
 
 GUIDE_GUARD = "guide-guard-org/guide-guard"  # the OWNER/guide-guard of the documented `uses:` line
 CALLER_WORKFLOW = ".github/workflows/quickstart-npu.yml"
