@@ -496,41 +496,33 @@ def test_explain_prefix_mismatch_on_line_three(tmp_path: Path) -> None:
     assert (report.expected_head, report.expected_tail, report.expected_lines) == (body, "", 4)
 
 
-def test_explain_prefix_mismatch_before_a_wildcard(tmp_path: Path) -> None:
-    body = "header\nstatus: ok ...\n...\ndone"
-    actual = "header\nstatus: failed 3\nx\ndone"
+@pytest.mark.parametrize(
+    ("body", "actual", "line", "text"),
+    [
+        ("header\nstatus: ok ...\n...\ndone", "header\nstatus: failed 3\nx\ndone", 2, "status: ok ..."),
+        # the middle line `middle` is nowhere in the output: it is the first line not matched
+        ("start\n...\nmiddle\n...\nend", "start\nfoo\nbar\nend\n", 3, "middle"),
+        (
+            "begin\nloaded ... shards, ... ok\nend",
+            "begin\nloaded 4 shards, 1 failed\nend",
+            2,
+            "loaded ... shards, ... ok",
+        ),
+        # the last line `end` is not at the end of the output: it is the first line not matched
+        ("start\n...\nend", "start\nfoo\nEND\n", 3, "end"),
+        ("start\nresult: ... passed", "start\nresult: 3 failed\n", 2, "result: ... passed"),
+    ],
+    ids=[
+        "prefix-mismatch-before-a-wildcard",
+        "missing-middle-piece",
+        "missing-middle-piece-inline",
+        "wrong-suffix",
+        "wrong-suffix-inline",
+    ],
+)
+def test_explain_names_the_first_unmatched_line(tmp_path: Path, body: str, actual: str, line: int, text: str) -> None:
     report = explain(tmp_path, actual, body)
-    assert (report.first_unmatched_line, report.first_unmatched_text) == (2, "status: ok ...")
-
-
-def test_explain_missing_middle_piece(tmp_path: Path) -> None:
-    """The middle line `middle` is nowhere in the output: it is the first line not matched."""
-    body = "start\n...\nmiddle\n...\nend"
-    actual = "start\nfoo\nbar\nend\n"
-    report = explain(tmp_path, actual, body)
-    assert (report.first_unmatched_line, report.first_unmatched_text) == (3, "middle")
-
-
-def test_explain_missing_middle_piece_inline(tmp_path: Path) -> None:
-    body = "begin\nloaded ... shards, ... ok\nend"
-    actual = "begin\nloaded 4 shards, 1 failed\nend"
-    report = explain(tmp_path, actual, body)
-    assert (report.first_unmatched_line, report.first_unmatched_text) == (2, "loaded ... shards, ... ok")
-
-
-def test_explain_wrong_suffix(tmp_path: Path) -> None:
-    """The last line `end` is not at the end of the output: it is the first line not matched."""
-    body = "start\n...\nend"
-    actual = "start\nfoo\nEND\n"
-    report = explain(tmp_path, actual, body)
-    assert (report.first_unmatched_line, report.first_unmatched_text) == (3, "end")
-
-
-def test_explain_wrong_suffix_inline(tmp_path: Path) -> None:
-    body = "start\nresult: ... passed"
-    actual = "start\nresult: 3 failed\n"
-    report = explain(tmp_path, actual, body)
-    assert (report.first_unmatched_line, report.first_unmatched_text) == (2, "result: ... passed")
+    assert (report.first_unmatched_line, report.first_unmatched_text) == (line, text)
 
 
 def test_explain_diff_is_a_unified_hunk_expected_to_actual(tmp_path: Path) -> None:

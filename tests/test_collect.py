@@ -28,6 +28,18 @@ def _wait_for(path: Path) -> None:
     raise AssertionError(f"{path} never appeared")
 
 
+def _start_harness(guide: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    """`python -m ci.run GUIDE` started in the guide's directory (its output in out/ there), for a test to signal."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "ci.run", str(guide), "--output-dir", str(guide.parent / "out"), *args],
+        cwd=guide.parent,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def _section(stdout: str, title_start: str) -> str:
     """The text of the job log's `--- title...` section, up to the next section or verdict line."""
     start = stdout.index(f"--- {title_start}")
@@ -276,14 +288,7 @@ def test_an_interrupted_run_still_collects(tmp_path: Path, harness_env: dict[str
     guide.write_text(
         f'---\nci:\n  collect: ["work.log"]\n---\n{FENCE}shell #test-setup\necho "got this far" > work.log\nsleep 600\n{FENCE}\n'
     )
-    harness = subprocess.Popen(
-        [sys.executable, "-m", "ci.run", str(guide), "--output-dir", str(tmp_path / "out")],
-        cwd=tmp_path,
-        env=harness_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    harness = _start_harness(guide, harness_env)
     _wait_for(tmp_path / "work.log")
     harness.send_signal(signal.SIGTERM)
     stdout, stderr = harness.communicate(timeout=60)
@@ -303,14 +308,7 @@ def test_a_stop_signal_during_the_collection_cuts_it_to_the_stopping_limits(
         f'---\nci:\n  collect: ["big/*.log"]\n---\n{FENCE}shell #test-setup\n'
         f"mkdir big\nfor n in $(seq 10 25); do truncate -s 64M big/$n.log; done\n{FENCE}\n"
     )
-    harness = subprocess.Popen(
-        [sys.executable, "-m", "ci.run", str(guide), "--output-dir", str(tmp_path / "out")],
-        cwd=tmp_path,
-        env=harness_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    harness = _start_harness(guide, harness_env)
     try:
         while not (tmp_path / "out" / "collected").exists() and harness.poll() is None:
             time.sleep(0.005)  # the first copy has begun
@@ -513,14 +511,7 @@ def test_a_stop_request_during_a_diagnostic_ends_it_and_the_rest(tmp_path: Path,
         f'    - "echo yes > {flag}; sleep 600"\n    - "touch {tmp_path}/second"\n---\n'
         f"{FENCE}shell #test-setup\nexit 1\n{FENCE}\n\n{FENCE}shell #test-setup\necho never\n{FENCE}\n"
     )
-    harness = subprocess.Popen(
-        [sys.executable, "-m", "ci.run", str(guide), "--output-dir", str(tmp_path / "out"), "--keep-going"],
-        cwd=tmp_path,
-        env=harness_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    harness = _start_harness(guide, harness_env, "--keep-going")
     killer = threading.Timer(120, harness.kill)  # a harness that ignored the signal would wait 600 s
     killer.start()
     try:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -316,11 +318,16 @@ def test_output_is_on_disk_while_the_block_runs_even_if_the_harness_is_killed(
             os.kill(int(line), signal.SIGKILL)
 
 
+def _run_harness_under(
+    launcher: str, guide: Path, output_dir: Path, env: dict[str, str], **run: Any
+) -> subprocess.CompletedProcess[Any]:
+    """`python -m ci.run GUIDE` started by the Python program LAUNCHER (given the command line as its arguments)."""
+    command = [sys.executable, "-m", "ci.run", str(guide), "--output-dir", str(output_dir)]
+    return subprocess.run([sys.executable, "-c", launcher, *command], env=env, capture_output=True, timeout=120, **run)
+
+
 def test_own_peak_memory_is_not_inherited_from_a_big_parent(tmp_path: Path, harness_env: dict[str, str]) -> None:
     # Linux carries ru_maxrss across exec: a harness started by a big process must not report its size
-    import subprocess
-    import sys
-
     guide = tmp_path / "g.md"
     guide.write_text(f"{FENCE}shell #test-setup\necho hi\n{FENCE}\n")
     launcher = (
@@ -329,22 +336,7 @@ def test_own_peak_memory_is_not_inherited_from_a_big_parent(tmp_path: Path, harn
         "for i in range(0, len(ballast), 4096): ballast[i] = 1\n"
         "sys.exit(subprocess.run(sys.argv[1:]).returncode)\n"
     )
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            launcher,
-            sys.executable,
-            "-m",
-            "ci.run",
-            str(guide),
-            "--output-dir",
-            str(tmp_path / "out"),
-        ],
-        env=harness_env,
-        capture_output=True,
-        timeout=120,
-    )
+    done = _run_harness_under(launcher, guide, tmp_path / "out", harness_env)
     assert done.returncode == 0
     record = json.loads((tmp_path / "out" / "results.json").read_text())
     assert record["harness_peak_rss_bytes"] < 100 * 1024 * 1024
@@ -369,9 +361,6 @@ def test_a_harness_started_with_a_thousand_descriptors_open_still_waits_on_its_b
     tmp_path: Path, harness_env: dict[str, str]
 ) -> None:
     """Descriptors 3..1023 taken by whoever started it: the harness's own get numbers past 1024."""
-    import subprocess
-    import sys
-
     guide = tmp_path / "g.md"
     guide.write_text(f"{FENCE}shell #test-setup\nsleep 0.3\necho waited\n{FENCE}\n")
     launcher = (
@@ -385,23 +374,7 @@ def test_a_harness_started_with_a_thousand_descriptors_open_still_waits_on_its_b
         "os.set_inheritable(null, True)\n"
         "os.execv(sys.argv[1], sys.argv[1:])\n"
     )
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            launcher,
-            sys.executable,
-            "-m",
-            "ci.run",
-            str(guide),
-            "--output-dir",
-            str(tmp_path / "o"),
-        ],
-        env=harness_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = _run_harness_under(launcher, guide, tmp_path / "o", harness_env, text=True)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     [block] = json.loads((tmp_path / "o" / "results.json").read_text())["blocks"]
     assert block["status"] == "passed" and block["captured"] == {}

@@ -378,13 +378,12 @@ def test_with_stream_the_heartbeat_speaks_only_when_the_output_is_silent(guide_r
     assert "\n| first line\n... still running slow: " in _log(run)
 
 
-def test_the_heartbeat_masks_its_last_line_before_cutting_it(guide_runner) -> None:
-    secret = "hf_heartbeat_secret_value_0123456789"
-    # the secret straddles the heartbeat's 120-character cut: cut before masking, its start would show
+def _heartbeat_on(guide_runner, printf: str, secret: str) -> str:  # type: ignore[no-untyped-def]
+    """The log of a block that prints, by PRINTF, a line holding SECRET, then sleeps through heartbeats: it passes."""
     run = guide_runner(
         f"""
         {FENCE}shell #test-setup
-        printf '%s%s%s\\n' "$(printf 'x%.0s' $(seq 110))" "$HF_TOKEN" tail
+        {printf}
         sleep 2.5
         {FENCE}
         """,
@@ -393,27 +392,25 @@ def test_the_heartbeat_masks_its_last_line_before_cutting_it(guide_runner) -> No
         env={"HF_TOKEN": secret},
     )
     assert run.returncode == 0
-    beat = next(line for line in _log(run).splitlines() if line.startswith("... still running"))
+    return _log(run)
+
+
+def test_the_heartbeat_masks_its_last_line_before_cutting_it(guide_runner) -> None:
+    secret = "hf_heartbeat_secret_value_0123456789"
+    # the secret straddles the heartbeat's 120-character cut: cut before masking, its start would show
+    log = _heartbeat_on(guide_runner, """printf '%s%s%s\\n' "$(printf 'x%.0s' $(seq 110))" "$HF_TOKEN" tail""", secret)
+    beat = next(line for line in log.splitlines() if line.startswith("... still running"))
     assert beat.endswith("last line: " + "x" * 110 + "***tail"), beat
-    assert secret[:4] not in _log(run)
+    assert secret[:4] not in log
 
 
 def test_the_heartbeat_never_shows_the_end_of_a_secret_its_bounded_read_begins_in(guide_runner) -> None:
     secret = "hf_the_heartbeat_reads_from_inside_me_42"
     # one line longer than the heartbeat reads of it (4 KiB and the masker's longest form of the secret, its
     # 56-character base64), the secret at its start: the read begins inside it
-    run = guide_runner(
-        f"""
-        {FENCE}shell #test-setup
-        printf '%s%s\\n' "$HF_TOKEN" "$(head -c 4140 /dev/zero | tr '\\0' z)"
-        sleep 2.5
-        {FENCE}
-        """,
-        "--heartbeat",
-        "1",
-        env={"HF_TOKEN": secret},
+    log = _heartbeat_on(
+        guide_runner, '''printf '%s%s\\n' "$HF_TOKEN" "$(head -c 4140 /dev/zero | tr '\\0' z)"''', secret
     )
-    assert run.returncode == 0
-    beat = next(line for line in _log(run).splitlines() if line.startswith("... still running"))
+    beat = next(line for line in log.splitlines() if line.startswith("... still running"))
     assert re.search(r"last line: z{120} \[\.\.\.\]$", beat), beat
-    assert secret[-6:] not in _log(run)
+    assert secret[-6:] not in log

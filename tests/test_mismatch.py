@@ -17,6 +17,12 @@ import pytest
 FENCE = "```"
 
 
+def _greet(printed: str, expected: str) -> str:
+    """A #test id=greet running `printf 'PRINTED'`, and its #test-result expecting EXPECTED."""
+    test = f"{FENCE}shell #test id=\"greet\"\nprintf '{printed}'\n{FENCE}\n\n"
+    return test + f'{FENCE}shell #test-result id="greet"\n{expected}\n{FENCE}\n'
+
+
 @pytest.mark.parametrize(
     ("printed", "diff_line", "named"),
     [
@@ -31,17 +37,7 @@ FENCE = "```"
     ids=["carriage return", "colour", "NUL"],
 )
 def test_a_mismatch_in_bytes_a_log_hides_is_shown(guide_runner, printed: str, diff_line: str, named: str) -> None:
-    run = guide_runner(
-        f"""
-        {FENCE}shell #test id="greet"
-        printf '{printed}'
-        {FENCE}
-
-        {FENCE}shell #test-result id="greet"
-        hello
-        {FENCE}
-        """
-    )
+    run = guide_runner(_greet(printed, "hello"))
     assert run.returncode == 1, run.stdout
     block = run.block("greet")
     assert (block["status"], block["first_unmatched_line"]) == ("mismatch", 1)
@@ -54,18 +50,7 @@ def test_a_mismatch_in_bytes_a_log_hides_is_shown(guide_runner, printed: str, di
 
 
 def test_a_line_differing_only_in_blanks_says_so_and_the_diff_shows_them(guide_runner) -> None:
-    run = guide_runner(
-        f"""
-        {FENCE}shell #test id="greet"
-        printf 'hello \\nworld\\n'
-        {FENCE}
-
-        {FENCE}shell #test-result id="greet"
-        hello
-        world
-        {FENCE}
-        """
-    )
+    run = guide_runner(_greet("hello \\nworld\\n", "hello\nworld"))
     assert run.returncode == 1, run.stdout
     assert "\n-hello\n+hello\\x20\n world\n" in run.stdout, run.stdout  # the two lines look alike no more
     said = "from its line 1: 'hello'; the output's line there, 'hello ', differs from it only in blanks (spaces, tabs)"
@@ -74,17 +59,7 @@ def test_a_line_differing_only_in_blanks_says_so_and_the_diff_shows_them(guide_r
 
 
 def test_a_visible_difference_says_nothing_of_hidden_bytes(guide_runner) -> None:
-    run = guide_runner(
-        f"""
-        {FENCE}shell #test id="greet"
-        printf 'hullo\\r\\n'
-        {FENCE}
-
-        {FENCE}shell #test-result id="greet"
-        hello
-        {FENCE}
-        """
-    )
+    run = guide_runner(_greet("hullo\\r\\n", "hello"))
     block = run.block("greet")
     assert block["message"] == "stdout does not match the expected output from its line 1: 'hello'"
     assert "\n-hello\n+hullo\\r\n" in run.stdout, run.stdout

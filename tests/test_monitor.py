@@ -105,6 +105,21 @@ def check(guide: Path, state: Path, capsys: pytest.CaptureFixture[str], *extra: 
     return json.loads(captured.out), captured.err
 
 
+@pytest.fixture
+def state(stub: WebStub, env: dict[str, str], guide: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """The state file of a first check of the guide, made with release v0.4.0 (SHA_A) and MODEL_SHA_1 published."""
+    publish(stub)
+    path = tmp_path / "state.json"
+    check(guide, path, capsys)
+    return path
+
+
+def record(guide: Path, state: Path, capsys: pytest.CaptureFixture[str], result: str, ref: str) -> dict[str, Any]:
+    """Record a run's RESULT on REF as the workflow does after the run; return what the monitor printed."""
+    assert main([str(guide), "--state", str(state), "--record-result", result, "--ref", ref]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
 def outputs(env: dict[str, str]) -> dict[str, str]:
     lines = Path(env["GITHUB_OUTPUT"]).read_text(encoding="utf-8").splitlines()
     found: dict[str, str] = {}
@@ -151,11 +166,8 @@ def test_first_check_tests_the_latest_release_and_writes_outputs(
 
 
 def test_nothing_changed_means_no_run(
-    stub: WebStub, env: dict[str, str], guide: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    stub: WebStub, env: dict[str, str], guide: Path, state: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    publish(stub)
-    state = tmp_path / "state.json"
-    check(guide, state, capsys)
     decision, _ = check(guide, state, capsys)
     assert decision["need_to_test"] is False
     assert decision["reason"] == "nothing changed since the last check"
@@ -171,12 +183,8 @@ def test_nothing_changed_means_no_run(
 
 
 def test_signals_fire_in_order_of_importance(
-    stub: WebStub, env: dict[str, str], guide: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    stub: WebStub, guide: Path, state: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    publish(stub)
-    state = tmp_path / "state.json"
-    check(guide, state, capsys)
-
     publish(stub, model_sha=MODEL_SHA_2)
     decision, _ = check(guide, state, capsys)
     assert statuses(decision)["model"] == "fired"
@@ -196,11 +204,8 @@ def test_signals_fire_in_order_of_importance(
 
 
 def test_a_moved_tag_is_a_new_release(
-    stub: WebStub, env: dict[str, str], guide: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    stub: WebStub, guide: Path, state: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    publish(stub)
-    state = tmp_path / "state.json"
-    check(guide, state, capsys)
     publish(stub, sha=SHA_B)
     decision, _ = check(guide, state, capsys)
     assert statuses(decision)["release"] == "fired"
@@ -208,19 +213,14 @@ def test_a_moved_tag_is_a_new_release(
 
 
 def test_failed_run_is_retried_at_most_n_times(
-    stub: WebStub, env: dict[str, str], guide: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    stub: WebStub, guide: Path, state: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    publish(stub)
-    state = tmp_path / "state.json"
-    check(guide, state, capsys)
     for attempt in (1, 2):
-        assert main([str(guide), "--state", str(state), "--record-result", "failed", "--ref", "v0.4.0"]) == 0
-        capsys.readouterr()
+        record(guide, state, capsys, "failed", "v0.4.0")
         decision, _ = check(guide, state, capsys, "--max-retries", "2")
         assert decision["need_to_test"] is True, attempt
         assert decision["reason"] == f"the previous run failed (on v0.4.0): retry {attempt} of 2"
-    assert main([str(guide), "--state", str(state), "--record-result", "failed", "--ref", "v0.4.0"]) == 0
-    capsys.readouterr()
+    record(guide, state, capsys, "failed", "v0.4.0")
     decision, _ = check(guide, state, capsys, "--max-retries", "2")
     assert decision["need_to_test"] is False
     assert "failed 3 times in a row" in decision["signals"]["retry"]["detail"]
@@ -229,13 +229,11 @@ def test_failed_run_is_retried_at_most_n_times(
     publish(stub, tag="v0.5.0", sha=SHA_B)
     decision, _ = check(guide, state, capsys, "--max-retries", "2")
     assert statuses(decision)["release"] == "fired"
-    assert main([str(guide), "--state", str(state), "--record-result", "failed", "--ref", "v0.5.0"]) == 0
-    capsys.readouterr()
+    record(guide, state, capsys, "failed", "v0.5.0")
     decision, _ = check(guide, state, capsys, "--max-retries", "2")
     assert decision["reason"] == "the previous run failed (on v0.5.0): retry 1 of 2"
 
-    assert main([str(guide), "--state", str(state), "--record-result", "passed", "--ref", "v0.5.0"]) == 0
-    assert json.loads(capsys.readouterr().out) == {
+    assert record(guide, state, capsys, "passed", "v0.5.0") == {
         "result": "passed",
         "ref": "v0.5.0",
         "recorded_at": json.loads(state.read_text())["last_result"]["recorded_at"],
@@ -280,11 +278,8 @@ def test_token_is_sent_as_bearer(
 
 
 def test_rate_limit_leaves_the_release_unknown_and_keeps_the_last_ref(
-    stub: WebStub, env: dict[str, str], guide: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    stub: WebStub, guide: Path, state: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    publish(stub)
-    state = tmp_path / "state.json"
-    check(guide, state, capsys)
     reset = int(time.time()) + 600
     stub.set(
         f"/repos/{REPO}/releases/latest",

@@ -19,32 +19,16 @@ from ci.run import build_parser as build_run_parser
 ROOT = Path(__file__).resolve().parents[1]
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
-PASSING = """
-```shell #test id="hello"
-echo hello
-```
 
-```shell #test-result id="hello"
-hello
-```
-"""
-FAILING = """
-```shell #test id="hello"
-echo hello
-```
+def echo_test(test_id: str, expected: str) -> str:
+    """A #test that echoes its id, and its #test-result expecting EXPECTED."""
+    return (
+        f'```shell #test id="{test_id}"\necho {test_id}\n```\n\n```shell #test-result id="{test_id}"\n{expected}\n```\n'
+    )
 
-```shell #test-result id="hello"
-goodbye
-```
 
-```shell #test id="after"
-echo after
-```
-
-```shell #test-result id="after"
-after
-```
-"""
+PASSING = "\n" + echo_test("hello", "hello")
+FAILING = "\n" + echo_test("hello", "goodbye") + "\n" + echo_test("after", "after")
 
 
 # blocks of at most 2 minutes: a job of 60 minutes leaves them room
@@ -305,23 +289,28 @@ def test_the_job_must_leave_the_guide_its_longest_block(tmp_path: Path, capsys: 
     ]
 
 
+def fences_registry(directory: Path, guide: str, timeout_minutes: int, rules: str) -> Path:
+    """guides.yaml with one entry, upstream: GUIDE read as plain fences, a job of TIMEOUT_MINUTES, its timeout RULES."""
+    return write_registry(
+        directory,
+        f"""
+        defaults: {{runner: [ubuntu-latest]}}
+        guides:
+          - name: upstream
+            guide: docs/upstream.md
+            timeout_minutes: {timeout_minutes}
+            dialect: fences
+            timeout_rules: {rules}
+        """,
+        {"docs/upstream.md": guide},
+    )
+
+
 def test_a_skipped_blocks_limit_asks_nothing_of_the_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # an upstream guide read as plain fences: its rule limits the fence that runs; the ```shell skip fence,
     # never run, keeps the dialect's default limit of 3 h, which a 60-minute job could not hold
     upstream = "```shell\necho ready\n```\n\n```shell skip\nnpu-smi info\n```\n"
-    registry = write_registry(
-        tmp_path,
-        """
-        defaults: {runner: [ubuntu-latest]}
-        guides:
-          - name: upstream
-            guide: docs/upstream.md
-            timeout_minutes: 60
-            dialect: fences
-            timeout_rules: [{contains: echo, timeout: 2m}]
-        """,
-        {"docs/upstream.md": upstream},
-    )
+    registry = fences_registry(tmp_path, upstream, 60, "[{contains: echo, timeout: 2m}]")
     status, _, err = run(capsys, str(registry), "--check")
     assert status == 0, err
     # the fence that runs still counts: a limit the job cannot hold is refused
@@ -334,20 +323,8 @@ def test_a_skipped_blocks_limit_asks_nothing_of_the_job(tmp_path: Path, capsys: 
 def test_the_matrix_passes_each_rules_limit_exactly_and_a_rule_of_two_lines_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    upstream = "```shell\necho ready\n```\n"
-    registry = write_registry(
-        tmp_path,
-        """
-        defaults: {runner: [ubuntu-latest]}
-        guides:
-          - name: upstream
-            guide: docs/upstream.md
-            timeout_minutes: 2000
-            dialect: fences
-            timeout_rules: [{contains: "cmake --build", timeout: 100000.5}, {contains: echo, timeout: 0.25}]
-        """,
-        {"docs/upstream.md": upstream},
-    )
+    rules = '[{contains: "cmake --build", timeout: 100000.5}, {contains: echo, timeout: 0.25}]'
+    registry = fences_registry(tmp_path, "```shell\necho ready\n```\n", 2000, rules)
     status, out, err = run(capsys, str(registry), "--matrix")
     assert status == 0, err
     [row] = json.loads(out)["include"]
@@ -535,11 +512,17 @@ def two_runs(guide_runner: Any, tmp_path: Path) -> tuple[Path, Path]:
     return tmp_path / "passed", tmp_path / "failed"
 
 
+@pytest.fixture
+def runs(guide_runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """two_runs, with the test in a directory with no guides.yaml: the board has the runs' guides only."""
+    monkeypatch.chdir(tmp_path)
+    return two_runs(guide_runner, tmp_path)
+
+
 def test_the_board_renders_real_runs_failing_first(
-    guide_runner: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.chdir(tmp_path)  # no guides.yaml here: the board has the runs' guides only
-    passed, failed = two_runs(guide_runner, tmp_path)
+    passed, failed = runs
     board = tmp_path / "board"
     status, out, err = run(capsys, "--board", str(passed), str(failed), "--output", str(board))
     assert status == 0, err
@@ -569,10 +552,9 @@ def test_the_board_renders_real_runs_failing_first(
 
 
 def test_each_guide_gets_a_badge_in_shields_endpoint_format(
-    guide_runner: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.chdir(tmp_path)  # no guides.yaml here: the board has the runs' guides only
-    passed, failed = two_runs(guide_runner, tmp_path)
+    passed, failed = runs
     board = tmp_path / "board"
     assert run(capsys, "--board", str(passed), str(failed), "--output", str(board))[0] == 0
     badges = {path.name: json.loads(path.read_text(encoding="utf-8")) for path in board.glob("*.badge.json")}
@@ -588,11 +570,10 @@ def test_each_guide_gets_a_badge_in_shields_endpoint_format(
 
 
 def test_the_previous_board_keeps_last_passed_and_the_guides_not_run(
-    guide_runner: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The workflow's way: status files of this run on top of the previous board's files."""
-    monkeypatch.chdir(tmp_path)  # no guides.yaml here: the board has the runs' guides only
-    passed, _ = two_runs(guide_runner, tmp_path)
+    passed, _ = runs
     board = tmp_path / "board"
     assert run(capsys, "--board", str(passed), "--output", str(board))[0] == 0
     first = json.loads((board / "quick-start.json").read_text(encoding="utf-8"))

@@ -95,6 +95,13 @@ class Harness:
         assert self.summary.read_text(encoding="utf-8").strip()
         assert not (self.out / "harness.pid").exists()
 
+    def stopped_by(self, signum: int, ready: Callable[[], bool], what: str) -> None:
+        """Once READY holds (WHAT it waits for), send SIGNUM: the run ends with 128 + SIGNUM, every report written."""
+        wait_for(ready, what)
+        self.process.send_signal(signum)
+        assert self.finish() == 128 + signum
+        self.assert_reported(128 + signum)
+
     def stop_and_signal(self, *signums: int) -> None:
         """Deliver these signals together: stopped, the harness cannot act on one before the next is pending."""
         pid = self.process.pid
@@ -114,6 +121,14 @@ def _trapping_loop(term_file: Path, ready: Path) -> str:
     )
 
 
+def _long_block_then_another(server_pid: Path) -> str:
+    """A guide whose block `long` starts a background sleep (its pid in SERVER_PID) and sleeps; `after` follows."""
+    return (
+        f'{FENCE}shell #test-setup id="long"\nsleep 300 &\necho $! > {server_pid}\nsleep 300\n{FENCE}\n\n'
+        f'{FENCE}shell #test-setup id="after"\necho never\n{FENCE}\n'
+    )
+
+
 # -- harness.pid ------------------------------------------------------------------------------------
 
 
@@ -122,10 +137,7 @@ def test_the_workflows_stop_step_signals_the_pid_in_harness_pid(tmp_path: Path, 
     harness = Harness(
         tmp_path,
         harness_env,
-        [
-            f'{FENCE}shell #test-setup id="long"\nsleep 300 &\necho $! > {server_pid}\nsleep 300\n{FENCE}\n\n'
-            f'{FENCE}shell #test-setup id="after"\necho never\n{FENCE}\n'
-        ],
+        [_long_block_then_another(server_pid)],
     )
     pid_file = harness.out / "harness.pid"
     wait_for(_has_text(server_pid), "the block to start")
@@ -337,10 +349,7 @@ def test_sigterm_while_waiting_on_a_block_that_ignores_it(tmp_path: Path, harnes
         "--grace",
         "600",
     )
-    wait_for(_has_text(ready), "the block to start")
-    harness.process.send_signal(signal.SIGTERM)
-    assert harness.finish() == 143
-    harness.assert_reported(143)
+    harness.stopped_by(signal.SIGTERM, _has_text(ready), "the block to start")
     block = harness.block("stubborn")
     assert block["status"] == "error" and "interrupted by signal 15" in block["message"]
     assert "TERM" in term.read_text()  # it was asked first
@@ -360,10 +369,8 @@ def test_sigterm_during_a_timed_out_blocks_grace_period(tmp_path: Path, harness_
         "--grace",
         "600",
     )
-    wait_for(_has_text(term, "TERM"), "the time-out's SIGTERM")  # the harness is in the 600 s grace period now
-    harness.process.send_signal(signal.SIGTERM)
-    assert harness.finish() == 143
-    harness.assert_reported(143)
+    # the harness is in the 600 s grace period when the signal comes
+    harness.stopped_by(signal.SIGTERM, _has_text(term, "TERM"), "the time-out's SIGTERM")
     assert harness.block("stubborn")["status"] == "timed_out"
     assert harness.block("after")["status"] == "not_run"
     assert harness.record["guides"][0]["interrupted_by_signal"] == 15
@@ -389,10 +396,7 @@ def test_sigterm_during_a_hung_stack_dump(tmp_path: Path, harness_env: dict[str,
         "--grace",
         "600",
     )
-    wait_for(_has_text(started), "the stack dump to start")
-    harness.process.send_signal(signal.SIGTERM)
-    assert harness.finish() == 143
-    harness.assert_reported(143)
+    harness.stopped_by(signal.SIGTERM, _has_text(started), "the stack dump to start")
     block = harness.block("hang")
     assert block["status"] == "timed_out"
     [note] = block["stack_dump_notes"]
@@ -417,10 +421,8 @@ def test_sigterm_during_teardown(tmp_path: Path, harness_env: dict[str, str]) ->
         "--grace",
         "600",
     )
-    wait_for(_has_text(term, "TERM"), "the teardown's SIGTERM")  # the harness is in the 600 s grace period now
-    harness.process.send_signal(signal.SIGTERM)
-    assert harness.finish() == 143
-    harness.assert_reported(143)
+    # the harness is in the 600 s grace period when the signal comes
+    harness.stopped_by(signal.SIGTERM, _has_text(term, "TERM"), "the teardown's SIGTERM")
     assert harness.block("starts-a-server")["status"] == "passed"
     [guide] = harness.record["guides"]
     assert guide["interrupted_by_signal"] == 15
@@ -512,15 +514,9 @@ def test_sighup_is_a_stop_like_sigterm_with_status_129(tmp_path: Path, harness_e
     harness = Harness(
         tmp_path,
         harness_env,
-        [
-            f'{FENCE}shell #test-setup id="long"\nsleep 300 &\necho $! > {server_pid}\nsleep 300\n{FENCE}\n\n'
-            f'{FENCE}shell #test-setup id="after"\necho never\n{FENCE}\n'
-        ],
+        [_long_block_then_another(server_pid)],
     )
-    wait_for(_has_text(server_pid), "the block to start")
-    harness.process.send_signal(signal.SIGHUP)
-    assert harness.finish() == 129
-    harness.assert_reported(129)
+    harness.stopped_by(signal.SIGHUP, _has_text(server_pid), "the block to start")
     assert "interrupted by signal 1" in harness.block("long")["message"]
     assert not psutil.pid_exists(int(server_pid.read_text()))
 

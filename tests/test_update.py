@@ -199,6 +199,18 @@ def test_update_rewrites_only_the_mismatched_bodies(tmp_path: Path, run_harness,
     assert "nothing to update" in nothing.stderr
 
 
+# a #test whose output changed, which --update rewrites beside the blocks it must leave alone (2 where 1 was written)
+SIMPLE = f"""\
+{FENCE}shell #test id="simple"
+echo 2
+{FENCE}
+
+{FENCE}shell #test-result id="simple"
+1
+{FENCE}
+"""
+
+
 def test_update_leaves_alone_what_it_cannot_rewrite_safely(tmp_path: Path, run_harness) -> None:
     guide = tmp_path / "guide.md"
     text = f"""\
@@ -218,14 +230,8 @@ echo one
 two
 {FENCE}
 
-{FENCE}shell #test id="simple"
-echo 2
-{FENCE}
-
-{FENCE}shell #test-result id="simple"
-1
-{FENCE}
 """
+    text += SIMPLE
     guide.write_text(text, encoding="utf-8")
     assert run_guide(run_harness, guide, tmp_path / "out").returncode == 1
     # the command changed after the run: its recorded output may be stale
@@ -291,14 +297,8 @@ echo three
 four
 {FENCE}
 
-{FENCE}shell #test id="simple"
-echo 2
-{FENCE}
-
-{FENCE}shell #test-result id="simple"
-1
-{FENCE}
 """
+    text += SIMPLE
     guide.write_text(text, encoding="utf-8")
     assert run_guide(run_harness, guide, tmp_path / "out").returncode == 1
     done = update(run_harness, guide, tmp_path / "out")
