@@ -37,7 +37,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("guide-guard-job", "ci.github.job", "what a workflow's job does around the harness (docs/ci.md)"),
     ("guide-guard-secrets", "ci.github.secrets", "a job's named secrets for the guide's run (docs/ci.md)"),
     ("guide-guard-release", "ci.github.release", "what the release workflow checks (docs/ci.md)"),
-    ("guide-guard-runner-service", "ci.github.runner_service", "keeps a self-hosted runner registered (docs/runners.md)"),
+    (
+        "guide-guard-runner-service",
+        "ci.github.runner_service",
+        "keeps a self-hosted runner registered (docs/runners.md)",
+    ),
     ("", "ci.report.timeline", "a run's timeline as a PNG (docs/reading-a-run.md)"),
 )
 

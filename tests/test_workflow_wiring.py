@@ -484,8 +484,8 @@ def test_blocks_run_the_python_on_the_callers_path_not_the_harnesss(guide_runner
 def test_doc_drift_asks_for_the_artifact_the_npu_run_uploads_with_only_actions_read() -> None:
     """The name ci.drift looks up (NAME-attempt-N) is the one guide-run.yml uploads for the registry's entry
     of docs/specforge.md."""
-    from ci.maintain.artifacts import attempt_name
     from ci.github.registry import load_registry
+    from ci.maintain.artifacts import attempt_name
 
     workflow = WORKFLOWS["doc-drift.yml"]
     assert workflow.doc["permissions"] == {"contents": "read", "actions": "read"}
