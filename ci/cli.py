@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TextIO
 from ci import __version__
 from ci.base.files import os_error_text
 from ci.base.signals import ALWAYS_STOP, STOP_SIGNALS, signal_name
-from ci.base.text import escape_undecodable
+from ci.base.text import error_line, escape_undecodable
 
 __all__ = [
     "CONSOLE_SCRIPT_PREFIX",
@@ -105,7 +105,7 @@ def print_error(message: str, stream: TextIO | None = None) -> None:
     from ci.report.github import command_safe, in_github_actions
 
     print(
-        command_safe(f"[ERROR] {message}", in_github_actions()),
+        command_safe(error_line(message), in_github_actions()),
         file=sys.stderr if stream is None else stream,
         flush=True,
     )
@@ -281,8 +281,10 @@ class _ConsoleStream:
             return
         self.dropped_said = True
         self.other.write(
-            f"[ERROR] {self.name} was not read for {_STOP_CONSOLE_WAIT_S:g} s after the stop signal:"
-            " what follows for it is dropped, so that the run ends and writes its reports on time\n"
+            error_line(
+                f"{self.name} was not read for {_STOP_CONSOLE_WAIT_S:g} s after the stop signal:"
+                " what follows for it is dropped, so that the run ends and writes its reports on time\n"
+            )
         )
         self.other.flush()
 
@@ -309,8 +311,10 @@ class _ConsoleStream:
             else:
                 why = os_error_text(exc, target) if target else exc.strerror or str(exc)
             self.other.write(
-                f"[ERROR] {self.name} cannot be written any more: {why}; what follows for it is dropped,"
-                " and the command carries on to its end\n"
+                error_line(
+                    f"{self.name} cannot be written any more: {why}; what follows for it is dropped,"
+                    " and the command carries on to its end\n"
+                )
             )
             self.other.flush()
 

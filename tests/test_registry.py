@@ -169,6 +169,31 @@ def test_a_guide_that_does_not_parse_is_shown_at_both_files_lines(
     assert found[1].startswith(f"{registry}:6: entry 'missing': cannot read the guide docs/nowhere.md (in {tmp_path})")
 
 
+def test_a_secret_name_is_refused_at_its_own_line_after_an_item_that_is_no_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    registry = write_registry(
+        tmp_path,
+        """
+        guides:
+          - name: bad
+            guide: docs/ok.md
+            runner: [ubuntu-latest]
+            secrets:
+              - ""
+              - HF_TOKEN
+              - private-index
+        """,
+    )
+    status, _, err = run(capsys, str(registry), "--check")
+    assert status == 2
+    assert errors(err)[:2] == [
+        f"{registry}:6: entry 'bad': item 1 of secrets must be non-empty text, not str ''",
+        f"{registry}:8: entry 'bad': secret 'private-index' is not a variable name: letters, digits and underscores,"
+        " not starting with a digit (secrets lists names, e.g. [HF_TOKEN, MODELSCOPE_API_TOKEN])",
+    ]
+
+
 @pytest.mark.parametrize(
     "text,line,said",
     [

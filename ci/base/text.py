@@ -14,6 +14,7 @@ __all__ = [
     "SHOWN_TEXT_BYTES",
     "Masker",
     "clean_text",
+    "error_line",
     "escape_undecodable",
     "escape_undecodable_json",
     "hidden_characters",
@@ -161,6 +162,12 @@ def human_size(size_bytes: int) -> str:
             return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
+
+
+def error_line(message: str) -> str:
+    """MESSAGE as an `[ERROR]` line: the one form in which the harness says what went wrong (ci.cli's print_error
+    prints it, and so do the stages below the commands, which may not import ci.cli)."""
+    return f"[ERROR] {message}"
 
 
 def plural(count: int, noun: str, nouns: str | None = None) -> str:

@@ -1,5 +1,6 @@
-"""The one client for GitHub's API and the other JSON services (PyPI, the Hub): one timeout setting, rate limits,
-errors that say what went wrong, and the runner service's registration tokens (a fine-grained token or an App)."""
+"""The one client for GitHub's API and the other JSON services (PyPI, the Hub): one way to make a request (headers,
+one timeout setting, rate limits, errors that name the service and say what went wrong), and what the runner service
+asks of it: registration tokens (with a fine-grained token or as an App)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,6 @@ from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urljoin, urlsplit, urlunsplit
-
-import requests
 
 if TYPE_CHECKING:
     import requests
@@ -53,9 +52,10 @@ USER_AGENT = "guide-guard"
 class WebError(Exception):
     """A request that gave no usable answer; the message is meant for the job log as it is."""
 
-    def __init__(self, message: str, *, status: int | None = None) -> None:
+    def __init__(self, message: str, *, status: int | None = None, said: str | None = None) -> None:
         super().__init__(message)
         self.status = status  # HTTP status when the service answered, else None
+        self.said = said  # an error answer's own message ("" when it has none); None when it was no error answer
 
     @property
     def not_found(self) -> bool:
@@ -67,10 +67,11 @@ def github_api_url() -> str:
     return (os.environ.get("GITHUB_API_URL") or "https://api.github.com").rstrip("/")
 
 
-def github_headers() -> dict[str, str]:
-    """Headers for GitHub's REST API, with $GITHUB_TOKEN (else $GH_TOKEN, as gh names it) as a bearer token."""
+def github_headers(token: str | None = None) -> dict[str, str]:
+    """Headers for GitHub's REST API, with TOKEN, else $GITHUB_TOKEN (else $GH_TOKEN, as gh names it), as a bearer
+    token."""
     headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
-    token = os.environ.get("GITHUB_TOKEN") or os.environ.get("GH_TOKEN")
+    token = token or os.environ.get("GITHUB_TOKEN") or os.environ.get("GH_TOKEN")
     if token:
         headers["Authorization"] = f"Bearer {token}"
     return headers
@@ -147,16 +148,17 @@ def _cause(exc: Exception) -> str:
     return found.group(0).strip() if found else text[:300]
 
 
-def _get(
+def _request(
     url: str,
     *,
     service: str,
+    method: str = "GET",
     headers: dict[str, str] | None = None,
     follow_redirects: bool = True,
     stream: bool = False,
     shown_url: str | None = None,
 ) -> requests.Response:
-    """GET once (twice after a short rate limit); WebError on a timeout, a refused connection or an error status.
+    """Ask once (twice after a short rate limit); WebError on a timeout, a refused connection or an error status.
 
     `shown_url` is how messages name the address (a signed URL's query is a credential for a minute).
     """
@@ -166,7 +168,8 @@ def _get(
     wait_s = timeout_s()
     for attempt in (1, 2):
         try:
-            response = requests.get(
+            response = requests.request(
+                method,
                 url,
                 headers={"User-Agent": USER_AGENT, **(headers or {})},
                 timeout=wait_s,
@@ -193,7 +196,8 @@ def _get(
     if status >= 400:
         detail = _server_message(response)
         response.close()
-        raise WebError(f"{service} answered {status} for {shown}" + (f": {detail}" if detail else ""), status=status)
+        message = f"{service} answered {status} for {shown}" + (f": {detail}" if detail else "")
+        raise WebError(message, status=status, said=detail)
     return response
 
 
@@ -204,9 +208,10 @@ def _json(response: requests.Response, service: str, url: str) -> Any:
         raise WebError(f"malformed answer from {service} for {url}: not JSON", status=response.status_code) from None
 
 
-def get_json(url: str, *, service: str, headers: dict[str, str] | None = None) -> Any:
-    """GET a JSON document; WebError on a timeout, a refused connection, an error status or a non-JSON answer."""
-    return _json(_get(url, service=service, headers=headers), service, url)
+def get_json(url: str, *, service: str, headers: dict[str, str] | None = None, method: str = "GET") -> Any:
+    """A JSON answer (to a GET, unless METHOD says otherwise); WebError on a timeout, a refused connection, an error
+    status or a non-JSON answer."""
+    return _json(_request(url, service=service, method=method, headers=headers), service, url)
 
 
 def _origin(url: str) -> tuple[str, str]:
@@ -223,7 +228,7 @@ def get_json_pages(url: str, *, service: str, headers: dict[str, str] | None = N
     the headers, a token among them, go nowhere else.
     """
     while True:
-        response = _get(url, service=service, headers=headers)
+        response = _request(url, service=service, headers=headers)
         data = _json(response, service, url)
         next_url = response.links.get("next", {}).get("url")
         if next_url:
@@ -256,14 +261,14 @@ def download(
     """
     import requests
 
-    response = _get(url, service=service, headers=headers, follow_redirects=False, stream=True)
+    response = _request(url, service=service, headers=headers, follow_redirects=False, stream=True)
     if response.is_redirect:
         location = urljoin(url, response.headers["Location"])
         response.close()
         if urlsplit(url).scheme == "https" and urlsplit(location).scheme != "https":
             raise WebError(f"{service} redirected {url} to plain http ({_redacted(location)}); not followed")
         storage = f"the storage {service} redirected to ({urlsplit(location).netloc})"
-        response = _get(location, service=storage, stream=True, shown_url=_redacted(location))
+        response = _request(location, service=storage, stream=True, shown_url=_redacted(location))
         url = _redacted(location)
     written = 0
     try:
@@ -397,32 +402,17 @@ def _bearer(scope: RunnerScope, credentials: Credentials, api_url: str) -> str:
 
 def _call(method: str, url: str, bearer: str, credentials: Credentials, scope: RunnerScope) -> Any:
     """One API request's JSON; RegistrationError saying what went wrong and what to fix."""
-    headers = {
-        "Accept": "application/vnd.github+json",
-        "X-GitHub-Api-Version": "2022-11-28",
-        "User-Agent": "guide-guard",
-        "Authorization": f"Bearer {bearer}",
-    }
     try:
-        response = requests.request(method, url, headers=headers, timeout=timeout_s())
-    except requests.RequestException as error:
-        # the exception's text names the host and the reason; the headers, and so the token, are not in it
-        raise RegistrationError(f"cannot reach the GitHub API ({method} {url}): {type(error).__name__}") from error
-    if response.status_code in (200, 201):
-        try:
-            return response.json()
-        except ValueError as error:
-            raise RegistrationError(f"the GitHub API answered {method} {url} with no JSON") from error
-    raise RegistrationError(_refusal(response, method, url, credentials, scope))
+        return get_json(url, service="the GitHub API", headers=github_headers(bearer), method=method)
+    except WebError as error:
+        raise RegistrationError(_refusal(error, method, url, credentials, scope)) from None
 
 
-def _refusal(response: requests.Response, method: str, url: str, credentials: Credentials, scope: RunnerScope) -> str:
+def _refusal(error: WebError, method: str, url: str, credentials: Credentials, scope: RunnerScope) -> str:
     """What an error status means for these credentials, and what to do about it."""
-    try:
-        said = str(response.json().get("message", ""))
-    except (ValueError, AttributeError):
-        said = ""
-    status = response.status_code
+    status, said = error.status, error.said
+    if said is None:  # no answer, a rate limit, an answer that is not JSON: the client's message says it
+        return str(error)
     heard = f"the GitHub API answered {method} {url} with {status}" + (f" ({said})" if said else "")
     permission = (
         "'Self-hosted runners: read and write' on the organisation"

@@ -108,6 +108,8 @@ def _main(argv: Sequence[str]) -> int:
     try:
         done = hand_back_job(os.environ, [Path(directory) for directory in argv[1::2]])
     except (KeyError, OSError) as error:
+        # its own [ERROR] line, not ci.cli's print_error: a job runs this file with `python3 -I` where the harness
+        # is not installed, so it imports the standard library only
         print(
             f"[ERROR] no workspace to hand back ({error}): run this in a job, where GITHUB_WORKSPACE is set",
             file=sys.stderr,

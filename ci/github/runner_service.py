@@ -148,13 +148,13 @@ class _Loop:
         try:
             token = runner_token("registration", settings.scope, settings.credentials, settings.api_url)
         except RegistrationError as error:
-            _say_error(f"no registration token: {error}")
+            print_error(f"no registration token: {error}")
             return False
         if self.stopping.is_set():
             return True
         status = self._child(self._config_arguments(), {TOKEN_VARIABLE: token})
         if status != 0:
-            _say_error(f"config.sh exited with {status} (its output is above); the runner is not registered")
+            print_error(f"config.sh exited with {status} (its output is above); the runner is not registered")
             return False
         print(f"registered {settings.name}; waiting for a job", flush=True)
         status = self._child([str(settings.runner_dir / "run.sh")], {})
@@ -163,7 +163,7 @@ class _Loop:
         if not settings.keep_work:
             self._clean()
         if not consumed and not self.stopping.is_set():
-            _say_error(
+            print_error(
                 "the runner ended without finishing an ephemeral job (its registration is still there; "
                 "run.sh's output above says why); it is removed and registered again"
             )
@@ -197,7 +197,7 @@ class _Loop:
         try:
             token = runner_token("remove", settings.scope, settings.credentials, settings.api_url)
         except RegistrationError as error:
-            _say_error(f"no removal token: {error}")
+            print_error(f"no removal token: {error}")
             return False
         status = self._child([str(settings.runner_dir / "config.sh"), "remove"], {TOKEN_VARIABLE: token})
         if status != 0:
@@ -213,7 +213,7 @@ class _Loop:
         try:
             child = subprocess.Popen(arguments, cwd=self.settings.runner_dir, env=environment, start_new_session=True)
         except OSError as error:
-            _say_error(f"cannot start {arguments[0]}: {error.strerror}; is --runner-dir the unpacked actions-runner?")
+            print_error(f"cannot start {arguments[0]}: {error.strerror}; is --runner-dir the unpacked actions-runner?")
             return 127
         self.child = child
         if self.stopping.is_set():
@@ -228,7 +228,7 @@ class _Loop:
                 except subprocess.TimeoutExpired:
                     if deadline is not None and time.monotonic() >= deadline:
                         name = Path(arguments[0]).name
-                        _say_error(f"{name} did not end {self.settings.stop_grace_s:g} s after SIGINT: killed")
+                        print_error(f"{name} did not end {self.settings.stop_grace_s:g} s after SIGINT: killed")
                         _signal_group(child, signal.SIGKILL)
                         return child.wait()
         finally:
@@ -239,7 +239,7 @@ class _Loop:
         if leftovers:
             example = leftovers[0]
             owner = _owner(example)
-            _say_error(
+            print_error(
                 f"{len(leftovers)} path(s) under {self.settings.work_dir} could not be removed, e.g. {example}"
                 f"{f' (owned by uid {owner})' if owner is not None else ''}: a container job left them and its "
                 f"hand-back step did not run; remove them as root (sudo rm -rf {self.settings.work_dir}/*), "
@@ -280,10 +280,6 @@ def _owner(path: Path) -> int | None:
 def _signal_group(child: subprocess.Popen[bytes], signum: int) -> None:
     with suppress(ProcessLookupError):
         os.killpg(child.pid, signum)
-
-
-def _say_error(message: str) -> None:
-    print_error(message)
 
 
 MODULE = "ci.github.runner_service"

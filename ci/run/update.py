@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci.base.text import plural
+from ci.base.text import error_line, plural
 from ci.cli import ExitCode, fail, print_error
 
 if TYPE_CHECKING:
@@ -288,7 +288,7 @@ def _update_verdict(
             f" updated: {guide} this run (review the diff before committing)"
         )
     why = [*beyond, *(f"{name} not (wholly) updated" for name in left_alone)]
-    return f"[ERROR] === update: FAILED: {had}; {'; '.join(why)} (said above)"
+    return error_line(f"=== update: FAILED: {had}; {'; '.join(why)} (said above)")
 
 
 def _signal_name(signum: int) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci.base.files import write_atomically
+from ci.base.text import error_line
 from ci.guide.model import Status, Step
 from ci.record.outcome import BlockResult
 from ci.runner.step import unstarted_result
@@ -38,8 +39,10 @@ def internal_error_result(step: Step, context: StepContext) -> BlockResult:
         kept = f"; its traceback could not be kept ({exc_write})"
     message = f"internal error of guide-guard (a bug: please report it): {what}{kept}"
     print(
-        f"[ERROR] block {step.name} (line {step.line}): guide-guard had an internal error (a bug: please report it"
-        f" with this traceback); the block counts as an error, the rest of its guide is not run:\n{trace}",
+        error_line(
+            f"block {step.name} (line {step.line}): guide-guard had an internal error (a bug: please report it"
+            f" with this traceback); the block counts as an error, the rest of its guide is not run:\n{trace}"
+        ),
         file=sys.stderr,
         flush=True,
     )

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from ci.base.text import error_line
 from ci.guide.model import Step
 from ci.record.outcome import Attempt, BlockResult
 
@@ -79,7 +80,7 @@ class Events:
             else:
                 said = f" again: {type(exc).__name__}: {exc}"
             print(
-                f"[ERROR] guide-guard could not show {what} in the log (a bug: please report it){said}",
+                error_line(f"guide-guard could not show {what} in the log (a bug: please report it){said}"),
                 file=sys.stderr,
                 flush=True,
             )

@@ -9,8 +9,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from ci.github.registry.model import DEADLINE_MARGIN_MINUTES, GROUPS, UPSTREAM_SIGNALS, Entry, Upstream
-from ci.github.registry.yamllines import LinedList, LinedMap, YamlProblem, load_lined
 from ci.github.secrets import secret_name_problem
 from ci.guide.limits import parse_dialect, parse_timeout_rules
 from ci.guide.model import Problem
@@ -44,12 +45,102 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,79}\Z")  # an artifact name, a ca
 _VARIABLES = re.compile(r"[A-Z][A-Z0-9_]*\Z")
 _REPO = re.compile(r"[\w.-]+/[\w.-]+\Z")
 _MIN_TIMEOUT_MINUTES = DEADLINE_MARGIN_MINUTES + 1
+_MAP, _SEQ = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
+
+# One mapping of guides.yaml as PyYAML composed it: each key, with its line and its value's node.
+Pairs = dict[Any, tuple[int, yaml.Node]]
+
+
+class _Unreadable(Exception):
+    """guides.yaml is not read: not YAML, an alias, a key given twice or a key that is no plain word; at its line."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing an alias (`*name`) where it is met: an alias shares its anchor's value, so a
+    few lines of aliases of aliases expand to billions of items once built (a "billion laughs")."""
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            event: yaml.Event = self.peek_event()  # type: ignore[no-untyped-call]  # untyped in types-PyYAML
+            line = event.start_mark.line + 1 if event.start_mark else 0
+            raise _Unreadable(line, "YAML aliases (*name) are not allowed here: write the value out in full")
+        return super().compose_node(parent, index)
+
+
+def _line(node: yaml.Node) -> int:
+    """The node's 1-based line, from the mark the parser gave it."""
+    return int(node.start_mark.line) + 1
+
+
+def _value(node: yaml.Node) -> Any:
+    """The node's value, built as yaml.safe_load builds it."""
+    return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
+
+
+def _pairs(node: yaml.Node) -> Pairs:
+    return {_value(key): (_line(key), value) for key, value in node.value}
+
+
+def _at(pairs: Pairs, key: str) -> tuple[int, Any]:
+    """The line of KEY and its value."""
+    line, node = pairs[key]
+    return line, _value(node)
+
+
+def _checked(node: yaml.Node) -> None:
+    """Refuse what yaml.safe_load reads silently: a key given twice in one mapping (it keeps the last one), a key
+    that is a list or a mapping; every other value is built once, so that a tag not to build stops here."""
+    if node.tag == _MAP:
+        first: dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            key, line = _value(key_node), _line(key_node)
+            if not isinstance(key, (str, int, float, bool)) and key is not None:
+                raise _Unreadable(line, "a key must be a plain word, not a list or a mapping")
+            if key in first:
+                raise _Unreadable(line, f"the key {key!r} is given twice in one mapping (first at line {first[key]})")
+            first[key] = line
+            _checked(value_node)
+    elif node.tag == _SEQ:
+        for item in node.value:
+            _checked(item)
+    else:
+        _value(node)
+
+
+def _compose(text: str) -> yaml.Node | None:
+    """The document's node, checked (None for an empty one); _Unreadable with its line when it is not read."""
+    try:
+        root = yaml.compose(text, Loader=_Loader)
+        if root is not None:
+            _checked(root)
+        return root
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        raise _Unreadable(mark.line + 1 if mark is not None else 0, f"not valid YAML: {exc.problem or exc}") from None
+    except yaml.YAMLError as exc:
+        raise _Unreadable(0, f"not valid YAML: {exc}") from None
 
 
 def _unknown(key: object, allowed: Iterable[str], where: str) -> str:
     close = difflib.get_close_matches(str(key), list(allowed), n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]}?" if close else ""
     return f"unknown key {key!r} in {where}{hint} (allowed: {', '.join(allowed)})"
+
+
+def _items(line: int, node: yaml.Node) -> list[tuple[int, Any]] | None:
+    """A list's items with their lines (one text is a list of one item), None when the node is neither."""
+    if node.tag == _SEQ:
+        return [(_line(item), _value(item)) for item in node.value]
+    value = _value(node)
+    return [(line, value)] if isinstance(value, str) else None
+
+
+def _is_text(value: object) -> bool:
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
 
 
 class _Reader:
@@ -62,30 +153,28 @@ class _Reader:
     def error(self, line: int, message: str) -> None:
         self.problems.append(Problem(self.file, line, message))
 
-    def keys(self, mapping: LinedMap, allowed: Iterable[str], where: str) -> None:
+    def keys(self, pairs: Pairs, allowed: Iterable[str], where: str) -> None:
         allowed = tuple(allowed)
-        for key in mapping:
+        for key, (line, _) in pairs.items():
             if key not in allowed:
-                self.error(mapping.line_of(key), _unknown(key, allowed, where))
+                self.error(line, _unknown(key, allowed, where))
 
-    def text(self, mapping: LinedMap, key: str, where: str) -> str | None:
-        value = mapping[key]
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+    def text(self, pairs: Pairs, key: str, where: str) -> str | None:
+        line, value = _at(pairs, key)
+        if _is_text(value):
             return str(value)
-        self.error(mapping.line_of(key), f"{where}: {key} must be text, not {_kind(value)}")
+        self.error(line, f"{where}: {key} must be text, not {_kind(value)}")
         return None
 
-    def texts(self, mapping: LinedMap, key: str, where: str) -> tuple[str, ...] | None:
+    def texts(self, pairs: Pairs, key: str, where: str) -> tuple[str, ...] | None:
         """A list of non-empty text items; one text is a list of one item."""
-        value = mapping[key]
-        items = [value] if isinstance(value, str) else value
-        if not isinstance(items, list):
-            self.error(mapping.line_of(key), f"{where}: {key} must be a list of text, not {_kind(value)}")
+        items = _items(*pairs[key])
+        if items is None:
+            self.error(pairs[key][0], f"{where}: {key} must be a list of text, not {_kind(_at(pairs, key)[1])}")
             return None
         found = []
-        for index, item in enumerate(items):
-            line = items.line_of(index) if isinstance(items, LinedList) else mapping.line_of(key)
-            if not isinstance(item, (str, int, float)) or isinstance(item, bool) or not str(item).strip():
+        for index, (line, item) in enumerate(items):
+            if not _is_text(item) or not str(item).strip():
                 self.error(line, f"{where}: item {index + 1} of {key} must be non-empty text, not {_kind(item)}")
             else:
                 found.append(str(item))
@@ -104,11 +193,11 @@ def _kind(value: object) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
-def _timeout(reader: _Reader, values: LinedMap, where: str) -> int | None:
-    value = values["timeout_minutes"]
+def _timeout(reader: _Reader, values: Pairs, where: str) -> int | None:
+    line, value = _at(values, "timeout_minutes")
     if not isinstance(value, int) or isinstance(value, bool) or value < _MIN_TIMEOUT_MINUTES:
         reader.error(
-            values.line_of("timeout_minutes"),
+            line,
             f"{where}: timeout_minutes must be a whole number of minutes, at least {_MIN_TIMEOUT_MINUTES}"
             f" (the harness's deadline is {DEADLINE_MARGIN_MINUTES} minutes below it), not {_kind(value)}",
         )
@@ -116,62 +205,61 @@ def _timeout(reader: _Reader, values: LinedMap, where: str) -> int | None:
     return value
 
 
-def _upstream(reader: _Reader, values: LinedMap, where: str) -> Upstream | None:
-    raw = values["upstream"]
-    if not isinstance(raw, LinedMap):
+def _upstream(reader: _Reader, values: Pairs, where: str) -> Upstream | None:
+    line, node = values["upstream"]
+    if node.tag != _MAP:
         example = "{repo: owner/name, model: org/model, signals: [release, guide, model]}"
-        reader.error(values.line_of("upstream"), f"{where}: upstream must be a mapping, e.g. {example}")
+        reader.error(line, f"{where}: upstream must be a mapping, e.g. {example}")
         return None
+    raw = _pairs(node)
     reader.keys(raw, UPSTREAM_KEYS, f"{where}'s upstream")
     found: dict[str, Any] = {}
     for key in UPSTREAM_KEYS[:-1]:
         if key in raw and (text := reader.text(raw, key, f"{where}'s upstream")) is not None:
             found[key] = text
     if found.get("repo") and not _REPO.match(found["repo"]):
-        reader.error(raw.line_of("repo"), f"{where}: upstream repo {found['repo']!r} is not OWNER/NAME of GitHub")
+        reader.error(raw["repo"][0], f"{where}: upstream repo {found['repo']!r} is not OWNER/NAME of GitHub")
     signals = reader.texts(raw, "signals", f"{where}'s upstream") if "signals" in raw else ()
     for signal in signals or ():
         if signal not in UPSTREAM_SIGNALS:
-            reader.error(raw.line_of("signals"), _unknown(signal, UPSTREAM_SIGNALS, f"{where}'s upstream signals"))
+            reader.error(raw["signals"][0], _unknown(signal, UPSTREAM_SIGNALS, f"{where}'s upstream signals"))
     if signals and {"release", "branch"} <= set(signals):
         reader.error(
-            raw.line_of("signals"),
+            raw["signals"][0],
             f"{where}: watch either the latest release (release) or a branch head (branch), not both",
         )
     return Upstream(**found, signals=tuple(signals or ()))
 
 
-def _set_values(reader: _Reader, values: LinedMap, where: str) -> tuple[tuple[str, str], ...] | None:
-    raw = values["set"]
-    if not isinstance(raw, LinedMap):
-        reader.error(values.line_of("set"), f"{where}: set must map names to values, e.g. {{model_dir: /data/m}}")
+def _set_values(reader: _Reader, values: Pairs, where: str) -> tuple[tuple[str, str], ...] | None:
+    line, node = values["set"]
+    if node.tag != _MAP:
+        reader.error(line, f"{where}: set must map names to values, e.g. {{model_dir: /data/m}}")
         return None
     pairs = []
-    for name, value in raw.items():
+    for name, (name_line, value_node) in _pairs(node).items():
+        value = _value(value_node)
         if not str(name) or "=" in str(name) or isinstance(value, (dict, list)) or value is None:
-            reader.error(raw.line_of(name), f"{where}: set {name!r} must be a NAME (no '=') with a plain value")
+            reader.error(name_line, f"{where}: set {name!r} must be a NAME (no '=') with a plain value")
         else:
             pairs.append((str(name), str(value).lower() if isinstance(value, bool) else str(value)))
     return tuple(pairs)
 
 
-def _secret_names(reader: _Reader, values: LinedMap, where: str) -> tuple[str, ...] | None:
+def _secret_names(reader: _Reader, values: Pairs, where: str) -> tuple[str, ...] | None:
     """The names of the secrets the entry's blocks get: variable names GitHub allows for secrets, e.g. [HF_TOKEN]."""
     names = reader.texts(values, "secrets", where)
-    raw = values["secrets"]
     before = len(reader.problems)
-    for index, name in enumerate(names or ()):
-        problem = secret_name_problem(name)
+    for line, name in _items(*values["secrets"]) or ():
+        problem = secret_name_problem(str(name)) if _is_text(name) and str(name).strip() else None
         if problem:
-            line = raw.line_of(index) if isinstance(raw, LinedList) else values.line_of("secrets")
             reader.error(line, f"{where}: {problem} (secrets lists names, e.g. [HF_TOKEN, MODELSCOPE_API_TOKEN])")
     return None if names is None or len(reader.problems) > before else names
 
 
-def _choice(reader: _Reader, values: LinedMap, key: str, where: str) -> Any:
+def _choice(reader: _Reader, values: Pairs, key: str, where: str) -> Any:
     """schedule, monitor, name and variables: a value from a fixed set or of a fixed form."""
-    value = values[key]
-    line = values.line_of(key)
+    line, value = _at(values, key)
     if key == "schedule" and value not in GROUPS:
         reader.error(line, f"{where}: schedule must be one of {', '.join(GROUPS)}, not {_kind(value)}")
     elif key == "monitor" and not isinstance(value, bool):
@@ -185,7 +273,7 @@ def _choice(reader: _Reader, values: LinedMap, key: str, where: str) -> Any:
     return None
 
 
-def _field(reader: _Reader, values: LinedMap, key: str, where: str) -> Any:
+def _field(reader: _Reader, values: Pairs, key: str, where: str) -> Any:
     """The checked value of KEY, None after a problem."""
     if key in ("name", "schedule", "monitor", "variables"):
         return _choice(reader, values, key, where)
@@ -196,7 +284,7 @@ def _field(reader: _Reader, values: LinedMap, key: str, where: str) -> Any:
     if key in ("runner", "only"):
         found = reader.texts(values, key, where)
         if key == "runner" and found == ():
-            reader.error(values.line_of(key), f"{where}: runner needs at least one label, e.g. [ubuntu-latest]")
+            reader.error(values[key][0], f"{where}: runner needs at least one label, e.g. [ubuntu-latest]")
             return None
         return found
     if key == "timeout_minutes":
@@ -208,55 +296,48 @@ def _field(reader: _Reader, values: LinedMap, key: str, where: str) -> Any:
     return _set_values(reader, values, where)
 
 
-def _how_read(reader: _Reader, values: LinedMap, key: str, where: str) -> Any:
+def _how_read(reader: _Reader, values: Pairs, key: str, where: str) -> Any:
     """dialect and timeout_rules, read as ci.run's --dialect and a guide's ci.timeout_rules are; None after a problem."""
+    line, value = _at(values, key)
     try:
-        return parse_dialect(str(values[key])) if key == "dialect" else parse_timeout_rules(values[key])
+        return parse_dialect(str(value)) if key == "dialect" else parse_timeout_rules(value)
     except ValueError as exc:
-        reader.error(values.line_of(key), f"{where}: {key}: {exc}")
+        reader.error(line, f"{where}: {key}: {exc}")
         return None
 
 
-def _entry(reader: _Reader, raw: object, line: int, defaults: LinedMap) -> Entry | None:
-    if not isinstance(raw, LinedMap):
-        reader.error(line, f"each item of guides must be a mapping with a name and a guide, not {_kind(raw)}")
+def _entry(reader: _Reader, node: yaml.Node, defaults: Pairs) -> Entry | None:
+    line = _line(node)
+    if node.tag != _MAP:
+        reader.error(line, f"each item of guides must be a mapping with a name and a guide, not {_kind(_value(node))}")
         return None
-    where = f"entry {raw['name']!r}" if isinstance(raw.get("name"), str) else f"the entry at line {raw.line}"
+    raw = _pairs(node)
+    name = _at(raw, "name")[1] if "name" in raw else None
+    where = f"entry {name!r}" if isinstance(name, str) else f"the entry at line {line}"
     reader.keys(raw, ENTRY_KEYS, where)
-    merged = LinedMap()
-    merged.line = raw.line
-    for source in (defaults, raw):
-        for key, value in source.items():
-            if key in ENTRY_KEYS:
-                merged[key] = value
-                merged.lines[key] = source.line_of(key)
+    merged = {key: pair for key, pair in (*defaults.items(), *raw.items()) if key in ENTRY_KEYS}
     for key in _REQUIRED:
         if key not in merged:
             fix = "every entry names its own" if key in _PER_ENTRY else "give it in the entry or in defaults"
-            reader.error(raw.line, f"{where}: {key} is missing; {fix}, e.g. {_EXAMPLES[key]}")
+            reader.error(line, f"{where}: {key} is missing; {fix}, e.g. {_EXAMPLES[key]}")
     missing = [key for key in _REQUIRED if key not in merged]
     before = len(reader.problems)
     fields = {key: _field(reader, merged, key, where) for key in ENTRY_KEYS if key in merged}
     if missing or len(reader.problems) > before:
         return None
-    return Entry(line=raw.line, lines=dict(merged.lines), **fields)
+    return Entry(line=line, lines={key: key_line for key, (key_line, _) in merged.items()}, **fields)
 
 
-def _defaults(reader: _Reader, document: LinedMap) -> LinedMap:
-    defaults = document.get("defaults", LinedMap())
-    if not isinstance(defaults, LinedMap):
-        reader.error(
-            document.line_of("defaults"), "defaults must be a mapping of entry keys, e.g. {runner: [ubuntu-latest]}"
-        )
-        return LinedMap()
+def _defaults(reader: _Reader, document: Pairs) -> Pairs:
+    if "defaults" not in document:
+        return {}
+    line, node = document["defaults"]
+    if node.tag != _MAP:
+        reader.error(line, "defaults must be a mapping of entry keys, e.g. {runner: [ubuntu-latest]}")
+        return {}
+    defaults = _pairs(node)
     reader.keys(defaults, [key for key in ENTRY_KEYS if key not in _PER_ENTRY], "defaults")
-    kept = LinedMap()
-    kept.line = defaults.line
-    for key, value in defaults.items():
-        if key in ENTRY_KEYS and key not in _PER_ENTRY:
-            kept[key] = value
-            kept.lines[key] = defaults.line_of(key)
-    return kept
+    return {key: pair for key, pair in defaults.items() if key in ENTRY_KEYS and key not in _PER_ENTRY}
 
 
 def _duplicates(reader: _Reader, entries: Iterable[Entry]) -> None:
@@ -271,34 +352,36 @@ def _duplicates(reader: _Reader, entries: Iterable[Entry]) -> None:
             first[entry.name] = entry.line
 
 
-def _document(reader: _Reader, path: Path) -> LinedMap | None:
+def _document(reader: _Reader, path: Path) -> tuple[Pairs, yaml.Node] | None:
+    """The registry's top-level keys and its `guides` list, None after a problem."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reader.error(0, f"cannot read the registry: {getattr(exc, 'strerror', None) or exc}")
         return None
     try:
-        document = load_lined(text)
-    except YamlProblem as problem:
-        reader.error(problem.line, problem.message)
+        root = _compose(text)
+    except _Unreadable as problem:
+        reader.error(problem.line, str(problem))
         return None
-    if not isinstance(document, LinedMap) or not isinstance(document.get("guides"), LinedList):
-        line = document.line_of("guides") if isinstance(document, LinedMap) else 1
+    document = _pairs(root) if root is not None and root.tag == _MAP else None
+    if document is None or "guides" not in document or document["guides"][1].tag != _SEQ:
+        line = 1 if root is None or document is None else document.get("guides", (_line(root),))[0]
         reader.error(line, "the registry needs a list `guides:` of entries (each with a name and a guide)")
         return None
     reader.keys(document, TOP_KEYS, "the registry")
-    return document
+    return document, document["guides"][1]
 
 
 def read_entries(path: Path, shown: str) -> tuple[list[Entry], list[Problem]]:
     """The entries of the registry at PATH (named SHOWN in messages), and every problem found in it."""
     reader = _Reader(shown)
-    document = _document(reader, path)
-    if document is None:
+    found = _document(reader, path)
+    if found is None:
         return [], reader.problems
+    document, guides = found
     defaults = _defaults(reader, document)
-    guides: LinedList = document["guides"]
-    entries = [e for i, raw in enumerate(guides) if (e := _entry(reader, raw, guides.line_of(i), defaults))]
+    entries = [entry for item in guides.value if (entry := _entry(reader, item, defaults))]
     _duplicates(reader, entries)
     return entries, reader.problems
 

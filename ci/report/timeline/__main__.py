@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ci.base.files import os_error_text
-from ci.base.text import plural
+from ci.base.text import error_line, plural
 from ci.record import RECORD_FILE, RecordError, read_record
 from ci.report.timeline import timeline_of_record
 from ci.report.timeline.png import MissingExtra, draw_png
@@ -37,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _error(message: str) -> int:
-    print(f"[ERROR] {message}", file=sys.stderr, flush=True)
+    print(error_line(message), file=sys.stderr, flush=True)  # ci.report is below ci.cli and its print_error
     return USAGE_ERROR
 
 
