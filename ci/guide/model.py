@@ -26,6 +26,7 @@ __all__ = [
     "Step",
     "StepIdentity",
     "TimeoutRule",
+    "body_sha256",
     "closest",
     "naming",
     "naming_words",
@@ -157,6 +158,11 @@ class Expected:
         return self.line + body_line
 
 
+def body_sha256(body: str) -> str:
+    """SHA-256 of a block's body: tells whether a recorded run ran the command the guide holds now."""
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
 class StepIdentity(TypedDict):
     """What names and places a runnable block, under the keys `--list --format json` and results.json use."""
 
@@ -209,8 +215,8 @@ class Step:
 
     @property
     def code_sha256(self) -> str:
-        """SHA-256 of the body as written: tells whether a recorded run ran the command the guide holds now."""
-        return hashlib.sha256(self.body.encode("utf-8")).hexdigest()
+        """SHA-256 of the body as written: `body_sha256`."""
+        return body_sha256(self.body)
 
     def identity(self) -> StepIdentity:
         """What names and places the block, as `--list --format json` and results.json show it."""

@@ -8,7 +8,6 @@ console session gets its changed statements' output lines rewritten.
 from __future__ import annotations
 
 import difflib
-import hashlib
 import os
 import stat
 from collections.abc import Mapping, Sequence
@@ -20,7 +19,7 @@ from ci.base.text import Masker, secret_values
 from ci.expect.match import matches
 from ci.expect.search import search_matches
 from ci.guide.dialects.fences import UPSTREAM_REF
-from ci.guide.model import DocumentError, Label, Plan, Status, Step
+from ci.guide.model import DocumentError, Label, Plan, Status, Step, body_sha256
 from ci.guide.placeholders import substitute
 from ci.guide.source import read_local_guide, redact_url
 from ci.maintain.console_update import updated_session
@@ -215,9 +214,7 @@ def _ran_with_ref(step: Step, block: RecordedBlock, values: Mapping[str, str]) -
     placeholder = f"<{UPSTREAM_REF}>"
     refs = {os.environ.get(UPSTREAM_REF), values.get(UPSTREAM_REF)} - {None, ""}
     return placeholder in step.body and any(
-        hashlib.sha256(step.body.replace(placeholder, ref).encode("utf-8")).hexdigest() == block.code_sha256
-        for ref in refs
-        if ref is not None
+        body_sha256(step.body.replace(placeholder, ref)) == block.code_sha256 for ref in refs if ref is not None
     )
 
 
