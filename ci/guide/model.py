@@ -202,6 +202,8 @@ class Step:
     # True: the block's stderr goes to its stdout file, interleaved as written (the fences dialect checks both
     # streams merged); False for the label contract, which keeps the two apart
     merge_streams: bool = False
+    # a step read back from results.json (ci.record.format), which holds no body: its body's SHA-256 as recorded
+    recorded_sha256: str | None = None
 
     @property
     def name(self) -> str:
@@ -215,8 +217,8 @@ class Step:
 
     @property
     def code_sha256(self) -> str:
-        """SHA-256 of the body as written: `body_sha256`."""
-        return body_sha256(self.body)
+        """SHA-256 of the body as written (as recorded, for a step read back): `body_sha256`."""
+        return self.recorded_sha256 or body_sha256(self.body)
 
     def identity(self) -> StepIdentity:
         """What names and places the block, as `--list --format json` and results.json show it."""
