@@ -15,11 +15,11 @@ import jsonschema
 import pytest
 
 from ci.base.masking import NO_SECRETS
-from ci.guide.model import Label, Status, Step
+from ci.guide.model import Label, Load, Status, Step
 from ci.guide.parse import parse_guide
 from ci.guide.plan import build_plan
 from ci.maintain.lastrun import recheck
-from ci.record import RECORD_FILE, RECORD_VERSION, RecordError, block_from_json, read_run, run_record
+from ci.record import RECORD_FILE, RECORD_VERSION, RecordError, block_from_json, read_record, read_run, run_record
 from ci.record.outcome import (
     Attempt,
     BlockResult,
@@ -36,6 +36,7 @@ from ci.record.outcome import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
+RECORD_0_2_0 = REPO / "tests" / "fixtures" / "results-0.2.0" / RECORD_FILE  # version 4, written by guide-guard 0.2.0
 SCHEMA = json.loads((REPO / "docs" / "results.schema.json").read_text(encoding="utf-8"))
 FENCE = "```"
 
@@ -201,6 +202,38 @@ def test_a_block_reads_back_as_it_was_written(tmp_path: Path) -> None:
     for written, raw in zip(outcome.results, record["blocks"], strict=True):
         step = replace(written.step, body="", skip_reason=None, expected=None, recorded_sha256=written.step.code_sha256)
         assert block_from_json(raw, tmp_path) == replace(written, step=step, match=None)
+
+
+def test_a_record_of_guide_guard_0_2_0_reads() -> None:
+    """Version 4, as 0.2.0 wrote it (a run resumed from another, tests/fixtures/results-0.2.0/guide.md): no
+    streams_merged; kept blocks, an attempt, a value recorded cut, a diagnostic."""
+    run = read_record(RECORD_0_2_0)
+    assert json.loads(RECORD_0_2_0.read_text(encoding="utf-8"))["version"] == 4
+    assert run.exit_status == 1 and run.resumed_from is not None
+    (guide,) = run.guides
+    blocks = {b.step.name: b for b in guide.blocks}
+    assert {name: b.status for name, b in blocks.items()} == {
+        "WORD": Status.SKIPPED,
+        "BIG": Status.SKIPPED,
+        "greets": Status.SKIPPED,
+        "elsewhere": Status.NOT_RUN,
+        "flaky": Status.PASSED,
+        "drifted": Status.MISMATCH,
+        "after": Status.NOT_RUN,
+    }
+    assert [name for name, b in blocks.items() if b.passed] == ["WORD", "BIG", "greets", "flaky"]
+    assert blocks["WORD"].kept_from == run.resumed_from and blocks["greets"].step.loads == (Load("WORD", "W"),)
+    assert blocks["BIG"].captured == {} and blocks["BIG"].stored is not None
+    name, big = blocks["BIG"].stored
+    assert (name, big.complete, big.size_bytes) == ("BIG", False, 20_000)
+    assert big.path == str(RECORD_0_2_0.parent / "blocks" / "002-BIG.stored.txt")
+    (attempt,) = blocks["flaky"].attempts
+    assert (attempt.number, attempt.status, attempt.exit_code, attempt.stderr_bytes) == (1, Status.FAILED, 3, 14)
+    drifted = blocks["drifted"]
+    assert drifted.printed and not drifted.step.merge_streams
+    assert drifted.step.code_sha256 == hashlib.sha256(b'echo "version 1.3"').hexdigest()
+    assert drifted.expected is not None and drifted.expected.whole == "version 1.2"
+    assert [d.command for d in drifted.diagnostics] == ['echo "card 0: OK"']
 
 
 def test_a_run_of_several_guides_and_every_verdict_matches_the_schema(tmp_path: Path, run_harness) -> None:
