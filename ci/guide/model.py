@@ -12,6 +12,7 @@ from typing import TypedDict
 
 __all__ = [
     "DEFAULT_WILDCARD",
+    "LANGUAGES",
     "Block",
     "DocumentError",
     "Expected",
@@ -48,6 +49,15 @@ class Language(str, enum.Enum):
 
     SHELL = "shell"
     PYTHON = "python"
+
+
+LANGUAGES = {  # the language words of a labelled block, and how each is run
+    "shell": Language.SHELL,
+    "bash": Language.SHELL,
+    "sh": Language.SHELL,
+    "python": Language.PYTHON,
+    "python3": Language.PYTHON,
+}
 
 
 class Status(str, enum.Enum):

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any, overload
 
 from ci.base.text import Masker, clean_text
-from ci.guide.model import Label, Language, Load, Status, Step
-from ci.guide.plan import LANGUAGES
+from ci.guide.model import LANGUAGES, Label, Language, Load, Status, Step
 from ci.record.outcome import (
     Attempt,
     BlockResult,
