@@ -79,8 +79,9 @@ def test_a_long_stored_value_and_expected_body_are_shown_cut_and_kept_whole_on_d
     assert str(expected_file) in junit.read_text(encoding="utf-8")
 
     # a value recorded cut is no value for --update to re-check with
-    recorded = {block.store or block.id: block for block in read_run(run.output_dir).guides[0].blocks}
-    assert recorded["big"].captured == {} and recorded["same"].expected is None
+    recorded = {block.step.store or block.step.id: block for block in read_run(run.output_dir).guides[0].blocks}
+    same_expected = recorded["same"].expected
+    assert recorded["big"].captured == {} and same_expected is not None and same_expected.whole is None
 
 
 def test_a_mismatch_on_a_long_expected_line_quotes_a_bounded_part_of_it(guide_runner, tmp_path: Path) -> None:

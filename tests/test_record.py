@@ -7,35 +7,36 @@ import json
 import subprocess
 import textwrap
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 
-from ci.guide.model import Label, Status, Step
+from ci.base.masking import NO_SECRETS
+from ci.guide.model import Label, Load, Status, Step
 from ci.guide.parse import parse_guide
 from ci.guide.plan import build_plan
 from ci.maintain.lastrun import recheck
-from ci.record import (
-    RECORD_FILE,
-    RECORD_VERSION,
-    AttemptRecord,
-    BlockRecord,
-    CollectedFileRecord,
-    CollectionRecord,
-    DiagnosticRecord,
-    EarlierRunRecord,
-    GuideRecord,
-    PredatingFileRecord,
-    ProcessRecord,
-    RecordError,
-    RunRecord,
-    WholeTextRecord,
-    read_run,
+from ci.record import RECORD_FILE, RECORD_VERSION, RecordError, block_from_json, read_record, read_run, run_record
+from ci.record.outcome import (
+    Attempt,
+    BlockResult,
+    BoundedText,
+    CollectedFile,
+    Collection,
+    DiagnosticResult,
+    Divergence,
+    EarlierRun,
+    GuideOutcome,
+    MatchReport,
+    PredatingFile,
+    TrackedProcess,
 )
 
 REPO = Path(__file__).resolve().parents[1]
+RECORD_0_2_0 = REPO / "tests" / "fixtures" / "results-0.2.0" / RECORD_FILE  # version 4, written by guide-guard 0.2.0
 SCHEMA = json.loads((REPO / "docs" / "results.schema.json").read_text(encoding="utf-8"))
 FENCE = "```"
 
@@ -128,42 +129,111 @@ def test_the_schema_is_a_valid_versioned_draft_2020_12_schema() -> None:
     assert SCHEMA["properties"]["version"]["const"] == RECORD_VERSION
 
 
-@pytest.mark.parametrize(
-    ("where", "typed"),
-    [
-        ((), RunRecord),
-        (("$defs", "guide"), GuideRecord),
-        (("$defs", "block"), BlockRecord),
-        (("$defs", "process"), ProcessRecord),
-        (("$defs", "collection"), CollectionRecord),
-        (("$defs", "collected_file"), CollectedFileRecord),
-        (("$defs", "diagnostic"), DiagnosticRecord),
-        (("$defs", "predating_file"), PredatingFileRecord),
-        (("$defs", "whole_text"), WholeTextRecord),
-        (("$defs", "attempt"), AttemptRecord),
-        (("$defs", "earlier_run"), EarlierRunRecord),
-    ],
-    ids=[
-        "run",
-        "guide",
-        "block",
-        "process",
-        "collection",
-        "collected_file",
-        "diagnostic",
-        "predating",
-        "whole_text",
-        "attempt",
-        "earlier_run",
-    ],
-)
-def test_the_schema_names_the_keys_writer_and_reader_share(where: tuple[str, ...], typed: Any) -> None:
-    described = SCHEMA
-    for key in where:
-        described = described[key]
-    assert set(described["properties"]) == set(typed.__required_keys__)
-    assert set(described["required"]) == set(described["properties"])
-    assert described["additionalProperties"] is False
+def _every_part(tmp_path: Path) -> tuple[GuideOutcome, EarlierRun]:
+    """A guide's outcome with every object of the file in it, set (its first block) and unset (its second)."""
+    setup, test = build_plan(parse_guide(textwrap.dedent(FIRST).lstrip("\n"), "first.md")).steps[:2]
+    ended = TrackedProcess(7, "sleep 300", "greets", "SIGKILL")
+    diagnostic = DiagnosticResult(
+        'echo "card 0: OK"', str(tmp_path / "blocks" / "d.txt"), 11, False, 0, False, 0.25, "exit 0",
+        (PredatingFile("/var/log/train.log", 1_700_000_000.0),),
+    )  # fmt: skip
+    earlier = EarlierRun("/runs/earlier", "2026-01-02T03:04:05+00:00")
+    match = MatchReport(1, "<W> world", 14, Divergence.DIFFERS, "hi world", 0, None, "", "<W> world", "", 1)
+    every = BlockResult(
+        step=test, status=Status.MISMATCH, exit_code=0, duration_s=1.5, message="mismatch at line 1",
+        stdout_path=str(tmp_path / "blocks" / "2.stdout.txt"), stderr_path=str(tmp_path / "blocks" / "2.stderr.txt"),
+        stdout_bytes=9, stderr_bytes=4,
+        expected=BoundedText("hello", 20_000, complete=False, path=str(tmp_path / "blocks" / "2.expected.txt")),
+        match=match, stored=("WORD", BoundedText("hello", 5, complete=True)), marker_found="BOOM",
+        dumps=(str(tmp_path / "blocks" / "2.dump"),), dump_notes=("py-spy is not installed",), ended=(ended,),
+        peak_rss_bytes=2048, cpu_s=0.5, diagnostics=(diagnostic,), start_s=0.75, reason="BOOM: no card",
+        attempts=(
+            Attempt(1, Status.TIMED_OUT, None, 2.0, "timed out after 2s", str(tmp_path / "blocks" / "2.attempt-1.out"),
+                    None, 3, 0, ended=(ended,), dumps=(str(tmp_path / "blocks" / "2.attempt-1.dumps" / "1.txt"),)),
+        ),
+        kept_from=earlier,
+    )  # fmt: skip
+    unset = BlockResult(setup, Status.NOT_RUN, None, 0.0, "not run", None, None, 0, 0, None, None, None, None)
+    collected = CollectedFile("logs/*.log", "/w/logs/train.log", str(tmp_path / "collected" / "train.log"), 8, 8,
+                              False, "", 1_700_000_000.0, True)  # fmt: skip
+    outcome = GuideOutcome(
+        plan=build_plan(parse_guide(textwrap.dedent(FIRST).lstrip("\n"), "first.md")),
+        results=(every, unset), leftovers=(ended,), interrupted_by=None, started_at="2026-01-02T03:05:00+00:00",
+        duration_s=2.5, collection=Collection(str(tmp_path / "collected"), 64, (collected,), ("/nowhere/*.log",)),
+        cleanup=(diagnostic,),
+    )  # fmt: skip
+    return outcome, earlier
+
+
+def test_the_schema_holds_every_key_the_codec_writes_and_no_other(tmp_path: Path) -> None:
+    """Key by key: each object of the schema is one the writer writes, with the same keys, all required, no other
+    (the schema is kept by hand beside the codec: this holds the two together); both the set and the unset
+    values of each key are of the type it says."""
+    outcome, earlier = _every_part(tmp_path)
+    record = json.loads(json.dumps(run_record([outcome], 1, tmp_path, masker=NO_SECRETS, resumed_from=earlier)))
+    assert _errors(record) == []
+    guide, block = record["guides"][0], record["blocks"][0]
+    written = {
+        "guide": guide,
+        "collection": guide["collected"],
+        "collected_file": guide["collected"]["files"][0],
+        "diagnostic": guide["cleanup"][0],
+        "predating_file": guide["cleanup"][0]["predating_files"][0],
+        "block": block,
+        "whole_text": block["expected_whole"],
+        "process": block["processes_ended"][0],
+        "attempt": block["attempts"][0],
+        "earlier_run": block["kept_from"],
+    }
+    objects = {name: d for name, d in SCHEMA["$defs"].items() if d.get("type") == "object"}
+    assert set(objects) == set(written)
+    for name, described in [("run", SCHEMA), *objects.items()]:
+        keys = set((written | {"run": record})[name])
+        assert set(described["properties"]) == keys, name
+        assert set(described["required"]) == keys and described["additionalProperties"] is False, name
+    unset = record["blocks"][1]
+    assert unset["kept_from"] is None and unset["expected"] is None and unset["attempts"] == []
+
+
+def test_a_block_reads_back_as_it_was_written(tmp_path: Path) -> None:
+    """The one codec both ways: a block read back is the one written, but for what the file does not hold."""
+    outcome, earlier = _every_part(tmp_path)
+    record = json.loads(json.dumps(run_record([outcome], 1, tmp_path, masker=NO_SECRETS, resumed_from=earlier)))
+    for written, raw in zip(outcome.results, record["blocks"], strict=True):
+        step = replace(written.step, body="", skip_reason=None, expected=None, recorded_sha256=written.step.code_sha256)
+        assert block_from_json(raw, tmp_path) == replace(written, step=step, match=None)
+
+
+def test_a_record_of_guide_guard_0_2_0_reads() -> None:
+    """Version 4, as 0.2.0 wrote it (a run resumed from another, tests/fixtures/results-0.2.0/guide.md): no
+    streams_merged; kept blocks, an attempt, a value recorded cut, a diagnostic."""
+    run = read_record(RECORD_0_2_0)
+    assert json.loads(RECORD_0_2_0.read_text(encoding="utf-8"))["version"] == 4
+    assert run.exit_status == 1 and run.resumed_from is not None
+    (guide,) = run.guides
+    blocks = {b.step.name: b for b in guide.blocks}
+    assert {name: b.status for name, b in blocks.items()} == {
+        "WORD": Status.SKIPPED,
+        "BIG": Status.SKIPPED,
+        "greets": Status.SKIPPED,
+        "elsewhere": Status.NOT_RUN,
+        "flaky": Status.PASSED,
+        "drifted": Status.MISMATCH,
+        "after": Status.NOT_RUN,
+    }
+    assert [name for name, b in blocks.items() if b.passed] == ["WORD", "BIG", "greets", "flaky"]
+    assert blocks["WORD"].kept_from == run.resumed_from and blocks["greets"].step.loads == (Load("WORD", "W"),)
+    assert blocks["BIG"].captured == {} and blocks["BIG"].stored is not None
+    name, big = blocks["BIG"].stored
+    assert (name, big.complete, big.size_bytes) == ("BIG", False, 20_000)
+    assert big.path == str(RECORD_0_2_0.parent / "blocks" / "002-BIG.stored.txt")
+    (attempt,) = blocks["flaky"].attempts
+    assert (attempt.number, attempt.status, attempt.exit_code, attempt.stderr_bytes) == (1, Status.FAILED, 3, 14)
+    drifted = blocks["drifted"]
+    assert drifted.printed and not drifted.step.merge_streams
+    assert drifted.step.code_sha256 == hashlib.sha256(b'echo "version 1.3"').hexdigest()
+    assert drifted.expected is not None and drifted.expected.whole == "version 1.2"
+    assert [d.command for d in drifted.diagnostics] == ['echo "card 0: OK"']
 
 
 def test_a_run_of_several_guides_and_every_verdict_matches_the_schema(tmp_path: Path, run_harness) -> None:
@@ -260,18 +330,18 @@ def test_the_reader_gives_back_statuses_labels_and_values(tmp_path: Path, run_ha
     assert run.exit_status == 1
     first = run.guide_for("first.md")
     assert first is not None and first.started_at == _record(tmp_path)["guides"][0]["started_at"]
-    assert [(b.label, b.status) for b in first.blocks] == [
+    assert [(b.step.label, b.status) for b in first.blocks] == [
         (Label.SETUP, Status.PASSED),
         (Label.TEST, Status.PASSED),
         (Label.TEST, Status.SKIPPED),
         (Label.TEST, Status.MISMATCH),
         (Label.SETUP, Status.NOT_RUN),
     ]
-    assert all(isinstance(b.label, Label) and isinstance(b.status, Status) for b in first.blocks)
+    assert all(isinstance(b.step.label, Label) and isinstance(b.status, Status) for b in first.blocks)
     drifted = first.test("drifted")
     assert drifted is not None and drifted.printed
-    assert drifted.code_sha256 == hashlib.sha256(b'echo "version 1.3"').hexdigest()
-    assert drifted.stdout_file is not None and drifted.stdout_file.read_text() == "version 1.3\n"
+    assert drifted.step.code_sha256 == hashlib.sha256(b'echo "version 1.3"').hexdigest()
+    assert drifted.stdout_path is not None and Path(drifted.stdout_path).read_text() == "version 1.3\n"
     assert first.blocks[0].captured == {"WORD": "hello"}
     second = run.guide_for("second.md")
     assert second is not None and [b.status for b in second.blocks] == [Status.FAILED]

@@ -12,6 +12,7 @@ from typing import TypedDict
 
 __all__ = [
     "DEFAULT_WILDCARD",
+    "LANGUAGES",
     "Block",
     "DocumentError",
     "Expected",
@@ -26,6 +27,7 @@ __all__ = [
     "Step",
     "StepIdentity",
     "TimeoutRule",
+    "body_sha256",
     "closest",
     "naming",
     "naming_words",
@@ -47,6 +49,15 @@ class Language(str, enum.Enum):
 
     SHELL = "shell"
     PYTHON = "python"
+
+
+LANGUAGES = {  # the language words of a labelled block, and how each is run
+    "shell": Language.SHELL,
+    "bash": Language.SHELL,
+    "sh": Language.SHELL,
+    "python": Language.PYTHON,
+    "python3": Language.PYTHON,
+}
 
 
 class Status(str, enum.Enum):
@@ -157,6 +168,11 @@ class Expected:
         return self.line + body_line
 
 
+def body_sha256(body: str) -> str:
+    """SHA-256 of a block's body: tells whether a recorded run ran the command the guide holds now."""
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
 class StepIdentity(TypedDict):
     """What names and places a runnable block, under the keys `--list --format json` and results.json use."""
 
@@ -196,6 +212,8 @@ class Step:
     # True: the block's stderr goes to its stdout file, interleaved as written (the fences dialect checks both
     # streams merged); False for the label contract, which keeps the two apart
     merge_streams: bool = False
+    # a step read back from results.json (ci.record.format), which holds no body: its body's SHA-256 as recorded
+    recorded_sha256: str | None = None
 
     @property
     def name(self) -> str:
@@ -209,8 +227,8 @@ class Step:
 
     @property
     def code_sha256(self) -> str:
-        """SHA-256 of the body as written: tells whether a recorded run ran the command the guide holds now."""
-        return hashlib.sha256(self.body.encode("utf-8")).hexdigest()
+        """SHA-256 of the body as written (as recorded, for a step read back): `body_sha256`."""
+        return self.recorded_sha256 or body_sha256(self.body)
 
     def identity(self) -> StepIdentity:
         """What names and places the block, as `--list --format json` and results.json show it."""

@@ -7,6 +7,7 @@ from typing import TypeVar
 
 from ci.guide.model import (
     DEFAULT_WILDCARD,
+    LANGUAGES,
     Block,
     DocumentError,
     Expected,
@@ -39,13 +40,6 @@ _T = TypeVar("_T")
 DEFAULT_TIMEOUT_S = 10800.0
 LOAD_SEPARATOR = ">>"  # load="NAME>>PLACEHOLDER"
 
-LANGUAGES = {
-    "shell": Language.SHELL,
-    "bash": Language.SHELL,
-    "sh": Language.SHELL,
-    "python": Language.PYTHON,
-    "python3": Language.PYTHON,
-}
 
 # Which keys each label accepts; flags take no value, the rest need a quoted one.
 _KEYS = {

@@ -205,13 +205,13 @@ def updated_session(
     statements' lines; the text as it was when nothing can be (why, in NOTES)."""
     (step,) = plan.steps
     where = f"{plan.guide}:{step.line}"
-    block = next((each for each in recorded.blocks if each.ordinal == step.ordinal), None)
+    block = next((each for each in recorded.blocks if each.step.ordinal == step.ordinal), None)
     if block is None or block.status is not Status.MISMATCH:
         return text, ()
     if step.expected is None:
         notes.append(f"{where}: the session no longer gives any output to check; left alone")
         return text, ()
-    if block.code_sha256 and block.code_sha256 != step.code_sha256:
+    if block.step.code_sha256 != step.code_sha256:
         notes.append(f"{where}: the session changed since that run, so its output may be stale; left alone")
         return text, ()
     try:

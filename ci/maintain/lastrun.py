@@ -5,34 +5,36 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from ci.base.text import MASK, plural
 from ci.expect.match import Blame, blame_file, blame_text
 from ci.guide.model import Expected, Plan, Status, Step
 from ci.guide.placeholders import substitute
-from ci.record import RecordedBlock, RecordedGuide, RecordError
+from ci.record import RecordedGuide, RecordError
+from ci.record.outcome import BlockResult
 
 __all__ = ["STDOUT_LIMIT_BYTES", "Recheck", "misread_by", "read_stdout", "recheck", "resolve_loads"]
 
 STDOUT_LIMIT_BYTES = 8 * 1024 * 1024  # a block output larger than this is not read into memory here
 
 
-def read_stdout(block: RecordedBlock, limit_bytes: int = STDOUT_LIMIT_BYTES) -> str:
+def read_stdout(block: BlockResult, limit_bytes: int = STDOUT_LIMIT_BYTES) -> str:
     """The block's stdout as the matcher reads it (UTF-8, invalid bytes replaced); "" when it was empty.
 
     OSError when the file is missing; RecordError when it is larger than `limit_bytes`.
     """
-    if block.stdout_file is None:
+    if block.stdout_path is None:
         return ""
-    size = block.stdout_file.stat().st_size
+    size = Path(block.stdout_path).stat().st_size
     if size > limit_bytes:
-        raise RecordError(f"{block.stdout_file} holds {size} bytes, more than the {limit_bytes} this reads")
-    return block.stdout_file.read_bytes().decode("utf-8", errors="replace")
+        raise RecordError(f"{block.stdout_path} holds {size} bytes, more than the {limit_bytes} this reads")
+    return Path(block.stdout_path).read_bytes().decode("utf-8", errors="replace")
 
 
 def resolve_loads(
     guide: RecordedGuide,
-    test: RecordedBlock,
+    test: BlockResult,
     loads: Sequence[tuple[str, str]],
     bodies_as_run: Sequence[str] = (),
 ) -> tuple[dict[str, str], list[str]]:
@@ -48,14 +50,15 @@ def resolve_loads(
     values: dict[str, str] = {}
     missing: list[str] = []
     for name, placeholder in loads:
-        setups = [b for b in guide.blocks if b.ordinal < test.ordinal and name in b.captured]
+        setups = [b for b in guide.blocks if b.step.ordinal < test.step.ordinal and name in b.captured]
         # a value the record masked as a secret is no value: never write the mask (or the secret) back
         if setups and MASK not in setups[-1].captured[name]:
             values[placeholder] = setups[-1].captured[name]
     unresolved = [placeholder for _, placeholder in loads if placeholder not in values]
-    if unresolved and test.expected is not None:
+    expected = test.expected.whole if test.expected is not None else None
+    if unresolved and expected is not None:
         for body in bodies_as_run:
-            found = _infer_values(body, test.expected, unresolved, values)
+            found = _infer_values(body, expected, unresolved, values)
             if found is not None:
                 values.update(found)
                 break
@@ -103,7 +106,7 @@ def _infer_values(
 class Recheck:
     """A `#test-result` as the guide writes it now, set against what its `#test` printed in the recorded run."""
 
-    test: RecordedBlock  # the `#test` as the run recorded it
+    test: BlockResult  # the `#test` as the run recorded it
     expected: Expected  # the result as the guide writes it now
     command_changed: bool  # the `#test`'s command is no longer the one that ran (by code_sha256)
     values: Mapping[str, str]  # placeholder -> the value the run substituted
@@ -124,11 +127,11 @@ class Recheck:
 
         The whole output is searched, a window at a time, whatever its size.
         """
-        body, tokens, stdout_file = self.expected_body, self.expected.fuzzy, self.test.stdout_file
-        return blame_text("", body, tokens) if stdout_file is None else blame_file(str(stdout_file), body, tokens)
+        body, tokens, stdout_file = self.expected_body, self.expected.fuzzy, self.test.stdout_path
+        return blame_text("", body, tokens) if stdout_file is None else blame_file(stdout_file, body, tokens)
 
 
-def recheck(recorded: RecordedGuide, test: RecordedBlock, step: Step, bodies_as_run: Sequence[str] = ()) -> Recheck:
+def recheck(recorded: RecordedGuide, test: BlockResult, step: Step, bodies_as_run: Sequence[str] = ()) -> Recheck:
     """Set `step`'s `#test-result` against `test`, its `#test` in the recorded guide.
 
     `bodies_as_run` are result bodies the run may have used (as written,
@@ -142,7 +145,7 @@ def recheck(recorded: RecordedGuide, test: RecordedBlock, step: Step, bodies_as_
     return Recheck(
         test=test,
         expected=step.expected,
-        command_changed=bool(test.code_sha256) and step.code_sha256 != test.code_sha256,
+        command_changed=step.code_sha256 != test.step.code_sha256,
         values=values,
         missing=tuple(missing),
     )
@@ -156,6 +159,6 @@ def misread_by(read_as: str, plan: Plan, recorded: RecordedGuide) -> str | None:
     """
     if not plan.steps and recorded.blocks:
         return f"the guide has no block to run, but {plural(len(recorded.blocks), 'block')} of it ran"
-    if read_as == "labels" and any(b.status is Status.MISMATCH and b.id is None for b in recorded.blocks):
+    if read_as == "labels" and any(b.status is Status.MISMATCH and b.step.id is None for b in recorded.blocks):
         return "the guide is read as labelled blocks, but a block without an id mismatched"
     return None

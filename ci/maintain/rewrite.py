@@ -3,11 +3,12 @@ whether a body rewritten from a run may be published at all (no secret, no byte 
 
 from __future__ import annotations
 
+import os
 import re
 
 from ci.base.text import MASK, Masker
 from ci.maintain.realign import CannotRewrite
-from ci.record import RecordedBlock
+from ci.record.outcome import BlockResult
 
 __all__ = ["MAX_BODY_BYTES", "SourceLines", "unpublishable"]
 
@@ -64,16 +65,16 @@ class SourceLines:
 MAX_BODY_BYTES = 1024 * 1024  # an expected body larger than this does not belong in a guide
 
 
-def _masked_since(block: RecordedBlock) -> bool:
+def _masked_since(block: BlockResult) -> bool:
     """Whether the block's stdout file is smaller than what it wrote: --mask-files replaced a secret by *** in it."""
     try:
-        size = block.stdout_file.stat().st_size if block.stdout_file is not None else 0
+        size = os.stat(block.stdout_path).st_size if block.stdout_path is not None else 0
     except OSError:
         return False
-    return block.stdout_bytes is not None and size < block.stdout_bytes
+    return size < block.stdout_bytes
 
 
-def unpublishable(new_body: str, block: RecordedBlock, masker: Masker) -> str | None:
+def unpublishable(new_body: str, block: BlockResult, masker: Masker) -> str | None:
     """Why NEW_BODY, expected output taken from BLOCK's stdout, is not put in the guide, ending `left alone` and the
     fix if there is one; None when it can be."""
     wildcard = "left alone (match that part with a wildcard)"

@@ -8,7 +8,6 @@ console session gets its changed statements' output lines rewritten.
 from __future__ import annotations
 
 import difflib
-import hashlib
 import os
 import stat
 from collections.abc import Mapping, Sequence
@@ -20,7 +19,7 @@ from ci.base.text import Masker, secret_values
 from ci.expect.match import matches
 from ci.expect.search import search_matches
 from ci.guide.dialects.fences import UPSTREAM_REF
-from ci.guide.model import DocumentError, Label, Plan, Status, Step
+from ci.guide.model import DocumentError, Label, Plan, Status, Step, body_sha256
 from ci.guide.placeholders import substitute
 from ci.guide.source import read_local_guide, redact_url
 from ci.maintain.console_update import updated_session
@@ -29,7 +28,8 @@ from ci.maintain.guide import dialect_of, plan_without_running
 from ci.maintain.lastrun import Recheck, misread_by, read_stdout, recheck
 from ci.maintain.realign import CannotRewrite, updated_body
 from ci.maintain.rewrite import SourceLines, unpublishable
-from ci.record import LastRun, RecordedBlock, RecordedGuide, RecordError
+from ci.record import LastRun, RecordedGuide, RecordError
+from ci.record.outcome import BlockResult
 
 __all__ = ["GuideNotUpdatable", "GuideSnapshot", "GuideUpdate", "SourceLines", "snapshot_guide", "update_guide"]
 
@@ -118,10 +118,10 @@ def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], masker: Mas
     tests: dict[str, Step] = {s.id: s for s in plan.steps if s.label is Label.TEST and s.id}
     rewrites = []
     for block in recorded.blocks:
-        if block.label is not Label.TEST or block.status is not Status.MISMATCH or block.id is None:
+        if block.step.label is not Label.TEST or block.status is not Status.MISMATCH or block.step.id is None:
             continue
-        step = tests.get(block.id)
-        where = f"{plan.guide}: #test id={block.id!r}"
+        step = tests.get(block.step.id)
+        where = f"{plan.guide}: #test id={block.step.id!r}"
         if step is None or step.expected is None:
             notes.append(f"{where} is no longer in the guide; left alone")
             continue
@@ -148,7 +148,7 @@ def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], masker: Mas
             notes.append(f"{where}: {why}")
         elif new_body != expected.body:
             rewrites.append(
-                _Rewrite(block.id, expected.line, expected.body, new_body, check.values, expected.fuzzy, output)
+                _Rewrite(block.step.id, expected.line, expected.body, new_body, check.values, expected.fuzzy, output)
             )
     return rewrites
 
@@ -163,13 +163,13 @@ def _searched_rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], ma
     for block in recorded.blocks:
         if block.status is not Status.MISMATCH:
             continue
-        step = steps.get(block.ordinal)
-        where = f"{plan.guide}: block #{block.ordinal} (line {block.line} when it ran)"
+        step = steps.get(block.step.ordinal)
+        where = f"{plan.guide}: block #{block.step.ordinal} (line {block.step.line} when it ran)"
         if step is None or step.expected is None or not step.expected.search:
             notes.append(f"{where}: no longer a ```shell fence followed by a ```text fence in the guide; left alone")
             continue
         expected = step.expected
-        where = f"{plan.guide}:{expected.line}: the ```text fence of block #{block.ordinal}"
+        where = f"{plan.guide}:{expected.line}: the ```text fence of block #{block.step.ordinal}"
         check = recheck(recorded, block, step, [expected.body])
         if (stale := _stale(check, check.command_changed and not _ran_with_ref(step, block, check.values))) is not None:
             notes.append(f"{where}: {stale}")
@@ -193,7 +193,14 @@ def _searched_rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], ma
         elif new_body != expected.body:
             rewrites.append(
                 _Rewrite(
-                    f"#{block.ordinal}", expected.line, expected.body, new_body, check.values, (), output, search=True
+                    f"#{block.step.ordinal}",
+                    expected.line,
+                    expected.body,
+                    new_body,
+                    check.values,
+                    (),
+                    output,
+                    search=True,
                 )
             )
     return rewrites
@@ -209,15 +216,13 @@ def _stale(check: Recheck, command_changed: bool) -> str | None:
     return None
 
 
-def _ran_with_ref(step: Step, block: RecordedBlock, values: Mapping[str, str]) -> bool:
+def _ran_with_ref(step: Step, block: BlockResult, values: Mapping[str, str]) -> bool:
     """Whether BLOCK ran STEP's command with `<UPSTREAM_REF>` put in its text, as a run does with the value of the
     environment's UPSTREAM_REF (this one's, or the one the expected text shows the run had)."""
     placeholder = f"<{UPSTREAM_REF}>"
     refs = {os.environ.get(UPSTREAM_REF), values.get(UPSTREAM_REF)} - {None, ""}
     return placeholder in step.body and any(
-        hashlib.sha256(step.body.replace(placeholder, ref).encode("utf-8")).hexdigest() == block.code_sha256
-        for ref in refs
-        if ref is not None
+        body_sha256(step.body.replace(placeholder, ref)) == block.step.code_sha256 for ref in refs if ref is not None
     )
 
 

@@ -1,28 +1,43 @@
-"""results.json's format: its version and one TypedDict per object, shared by the writer and the reader."""
+"""results.json's format: its version, and the one codec between a block's `BlockResult` (with its `Attempt`s) and
+its object in the file, which the writer and the reader share. docs/results.schema.json describes the file; tests
+hold it to what this codec writes, key by key, and read back what it writes."""
 
 from __future__ import annotations
 
-from typing import TypedDict
+import os
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, overload
 
-from ci.guide.model import (
-    StepIdentity,
+from ci.base.text import Masker, clean_text
+from ci.guide.model import LANGUAGES, Label, Language, Load, Status, Step
+from ci.record.outcome import (
+    Attempt,
+    BlockResult,
+    BoundedText,
+    DiagnosticResult,
+    EarlierRun,
+    PredatingFile,
+    TrackedProcess,
 )
 
 __all__ = [
+    "JSON",
     "READ_VERSIONS",
     "RECORD_FILE",
     "RECORD_VERSION",
-    "AttemptRecord",
-    "BlockRecord",
-    "CollectedFileRecord",
-    "CollectionRecord",
-    "DiagnosticRecord",
-    "EarlierRunRecord",
-    "GuideRecord",
-    "PredatingFileRecord",
-    "ProcessRecord",
-    "RunRecord",
-    "WholeTextRecord",
+    "attempt_from_json",
+    "attempt_to_json",
+    "block_from_json",
+    "block_to_json",
+    "diagnostic_to_json",
+    "earlier_from_json",
+    "earlier_to_json",
+    "iso",
+    "processes_from_json",
+    "processes_to_json",
+    "relative",
 ]
 
 # The format's version, written into every record and checked on reading. Raise it with any change to
@@ -30,162 +45,242 @@ __all__ = [
 RECORD_VERSION = 5
 # What this guide-guard's reader reads: version 2 only allowed ended_by "still running", which it does not read;
 # version 3 only added each block's start_s, which a reader of an older record makes up from the durations;
-# version 4 only added what it does not read (each block's reason, retry, retry_delay_s and attempts, files that
-# predate the run, a guide's cleanup) and resumed_from and each block's kept_from (null in older records); version 5
-# only added each block's streams_merged (false in older records).
+# version 4 (what 0.2.0 writes) only added each block's reason, retry, retry_delay_s and attempts, files that
+# predate the run, a guide's cleanup, resumed_from and each block's kept_from (null or absent in older records);
+# version 5 only added each block's streams_merged (false in older records).
 READ_VERSIONS = (1, 2, 3, 4, 5)
 RECORD_FILE = "results.json"  # in the run's output directory
 
-# ---- the format: one TypedDict per object of the file, so that writer and reader share the key names
+JSON = dict[str, Any]  # one object of the file
 
 
-class ProcessRecord(TypedDict):
-    """A process the harness ended, or tried to."""
-
-    pid: int
-    command: str
-    started_by: str  # the block whose process tree it came from
-    ended_by: str  # "SIGTERM" or "SIGKILL"; "still running" if it outlived both (since version 2)
+# ---- to the file: paths relative to the output directory (BASE), text cleaned and masked as in the job log
 
 
-class PredatingFileRecord(TypedDict):
-    """A file a diagnostic names that was last modified before the guide started (since version 4)."""
-
-    path: str
-    modified_at: str  # ISO 8601, UTC
-
-
-class AttemptRecord(TypedDict):
-    """An earlier attempt of a retried block: it failed or timed out, and the block ran again (since version 4)."""
-
-    attempt: int  # 1-based
-    status: str  # "failed" or "timed_out"
-    message: str
-    exit_code: int | None
-    duration_s: float
-    stdout_path: str | None  # relative to the output directory; None for a stream that stayed empty
-    stderr_path: str | None
-    stdout_bytes: int
-    stderr_bytes: int
-    processes_ended: list[ProcessRecord]  # what it left running, ended before the next attempt
-    stack_dumps: list[str]  # a timed-out attempt's stack dumps, relative to the output directory
+@overload
+def relative(path: str, base: Path) -> str: ...
+@overload
+def relative(path: str | None, base: Path) -> str | None: ...
+def relative(path: str | None, base: Path) -> str | None:
+    if path is None:
+        return None
+    try:
+        return os.path.relpath(path, base)
+    except ValueError:
+        return path
 
 
-class DiagnosticRecord(TypedDict):
-    """One of the guide's `ci.diagnostics`, run after a block failed."""
-
-    command: str
-    output_path: str | None  # relative to the output directory
-    output_bytes: int
-    output_capped: bool
-    exit_code: int | None
-    timed_out: bool
-    duration_s: float
-    message: str
-    predating_files: list[PredatingFileRecord]  # files its words name, last modified before the guide started (v4)
+def iso(epoch_s: float) -> str:
+    return datetime.fromtimestamp(epoch_s, timezone.utc).isoformat(timespec="seconds")
 
 
-class CollectedFileRecord(TypedDict):
-    """One file matched by a `ci.collect` glob."""
-
-    pattern: str
-    source: str
-    copied_to: str | None  # relative to the output directory
-    size_bytes: int
-    copied_bytes: int
-    truncated: bool
-    note: str
-    modified_at: str | None  # the source's last modification, ISO 8601 UTC; None when unknown (since version 4)
-    predates_run: bool  # last modified before the guide started: maybe an earlier run's (since version 4)
+def _whole(text: BoundedText | None, base: Path) -> JSON | None:
+    """Where a text shown cut is whole, and its size; None for a text shown whole."""
+    if text is None or text.complete:
+        return None
+    return {"path": relative(text.path, base), "bytes": text.size_bytes}
 
 
-class CollectionRecord(TypedDict):
-    """The guide's `ci.collect` files, copied when it ended."""
-
-    directory: str
-    cap_bytes: int
-    files: list[CollectedFileRecord]
-    unmatched: list[str]
-    files_left_out: int
-    notes: list[str]
-
-
-class EarlierRunRecord(TypedDict):
-    """A run recorded in another output directory: the run a resumed run continues (since version 4)."""
-
-    directory: str  # its output directory, absolute, as the resumed run was given it
-    started_at: str  # ISO 8601, UTC: its guide's started_at
-
-
-class GuideRecord(TypedDict):
-    """One guide of the run."""
-
-    guide: str
-    started_at: str  # ISO 8601, UTC
-    duration_s: float
-    failed: bool
-    interrupted_by_signal: int | None
-    processes_ended: list[ProcessRecord]  # at teardown
-    collected: CollectionRecord | None
-    cleanup: list[DiagnosticRecord]  # the guide's ci.cleanup commands, run last (since version 4)
-
-
-class WholeTextRecord(TypedDict):
-    """Where a stored value or an expected body that results.json shows cut is whole."""
-
-    path: str | None  # relative to the output directory; None when it could not be kept
-    bytes: int  # its whole size in UTF-8
-
-
-class BlockRecord(StepIdentity):
-    """One runnable block of the run; its identity keys come from `Step.identity`."""
-
-    guide: str
-    heading: str | None
-    retry: int  # more attempts after one that failed or timed out (since version 4)
-    retry_delay_s: float  # the pause before each
-    status: str  # a Status's value
-    message: str
-    reason: str | None  # why it did not pass, beyond message (BlockResult.reason); None when passed (since 4)
-    exit_code: int | None
-    duration_s: float
-    start_s: float | None  # seconds from the guide's started_at to the block's start; None if never started (since 3)
-    captured: dict[str, str]  # {store name: value} for a setup that stored; its head when captured_whole is set
-    captured_whole: WholeTextRecord | None  # set when `captured` shows only the head of a long value
-    code_sha256: str  # Step.code_sha256
-    expected: str | None  # its head when expected_whole is set
-    expected_whole: WholeTextRecord | None  # set when `expected` shows only the head of a long body
-    first_unmatched_line: (
-        int | None
-    )  # a mismatch: the line blamed, in the expected body as matched (after substitution)
-    failure_line: int | None  # a failure: the guide line reports name (a mismatch: first_unmatched_line as written)
-    stdout_path: str | None  # relative to the output directory; None for a stream that stayed empty
-    stderr_path: str | None
-    stdout_bytes: int
-    stderr_bytes: int
-    # stderr went into the stdout file, interleaved as written (the fences dialect): stdout_path and stdout_bytes
-    # are the block's whole output, stderr_path is null and stderr_bytes 0 (since version 5)
-    streams_merged: bool
-    error_marker: str | None  # in stderr; in the one output file when streams_merged
-    stack_dumps: list[str]
-    stack_dump_notes: list[str]
-    processes_ended: list[ProcessRecord]
-    peak_rss_bytes: int | None
-    cpu_s: float | None
-    diagnostics: list[DiagnosticRecord]
-    attempts: list[AttemptRecord]  # the earlier attempts of a retried block, in order; [] when run once (since 4)
-    kept_from: EarlierRunRecord | None  # status skipped: it passed in that run, which this one resumed (since 4)
+def block_to_json(result: BlockResult, guide: str, base: Path, masker: Masker) -> JSON:
+    step = result.step
+    stored = result.stored[1] if result.stored else None
+    return {
+        "guide": guide,
+        **step.identity(),
+        "heading": clean_text(step.heading, masker) if step.heading else None,
+        "retry": step.retry,
+        "retry_delay_s": step.retry_delay_s,
+        "status": result.status.value,
+        "message": clean_text(result.message, masker),
+        "reason": clean_text(result.reason, masker) if result.reason is not None else None,
+        "exit_code": result.exit_code,
+        "duration_s": round(result.duration_s, 3),
+        "start_s": round(result.start_s, 3) if result.start_s is not None else None,
+        "captured": {result.stored[0]: clean_text(result.stored[1].shown, masker)} if result.stored else {},
+        "captured_whole": _whole(stored, base),
+        "code_sha256": step.code_sha256,
+        "expected": clean_text(result.expected.shown, masker) if result.expected is not None else None,
+        "expected_whole": _whole(result.expected, base),
+        "first_unmatched_line": result.match.first_unmatched_line if result.match else None,
+        "failure_line": result.failure_line if result.status.is_failure else None,
+        "stdout_path": relative(result.stdout_path, base),
+        "stderr_path": relative(result.stderr_path, base),
+        "stdout_bytes": result.stdout_bytes,
+        "stderr_bytes": result.stderr_bytes,
+        "streams_merged": step.merge_streams,
+        "error_marker": result.marker_found,
+        "stack_dumps": [relative(p, base) for p in result.dumps],
+        "stack_dump_notes": [clean_text(n, masker) for n in result.dump_notes],
+        "processes_ended": processes_to_json(result.ended, masker),
+        "peak_rss_bytes": result.peak_rss_bytes,
+        "cpu_s": round(result.cpu_s, 3) if result.cpu_s is not None else None,
+        "diagnostics": [diagnostic_to_json(d, base, masker) for d in result.diagnostics],
+        "kept_from": earlier_to_json(result.kept_from, masker),
+        "attempts": [attempt_to_json(a, base, masker) for a in result.attempts],
+    }
 
 
-class RunRecord(TypedDict):
-    """The whole file."""
+def attempt_to_json(attempt: Attempt, base: Path, masker: Masker) -> JSON:
+    return {
+        "attempt": attempt.number,
+        "status": attempt.status.value,
+        "message": clean_text(attempt.message, masker),
+        "exit_code": attempt.exit_code,
+        "duration_s": round(attempt.duration_s, 3),
+        "stdout_path": relative(attempt.stdout_path, base),
+        "stderr_path": relative(attempt.stderr_path, base),
+        "stdout_bytes": attempt.stdout_bytes,
+        "stderr_bytes": attempt.stderr_bytes,
+        "processes_ended": processes_to_json(attempt.ended, masker),
+        "stack_dumps": [relative(p, base) for p in attempt.dumps],
+    }
 
-    version: int  # RECORD_VERSION
-    exit_status: int
-    harness_peak_rss_bytes: int
-    resumed_from: EarlierRunRecord | None  # the run this one continued (--resume DIR); None for a whole run
-    guides: list[GuideRecord]
-    blocks: list[BlockRecord]  # every guide's, in run order
+
+def earlier_to_json(run: EarlierRun | None, masker: Masker) -> JSON | None:
+    return None if run is None else {"directory": masker.mask(run.directory), "started_at": run.started_at}
 
 
-# ---- writing
+def diagnostic_to_json(diagnostic: DiagnosticResult, base: Path, masker: Masker) -> JSON:
+    return {
+        "command": clean_text(diagnostic.command, masker),
+        "output_path": relative(diagnostic.output_path, base),
+        "output_bytes": diagnostic.output_bytes,
+        "output_capped": diagnostic.output_capped,
+        "exit_code": diagnostic.exit_code,
+        "timed_out": diagnostic.timed_out,
+        "duration_s": round(diagnostic.duration_s, 3),
+        "message": clean_text(diagnostic.message, masker),
+        "predating_files": [
+            {"path": masker.mask(f.path), "modified_at": iso(f.modified_at)} for f in diagnostic.predating
+        ],
+    }
+
+
+def processes_to_json(processes: Iterable[TrackedProcess], masker: Masker) -> list[JSON]:
+    return [
+        {"pid": p.pid, "command": clean_text(p.command, masker), "started_by": p.started_by, "ended_by": p.ended_by}
+        for p in processes
+    ]
+
+
+# ---- from the file: paths absolute, taken in the record's DIRECTORY; keys newer than version 1 may be absent.
+# KeyError, TypeError or ValueError when an object is not what the writer writes.
+
+
+def _inside(directory: Path, path: str) -> str:
+    """PATH of the record taken in DIRECTORY; ValueError when it leads out of it (an absolute path, `..`, a
+    symbolic link): a record from elsewhere (a CI artifact) names no other file of this machine."""
+    inside = directory / path
+    if not inside.resolve().is_relative_to(directory.resolve()):
+        raise ValueError(f"its path {path!r} leads out of {directory}, where the writer keeps every file")
+    return str(inside)
+
+
+def _file(directory: Path, path: str | None) -> str | None:
+    return _inside(directory, path) if path else None
+
+
+def _bounded(shown: str, whole: Mapping[str, Any] | None, directory: Path) -> BoundedText:
+    """A text as recorded: whole (its size is the recorded text's), or its head and where it is whole."""
+    if whole is None:
+        return BoundedText(shown, len(shown.encode("utf-8")), complete=True)
+    return BoundedText(shown, int(whole["bytes"]), complete=False, path=_file(directory, whole["path"]))
+
+
+def block_from_json(raw: Mapping[str, Any], directory: Path) -> BlockResult:
+    """A block as read back. The file holds no body, skip reason, `#test-result` as written nor mismatch report:
+    the step's body is "" (its code_sha256 is the recorded one), its skip_reason and expected None, its language
+    read from its word (shell when unknown), its rerun_on_resume False; `match` is None (`failure_line` is then
+    the fence's line)."""
+    word = str(raw.get("language", ""))
+    captured: Mapping[str, str] = raw.get("captured") or {}
+    expected = raw.get("expected")
+    return BlockResult(
+        step=Step(
+            ordinal=int(raw["ordinal"]),
+            label=Label(raw["label"]),
+            id=raw.get("id"),
+            store=raw.get("store"),
+            language=LANGUAGES.get(word, Language.SHELL),
+            language_word=word,
+            body="",
+            file=str(raw["guide"]),
+            line=int(raw.get("line") or 0),
+            heading=raw.get("heading"),
+            hidden=bool(raw.get("hidden")),
+            timeout_s=float(raw.get("timeout_s") or 0.0),
+            loads=tuple(Load(name, placeholder) for name, placeholder in raw.get("loads") or ()),
+            skip_reason=None,
+            expected=None,
+            retry=int(raw.get("retry") or 0),
+            retry_delay_s=float(raw.get("retry_delay_s") or 0.0),
+            merge_streams=bool(raw.get("streams_merged")),
+            recorded_sha256=str(raw["code_sha256"]),
+        ),
+        status=Status(raw["status"]),
+        exit_code=raw.get("exit_code"),
+        duration_s=float(raw.get("duration_s") or 0.0),
+        message=str(raw.get("message", "")),
+        stdout_path=_file(directory, raw.get("stdout_path")),
+        stderr_path=_file(directory, raw.get("stderr_path")),
+        stdout_bytes=int(raw.get("stdout_bytes") or 0),
+        stderr_bytes=int(raw.get("stderr_bytes") or 0),
+        expected=None if expected is None else _bounded(expected, raw.get("expected_whole"), directory),
+        match=None,
+        stored=next(((k, _bounded(v, raw.get("captured_whole"), directory)) for k, v in captured.items()), None),
+        marker_found=raw.get("error_marker"),
+        dumps=tuple(_inside(directory, path) for path in raw.get("stack_dumps") or ()),
+        dump_notes=tuple(raw.get("stack_dump_notes") or ()),
+        ended=processes_from_json(raw.get("processes_ended") or ()),
+        peak_rss_bytes=raw.get("peak_rss_bytes"),
+        cpu_s=raw.get("cpu_s"),
+        diagnostics=tuple(_diagnostic_from_json(d, directory) for d in raw.get("diagnostics") or ()),
+        start_s=raw.get("start_s"),
+        reason=raw.get("reason"),
+        attempts=tuple(attempt_from_json(a, directory) for a in raw.get("attempts") or ()),
+        kept_from=earlier_from_json(raw.get("kept_from")),
+    )
+
+
+def attempt_from_json(raw: Mapping[str, Any], directory: Path) -> Attempt:
+    return Attempt(
+        number=int(raw["attempt"]),
+        status=Status(raw["status"]),
+        exit_code=raw["exit_code"],
+        duration_s=float(raw["duration_s"]),
+        message=str(raw["message"]),
+        stdout_path=_file(directory, raw["stdout_path"]),
+        stderr_path=_file(directory, raw["stderr_path"]),
+        stdout_bytes=int(raw["stdout_bytes"]),
+        stderr_bytes=int(raw["stderr_bytes"]),
+        ended=processes_from_json(raw["processes_ended"]),
+        dumps=tuple(_inside(directory, path) for path in raw["stack_dumps"]),
+    )
+
+
+def earlier_from_json(raw: Mapping[str, Any] | None) -> EarlierRun | None:
+    """A `resumed_from` or `kept_from` as read back; None for null (and in records older than version 4)."""
+    return None if raw is None else EarlierRun(directory=str(raw["directory"]), started_at=str(raw["started_at"]))
+
+
+def _diagnostic_from_json(raw: Mapping[str, Any], directory: Path) -> DiagnosticResult:
+    return DiagnosticResult(
+        command=str(raw["command"]),
+        output_path=_file(directory, raw["output_path"]),
+        output_bytes=int(raw["output_bytes"]),
+        output_capped=bool(raw["output_capped"]),
+        exit_code=raw["exit_code"],
+        timed_out=bool(raw["timed_out"]),
+        duration_s=float(raw["duration_s"]),
+        message=str(raw["message"]),
+        predating=tuple(
+            PredatingFile(f["path"], datetime.fromisoformat(f["modified_at"]).timestamp())
+            for f in raw.get("predating_files") or ()
+        ),
+    )
+
+
+def processes_from_json(raw: Iterable[Mapping[str, Any]]) -> tuple[TrackedProcess, ...]:
+    return tuple(
+        TrackedProcess(int(p["pid"]), str(p["command"]), str(p["started_by"]), str(p["ended_by"])) for p in raw
+    )

@@ -99,6 +99,11 @@ class BoundedText:
     complete: bool  # `shown` is the whole text
     path: str | None = None  # for a text shown cut: a file holding it whole; None when there is none
 
+    @property
+    def whole(self) -> str | None:
+        """The text when it is shown whole; None when only its head is."""
+        return self.shown if self.complete else None
+
 
 @dataclass(frozen=True)
 class Attempt:
@@ -119,7 +124,10 @@ class Attempt:
 
 @dataclass(frozen=True)
 class BlockResult:
-    """What happened to one step: the status and everything a reporter may show."""
+    """What happened to one step: the status and everything a reporter may show.
+
+    The same type is read back from results.json (ci.record.format.block_from_json) with what the file holds: there
+    the step has no body (its code_sha256 is the recorded one) and `match` is None; paths are absolute."""
 
     step: Step
     status: Status
@@ -147,6 +155,22 @@ class BlockResult:
     reason: str | None = None
     attempts: tuple[Attempt, ...] = ()  # retry=: the attempts before this last one, each failed or timed out
     kept_from: EarlierRun | None = None  # a resumed run's block not run again: the run it passed in (SKIPPED)
+
+    @property
+    def passed(self) -> bool:
+        """True when the block passed in this run, or in the earlier run this one resumed and kept it from."""
+        return self.status is Status.PASSED or (self.status is Status.SKIPPED and self.kept_from is not None)
+
+    @property
+    def captured(self) -> dict[str, str]:
+        """{store name: value} for a setup that stored a value shown whole; {} for any other block (a value shown
+        cut is no value to re-check with: the whole one may hold a secret the record masked)."""
+        return {self.stored[0]: self.stored[1].shown} if self.stored and self.stored[1].complete else {}
+
+    @property
+    def printed(self) -> bool:
+        """True when the block ran to its end with exit 0, so its stdout is what it really printed."""
+        return self.status in (Status.PASSED, Status.MISMATCH)
 
     @property
     def failure_line(self) -> int:

@@ -164,8 +164,8 @@ def _recorded_guide(plan: Plan, last: LastRun, run_dir: str) -> RecordedGuide:
 if TYPE_CHECKING:
     from ci.base.text import Masker
     from ci.guide.model import Plan, Step
-    from ci.record.outcome import EarlierRun
-    from ci.record.read import RecordedBlock, RecordedGuide
+    from ci.record.outcome import BlockResult, EarlierRun
+    from ci.record.read import RecordedGuide
     from ci.runner.execute import KeptBlock
 
 
@@ -247,23 +247,23 @@ class Resume:
 class Pairing:
     """How the blocks of a guide now pair with the blocks an earlier run recorded."""
 
-    pairs: Mapping[int, RecordedBlock]  # a step's ordinal -> the recorded block it is
+    pairs: Mapping[int, BlockResult]  # a step's ordinal -> the recorded block it is
     added: tuple[Step, ...]  # steps the earlier run did not have
-    removed: tuple[RecordedBlock, ...]  # recorded blocks the guide no longer has
+    removed: tuple[BlockResult, ...]  # recorded blocks the guide no longer has
 
 
 def _key(label: str, block_id: str | None, store: str | None) -> tuple[str, str, str]:
     return (label, block_id or "", store or "")
 
 
-def pair_blocks(steps: Sequence[Step], recorded: Sequence[RecordedBlock]) -> Pairing:
+def pair_blocks(steps: Sequence[Step], recorded: Sequence[BlockResult]) -> Pairing:
     """Pair the steps with the recorded blocks by label, id and store, in order (blocks in between may come and
     go: the rest still pair); a pair's body may differ (`code_sha256`)."""
     now = [_key(step.label.value, step.id, step.store) for step in steps]
-    then = [_key(block.label.value, block.id, block.store) for block in recorded]
-    pairs: dict[int, RecordedBlock] = {}
+    then = [_key(block.step.label.value, block.step.id, block.step.store) for block in recorded]
+    pairs: dict[int, BlockResult] = {}
     added: list[Step] = []
-    removed: list[RecordedBlock] = []
+    removed: list[BlockResult] = []
     for tag, then_from, then_to, now_from, now_to in difflib.SequenceMatcher(
         None, then, now, autojunk=False
     ).get_opcodes():
@@ -381,14 +381,20 @@ def _changes_before(
             changes.append(f"added since: {step.name} (line {step.line})")
         elif (
             block.passed
-            and block.code_sha256 not in (None, step.code_sha256)
+            and block.step.code_sha256 != step.code_sha256
             and not (step.rerun_on_resume or step.ordinal in runs_again)
         ):
             changes.append(f"changed since: {step.name} (line {step.line})")
     first_then = pairing.pairs.get(first.ordinal)
-    end = first_then.ordinal if first_then is not None else max((b.ordinal for b in recorded.blocks), default=0) + 1
+    end = (
+        first_then.step.ordinal
+        if first_then is not None
+        else max((b.step.ordinal for b in recorded.blocks), default=0) + 1
+    )
     changes.extend(
-        f"removed since: {block.name} (then at line {block.line})" for block in pairing.removed if block.ordinal < end
+        f"removed since: {block.step.name} (then at line {block.step.line})"
+        for block in pairing.removed
+        if block.step.ordinal < end
     )
     return changes
 
@@ -410,7 +416,7 @@ def _leftover_steps(recorded: RecordedGuide, pairing: Pairing) -> dict[int, str]
     name, without ids), each of them that passed there runs again, as the record cannot tell which one it was."""
     named: dict[str, list[int]] = {}
     for ordinal, block in pairing.pairs.items():
-        named.setdefault(block.name, []).append(ordinal)
+        named.setdefault(block.step.name, []).append(ordinal)
     found: dict[int, str] = {}
     for name in recorded.leftovers_started_by:
         ordinals = named.get(name, [])
@@ -419,7 +425,7 @@ def _leftover_steps(recorded: RecordedGuide, pairing: Pairing) -> dict[int, str]
     return found
 
 
-def _stored_value(step: Step, block: RecordedBlock, directory: Path, problems: list[str]) -> str | None:
+def _stored_value(step: Step, block: BlockResult, directory: Path, problems: list[str]) -> str | None:
     """The value the kept setup stored in the earlier run, exactly: from the file holding it whole, else from the
     setup's own stdout there (read as the run read it), else (a block that run kept in turn, its value short and
     recorded as it was) from the record; None (a problem said) when it cannot be had."""
@@ -427,10 +433,11 @@ def _stored_value(step: Step, block: RecordedBlock, directory: Path, problems: l
 
     if step.store is None:
         return None
-    source = block.captured_file or (block.stdout_file if block.status is Status.PASSED else None)
+    cut = block.stored[1].path if block.stored and not block.stored[1].complete else None
+    source = cut or (block.stdout_path if block.status is Status.PASSED else None)
     if source is not None:
         try:
-            return stored_text(source)
+            return stored_text(Path(source))
         except OSError as exc:
             why = f"its file {source} cannot be read ({exc.strerror or exc})"
     elif step.store in block.captured:

@@ -11,8 +11,8 @@ from ci.guide.model import Label, Plan
 from ci.guide.placeholders import written_line
 from ci.maintain.drift.findings import LAST_RUN, Finding, GuideDrift, Severity
 from ci.maintain.lastrun import recheck
-from ci.record import RecordedBlock, RecordError, read_run
-from ci.record.outcome import Divergence
+from ci.record import RecordError, read_run
+from ci.record.outcome import BlockResult, Divergence
 
 __all__ = ["QUOTED_CHARS", "last_run_findings"]
 
@@ -78,7 +78,7 @@ def last_run_findings(
     return findings
 
 
-def _unprinted(where: str, block: RecordedBlock | None, date: str) -> str:
+def _unprinted(where: str, block: BlockResult | None, date: str) -> str:
     """Why a changed result has nothing in the last run to be re-checked against: its #test did not print there."""
     if block is not None and block.kept_from is not None:  # a resumed run kept it: it printed in the earlier one
         earlier = block.kept_from

@@ -8,7 +8,7 @@ results.json read back; `ci.report.timeline.gantt` writes it as a Mermaid chart,
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ci.guide.model import Status
@@ -74,66 +74,38 @@ class Timeline:
         return max((bar.end_s for bar in self.bars), default=0.0)
 
 
-@dataclass(frozen=True)
-class _Row:
-    ordinal: int
-    label: str
-    name: str
-    status: Status
-    start_s: float | None
-    duration_s: float
-    peak_rss_bytes: int | None
-    cpu_s: float | None
-
-
-def _timeline(guide: str, rows: Iterable[_Row]) -> Timeline:
-    """Bars for the rows that started; a row without its start begins where the bar before it ended."""
+def timeline_of_results(guide: str, results: Iterable[BlockResult]) -> Timeline:
+    """The timeline of a guide's blocks, run now or read back: bars for those that started; a block without its
+    start (a record older than version 3) begins where the bar before it ended."""
     bars: list[Bar] = []
     never: Counter[Status] = Counter()
     estimated = False
-    for row in rows:
-        if row.status in NEVER_STARTED:
-            never[row.status] += 1
+    for r in results:
+        if r.status in NEVER_STARTED:
+            never[r.status] += 1
             continue
-        start = row.start_s
+        start = r.start_s
         if start is None:
             start, estimated = (bars[-1].end_s if bars else 0.0), True
-        duration = max(row.duration_s, 0.0)
+        step, duration = r.step, max(r.duration_s, 0.0)
         bars.append(
-            Bar(row.ordinal, row.label, row.name, row.status, max(start, 0.0), duration, row.peak_rss_bytes, row.cpu_s)
+            Bar(
+                step.ordinal,
+                step.label.value,
+                step.name,
+                r.status,
+                max(start, 0.0),
+                duration,
+                r.peak_rss_bytes,
+                r.cpu_s,
+            )
         )
     return Timeline(guide, tuple(bars), tuple((s, never[s]) for s in Status if never[s]), estimated)
 
 
-def timeline_of_results(guide: str, results: Sequence[BlockResult]) -> Timeline:
-    """The timeline of a guide that just ran."""
-    return _timeline(
-        guide,
-        (
-            _Row(
-                r.step.ordinal,
-                r.step.label.value,
-                r.step.name,
-                r.status,
-                r.start_s,
-                r.duration_s,
-                r.peak_rss_bytes,
-                r.cpu_s,
-            )
-            for r in results
-        ),
-    )
-
-
 def timeline_of_record(guide: RecordedGuide) -> Timeline:
     """The timeline of a guide read back from results.json (before version 3: starts made up from the durations)."""
-    return _timeline(
-        guide.guide,
-        (
-            _Row(b.ordinal, b.label.value, b.name, b.status, b.start_s, b.duration_s, b.peak_rss_bytes, b.cpu_s)
-            for b in guide.blocks
-        ),
-    )
+    return timeline_of_results(guide.guide, guide.blocks)
 
 
 def chosen_bars(timeline: Timeline, limit: int) -> tuple[Bar, ...]:
