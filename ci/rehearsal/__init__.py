@@ -3,8 +3,7 @@
 # The harness's side is the modules here: model (the sandbox's layout, the failure knobs, what the
 # report lists), fake_hub (the Hugging Face Hub on loopback), namespaces (private network and mount
 # namespaces), sandbox (building it, and ci.run's environment), sweep (simulated processes that
-# outlive the run), report. Every folder here, and build_backend.py, is a simulation instead:
-# package data copied into the sandbox at every run, never imported or type-checked as part of
-# the harness (README.md lists them).
+# outlive the run), report. simulations/ is data instead: the stand-ins, package data copied into
+# the sandbox at every run, never imported or type-checked as part of the harness (README.md lists them).
 
 __all__: list[str] = []
