@@ -10,6 +10,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from ci import make_temporary_outputs
 from ci.cli import find_tool
 from ci.rehearsal.catalogue import simulations
 from ci.rehearsal.interpreter import make_python
@@ -33,7 +34,6 @@ from ci.rehearsal.namespaces import isolate, redirect_scratch
 from ci.rehearsal.parts import REQUIRE_ENV, Parts, choose_parts
 from ci.rehearsal.real import use_real_parts
 from ci.rehearsal.resumed import BUILT_FILE, POINTER_FILE, SANDBOX_MARKER, Earlier, built_facts, pointer
-from ci.run.outputs import make_temporary_outputs
 
 __all__ = ["FAKE_TOOLS", "check_machine", "prepare", "reuse", "set_up"]
 
@@ -53,7 +53,7 @@ def set_up(
     earlier: Earlier | None = None,
 ) -> Rehearsal:
     """Isolate this process, check the machine and prepare the sandbox under output_dir, or else under a new
-    temporary directory in $TMPDIR/guide-guard/ (ci.run.outputs: kept, so that every path printed stays good, and
+    temporary directory in $TMPDIR/guide-guard/ (ci.make_temporary_outputs: kept, so that every path printed stays good, and
     pruned with the temporary outputs of runs). With EARLIER (--resume), reuse its sandbox as it was left
     instead: output_dir then gets ci.run's record and the report only.
 
