@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 import shutil
@@ -88,7 +89,13 @@ def set_up(
 
 
 def check_machine() -> None:
-    """What the rehearsal itself needs: Linux, bash, git, and the guide's ports free on 127.0.0.1."""
+    """What the rehearsal itself needs: the simulations' modules, bash, git, and the guide's ports free on 127.0.0.1."""
+    missing = missing_modules()
+    if missing:
+        raise SetupError(
+            f"the simulations need {', '.join(missing)}, which this Python does not have: pip install "
+            "'guide-guard[rehearsal]' (in a checkout: pip install -e '.[rehearsal]')"
+        )
     for program in ("bash", "git"):
         if shutil.which(program) is None:
             raise SetupError(f"the rehearsal needs {program} on PATH")
@@ -102,6 +109,16 @@ def check_machine() -> None:
                     f"port {port} on 127.0.0.1 is in use ({exc.strerror}); the rehearsal's {user} needs it, "
                     "since the guide's expected output and recipe name the default ports"
                 ) from exc
+
+
+def missing_modules() -> list[str]:
+    """What the simulations import from the harness's environment and it does not have: the `rehearsal` extra's
+    (pyproject.toml), which the harness itself does not need."""
+    missing = [] if importlib.util.find_spec("click") else ["click (the stand-in SpecForge's CLI)"]
+    # the stand-ins' build backend reads pyproject.toml with tomllib, else tomli, else pip's own copy of tomli
+    if sys.version_info < (3, 11) and not (importlib.util.find_spec("tomli") or importlib.util.find_spec("pip")):
+        missing.append("tomli (the stand-in projects' build backend on Python 3.10)")
+    return missing
 
 
 def _copy_tree(source: Path, target: Path) -> None:
