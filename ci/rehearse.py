@@ -25,8 +25,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from ci.base.files import write_atomically
-from ci.base.signals import ALWAYS_STOP, STOP_SIGNALS
+from ci import ALWAYS_STOP, KEEP_NEWEST, STOP_SIGNALS
 from ci.cli import (
     ExitCode,
     add_dialect_options,
@@ -38,7 +37,6 @@ from ci.cli import (
     print_error,
 )
 from ci.rehearsal.model import ASSETS, BREAK_ENV, KNOBS
-from ci.run.outputs import KEEP_NEWEST
 
 if TYPE_CHECKING:
     from ci.rehearsal.fake_hub import FakeHub
@@ -199,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"rehearsal: {args.guide} against simulations; sandbox {plan.sandbox.base}", flush=True)
     exit_status, leftovers = _run(plan, [*command, *passed_on], hub)
     text = render(plan, args.guide, hub, int(exit_status), leftovers)
-    write_atomically(plan.own_files / "rehearsal-report.txt", text + "\n")  # a new file: never through a link
+    _write_new(plan.own_files / "rehearsal-report.txt", text + "\n")
     print(text, flush=True)
     # kept, even after a passing run: every path printed above stays good (a temporary one goes when pruned)
     where = (
@@ -213,6 +211,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         reused = f"the sandbox it reused is {plan.sandbox.base}"
         print(f"rehearsal: outputs kept in {plan.sandbox.root}{where}; {reused}", flush=True)
     return exit_status
+
+
+def _write_new(path: Path, text: str) -> None:
+    """PATH holds TEXT, in a new file: written beside it under a name of its own, which then takes PATH's name in
+    one rename (a link at PATH is replaced, never followed; the mode is the umask's)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    try:
+        with open(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 def _run(plan: Rehearsal, command: list[str], hub: FakeHub) -> tuple[int, dict[int, str]]:

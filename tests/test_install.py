@@ -3,7 +3,8 @@
 The wheel is built from a copy of the checkout (so that no build/ directory of an earlier build can slip
 files into it) with this environment's setuptools, and installed without its dependencies into a new
 virtual environment. The dependencies are the ones this test environment installed from the same
-pyproject.toml: a path file makes them importable there, so the suite downloads nothing a second time.
+pyproject.toml: a path file makes them importable there, so the suite downloads nothing a second time
+(the `rehearsal` extra's among them: the `test` extra holds them too).
 A path file's own path files are not read, so this environment's editable `ci` stays out of sight;
 the tests check that the `ci` they run is the installed one.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -129,6 +131,21 @@ def test_the_wheel_carries_every_simulation_and_no_bytecode(installed: Installed
         p.relative_to(source).as_posix() for p in source.rglob("*") if p.is_file() and "__pycache__" not in p.parts
     }
     assert in_wheel == in_source
+
+
+def test_click_is_the_rehearsals_extra_not_a_dependency_of_the_harness(installed: Installed) -> None:
+    with zipfile.ZipFile(installed.wheel) as wheel:
+        # the wheel's own (the simulated image's dist-info folders are package data)
+        (metadata,) = [
+            name for name in wheel.namelist() if re.fullmatch(r"guide_guard-[^/]+\.dist-info/METADATA", name)
+        ]
+        requires = [
+            line for line in wheel.read(metadata).decode("utf-8").splitlines() if line.startswith("Requires-Dist:")
+        ]
+    click = [line for line in requires if line.split()[1].startswith("click")]
+    # the harness needs no click: only its extras (rehearsal, real, test) bring it
+    assert click and all("extra ==" in line for line in click), requires
+    assert any('extra == "rehearsal"' in line for line in click), requires
 
 
 def test_an_installed_wheel_rehearses_the_guide_from_outside_the_checkout(

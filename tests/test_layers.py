@@ -82,8 +82,8 @@ def harness_modules(root: Path) -> Iterator[tuple[str, Path]]:
         inside = path.relative_to(root).parts
         if inside[0] == "rehearsal" and not (root / "rehearsal" / "__init__.py").exists():
             continue  # only asset folders: none of it is the harness's code
-        if inside[0] == "rehearsal" and (len(inside) > 2 or inside[1] == "build_backend.py"):
-            continue  # the simulations: its asset folders, and the build backend of its stand-in packages
+        if inside[:2] == ("rehearsal", "simulations"):
+            continue  # the simulations: data copied into a sandbox (ci/rehearsal/simulations/)
         yield _module_name(path, root), path
 
 

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -336,6 +337,29 @@ def test_an_unknown_failure_knob_is_a_usage_error(tmp_path: Path, run_harness) -
     assert run.returncode == 2
     assert "REHEARSAL_BREAK='mooncake-no-bnid' is not a failure knob; known: mooncake-no-bind," in run.stderr
     assert not run.output_dir.exists()
+
+
+def test_without_click_the_rehearsal_says_to_install_its_extra(tmp_path: Path, harness_env: dict[str, str]) -> None:
+    """click is the rehearsal's (the stand-in SpecForge's CLI), not the harness's: without it, the rehearsal stops
+    before it builds anything and names the extra that brings it."""
+    output_dir = tmp_path / "rehearsal"
+    hidden = "import sys; sys.modules['click'] = None; from ci.rehearse import main; sys.exit(main(sys.argv[1:]))"
+    done = subprocess.run(
+        [sys.executable, "-c", hidden, GUIDE, "--output-dir", str(output_dir)],
+        cwd=REPO,
+        env=harness_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        "[ERROR] rehearsal: the simulations need click (the stand-in SpecForge's CLI), which this Python does not "
+        "have: pip install 'guide-guard[rehearsal]' (in a checkout: pip install -e '.[rehearsal]')"
+    )
+    assert not output_dir.exists()
 
 
 def test_a_plain_fence_guide_is_rehearsed_in_the_dialect_and_limits_given(tmp_path: Path, run_harness) -> None:

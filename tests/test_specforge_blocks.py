@@ -244,7 +244,7 @@ def test_the_stop_pattern_matches_the_real_command_lines(command_line: str, matc
 
 # smoke-apply-patches against the rehearsal's stand-ins: its SpecForge checkout (apply script, base and Ascend
 # companion patches) and its editable sglang 0.5.18, a git work tree as in the image.
-STANDINS = ROOT / "ci" / "rehearsal"
+STANDINS = ROOT / "ci" / "rehearsal" / "simulations"
 PATCH_TOOLS = ("python", "git", "bash", "tail", "grep", "cp", "rm", "dirname", "basename")
 COMPANION = "SpecForge/patches/sglang/v0.5.18/spec-capture-ascend-mount.patch"
 APPLIED_OUTPUT = "smoke: applying spec-capture patches for sglang 0.5.18\nsmoke: patches + apt deps applied\n"

@@ -21,7 +21,7 @@ from ports import free_ports
 from ci.rehearsal.fake_hub import EMBEDDING_TENSOR, hub_repositories
 
 REPO = Path(__file__).resolve().parents[1]
-REHEARSAL = REPO / "ci" / "rehearsal"
+REHEARSAL = REPO / "ci" / "rehearsal" / "simulations"
 MOONCAKE = REHEARSAL / "packages" / "mooncake-transfer-engine-npu"
 MASTER = MOONCAKE / "mooncake" / "mooncake_master"
 SPECFORGE = REHEARSAL / "specforge-repo"

@@ -28,8 +28,8 @@ __all__ = [
     "run_checked",
 ]
 
-# The simulations' folders next to this module: package data, in a checkout and a wheel alike.
-ASSETS = Path(__file__).resolve().parent
+# The simulations, data beside this module (ci/rehearsal/simulations/): package data, in a checkout and a wheel alike.
+ASSETS = Path(__file__).resolve().parent / "simulations"
 SANDBOX_ENV = "REHEARSAL_SANDBOX"  # every simulation finds the sandbox (and its call log) through it
 BREAK_ENV = "REHEARSAL_BREAK"  # the failure knob the simulations obey
 SHARED_ENV = "REHEARSAL_SHARED"  # set to 1: no private namespaces, the machine's loopback and /tmp

@@ -9,11 +9,9 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from ci.base.text import plural
-from ci.guide.model import Status
+from ci import Status, did_not_pass_line
 from ci.rehearsal.fake_hub import FakeHub
 from ci.rehearsal.model import GUIDE_PORTS, Rehearsal, Sandbox
-from ci.report.recap import did_not_pass_line
 
 __all__ = ["render"]
 
@@ -39,7 +37,8 @@ def render(plan: Rehearsal, guide: str, hub: FakeHub, exit_status: int, leftover
     lines += [f"  {s.name}: {s.how} (for {s.stands_in_for})" for s in plan.simulations]
     hub_log = plan.own_files / "hub.log"
     logged = f", log {hub_log}" if hub_log.exists() else ""  # only a path that is there is named
-    lines.append(f"  fake Hugging Face Hub: {hub.url} ({plural(hub.requests, 'request')}{logged})")
+    requests = f"{hub.requests} request{'' if hub.requests == 1 else 's'}"
+    lines.append(f"  fake Hugging Face Hub: {hub.url} ({requests}{logged})")
     lines.append("invented for the guide, not read from the real packages (a real run can fail here and this cannot):")
     lines += [f"  {s.name}: {s.invented}" for s in plan.simulations if s.invented]
     lines.append("overrides:")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 import shutil
@@ -10,6 +11,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from ci import make_temporary_outputs
 from ci.cli import find_tool
 from ci.rehearsal.catalogue import simulations
 from ci.rehearsal.interpreter import make_python
@@ -33,7 +35,6 @@ from ci.rehearsal.namespaces import isolate, redirect_scratch
 from ci.rehearsal.parts import REQUIRE_ENV, Parts, choose_parts
 from ci.rehearsal.real import use_real_parts
 from ci.rehearsal.resumed import BUILT_FILE, POINTER_FILE, SANDBOX_MARKER, Earlier, built_facts, pointer
-from ci.run.outputs import make_temporary_outputs
 
 __all__ = ["FAKE_TOOLS", "check_machine", "prepare", "reuse", "set_up"]
 
@@ -53,7 +54,7 @@ def set_up(
     earlier: Earlier | None = None,
 ) -> Rehearsal:
     """Isolate this process, check the machine and prepare the sandbox under output_dir, or else under a new
-    temporary directory in $TMPDIR/guide-guard/ (ci.run.outputs: kept, so that every path printed stays good, and
+    temporary directory in $TMPDIR/guide-guard/ (ci.make_temporary_outputs: kept, so that every path printed stays good, and
     pruned with the temporary outputs of runs). With EARLIER (--resume), reuse its sandbox as it was left
     instead: output_dir then gets ci.run's record and the report only.
 
@@ -88,7 +89,13 @@ def set_up(
 
 
 def check_machine() -> None:
-    """What the rehearsal itself needs: Linux, bash, git, and the guide's ports free on 127.0.0.1."""
+    """What the rehearsal itself needs: the simulations' modules, bash, git, and the guide's ports free on 127.0.0.1."""
+    missing = missing_modules()
+    if missing:
+        raise SetupError(
+            f"the simulations need {', '.join(missing)}, which this Python does not have: pip install "
+            "'guide-guard[rehearsal]' (in a checkout: pip install -e '.[rehearsal]')"
+        )
     for program in ("bash", "git"):
         if shutil.which(program) is None:
             raise SetupError(f"the rehearsal needs {program} on PATH")
@@ -102,6 +109,16 @@ def check_machine() -> None:
                     f"port {port} on 127.0.0.1 is in use ({exc.strerror}); the rehearsal's {user} needs it, "
                     "since the guide's expected output and recipe name the default ports"
                 ) from exc
+
+
+def missing_modules() -> list[str]:
+    """What the simulations import from the harness's environment and it does not have: the `rehearsal` extra's
+    (pyproject.toml), which the harness itself does not need."""
+    missing = [] if importlib.util.find_spec("click") else ["click (the stand-in SpecForge's CLI)"]
+    # the stand-ins' build backend reads pyproject.toml with tomllib, else tomli, else pip's own copy of tomli
+    if sys.version_info < (3, 11) and not (importlib.util.find_spec("tomli") or importlib.util.find_spec("pip")):
+        missing.append("tomli (the stand-in projects' build backend on Python 3.10)")
+    return missing
 
 
 def _copy_tree(source: Path, target: Path) -> None:

@@ -7,7 +7,6 @@ import os
 import signal
 import time
 
-from ci.process.supervisor import marked_pids
 from ci.rehearsal.model import SANDBOX_ENV, Sandbox
 
 __all__ = ["sweep"]
@@ -37,10 +36,23 @@ def _survivors(sandbox: Sandbox) -> dict[int, str]:
             pid = int(pid_text)
             if _start_ticks(pid) == ticks and _has_live_thread(pid):
                 found[pid] = name
-    for pid in marked_pids({SANDBOX_ENV: str(sandbox.base)}):
+    for pid in _marked_pids(f"{SANDBOX_ENV}={sandbox.base}"):
         if _has_live_thread(pid):
             with contextlib.suppress(OSError), open(f"/proc/{pid}/cmdline", "rb") as command:
                 found[pid] = command.read().replace(b"\0", b" ").decode("utf-8", "replace")[:200]
+    return found
+
+
+def _marked_pids(marker: str) -> list[int]:
+    """Pids, other than ours, whose environment holds MARKER (NAME=VALUE); a process gone, or not ours to read,
+    is passed over."""
+    wanted, found = marker.encode(), []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        with contextlib.suppress(OSError), open(f"/proc/{entry}/environ", "rb") as handle:
+            if wanted in handle.read().split(b"\0"):
+                found.append(int(entry))
     return found
 
 

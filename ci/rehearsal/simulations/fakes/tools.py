@@ -169,7 +169,9 @@ def _install(requirement: str, *, quiet: bool) -> int:
     try:
         installed = importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
-        say(f"uv: no simulation of {name!r} (offline rehearsal); add a stand-in under ci/rehearsal/packages/")
+        say(
+            f"uv: no simulation of {name!r} (offline rehearsal); add a stand-in under ci/rehearsal/simulations/packages/"
+        )
         return 1
     if not wanted.specifier.contains(installed, prereleases=True):
         say(f"uv: {name}=={installed} is what the rehearsal environment has; {requirement} cannot be simulated")
