@@ -15,8 +15,7 @@ from ci.guide.model import Status, Step
 from ci.guide.placeholders import substitute
 from ci.process.supervisor import BlockProcess, RunInterrupted
 from ci.record.outcome import BlockResult, BoundedText, MatchReport, TrackedProcess
-from ci.runner.context import StepContext
-from ci.runner.launch import start_step
+from ci.runner.launch import StepContext, start_step
 from ci.runner.mismatch import mismatch_message, mismatch_report
 from ci.runner.outputs import file_sizes
 from ci.runner.stored import bounded, read_stored
