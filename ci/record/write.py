@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import overload
 
 from ci.base.files import write_atomically
-from ci.base.text import Masker, clean_text, escape_undecodable_json
+from ci.base.text import Masker, clean_text, escape_undecodable_json, policy
 from ci.record.format import (
     RECORD_VERSION,
     AttemptRecord,
@@ -194,10 +194,11 @@ def run_record(
     exit_status: int,
     base: Path,
     *,
-    masker: Masker,
     resumed_from: EarlierRun | None = None,
 ) -> RunRecord:
-    """The run record: every block of every guide, plus per-guide verdicts and leftovers, and the run it resumed."""
+    """The run record: every block of every guide, plus per-guide verdicts and leftovers, and the run it resumed;
+    what it quotes of the run (output, names, paths) masked by the run's policy."""
+    masker = policy()
     return {
         "version": RECORD_VERSION,
         "exit_status": int(exit_status),  # the number, not the ExitCode member the run may pass
@@ -225,7 +226,6 @@ def write_record(
     outcomes: Sequence[GuideOutcome],
     exit_status: int,
     *,
-    masker: Masker,
     resumed_from: EarlierRun | None = None,
 ) -> None:
     """Write the run record to `path`, whole or not at all; paths in it are relative to `path`'s directory.
@@ -233,7 +233,7 @@ def write_record(
     A name from the OS that is not UTF-8 (a guide's file name, a collected
     file's) is recorded with those bytes as `\\xNN`: the file stays UTF-8.
     """
-    record = run_record(outcomes, exit_status, path.parent, masker=masker, resumed_from=resumed_from)
+    record = run_record(outcomes, exit_status, path.parent, resumed_from=resumed_from)
     path.parent.mkdir(parents=True, exist_ok=True)
     # One line per block: readable, and json's fast C encoder works only without indent.
     head = json.dumps({key: value for key, value in record.items() if key != "blocks"}, indent=2, ensure_ascii=False)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ci.base.files import create_fresh, os_error_text
-from ci.base.text import Masker, human_size
+from ci.base.text import human_size
 from ci.guide.model import Language, Step
 from ci.process.spawn import WorkdirUnenterable
 from ci.process.supervisor import BlockProcess, ProcessSupervisor
@@ -41,7 +41,6 @@ class StepContext:
     output_dir: Path  # block outputs go under output_dir/blocks
     file_prefix: str  # before each block's file names and marker value: keeps guides that run together apart
     deadline: float | None  # --deadline (time.monotonic()), if set
-    masker: Masker  # the run's secrets: what it keeps of an output is never cut inside one
     paths: Mapping[int, tuple[Path, Path]]  # ordinal -> stdout and stderr files, for each step that may run
     following: Mapping[int, tuple[Path, Path]]  # ordinal -> the files of the step that may run after it
 
