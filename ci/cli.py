@@ -1,5 +1,8 @@
 """What every command of the harness shares: the name it was started by, `--version`, exit codes, `[ERROR]` lines,
-how a guide is read (`--dialect`, the timeout rules) and the helper programs it runs (py-spy, shellcheck)."""
+how a guide is read (`--dialect`, the timeout rules) and the helper programs it runs (py-spy, shellcheck).
+
+Every command masks its environment's secrets (ci.base.masking): `run_guarded` installs that policy for the
+command's span (a run installs its own, wider one inside it), and its `[ERROR]` lines are masked by it."""
 
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TextIO
 from ci import __version__
 from ci.base.files import os_error_text
 from ci.base.signals import ALWAYS_STOP, STOP_SIGNALS, signal_name
-from ci.base.text import error_line, escape_undecodable
+from ci.base.text import Masker, error_line, escape_undecodable, installed, masked, secret_values
 
 __all__ = [
     "CONSOLE_SCRIPT_PREFIX",
@@ -71,7 +74,7 @@ class _CommandParser(argparse.ArgumentParser):
         from ci.report.github import command_safe, in_github_actions
 
         self.print_usage(sys.stderr)
-        self.exit(ExitCode.USAGE, command_safe(f"{self.prog}: error: {message}", in_github_actions()) + "\n")
+        self.exit(ExitCode.USAGE, command_safe(masked(f"{self.prog}: error: {message}"), in_github_actions()) + "\n")
 
 
 def command_parser(module: str, **options: Any) -> argparse.ArgumentParser:
@@ -101,11 +104,12 @@ def print_error(message: str, stream: TextIO | None = None) -> None:
 
     On stderr, unless STREAM is given: a line that belongs with a report on stdout (the run's console) goes there.
     Under Actions it issues no workflow command that MESSAGE quotes (a path, a name a guide or a block chose).
+    Masked by the masking policy installed (the run's, else the command's environment's secrets).
     """
     from ci.report.github import command_safe, in_github_actions
 
     print(
-        command_safe(error_line(message), in_github_actions()),
+        command_safe(masked(error_line(message)), in_github_actions()),
         file=sys.stderr if stream is None else stream,
         flush=True,
     )
@@ -158,6 +162,7 @@ def run_guarded(main: Callable[[ConsoleGuard], int], *, closed_pipe_is_normal: b
     while the command reads, plans or lists, before a run has anything to
     end, exits with 128 + its number and `[ERROR] interrupted by SIGINT`,
     never a traceback. A run installs handlers of its own, which end its blocks and write its reports.
+    While MAIN runs, the environment's secret values (ci.base.masking.secret_values) are the masking policy.
     """
     previous = {}
     for signum in STOP_SIGNALS if threading.current_thread() is threading.main_thread() else ():
@@ -166,7 +171,7 @@ def run_guarded(main: Callable[[ConsoleGuard], int], *, closed_pipe_is_normal: b
         if signum != signal.SIGINT and (signum in ALWAYS_STOP or handler != signal.SIG_IGN):
             previous[signum] = signal.signal(signum, _interrupt)
     try:
-        with guarded_console() as console:
+        with installed(Masker.of(secret_values(os.environ))), guarded_console() as console:
             console.closed_pipe_is_normal = closed_pipe_is_normal
             try:
                 return main(console)

@@ -70,7 +70,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if usage is not None:
         return fail(usage, parser)
     # imported only now, so that --help and usage errors start quickly
-    from ci.base.text import Masker, secret_values
     from ci.cli import find_tool
     from ci.maintain.artifacts import LastRunArtifact
     from ci.maintain.drift import (
@@ -104,7 +103,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             pypi=None if args.no_pins else PyPIVersions(),
             last_run=args.last_run,
             artifact=artifact,
-            masker=Masker.of(secret_values(os.environ)),  # what a finding quotes of the last run's output
             readings={path: reading(path) for path, _ in guides},
         )
     if args.strict:

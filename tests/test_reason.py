@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ci.base.streams import read_tail
-from ci.base.text import Masker
+from ci.base.text import Masker, installed
 from ci.guide.model import Problem
 from ci.report.recap import did_not_pass_line
 from ci.runner.reason import REASON_CHARS, failure_line, merged_failure_line, reason_text
@@ -95,7 +95,8 @@ def test_the_reason_is_masked_before_it_is_cut_and_adds_the_warnings() -> None:
     secret = "hf_" + "s3cr3t" * 4
     masker = Masker.of([secret])
     line = "x" * (REASON_CHARS - 10) + f" token {secret} refused"  # the cut falls inside the secret
-    reason = reason_text(line, (), masker)
+    with installed(masker):  # the run's policy, as a run installs it
+        reason = reason_text(line, ())
     assert reason is not None and secret[:6] not in reason and reason.endswith(" [...]")
     assert len(reason) == REASON_CHARS + len(" [...]")
     warnings = [Problem("g.md", 7 + n, f"<P{n}> is left as written") for n in range(5)]

@@ -14,7 +14,6 @@ from typing import Any
 import jsonschema
 import pytest
 
-from ci.base.masking import NO_SECRETS
 from ci.guide.model import Label, Load, Status, Step
 from ci.guide.parse import parse_guide
 from ci.guide.plan import build_plan
@@ -170,7 +169,7 @@ def test_the_schema_holds_every_key_the_codec_writes_and_no_other(tmp_path: Path
     (the schema is kept by hand beside the codec: this holds the two together); both the set and the unset
     values of each key are of the type it says."""
     outcome, earlier = _every_part(tmp_path)
-    record = json.loads(json.dumps(run_record([outcome], 1, tmp_path, masker=NO_SECRETS, resumed_from=earlier)))
+    record = json.loads(json.dumps(run_record([outcome], 1, tmp_path, resumed_from=earlier)))
     assert _errors(record) == []
     guide, block = record["guides"][0], record["blocks"][0]
     written = {
@@ -198,7 +197,7 @@ def test_the_schema_holds_every_key_the_codec_writes_and_no_other(tmp_path: Path
 def test_a_block_reads_back_as_it_was_written(tmp_path: Path) -> None:
     """The one codec both ways: a block read back is the one written, but for what the file does not hold."""
     outcome, earlier = _every_part(tmp_path)
-    record = json.loads(json.dumps(run_record([outcome], 1, tmp_path, masker=NO_SECRETS, resumed_from=earlier)))
+    record = json.loads(json.dumps(run_record([outcome], 1, tmp_path, resumed_from=earlier)))
     for written, raw in zip(outcome.results, record["blocks"], strict=True):
         step = replace(written.step, body="", skip_reason=None, expected=None, recorded_sha256=written.step.code_sha256)
         assert block_from_json(raw, tmp_path) == replace(written, step=step, match=None)

@@ -2,7 +2,9 @@
 
 Every writer (the console, JUnit, results.json, the annotations, the step
 summary, --mask-files, --update, the names of collected files) goes through
-one `Masker`. It knows each secret in every form a block may print it in:
+one `Masker`: the run's policy, installed once by the command (`installed`)
+and asked for where text leaves the program (`policy`, `masked`), never
+handed through the stages. It knows each secret in every form a block may print it in:
 the value (without the blanks at its ends, CRLF as LF), each line of a value
 of several lines, its percent-encoded, JSON-escaped, XML-escaped and
 backslash-quoted forms, and the parts of its base64 (standard and URL-safe)
@@ -18,10 +20,12 @@ from __future__ import annotations
 
 import base64
 import bisect
+import contextlib
 import functools
 import html
 import json
 import re
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import AnyStr
@@ -33,8 +37,11 @@ __all__ = [
     "MIN_SECRET_CHARS",
     "NO_SECRETS",
     "Masker",
+    "installed",
     "is_maskable",
     "is_secret_name",
+    "masked",
+    "policy",
     "secret_forms",
     "secret_values",
 ]
@@ -331,3 +338,33 @@ def _safe_cut(buffer: bytes, overlap: int) -> int:
 
 
 NO_SECRETS = Masker()  # for text that holds no run's output (guides, drift reports): nothing to mask
+
+
+# The run's one masking policy: what every writer masks. A module-level value, not a context variable, so that the
+# threads a run starts (the live console's) see the run's policy; installed for the span of a command or a run.
+_policy: Masker = NO_SECRETS
+_installing = threading.Lock()
+
+
+def policy() -> Masker:
+    """The masking policy installed now (`installed`): the run's secrets; NO_SECRETS outside any."""
+    return _policy
+
+
+def masked(text: str) -> str:
+    """TEXT with the secrets of the policy installed now masked (`Masker.mask`)."""
+    return _policy.mask(text)
+
+
+@contextlib.contextmanager
+def installed(masker: Masker) -> Iterator[Masker]:
+    """MASKER as the policy every writer masks by while the block lasts; the one before it again after, however
+    the block ends (a command run twice in one process, a test, starts from the policy it found)."""
+    global _policy
+    with _installing:
+        before, _policy = _policy, masker
+    try:
+        yield masker
+    finally:
+        with _installing:
+            _policy = before

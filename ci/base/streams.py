@@ -13,11 +13,12 @@ from ci.base.text import (
     TAIL_BYTES,
     TAIL_LINES,
     Masker,
-    clean_text,
+    clean_unmasked,
     human_size,
+    policy,
 )
 
-__all__ = ["OutputView", "file_contains", "read_tail", "read_view"]
+__all__ = ["OutputView", "file_contains", "read_head", "read_tail", "read_view"]
 
 
 @dataclass(frozen=True)
@@ -40,17 +41,19 @@ def read_view(
     path: str | None,
     *,
     full_limit_bytes: int = HEAD_BYTES + TAIL_BYTES,
-    masker: Masker = NO_SECRETS,
+    masker: Masker | None = None,
     mask: bool = True,
     keep_hidden: bool = False,
 ) -> OutputView:
-    """Read a stream file into a bounded view (memory stays small whatever its size), cleaned and masked.
+    """Read a stream file into a bounded view (memory stays small whatever its size), cleaned and masked by the
+    run's policy (or MASKER).
 
-    With `mask=False` the masker's secrets are kept (a view to match against
+    With `mask=False` the secrets are kept (a view to match against
     what the guide expects), but no cut falls inside one all the same. With
     `keep_hidden=True` the view is not cleaned either: it is the text as
     decoded, for a mismatch view to show what a log would hide.
     """
+    masker = policy() if masker is None else masker
     masker_shown = masker if mask else NO_SECRETS
     try:
         size = os.stat(path).st_size if path is not None else 0
@@ -61,7 +64,7 @@ def read_view(
 
     def tidy(raw: bytes) -> str:
         text = raw.decode("utf-8", "replace")
-        return text if keep_hidden else clean_text(text)
+        return text if keep_hidden else clean_unmasked(text)
 
     # a secret straddling a cut is read whole on both sides, so that the cut can avoid it
     around = masker.longest_bytes
@@ -86,14 +89,16 @@ def read_view(
     return OutputView("\n".join(head_lines), "\n".join(tail_lines[-TAIL_LINES:]), size, False)
 
 
-def read_tail(path: str | None, limit_bytes: int, masker: Masker = NO_SECRETS) -> str:
+def read_tail(path: str | None, limit_bytes: int, masker: Masker | None = None) -> str:
     """The last LIMIT_BYTES of a stream file, decoded ("" for none): only they are read, whatever its size.
 
     It starts at a line's start: a line the cut falls in is left out, unless
     it is the only one (a line longer than LIMIT_BYTES), which then starts
-    past any of the masker's secrets the cut falls inside, so that masking
-    what is read leaves no part of one. Not cleaned nor masked.
+    past any of the run's secrets (the policy's, or MASKER's) the cut falls
+    inside, so that masking what is read leaves no part of one. Not cleaned
+    nor masked.
     """
+    masker = policy() if masker is None else masker
     try:
         size = os.stat(path).st_size if path is not None else 0
     except FileNotFoundError:
@@ -115,6 +120,24 @@ def read_tail(path: str | None, limit_bytes: int, masker: Masker = NO_SECRETS) -
     if line_start != -1 and line_start + 1 < len(text):
         return text[line_start + 1 :]
     return text[masker.clear_cut(text, cut, forward=True) :]
+
+
+def read_head(path: str | os.PathLike[str], limit_bytes: int) -> tuple[str, int, bool]:
+    """A file's first LIMIT_BYTES as UTF-8 (invalid bytes replaced), its size, and whether the text is the file
+    exactly (not cut, valid UTF-8). A cut never falls inside one of the run's secrets (the policy's): it moves
+    back to the secret's start, so that masking the text shows no part of one."""
+    masker = policy()
+    size = os.path.getsize(path)
+    with open(path, "rb") as handle:
+        raw = handle.read(limit_bytes + masker.longest_bytes)
+    cut = size > limit_bytes
+    try:
+        text, exact = raw.decode("utf-8"), not cut
+    except UnicodeDecodeError:
+        text, exact = raw.decode("utf-8", "replace"), False
+    if cut:
+        text = text[: masker.clear_cut(text, len(raw[:limit_bytes].decode("utf-8", "replace")))]
+    return text, size, exact
 
 
 def file_contains(

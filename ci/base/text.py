@@ -1,10 +1,25 @@
-"""Text every reporter can show safely: cleaned of what a log would hide or obey, masked, sized and counted."""
+"""Text every reporter can show safely: cleaned of what a log would hide or obey, masked, sized and counted.
+
+What is shown is masked by the run's policy (ci.base.masking.policy): a
+writer calls `clean_text`, and a cut made here (`text_head`) never falls
+inside a secret, so that the stages before the writers need not know it.
+"""
 
 from __future__ import annotations
 
 import re
 
-from ci.base.masking import MASK, NO_SECRETS, Masker, is_maskable, is_secret_name, secret_values
+from ci.base.masking import (
+    MASK,
+    NO_SECRETS,
+    Masker,
+    installed,
+    is_maskable,
+    is_secret_name,
+    masked,
+    policy,
+    secret_values,
+)
 
 __all__ = [
     "FULL_LIMIT_BYTES",
@@ -14,16 +29,20 @@ __all__ = [
     "SHOWN_TEXT_BYTES",
     "Masker",
     "clean_text",
+    "clean_unmasked",
     "error_line",
     "escape_undecodable",
     "escape_undecodable_json",
     "hidden_characters",
     "human_size",
+    "installed",
     "is_maskable",
     "is_secret_name",
+    "masked",
     "masked_to_show_hidden",
     "partial_escape_start",
     "plural",
+    "policy",
     "secret_values",
     "show_hidden",
     "text_head",
@@ -85,17 +104,24 @@ def escape_undecodable_json(json_text: str) -> str:
     return _LONE_SURROGATE.sub(lambda found: _undecodable(found, "\\\\"), json_text)
 
 
-def clean_text(text: str, masker: Masker = NO_SECRETS) -> str:
-    """Text safe for a log, XML or JSON: the masker's secrets masked; no ANSI escapes, control characters or lone surrogates.
+def clean_text(text: str, masker: Masker | None = None) -> str:
+    """Text safe for a log, XML or JSON: secrets masked; no ANSI escapes, control characters or lone surrogates.
 
-    C1 controls and bidirectional overrides are written as `<U+XXXX>`; a byte
-    that was not UTF-8 (in a name from the OS) as `\\xNN` (escape_undecodable).
+    The secrets are the run's policy's (ci.base.masking.policy), or MASKER's
+    when given. C1 controls and bidirectional overrides are written as
+    `<U+XXXX>`; a byte that was not UTF-8 (in a name from the OS) as `\\xNN`
+    (escape_undecodable).
     """
+    return (policy() if masker is None else masker).mask(clean_unmasked(text))
+
+
+def clean_unmasked(text: str) -> str:
+    """`clean_text` without the masking: for text searched, cut or read on before it is shown (and masked then)."""
     text = _ANSI.sub("", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = _CONTROL.sub("", text)
     text = _DECEPTIVE.sub(lambda found: f"<U+{ord(found.group()):04X}>", text)
-    return masker.mask(_XML_INVALID.sub(lambda found: _undecodable(found, "\\"), text))
+    return _XML_INVALID.sub(lambda found: _undecodable(found, "\\"), text)
 
 
 def partial_escape_start(text: str) -> int:
@@ -131,14 +157,16 @@ def without_hidden(text: str) -> str:
     return _HIDDEN.sub("", text)
 
 
-def masked_to_show_hidden(text: str, masker: Masker) -> str:
-    """TEXT masked so that writing out what a log hides (`show_hidden`, `repr`) shows no secret.
+def masked_to_show_hidden(text: str, masker: Masker | None = None) -> str:
+    """TEXT masked (by the run's policy, or MASKER) so that writing out what a log hides (`show_hidden`, `repr`)
+    shows no secret.
 
     A secret cut in two by an escape sequence (`grep --color` highlighting part
     of it) is whole once a log drops the escape, and masked there; written out,
     its parts would show around `\\x1b[01;31m`. Such a TEXT is masked as a log
     shows it, without what it hides.
     """
+    masker = policy() if masker is None else masker
     masked = masker.mask(text)
     shown = without_hidden(masked)
     remasked = masker.mask(shown)
@@ -146,9 +174,12 @@ def masked_to_show_hidden(text: str, masker: Masker) -> str:
 
 
 def hidden_characters(text: str) -> list[str]:
-    """What of TEXT a log hides, each once, in order, as `show_hidden` writes it and named: `\\r (carriage return)`."""
+    """What of TEXT a log hides, each once, in order, as `show_hidden` writes it and named: `\\r (carriage return)`.
+
+    TEXT is masked by the run's policy first: what a log hides inside a secret is never written out.
+    """
     named = []
-    for hidden in dict.fromkeys(found.group() for found in _HIDDEN.finditer(text)):
+    for hidden in dict.fromkeys(found.group() for found in _HIDDEN.finditer(policy().mask(text))):
         name = _HIDDEN_NAMES.get(hidden, "escape sequence" if len(hidden) > 1 else "control character")
         named.append(f"{_escaped(hidden)} ({name})")
     return named
@@ -180,12 +211,12 @@ def utf8_size(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-def text_head(text: str, masker: Masker, limit_bytes: int = SHOWN_TEXT_BYTES) -> str | None:
+def text_head(text: str, limit_bytes: int = SHOWN_TEXT_BYTES) -> str | None:
     """The head a report shows of a TEXT longer than LIMIT_BYTES in UTF-8; None when it is not longer.
 
     At most LIMIT_BYTES, ending at a line end when one falls in its second
-    half, and never inside one of the masker's secrets (the cut moves back to
-    its start), so that masking the head hides each secret whole.
+    half, and never inside one of the run's secrets (the policy's; the cut
+    moves back to its start), so that masking the head hides each secret whole.
     """
     if len(text) * 4 <= limit_bytes or utf8_size(text) <= limit_bytes:
         return None
@@ -198,4 +229,5 @@ def text_head(text: str, masker: Masker, limit_bytes: int = SHOWN_TEXT_BYTES) ->
     if line_end >= len(head) // 2:
         head = head[:line_end]
     # only the part a secret starting before the cut can reach: no search runs through the whole text
+    masker = policy()
     return text[: masker.clear_cut(text[: len(head) + masker.longest_chars], len(head))]

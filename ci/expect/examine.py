@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ci.base.text import NO_SECRETS, Masker, human_size, masked_to_show_hidden, show_hidden, without_hidden
+from ci.base.text import Masker, human_size, masked_to_show_hidden, policy, show_hidden, without_hidden
 from ci.expect.diff import CONTEXT_LINES, SHOWN_CHANGES, Gap, Item, Op, Pattern, align, hunk
 from ci.expect.match import DEFAULT_WILDCARD, Blame, Location, locate, matches, piece_offsets, split_pieces
 from ci.expect.searchable import WINDOW_BYTES, MemoryText, Searchable, open_output
@@ -297,7 +297,10 @@ def _found_then_change(
 
 
 def _shown(masker: Masker) -> Callable[[str], str]:
-    """How a line of the hunk is shown: masked, what a log hides and what cannot be seen written out, cut."""
+    """How a line of the hunk is shown: masked, what a log hides and what cannot be seen written out, cut.
+
+    Masked here, not by the writers: a line is cut, and what a log hides is written out, which a writer's masking
+    could no longer see through."""
 
     def show(line: str) -> str:
         # the kept start of a long line may end in the start of a secret whose rest is unread: never shown
@@ -307,8 +310,11 @@ def _shown(masker: Masker) -> Callable[[str], str]:
     return show
 
 
-def examine(text: Searchable[Any], body: str, tokens: Sequence[str], *, masker: Masker = NO_SECRETS) -> Examined | None:
-    """None when the output matches `body`, else the blame and the hunk around the line blamed."""
+def examine(
+    text: Searchable[Any], body: str, tokens: Sequence[str], *, masker: Masker | None = None
+) -> Examined | None:
+    """None when the output matches `body`, else the blame and the hunk around the line blamed, its lines masked by
+    MASKER (default: the run's policy)."""
     location = locate(text, body, tokens)
     if location is None:
         return None
@@ -328,7 +334,7 @@ def examine(text: Searchable[Any], body: str, tokens: Sequence[str], *, masker: 
         item = items[paired.actual] if paired is not None else None
         if isinstance(item, str) and blame.divergence is Divergence.DIFFERS:  # the line the diff sets against it
             blame = replace(blame, actual_line=item)
-    shown = _shown(masker)
+    shown = _shown(policy() if masker is None else masker)
     first_actual = text.count_lines(0, anchor[1]) + 1
     lines = hunk(ops, expected, items, shown, first_expected=line + 1, first_actual=first_actual, actual_cut=actual_cut)
     if lines is None:  # the lines match one by one: what differs is a newline, or where a wildcard reaches
@@ -342,14 +348,14 @@ def examine(text: Searchable[Any], body: str, tokens: Sequence[str], *, masker: 
 
 
 def examine_text(
-    actual: str, body: str, tokens: Sequence[str] = (DEFAULT_WILDCARD,), *, masker: Masker = NO_SECRETS
+    actual: str, body: str, tokens: Sequence[str] = (DEFAULT_WILDCARD,), *, masker: Masker | None = None
 ) -> Examined | None:
     """`examine` on an output held in memory."""
     return examine(MemoryText(actual), body, tokens, masker=masker)
 
 
 def examine_file(
-    path: str, body: str, tokens: Sequence[str], *, masker: Masker = NO_SECRETS, window_bytes: int = WINDOW_BYTES
+    path: str, body: str, tokens: Sequence[str], *, masker: Masker | None = None, window_bytes: int = WINDOW_BYTES
 ) -> Examined | None:
     """`examine` on a stdout file, read a window at a time: the whole output is searched, however large it is."""
     with open(path, "rb") as handle:
@@ -357,7 +363,7 @@ def examine_file(
 
 
 def explain_mismatch(
-    examined: Examined, body: str, tokens: Sequence[str], *, guide_line: int, masker: Masker = NO_SECRETS
+    examined: Examined, body: str, tokens: Sequence[str], *, guide_line: int, masker: Masker | None = None
 ) -> MatchReport:
     """The report of a mismatch: the line blamed (at GUIDE_LINE in the guide), the hunk, the expected body bounded.
 
@@ -372,7 +378,8 @@ def explain_mismatch(
         and matches(without_hidden(blame.actual_line), expected_line, tokens)
         and not matches(blame.actual_line, expected_line, tokens)
     )
-    head, tail, count = head_and_tail_lines(masker.mask(body))
+    # masked whole before the middle is left out: a secret of several lines leaves none of them
+    head, tail, count = head_and_tail_lines((policy() if masker is None else masker).mask(body))
     return MatchReport(
         first_unmatched_line=blame.line,
         first_unmatched_text=expected_line,

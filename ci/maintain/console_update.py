@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ci.base.text import Masker
 from ci.expect.match import DEFAULT_WILDCARD, matches
 from ci.guide.dialects.pycon import ConsoleStatement, console_expected, console_statements
 from ci.guide.model import DocumentError, Plan, Status
@@ -199,7 +198,7 @@ def _check_read_back(text: str, file: str, statements: Sequence[ConsoleStatement
 
 
 def updated_session(
-    text: str, plan: Plan, recorded: RecordedGuide, notes: list[str], masker: Masker, dialect: str
+    text: str, plan: Plan, recorded: RecordedGuide, notes: list[str], dialect: str
 ) -> tuple[str, tuple[int, ...]]:
     """A console session's guide with the output lines of its changed statements rewritten from the run, and those
     statements' lines; the text as it was when nothing can be (why, in NOTES)."""
@@ -220,7 +219,7 @@ def updated_session(
     except (OSError, RecordError, CannotRewrite) as exc:  # read_stdout's, and an output not attributed or written
         notes.append(f"{exc if isinstance(exc, CannotRewrite) else f'{where}: {exc}'}; left alone")
         return text, ()
-    why = unpublishable(rewrite.written, block, masker)
+    why = unpublishable(rewrite.written, block)
     if why is not None:
         notes.append(f"{where}: {why}")
         return text, ()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 
-from ci.base.text import MASK, Masker
+from ci.base.text import MASK, policy
 from ci.maintain.realign import CannotRewrite
 from ci.record.outcome import BlockResult
 
@@ -74,13 +74,13 @@ def _masked_since(block: BlockResult) -> bool:
     return size < block.stdout_bytes
 
 
-def unpublishable(new_body: str, block: BlockResult, masker: Masker) -> str | None:
+def unpublishable(new_body: str, block: BlockResult) -> str | None:
     """Why NEW_BODY, expected output taken from BLOCK's stdout, is not put in the guide, ending `left alone` and the
     fix if there is one; None when it can be."""
     wildcard = "left alone (match that part with a wildcard)"
     if "\r" in new_body or "\0" in new_body:  # Markdown reads CR as a line break, NUL as U+FFFD
         return f"the output holds a carriage return (CR) or a NUL byte, which a Markdown code block cannot hold; {wildcard}"
-    if masker.holds_secret(new_body):  # a guide is published: no form of a secret the block printed goes in
+    if policy().holds_secret(new_body):  # a guide is published: no form of a secret the block printed goes in
         return "the new expected body would hold a secret value the block printed; left alone"
     if MASK in new_body and _masked_since(block):
         return (

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ci.base.files import os_error_text, write_atomically
-from ci.base.text import Masker, secret_values
+from ci.base.text import Masker, installed, masked, secret_values
 from ci.expect.match import matches
 from ci.expect.search import search_matches
 from ci.guide.dialects.fences import UPSTREAM_REF
@@ -113,7 +113,7 @@ def _key(step: Step) -> str | None:
     return f"#{step.ordinal}" if searched else step.id
 
 
-def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], masker: Masker) -> list[_Rewrite]:
+def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str]) -> list[_Rewrite]:
     """The result bodies to rewrite; blocks that cannot be rewritten are explained in `notes`."""
     tests: dict[str, Step] = {s.id: s for s in plan.steps if s.label is Label.TEST and s.id}
     rewrites = []
@@ -144,7 +144,7 @@ def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], masker: Mas
             notes.append(
                 f"{where}: the output cannot be written as an expected body (it reads differently); left alone"
             )
-        elif (why := unpublishable(new_body, block, masker)) is not None:
+        elif (why := unpublishable(new_body, block)) is not None:
             notes.append(f"{where}: {why}")
         elif new_body != expected.body:
             rewrites.append(
@@ -153,7 +153,7 @@ def _rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], masker: Mas
     return rewrites
 
 
-def _searched_rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], masker: Masker) -> list[_Rewrite]:
+def _searched_rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str]) -> list[_Rewrite]:
     """A plain-fence guide's: the ```text fences whose search failed, each rewritten as an excerpt of its block's
     output (updated_excerpt). A block has no id there: the run's block and the guide's are paired by their ordinal,
     and the command's digest says whether it is still the one that ran. A block that failed otherwise (its exit
@@ -188,7 +188,7 @@ def _searched_rewrites(plan: Plan, recorded: RecordedGuide, notes: list[str], ma
                 if empty
                 else f"{where}: its output cannot be written so that the search finds it; left alone"
             )
-        elif (why := unpublishable(new_body, block, masker)) is not None:
+        elif (why := unpublishable(new_body, block)) is not None:
             notes.append(f"{where}: {why}")
         elif new_body != expected.body:
             rewrites.append(
@@ -367,26 +367,29 @@ def update_guide(
     path = snapshot.path if snapshot is not None else Path(name)
     bom, text = _read_local_guide(name, path, snapshot.content if snapshot is not None else None)
     plan, recorded, read_as = _paired(name, text, run, dialect)
-    masker = Masker.of(secret_values({**os.environ, **plan.settings.env}, mask_env))
-    notes: list[str] = []
-    statements: tuple[int, ...] = ()
-    searched = read_as == "fences"
-    if read_as == "pycon":
-        new_text, statements = updated_session(text, plan, recorded, notes, masker, dialect)
-        updated, why_not = (1 if statements else 0), None
-    else:
-        planned = (_searched_rewrites if searched else _rewrites)(plan, recorded, notes, masker)
-        new_text, rewrites, why_not = _checked(name, text, planned, notes, dialect)
-        updated = len(rewrites)
-    notes = [masker.mask(note) for note in notes]  # a note may quote the output
-    unit = "```text fence" if searched else "#test-result block"
-    if why_not is not None or new_text == text:
-        return GuideUpdate(name, tuple(notes), diff=(), updated=0, not_written=why_not, unit=unit)
-    diff = difflib.unified_diff(
-        text.splitlines(keepends=True), new_text.splitlines(keepends=True), f"a/{name}", f"b/{name}"
-    )
-    why_not = _write(path, bom + new_text)
-    if why_not is not None:
-        return GuideUpdate(name, tuple(notes), diff=(), updated=0, not_written=why_not, unit=unit)
-    lines = tuple(masker.mask(line if line.endswith(("\n", "\r")) else line + "\n") for line in diff)
-    return GuideUpdate(name, tuple(notes), lines, updated=updated, not_written=None, unit=unit, statements=statements)
+    # what this environment and the guide's ci.env hold secret, as a run masks them: the policy of the update
+    with installed(Masker.of(secret_values({**os.environ, **plan.settings.env}, mask_env))):
+        notes: list[str] = []
+        statements: tuple[int, ...] = ()
+        searched = read_as == "fences"
+        if read_as == "pycon":
+            new_text, statements = updated_session(text, plan, recorded, notes, dialect)
+            updated, why_not = (1 if statements else 0), None
+        else:
+            planned = (_searched_rewrites if searched else _rewrites)(plan, recorded, notes)
+            new_text, rewrites, why_not = _checked(name, text, planned, notes, dialect)
+            updated = len(rewrites)
+        notes = [masked(note) for note in notes]  # a note may quote the output
+        unit = "```text fence" if searched else "#test-result block"
+        if why_not is not None or new_text == text:
+            return GuideUpdate(name, tuple(notes), diff=(), updated=0, not_written=why_not, unit=unit)
+        diff = difflib.unified_diff(
+            text.splitlines(keepends=True), new_text.splitlines(keepends=True), f"a/{name}", f"b/{name}"
+        )
+        why_not = _write(path, bom + new_text)
+        if why_not is not None:
+            return GuideUpdate(name, tuple(notes), diff=(), updated=0, not_written=why_not, unit=unit)
+        lines = tuple(masked(line if line.endswith(("\n", "\r")) else line + "\n") for line in diff)
+        return GuideUpdate(
+            name, tuple(notes), lines, updated=updated, not_written=None, unit=unit, statements=statements
+        )

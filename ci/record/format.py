@@ -10,12 +10,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, overload
 
-from ci.base.text import Masker, clean_text
+from ci.base.text import clean_text, masked
 from ci.guide.model import LANGUAGES, Label, Language, Load, Status, Step
 from ci.record.outcome import (
     Attempt,
     BlockResult,
     BoundedText,
+    Collection,
     DiagnosticResult,
     EarlierRun,
     PredatingFile,
@@ -31,6 +32,7 @@ __all__ = [
     "attempt_to_json",
     "block_from_json",
     "block_to_json",
+    "collection_to_json",
     "diagnostic_to_json",
     "earlier_from_json",
     "earlier_to_json",
@@ -81,25 +83,25 @@ def _whole(text: BoundedText | None, base: Path) -> JSON | None:
     return {"path": relative(text.path, base), "bytes": text.size_bytes}
 
 
-def block_to_json(result: BlockResult, guide: str, base: Path, masker: Masker) -> JSON:
+def block_to_json(result: BlockResult, guide: str, base: Path) -> JSON:
     step = result.step
     stored = result.stored[1] if result.stored else None
     return {
         "guide": guide,
         **step.identity(),
-        "heading": clean_text(step.heading, masker) if step.heading else None,
+        "heading": clean_text(step.heading) if step.heading else None,
         "retry": step.retry,
         "retry_delay_s": step.retry_delay_s,
         "status": result.status.value,
-        "message": clean_text(result.message, masker),
-        "reason": clean_text(result.reason, masker) if result.reason is not None else None,
+        "message": clean_text(result.message),
+        "reason": clean_text(result.reason) if result.reason is not None else None,
         "exit_code": result.exit_code,
         "duration_s": round(result.duration_s, 3),
         "start_s": round(result.start_s, 3) if result.start_s is not None else None,
-        "captured": {result.stored[0]: clean_text(result.stored[1].shown, masker)} if result.stored else {},
+        "captured": {result.stored[0]: clean_text(result.stored[1].shown)} if result.stored else {},
         "captured_whole": _whole(stored, base),
         "code_sha256": step.code_sha256,
-        "expected": clean_text(result.expected.shown, masker) if result.expected is not None else None,
+        "expected": clean_text(result.expected.shown) if result.expected is not None else None,
         "expected_whole": _whole(result.expected, base),
         "first_unmatched_line": result.match.first_unmatched_line if result.match else None,
         "failure_line": result.failure_line if result.status.is_failure else None,
@@ -110,55 +112,53 @@ def block_to_json(result: BlockResult, guide: str, base: Path, masker: Masker) -
         "streams_merged": step.merge_streams,
         "error_marker": result.marker_found,
         "stack_dumps": [relative(p, base) for p in result.dumps],
-        "stack_dump_notes": [clean_text(n, masker) for n in result.dump_notes],
-        "processes_ended": processes_to_json(result.ended, masker),
+        "stack_dump_notes": [clean_text(n) for n in result.dump_notes],
+        "processes_ended": processes_to_json(result.ended),
         "peak_rss_bytes": result.peak_rss_bytes,
         "cpu_s": round(result.cpu_s, 3) if result.cpu_s is not None else None,
-        "diagnostics": [diagnostic_to_json(d, base, masker) for d in result.diagnostics],
-        "kept_from": earlier_to_json(result.kept_from, masker),
-        "attempts": [attempt_to_json(a, base, masker) for a in result.attempts],
+        "diagnostics": [diagnostic_to_json(d, base) for d in result.diagnostics],
+        "kept_from": earlier_to_json(result.kept_from),
+        "attempts": [attempt_to_json(a, base) for a in result.attempts],
     }
 
 
-def attempt_to_json(attempt: Attempt, base: Path, masker: Masker) -> JSON:
+def attempt_to_json(attempt: Attempt, base: Path) -> JSON:
     return {
         "attempt": attempt.number,
         "status": attempt.status.value,
-        "message": clean_text(attempt.message, masker),
+        "message": clean_text(attempt.message),
         "exit_code": attempt.exit_code,
         "duration_s": round(attempt.duration_s, 3),
         "stdout_path": relative(attempt.stdout_path, base),
         "stderr_path": relative(attempt.stderr_path, base),
         "stdout_bytes": attempt.stdout_bytes,
         "stderr_bytes": attempt.stderr_bytes,
-        "processes_ended": processes_to_json(attempt.ended, masker),
+        "processes_ended": processes_to_json(attempt.ended),
         "stack_dumps": [relative(p, base) for p in attempt.dumps],
     }
 
 
-def earlier_to_json(run: EarlierRun | None, masker: Masker) -> JSON | None:
-    return None if run is None else {"directory": masker.mask(run.directory), "started_at": run.started_at}
+def earlier_to_json(run: EarlierRun | None) -> JSON | None:
+    return None if run is None else {"directory": masked(run.directory), "started_at": run.started_at}
 
 
-def diagnostic_to_json(diagnostic: DiagnosticResult, base: Path, masker: Masker) -> JSON:
+def diagnostic_to_json(diagnostic: DiagnosticResult, base: Path) -> JSON:
     return {
-        "command": clean_text(diagnostic.command, masker),
+        "command": clean_text(diagnostic.command),
         "output_path": relative(diagnostic.output_path, base),
         "output_bytes": diagnostic.output_bytes,
         "output_capped": diagnostic.output_capped,
         "exit_code": diagnostic.exit_code,
         "timed_out": diagnostic.timed_out,
         "duration_s": round(diagnostic.duration_s, 3),
-        "message": clean_text(diagnostic.message, masker),
-        "predating_files": [
-            {"path": masker.mask(f.path), "modified_at": iso(f.modified_at)} for f in diagnostic.predating
-        ],
+        "message": clean_text(diagnostic.message),
+        "predating_files": [{"path": masked(f.path), "modified_at": iso(f.modified_at)} for f in diagnostic.predating],
     }
 
 
-def processes_to_json(processes: Iterable[TrackedProcess], masker: Masker) -> list[JSON]:
+def processes_to_json(processes: Iterable[TrackedProcess]) -> list[JSON]:
     return [
-        {"pid": p.pid, "command": clean_text(p.command, masker), "started_by": p.started_by, "ended_by": p.ended_by}
+        {"pid": p.pid, "command": clean_text(p.command), "started_by": p.started_by, "ended_by": p.ended_by}
         for p in processes
     ]
 
@@ -284,3 +284,33 @@ def processes_from_json(raw: Iterable[Mapping[str, Any]]) -> tuple[TrackedProces
     return tuple(
         TrackedProcess(int(p["pid"]), str(p["command"]), str(p["started_by"]), str(p["ended_by"])) for p in raw
     )
+
+
+def collection_to_json(collection: Collection | None, base: Path) -> JSON | None:
+    if collection is None:
+        return None
+    return {
+        "directory": relative(collection.directory, base),
+        "cap_bytes": collection.cap_bytes,
+        "files": [
+            {
+                "pattern": masked(f.pattern),
+                "source": masked(f.source),  # a block names the files it makes: a name may hold a secret
+                "copied_to": _masked(relative(f.copied_to, base)),
+                "size_bytes": f.size_bytes,
+                "copied_bytes": f.copied_bytes,
+                "truncated": f.truncated,
+                "note": clean_text(f.note),
+                "modified_at": None if f.modified_at is None else iso(f.modified_at),
+                "predates_run": f.predates_run,
+            }
+            for f in collection.files
+        ],
+        "unmatched": [masked(pattern) for pattern in collection.unmatched],
+        "files_left_out": collection.files_left_out,
+        "notes": [clean_text(note) for note in collection.notes],
+    }
+
+
+def _masked(path: str | None) -> str | None:
+    return None if path is None else masked(path)

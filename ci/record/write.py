@@ -8,50 +8,19 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ci.base.files import write_atomically
-from ci.base.text import Masker, clean_text, escape_undecodable_json
+from ci.base.text import escape_undecodable_json
 from ci.record.format import (
     JSON,
     RECORD_VERSION,
     block_to_json,
+    collection_to_json,
     diagnostic_to_json,
     earlier_to_json,
-    iso,
     processes_to_json,
-    relative,
 )
-from ci.record.outcome import Collection, EarlierRun, GuideOutcome
+from ci.record.outcome import EarlierRun, GuideOutcome
 
 __all__ = ["run_record", "write_record"]
-
-
-def _collection(collection: Collection | None, base: Path, masker: Masker) -> JSON | None:
-    if collection is None:
-        return None
-    return {
-        "directory": relative(collection.directory, base),
-        "cap_bytes": collection.cap_bytes,
-        "files": [
-            {
-                "pattern": masker.mask(f.pattern),
-                "source": masker.mask(f.source),  # a block names the files it makes: a name may hold a secret
-                "copied_to": _masked(relative(f.copied_to, base), masker),
-                "size_bytes": f.size_bytes,
-                "copied_bytes": f.copied_bytes,
-                "truncated": f.truncated,
-                "note": clean_text(f.note, masker),
-                "modified_at": None if f.modified_at is None else iso(f.modified_at),
-                "predates_run": f.predates_run,
-            }
-            for f in collection.files
-        ],
-        "unmatched": [masker.mask(pattern) for pattern in collection.unmatched],
-        "files_left_out": collection.files_left_out,
-        "notes": [clean_text(note, masker) for note in collection.notes],
-    }
-
-
-def _masked(path: str | None, masker: Masker) -> str | None:
-    return None if path is None else masker.mask(path)
 
 
 def _own_peak_rss_bytes() -> int:
@@ -75,15 +44,15 @@ def run_record(
     exit_status: int,
     base: Path,
     *,
-    masker: Masker,
     resumed_from: EarlierRun | None = None,
 ) -> JSON:
-    """The run record: every block of every guide, plus per-guide verdicts and leftovers, and the run it resumed."""
+    """The run record: every block of every guide, plus per-guide verdicts and leftovers, and the run it resumed;
+    what it quotes of the run (output, names, paths) masked by the run's policy."""
     return {
         "version": RECORD_VERSION,
         "exit_status": int(exit_status),  # the number, not the ExitCode member the run may pass
         "harness_peak_rss_bytes": _own_peak_rss_bytes(),
-        "resumed_from": earlier_to_json(resumed_from, masker),
+        "resumed_from": earlier_to_json(resumed_from),
         "guides": [
             {
                 "guide": o.plan.guide,
@@ -91,13 +60,13 @@ def run_record(
                 "duration_s": round(o.duration_s, 3),
                 "failed": o.failed,
                 "interrupted_by_signal": o.interrupted_by,
-                "processes_ended": processes_to_json(o.leftovers, masker),
-                "collected": _collection(o.collection, base, masker),
-                "cleanup": [diagnostic_to_json(c, base, masker) for c in o.cleanup],
+                "processes_ended": processes_to_json(o.leftovers),
+                "collected": collection_to_json(o.collection, base),
+                "cleanup": [diagnostic_to_json(c, base) for c in o.cleanup],
             }
             for o in outcomes
         ],
-        "blocks": [block_to_json(r, o.plan.guide, base, masker) for o in outcomes for r in o.results],
+        "blocks": [block_to_json(r, o.plan.guide, base) for o in outcomes for r in o.results],
     }
 
 
@@ -106,7 +75,6 @@ def write_record(
     outcomes: Sequence[GuideOutcome],
     exit_status: int,
     *,
-    masker: Masker,
     resumed_from: EarlierRun | None = None,
 ) -> None:
     """Write the run record to `path`, whole or not at all; paths in it are relative to `path`'s directory.
@@ -114,7 +82,7 @@ def write_record(
     A name from the OS that is not UTF-8 (a guide's file name, a collected
     file's) is recorded with those bytes as `\\xNN`: the file stays UTF-8.
     """
-    record = run_record(outcomes, exit_status, path.parent, masker=masker, resumed_from=resumed_from)
+    record = run_record(outcomes, exit_status, path.parent, resumed_from=resumed_from)
     path.parent.mkdir(parents=True, exist_ok=True)
     # One line per block: readable, and json's fast C encoder works only without indent.
     head = json.dumps({key: value for key, value in record.items() if key != "blocks"}, indent=2, ensure_ascii=False)

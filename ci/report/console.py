@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ci.base.signals import start_deaf
-from ci.base.text import Masker, clean_text, human_size, plural
+from ci.base.text import clean_text, human_size, plural
 from ci.guide.model import Problem, Status, Step
 from ci.record.outcome import STILL_RUNNING, Attempt, BlockResult, Collection, DiagnosticResult, GuideOutcome
 from ci.report.colour import NO_COLOUR, Palette, status_colour
@@ -163,7 +163,6 @@ class ConsoleReporter:
         self,
         out: TextIO = sys.stdout,
         *,
-        masker: Masker,
         github: bool = False,
         stream: bool = False,
         verbose: bool = False,
@@ -171,7 +170,6 @@ class ConsoleReporter:
         colour: bool = False,
     ) -> None:
         self.out = out
-        self.masker = masker  # every line written goes through it
         self.github = github
         self.stream = stream
         self.verbose = verbose
@@ -196,19 +194,19 @@ class ConsoleReporter:
             self.out.flush()
 
     def line(self, text: str = "") -> None:
-        self._write(clean_text(text, self.masker))  # trusted text may quote the guide: cleaned too
+        self._write(clean_text(text))  # trusted text may quote the guide: cleaned too
 
     def untrusted(self, text: str, *, diff: bool = False) -> None:
         """Block output: never able to issue workflow commands; a DIFF's +/- lines painted once masked."""
-        text = clean_text(text, self.masker)
+        text = clean_text(text)
         if diff:
             text = self.palette.diff(text)
         self._write(self.stop.wrap(text) if self.github else text)
 
     def _painted(self, head: str, word: str, tail: str, colour: str) -> str:
         """HEAD + WORD + TAIL cleaned and masked, WORD (the harness's own) painted unless a secret spans it."""
-        whole = clean_text(head + word + tail, self.masker)
-        head, tail = clean_text(head, self.masker), clean_text(tail, self.masker)
+        whole = clean_text(head + word + tail)
+        head, tail = clean_text(head), clean_text(tail)
         if head + word + tail != whole:
             return whole
         return head + self.palette.paint(word, colour) + tail
@@ -228,7 +226,7 @@ class ConsoleReporter:
         elif self.stream:
             self.line(f"==> {header}")
         else:  # left open: a passing block's verdict ends this line
-            self.out.write(clean_text(f"==> {header}", self.masker))
+            self.out.write(clean_text(f"==> {header}"))
             self.out.flush()
             self.header_open = True
         # merged streams: one file, which the heartbeat and --stream name as the block's output
@@ -243,7 +241,6 @@ class ConsoleReporter:
                 step.name,
                 self.watched,
                 self.out,
-                self.masker,
                 stream=self.stream,
                 heartbeat_s=self.heartbeat_s,
                 at_line_start=not self.header_open,
@@ -303,7 +300,7 @@ class ConsoleReporter:
         header_open, mid_line = self._stop_watch()
         # under Actions a passing block's sections go inside its collapsed group: a green log holds what it printed
         verbose = self.verbose or self.github
-        sections = block_details(result, masker=self.masker, verbose=verbose, streamed=streamed)
+        sections = block_details(result, verbose=verbose, streamed=streamed)
         head, word, tail = _verdict_parts(result, total)
         colour = status_colour(result.status)
         if header_open and not sections and not result.status.is_failure:
@@ -341,20 +338,20 @@ class ConsoleReporter:
                 self.line("processes still running at the end of the run, now ended:")
             for proc in outcome.leftovers:
                 self.line(f"  pid {proc.pid} (from block {proc.started_by}, {proc.ended_by}):")
-                self.untrusted(f"    {clean_text(proc.command, self.masker)[:300]}")  # masked, then cut
+                self.untrusted(f"    {clean_text(proc.command)[:300]}")  # masked, then cut
         if outcome.collection is not None:
             for text in collection_lines(outcome.collection):
                 self.line(text)
         for text in cleanup_lines(outcome.cleanup):
             self.line(text)
-        self._sections(cleanup_sections(outcome.cleanup, self.masker))
+        self._sections(cleanup_sections(outcome.cleanup))
 
     def run_finished(self, outcomes: Sequence[GuideOutcome], output_dir: Path) -> None:
         """The run's end: annotations (under Actions), where the outputs are, the recap of failures, the verdict."""
         if self.github:
-            for text in failure_annotations(outcomes, masker=self.masker):
+            for text in failure_annotations(outcomes):
                 self.line(text)
-            for text in cleanup_annotations(outcomes, masker=self.masker):  # after the failures: those matter more
+            for text in cleanup_annotations(outcomes):  # after the failures: those matter more
                 self.line(text)
         self.line(f"full block outputs: {output_dir}")
         self._recap(outcomes)
@@ -378,7 +375,6 @@ class ConsoleReporter:
                 where=_where(result),
                 message=result.message,
                 reason=result.reason,
-                masker=self.masker,
             )
             self._write(self._painted(head, word, tail, status_colour(result.status)))
         if len(failing) > RECAP_LINES:
@@ -394,5 +390,5 @@ class ConsoleReporter:
             verdict = "NOT_RUN"  # a guide an interrupted run never got to
         prefix = "[ERROR] " if failed or interrupted else ""
         tally = block_tally(results)
-        head, tail = clean_text(f"{prefix}=== {name}: ", self.masker), clean_text(f" ({tally}) in {duration_s:.1f}s")
+        head, tail = clean_text(f"{prefix}=== {name}: "), clean_text(f" ({tally}) in {duration_s:.1f}s")
         self._write(head + self.palette.verdict(verdict) + tail)

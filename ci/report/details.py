@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ci.base.streams import read_view
-from ci.base.text import FULL_LIMIT_BYTES, Masker, human_size, plural, utf8_size
+from ci.base.text import FULL_LIMIT_BYTES, clean_text, human_size, plural, utf8_size
 from ci.expect.examine import SHOWN_END_LINES, cut_line, head_and_tail_lines
 from ci.guide.model import Label, Status
 from ci.record.outcome import Attempt, BlockResult, BoundedText, DiagnosticResult, Divergence, MatchReport
@@ -52,13 +52,12 @@ def stream_files(
     return [(name, path, size) for name, path, size in named if path is not None]
 
 
-def block_details(
-    result: BlockResult, *, masker: Masker, verbose: bool = True, streamed: bool = False
-) -> list[tuple[str, str]]:
+def block_details(result: BlockResult, *, verbose: bool = True, streamed: bool = False) -> list[tuple[str, str]]:
     """The sections shown under a finished block, as (title, untrusted text) pairs (spec section 7).
 
-    The output read back from its files is masked with `masker` already; the
-    rest (the expected body, a stored value) is masked where it is written.
+    The output read back from its files, and what is cut here, is masked by the
+    run's policy already; the rest (the expected body, a stored value) is masked
+    where it is written.
     With `verbose` False a passing block shows only what warns of trouble: its
     stderr when an error marker is in it. `streamed`: its output was shown live
     (--stream), so it is not shown again; a section names its files instead.
@@ -69,16 +68,16 @@ def block_details(
     if not (verbose or result.status.is_failure):
         if result.marker_found is None or streamed:
             return []
-        return _stream_sections(result, masker)
+        return _stream_sections(result)
     sections: list[tuple[str, str]] = []
     if result.match is not None:  # the difference first, where a reader looks
-        sections += _mismatch_sections(result, result.match, masker, streamed)
+        sections += _mismatch_sections(result, result.match, streamed)
     if not streamed:
-        sections += _stream_sections(result, masker, whole=result.status is Status.PASSED)
+        sections += _stream_sections(result, whole=result.status is Status.PASSED)
     if step.label is Label.TEST and result.expected is not None and result.match is None:
         sections.append(("expected", _shown(result.expected, "expected body")))
         if not streamed and not step.merge_streams:  # merged: the output section above shows it
-            sections.append(("actual", read_view(result.stdout_path, masker=masker).render()))
+            sections.append(("actual", read_view(result.stdout_path).render()))
     if streamed and (result.stdout_bytes or result.stderr_bytes):
         files = stream_files(
             step.merge_streams,
@@ -91,20 +90,20 @@ def block_details(
         sections.append((f"stored {name} ({plural(value.size_bytes, 'byte')})", _shown(value, "value")))
     if result.status is Status.TIMED_OUT:
         for path in result.dumps:
-            dump = read_view(path, full_limit_bytes=FULL_LIMIT_BYTES, masker=masker)
+            dump = read_view(path, full_limit_bytes=FULL_LIMIT_BYTES)
             sections.append((f"stack dump {Path(path).name}", dump.render()))
         if result.dump_notes:
             sections.append(("stack dumps", "\n".join(result.dump_notes)))
     if result.ended:
         listed = "\n".join(
-            f"pid {p.pid} ({p.ended_by}): {' '.join(masker.mask(p.command).split())[:300]}" for p in result.ended
+            f"pid {p.pid} ({p.ended_by}): {' '.join(clean_text(p.command).split())[:300]}" for p in result.ended
         )
         sections.append((f"processes ended ({len(result.ended)})", listed))
     if result.attempts:
         listed = "\n".join(attempt_summary(attempt, step.merge_streams) for attempt in result.attempts)
         last = f"this was attempt {len(result.attempts) + 1} of {step.retry + 1}"
         sections.append((f"earlier attempts ({last})", listed))
-    sections += _diagnostic_sections(result.diagnostics, masker)
+    sections += _diagnostic_sections(result.diagnostics)
     return sections
 
 
@@ -133,7 +132,7 @@ def attempt_summary(attempt: Attempt, merged: bool) -> str:
     return f"attempt {attempt.number}: {what} in {attempt.duration_s:.2f}s ({attempt.message}){ended}{files or '; no output'}{dumps}"
 
 
-def _stream_sections(result: BlockResult, masker: Masker, *, whole: bool = False) -> list[tuple[str, str]]:
+def _stream_sections(result: BlockResult, *, whole: bool = False) -> list[tuple[str, str]]:
     """stderr (and a setup's stdout) when the block failed, holds an error marker, or wrote to stderr alone.
 
     `whole`: a passing block shown in full (-v, or its group under Actions): both
@@ -151,32 +150,30 @@ def _stream_sections(result: BlockResult, masker: Masker, *, whole: bool = False
     if not noisy:
         return []
     if step.merge_streams:
-        return _merged_section(result, masker, whole)
+        return _merged_section(result, whole)
     sections = []
     if result.marker_found is not None and result.stderr_bytes <= FULL_LIMIT_BYTES:
-        stderr_view = read_view(result.stderr_path, full_limit_bytes=FULL_LIMIT_BYTES, masker=masker)
+        stderr_view = read_view(result.stderr_path, full_limit_bytes=FULL_LIMIT_BYTES)
     else:
-        stderr_view = read_view(result.stderr_path, masker=masker)
+        stderr_view = read_view(result.stderr_path)
     marker = f", contains {result.marker_found!r}" if result.marker_found else ""
     if result.stderr_bytes:
         sections.append((f"stderr ({human_size(result.stderr_bytes)}{marker})", stderr_view.render()))
     stored = whole and result.stored is not None  # shown as the stored value below
     if step.label is Label.SETUP and result.stdout_bytes and not stored:  # a #test shows its stdout as "actual"
-        sections.append(
-            (f"stdout ({human_size(result.stdout_bytes)})", read_view(result.stdout_path, masker=masker).render())
-        )
+        sections.append((f"stdout ({human_size(result.stdout_bytes)})", read_view(result.stdout_path).render()))
     return sections
 
 
-def _merged_section(result: BlockResult, masker: Masker, whole: bool) -> list[tuple[str, str]]:
+def _merged_section(result: BlockResult, whole: bool) -> list[tuple[str, str]]:
     """The one output section of a block whose streams were merged; none when it is empty, its stored value stands
     for it, or a mismatch's actual side shows it."""
     if not result.stdout_bytes or result.match is not None or (whole and result.stored is not None):
         return []
     if result.marker_found is not None and result.stdout_bytes <= FULL_LIMIT_BYTES:  # as a stderr holding one
-        view = read_view(result.stdout_path, full_limit_bytes=FULL_LIMIT_BYTES, masker=masker)
+        view = read_view(result.stdout_path, full_limit_bytes=FULL_LIMIT_BYTES)
     else:
-        view = read_view(result.stdout_path, masker=masker)
+        view = read_view(result.stdout_path)
     marker = f", contains {result.marker_found!r}" if result.marker_found else ""
     return [(f"output ({human_size(result.stdout_bytes)}, {MERGED}{marker})", view.render())]
 
@@ -188,9 +185,7 @@ _SAID = {
 }
 
 
-def _mismatch_sections(
-    result: BlockResult, match: MatchReport, masker: Masker, streamed: bool
-) -> list[tuple[str, str]]:
+def _mismatch_sections(result: BlockResult, match: MatchReport, streamed: bool) -> list[tuple[str, str]]:
     """A mismatch: the expected line blamed and where it is in the guide, the hunk around it, then both sides bounded
     (the actual side only when it was not shown live)."""
     where = f"{result.step.file}:{match.guide_line}"
@@ -205,19 +200,19 @@ def _mismatch_sections(
         omitted = match.expected_lines - 2 * SHOWN_END_LINES
         expected_text += f"\n[... {_lines(omitted)} omitted ...]\n{match.expected_tail}"
     sections = [
-        (f"first failing expected line, {where} ({blamed})", cut_line(masker.mask(match.first_unmatched_text))),
+        (f"first failing expected line, {where} ({blamed})", cut_line(clean_text(match.first_unmatched_text))),
         ("diff (- expected, + actual; lines a wildcard matched folded)", match.diff),
         (expected_title + ")", expected_text),
     ]
-    return sections if streamed else [*sections, _actual_section(result, masker, ends)]
+    return sections if streamed else [*sections, _actual_section(result, ends)]
 
 
-def _actual_section(result: BlockResult, masker: Masker, ends: str) -> tuple[str, str]:
+def _actual_section(result: BlockResult, ends: str) -> tuple[str, str]:
     """The stdout of a mismatch: whole when short, else its first and last lines, and the file that holds it."""
     merged = f", {MERGED}" if result.step.merge_streams else ""
     if not result.stdout_bytes:
         return f"actual ({'output' if merged else 'stdout'} is empty{merged})", ""
-    view = read_view(result.stdout_path, full_limit_bytes=FULL_LIMIT_BYTES, masker=masker)
+    view = read_view(result.stdout_path, full_limit_bytes=FULL_LIMIT_BYTES)
     whole = f"; the whole {'output' if merged else 'stream'} is in {result.stdout_path}"
     if view.complete:
         head, tail, count = head_and_tail_lines(view.head)
@@ -261,26 +256,26 @@ def cleanup_failed(cleanup: DiagnosticResult) -> bool:
     return cleanup.exit_code != 0
 
 
-def cleanup_sections(cleanup: Sequence[DiagnosticResult], masker: Masker) -> list[tuple[str, str]]:
+def cleanup_sections(cleanup: Sequence[DiagnosticResult]) -> list[tuple[str, str]]:
     """A section for each ci.cleanup command that failed: what it printed, bounded as block output is."""
     sections = []
     for index, command in enumerate(cleanup, start=1):
         if cleanup_failed(command) and command.output_bytes:
             title = f"cleanup {index}/{len(cleanup)}: {command_shown(command.command)} (its output)"
-            sections.append((title, read_view(command.output_path, masker=masker).render()))
+            sections.append((title, read_view(command.output_path).render()))
     return sections
 
 
-def _diagnostic_sections(diagnostics: Sequence[DiagnosticResult], masker: Masker) -> list[tuple[str, str]]:
+def _diagnostic_sections(diagnostics: Sequence[DiagnosticResult]) -> list[tuple[str, str]]:
     """One section per ci.diagnostics command: what it printed, bounded as block output is."""
     sections = []
     for index, diagnostic in enumerate(diagnostics, start=1):
         shown = command_shown(diagnostic.command)
         size = human_size(diagnostic.output_bytes)
         title = f"diagnostic {index}/{len(diagnostics)}: {shown} ({diagnostic.message}, {size} in {diagnostic.duration_s:.1f}s)"
-        text = read_view(diagnostic.output_path, masker=masker).render() if diagnostic.output_bytes else "(no output)"
+        text = read_view(diagnostic.output_path).render() if diagnostic.output_bytes else "(no output)"
         sections.append((title, text))
         if diagnostic.predating:
-            older = "\n".join(f"{masker.mask(f.path)}: {predating_note(f.modified_at)}" for f in diagnostic.predating)
+            older = "\n".join(f"{clean_text(f.path)}: {predating_note(f.modified_at)}" for f in diagnostic.predating)
             sections.append((f"files diagnostic {index} names that predate this guide", older))
     return sections

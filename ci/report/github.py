@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.base.text import NO_SECRETS, Masker, clean_text
+from ci.base.text import clean_text
 from ci.guide.model import Problem, Status
 from ci.record.outcome import BlockResult, GuideOutcome
 from ci.report.details import cleanup_failed, command_shown, earlier_attempts
@@ -111,18 +111,18 @@ def _annotation_path(file: str) -> str:
     return file
 
 
-def annotation(kind: str, file: str | None, line: int, title: str, message: str, *, masker: Masker = NO_SECRETS) -> str:
-    """One `::error file=...,line=...,title=...::message` line; `masker` for a title or message with run output."""
+def annotation(kind: str, file: str | None, line: int, title: str, message: str) -> str:
+    """One `::error file=...,line=...,title=...::message` line, its title and message masked by the run's policy."""
     props = []
     if file:
         props.append(f"file={escape_property(_annotation_path(file))}")
         if line:
             props.append(f"line={line}")
-    props.append(f"title={escape_property(clean_text(title, masker))}")
-    return f"::{kind} {','.join(props)}::{escape_data(clean_text(message, masker))}"
+    props.append(f"title={escape_property(clean_text(title))}")
+    return f"::{kind} {','.join(props)}::{escape_data(clean_text(message))}"
 
 
-def failure_annotations(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> list[str]:
+def failure_annotations(outcomes: Sequence[GuideOutcome]) -> list[str]:
     """Error annotations for failed blocks, the most useful first, at most MAX_ANNOTATIONS.
 
     The first failure of each guide comes first (it is usually the cause; the
@@ -141,7 +141,7 @@ def failure_annotations(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> 
         title = f"{step.label.value} {step.name}: {result.status.value}"
         line = result.failure_line  # a mismatch: its first failing expected line; else the block
         message = with_reason(result.message, result.reason) + _attempts_said(result)
-        lines.append(annotation("error", outcome.plan.source_path, line, title, message, masker=masker))
+        lines.append(annotation("error", outcome.plan.source_path, line, title, message))
     return lines
 
 
@@ -152,7 +152,7 @@ def _attempts_said(result: BlockResult) -> str:
     return f" (attempt {len(result.attempts) + 1} of {result.step.retry + 1}; earlier: {earlier_attempts(result)})"
 
 
-def cleanup_annotations(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> list[str]:
+def cleanup_annotations(outcomes: Sequence[GuideOutcome]) -> list[str]:
     """A warning annotation per ci.cleanup command that failed, on its guide (the verdict is not its to change)."""
     lines = []
     for outcome in outcomes:
@@ -160,7 +160,7 @@ def cleanup_annotations(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> 
             if cleanup_failed(command):
                 title = f"cleanup {index}/{len(outcome.cleanup)} failed"
                 message = f"{command_shown(command.command)}: {command.message}; the verdict is the blocks'"
-                lines.append(annotation("warning", outcome.plan.source_path, 0, title, message, masker=masker))
+                lines.append(annotation("warning", outcome.plan.source_path, 0, title, message))
     return lines[:MAX_ANNOTATIONS]
 
 
@@ -193,7 +193,7 @@ def output_entry(name: str, value: str) -> str:
     return f"{name}<<{delimiter}\n{value}\n{delimiter}\n"
 
 
-def step_outputs(outcomes: Sequence[GuideOutcome], exit_status: int, *, masker: Masker) -> str:
+def step_outputs(outcomes: Sequence[GuideOutcome], exit_status: int) -> str:
     """The run's outcome as step outputs, for jobs that cannot count on the artifact (docs/ci.md).
 
     `verdict`: passed, failed or interrupted (from the exit status); `exit_status`; `counts`: a JSON
@@ -206,7 +206,7 @@ def step_outputs(outcomes: Sequence[GuideOutcome], exit_status: int, *, masker: 
     tally = Counter(result.status for outcome in outcomes for result in outcome.results)
     counts = {status.value: tally[status] for status in Status if tally[status]}
     failing = [
-        clean_text(f"{outcome.plan.guide}: {result.step.name}" if len(outcomes) > 1 else result.step.name, masker)
+        clean_text(f"{outcome.plan.guide}: {result.step.name}" if len(outcomes) > 1 else result.step.name)
         for outcome in outcomes
         for result in outcome.results
         if result.status.is_failure
@@ -239,7 +239,6 @@ def runner_file_writes(
     outcomes: Sequence[GuideOutcome],
     exit_status: int,
     *,
-    masker: Masker,
     environ: Mapping[str, str],
     blocks_wrote: Mapping[str, Path],
 ) -> list[RunnerFileWrite]:
@@ -252,15 +251,15 @@ def runner_file_writes(
     writes = []
     summary_path = environ.get("GITHUB_STEP_SUMMARY")
     if summary_path:
-        summary = step_summary(outcomes, masker=masker)
+        summary = step_summary(outcomes)
         if "GITHUB_STEP_SUMMARY" in blocks_wrote:
             room = SUMMARY_LIMIT_BYTES - len(summary.encode())
-            summary += blocks_summary(blocks_wrote["GITHUB_STEP_SUMMARY"], masker, room)
+            summary += blocks_summary(blocks_wrote["GITHUB_STEP_SUMMARY"], room)
         writes.append(RunnerFileWrite("the step summary", Path(summary_path), summary, replaces=False))
     # the outcome for later jobs, which must not depend on the artifact upload reaching GitHub (docs/ci.md)
     outputs_path = environ.get("GITHUB_OUTPUT")
     if outputs_path:
-        outputs = step_outputs(outcomes, exit_status, masker=masker)
+        outputs = step_outputs(outcomes, exit_status)
         writes.append(RunnerFileWrite("the step outputs", Path(outputs_path), outputs, replaces=True))
     return writes
 

@@ -10,7 +10,7 @@ from typing import NoReturn
 
 from ci.base.files import write_atomically
 from ci.base.streams import read_view
-from ci.base.text import Masker, clean_text
+from ci.base.text import clean_text
 from ci.guide.model import Label, Status, Step
 from ci.record.outcome import Attempt, BlockResult, GuideOutcome
 from ci.report.details import attempt_summary, block_details
@@ -52,31 +52,31 @@ def testcase_names(steps: Sequence[Step]) -> list[str]:
     return names
 
 
-def _testcase(result: BlockResult, classname: str, name: str, masker: Masker) -> ET.Element:
+def _testcase(result: BlockResult, classname: str, name: str) -> ET.Element:
     step = result.step
     case = ET.Element(
         "testcase",
         {
-            "name": clean_text(name, masker),
-            "classname": clean_text(classname, masker),
-            "file": clean_text(step.file, masker),
+            "name": clean_text(name),
+            "classname": clean_text(classname),
+            "file": clean_text(step.file),
             "line": str(result.failure_line),  # a mismatch: its first failing expected line
             "time": f"{result.duration_s:.3f}",
         },
     )
-    sections = block_details(result, masker=masker)
-    details = "\n\n".join(f"--- {title}\n{clean_text(text, masker)}" for title, text in sections)
+    sections = block_details(result)
+    details = "\n\n".join(f"--- {title}\n{clean_text(text)}" for title, text in sections)
     why = with_reason(result.message, result.reason)  # `exit 1: server never became ready`
-    message = clean_text(f"{result.status.value.replace('_', ' ')}: {why}", masker)
+    message = clean_text(f"{result.status.value.replace('_', ' ')}: {why}")
     status = result.status
     if status is Status.PASSED:
         pass
     elif status is Status.FAILED or status is Status.MISMATCH or status is Status.TIMED_OUT:
         failure = ET.SubElement(case, "failure", {"message": message, "type": status.value})
         failure.text = details
-        _earlier_attempts(case, result, "rerunFailure", masker)
+        _earlier_attempts(case, result, "rerunFailure")
     elif status is Status.ERROR:
-        _earlier_attempts(case, result, "rerunFailure", masker)  # the schema's order: before <error>
+        _earlier_attempts(case, result, "rerunFailure")  # the schema's order: before <error>
         error = ET.SubElement(case, "error", {"message": message, "type": status.value})
         error.text = details
     elif status is Status.SKIPPED or status is Status.NOT_RUN:
@@ -84,13 +84,13 @@ def _testcase(result: BlockResult, classname: str, name: str, masker: Masker) ->
     else:
         _assert_never(status)
     if status is Status.PASSED:
-        _earlier_attempts(case, result, "flakyFailure", masker)
+        _earlier_attempts(case, result, "flakyFailure")
     if status is Status.PASSED and details:
         ET.SubElement(case, "system-out").text = details
     return case
 
 
-def _earlier_attempts(case: ET.Element, result: BlockResult, tag: str, masker: Masker) -> None:
+def _earlier_attempts(case: ET.Element, result: BlockResult, tag: str) -> None:
     """One TAG element per earlier attempt of a retried block, as Maven Surefire writes reruns.
 
     `flakyFailure` under a block that passed in the end, `rerunFailure` under
@@ -99,14 +99,12 @@ def _earlier_attempts(case: ET.Element, result: BlockResult, tag: str, masker: M
     `system-err` (bounded, as a block's sections are).
     """
     for attempt in result.attempts:
-        message = clean_text(f"{attempt.status.value.replace('_', ' ')}: {attempt.message}", masker)
+        message = clean_text(f"{attempt.status.value.replace('_', ' ')}: {attempt.message}")
         element = ET.SubElement(case, tag, {"message": message, "type": attempt.status.value})
-        ET.SubElement(element, "stackTrace").text = clean_text(
-            attempt_summary(attempt, result.step.merge_streams), masker
-        )
+        ET.SubElement(element, "stackTrace").text = clean_text(attempt_summary(attempt, result.step.merge_streams))
         for name, path, size in _streams(attempt):
             if size:
-                ET.SubElement(element, name).text = clean_text(read_view(path, masker=masker).render(), masker)
+                ET.SubElement(element, name).text = clean_text(read_view(path).render())
 
 
 def _streams(attempt: Attempt) -> tuple[tuple[str, str | None, int], ...]:
@@ -116,7 +114,7 @@ def _streams(attempt: Attempt) -> tuple[tuple[str, str | None, int], ...]:
     )
 
 
-def junit_xml(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> bytes:
+def junit_xml(outcomes: Sequence[GuideOutcome]) -> bytes:
     """The JUnit document for a run, as UTF-8 bytes."""
     root = ET.Element("testsuites")
     for outcome in outcomes:
@@ -125,7 +123,7 @@ def junit_xml(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> bytes:
             root,
             "testsuite",
             {
-                "name": clean_text(outcome.plan.guide, masker),
+                "name": clean_text(outcome.plan.guide),
                 "tests": str(len(results)),
                 "failures": str(sum(r.status in (Status.FAILED, Status.MISMATCH, Status.TIMED_OUT) for r in results)),
                 "errors": str(sum(r.status is Status.ERROR for r in results)),
@@ -137,13 +135,13 @@ def junit_xml(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> bytes:
         classname = Path(outcome.plan.guide).stem or outcome.plan.guide
         names = testcase_names([result.step for result in results])
         for result, name in zip(results, names, strict=True):
-            suite.append(_testcase(result, classname, name, masker))
+            suite.append(_testcase(result, classname, name))
     ET.indent(root)
     document: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
     return document
 
 
-def write_junit(path: Path, outcomes: Sequence[GuideOutcome], *, masker: Masker) -> None:
+def write_junit(path: Path, outcomes: Sequence[GuideOutcome]) -> None:
     """Write the JUnit report to `path`, whole or not at all."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(path, junit_xml(outcomes, masker=masker))
+    write_atomically(path, junit_xml(outcomes))

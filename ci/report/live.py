@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from ci.base.text import Masker, clean_text, human_size, partial_escape_start, plural
+from ci.base.text import Masker, clean_text, clean_unmasked, human_size, partial_escape_start, plural, policy
 
 __all__ = ["LAST_LINE_CHARS", "LIVE_LIMIT_BYTES", "MIN_HEARTBEAT_S", "STREAM_PREFIXES", "BlockWatch", "heartbeat_line"]
 
@@ -52,7 +52,7 @@ def _last_line(path: Path, masker: Masker) -> str | None:
             raw = handle.read(size - start)
     except OSError:
         return None  # not created yet, or removed by the block
-    text = clean_text(raw.decode("utf-8", "replace"))
+    text = clean_unmasked(raw.decode("utf-8", "replace"))
     if start > 0 and masker.secrets:
         # a secret begun before the read leaves at most its length (and 3 U+FFFD for a split character)
         text = text[masker.clear_cut(text, min(masker.longest_chars + 3, len(text)), forward=True) :]
@@ -112,7 +112,6 @@ class BlockWatch(threading.Thread):
         name: str,
         paths: Mapping[str, Path],
         write: TextIO,
-        masker: Masker,
         *,
         stream: bool,
         heartbeat_s: float,
@@ -128,7 +127,7 @@ class BlockWatch(threading.Thread):
             else []
         )
         self.write = write
-        self.masker = masker
+        self.masker = policy()  # the run's, installed for as long as the block runs
         self.heartbeat_s = heartbeat_s  # 0: no heartbeat
         self.guard = guard  # under Actions, what keeps a line of its own from issuing a command it quotes
         self.done = threading.Event()
@@ -200,7 +199,7 @@ class BlockWatch(threading.Thread):
         raw = stream.raw + stream.decoder.decode(chunk, final=final)
         complete = len(raw) if final else partial_escape_start(raw)
         stream.raw = raw[complete:]
-        text = stream.held + clean_text(raw[:complete])
+        text = stream.held + clean_unmasked(raw[:complete])
         cut = len(text) if final else self.masker.clear_cut(text, self.masker.partial_secret_start(text))
         stream.held = text[cut:]
         self._show(stream.name, self.masker.mask(text[:cut]))

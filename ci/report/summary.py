@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from ci.base.text import NO_SECRETS, Masker, clean_text, human_size
+from ci.base.text import clean_text, human_size
 from ci.guide.model import Status
 from ci.record.outcome import BlockResult, GuideOutcome
 from ci.report.details import cleanup_failed, command_shown, earlier_attempts, predating_note
@@ -38,16 +38,16 @@ _NOTE_CHARS = 600  # of a block's message and reason, the step summary's table s
 _MARKDOWN_SIGN = re.compile(r"[\\`*_\[\]<>&~|]")
 
 
-def table_cell(text: str, masker: Masker = NO_SECRETS) -> str:
+def table_cell(text: str) -> str:
     """TEXT as the step summary shows it in a table cell or a heading: cleaned, on one line, and nothing in it
     read as Markdown or HTML (a guide's `</table><h3>passed</h3>` shows as those characters)."""
-    return _MARKDOWN_SIGN.sub(lambda sign: "\\" + sign.group(), clean_text(text, masker)).replace("\n", " ")
+    return _MARKDOWN_SIGN.sub(lambda sign: "\\" + sign.group(), clean_text(text)).replace("\n", " ")
 
 
-def code_cell(text: str, masker: Masker = NO_SECRETS, *, limit_chars: int | None = None) -> str:
+def code_cell(text: str, *, limit_chars: int | None = None) -> str:
     """TEXT as a code span in a table cell: cleaned (then cut to LIMIT_CHARS), on one line, `|` escaped (which
     GFM's tables read first)."""
-    return code_span(clean_text(text, masker).replace("|", "\\|").replace("\n", " ")[:limit_chars])
+    return code_span(clean_text(text).replace("|", "\\|").replace("\n", " ")[:limit_chars])
 
 
 def code_span(text: str) -> str:
@@ -80,16 +80,14 @@ def fit_summary(text: str, rest_in: str) -> str:
     return f"{cut}\n\n(summary cut to stay under the 1 MiB limit; see {rest_in})\n"
 
 
-def step_summary(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> str:
+def step_summary(outcomes: Sequence[GuideOutcome]) -> str:
     """The Markdown step summary: per guide, a verdict line, a table of blocks and a Mermaid chart of their timeline."""
     parts: list[str] = []
     for outcome in outcomes:
         verdict = "interrupted" if outcome.interrupted_by else ("failed" if outcome.failed else "passed")
         icon = {"passed": "✅", "failed": "❌", "interrupted": "⚠️"}[verdict]
         tally = block_tally(outcome.results)
-        parts.append(
-            f"### {icon} {table_cell(outcome.plan.guide, masker)}: {verdict} ({tally}) in {outcome.duration_s:.1f}s\n"
-        )
+        parts.append(f"### {icon} {table_cell(outcome.plan.guide)}: {verdict} ({tally}) in {outcome.duration_s:.1f}s\n")
         parts.append("| # | block | status | duration | exit | peak RSS | CPU | line | note |")
         parts.append("|---|---|---|---|---|---|---|---|---|")
         for result in outcome.results:
@@ -99,41 +97,41 @@ def step_summary(outcomes: Sequence[GuideOutcome], *, masker: Masker) -> str:
             exit_code = "" if result.exit_code is None else str(result.exit_code)
             note = "" if result.status is Status.PASSED else with_reason(result.message, result.reason)
             parts.append(
-                f"| {step.ordinal} | {code_cell(f'{step.label.value} {step.name}', masker)} | {result.status.value} "
-                f"| {result.duration_s:.1f}s | {exit_code} | {rss} | {cpu} | {result.failure_line} | {table_cell(note, masker)[:_NOTE_CHARS]} |"
+                f"| {step.ordinal} | {code_cell(f'{step.label.value} {step.name}')} | {result.status.value} "
+                f"| {result.duration_s:.1f}s | {exit_code} | {rss} | {cpu} | {result.failure_line} | {table_cell(note)[:_NOTE_CHARS]} |"
             )
-        parts += _flaky_lines(outcome.results, masker)
+        parts += _flaky_lines(outcome.results)
         chart = gantt_chart(timeline_of_results(outcome.plan.guide, outcome.results))
         if chart:
             parts.append(f"\n{chart.rstrip()}")
-        parts += _predating_lines(outcome, masker)
+        parts += _predating_lines(outcome)
         failed = [(i, c) for i, c in enumerate(outcome.cleanup, start=1) if cleanup_failed(c)]
         if failed:
             parts.append("\nCleanup commands (ci.cleanup) that did not do their work; the verdict stands:\n")
             for index, command in failed:
-                shown = code_cell(command_shown(command.command), masker, limit_chars=200)
-                parts.append(f"- {index}/{len(outcome.cleanup)} {shown}: {table_cell(command.message, masker)}")
+                shown = code_cell(command_shown(command.command), limit_chars=200)
+                parts.append(f"- {index}/{len(outcome.cleanup)} {shown}: {table_cell(command.message)}")
         if outcome.leftovers:
             parts.append("\nProcesses ended when the run finished:\n")
             for proc in outcome.leftovers:
                 parts.append(
-                    f"- pid {proc.pid} {code_cell(proc.command, masker, limit_chars=200)} (from {table_cell(proc.started_by, masker)}): {proc.ended_by}"
+                    f"- pid {proc.pid} {code_cell(proc.command, limit_chars=200)} (from {table_cell(proc.started_by)}): {proc.ended_by}"
                 )
         parts.append("")
     return fit_summary("\n".join(parts) + "\n", "results.json")
 
 
-def _predating_lines(outcome: GuideOutcome, masker: Masker) -> list[str]:
+def _predating_lines(outcome: GuideOutcome) -> list[str]:
     """The collected files last modified before the guide started: what the run kept of them may be old."""
     files = [f for f in outcome.collection.files if f.predates_run] if outcome.collection is not None else []
     lines = ["\nCollected files that predate this guide (ci.collect):\n"] if files else []
     for entry in files[:30]:
         when = predating_note(entry.modified_at or 0.0)  # predates_run is set from modified_at
-        lines.append(f"- {code_cell(entry.source, masker, limit_chars=200)}: {when}")
+        lines.append(f"- {code_cell(entry.source, limit_chars=200)}: {when}")
     return lines + ([f"- ... and {len(files) - 30} more (results.json lists them)"] if len(files) > 30 else [])
 
 
-def _flaky_lines(results: Sequence[BlockResult], masker: Masker) -> list[str]:
+def _flaky_lines(results: Sequence[BlockResult]) -> list[str]:
     """The step summary's list of blocks that passed only after failed attempts; [] when none did."""
     flaky = [result for result in results if result.status is Status.PASSED and result.attempts]
     if not flaky:
@@ -142,13 +140,13 @@ def _flaky_lines(results: Sequence[BlockResult], masker: Masker) -> list[str]:
     for result in flaky:
         step = result.step
         lines.append(
-            f"- {code_cell(f'{step.label.value} {step.name}', masker)} (line {step.line}): passed on attempt"
-            f" {len(result.attempts) + 1} of {step.retry + 1}; earlier: {table_cell(earlier_attempts(result), masker)}"
+            f"- {code_cell(f'{step.label.value} {step.name}')} (line {step.line}): passed on attempt"
+            f" {len(result.attempts) + 1} of {step.retry + 1}; earlier: {table_cell(earlier_attempts(result))}"
         )
     return lines
 
 
-def blocks_summary(path: Path, masker: Masker, room_bytes: int) -> str:
+def blocks_summary(path: Path, room_bytes: int) -> str:
     """What the guide's blocks wrote to their own $GITHUB_STEP_SUMMARY (the run's private copy at PATH), for the
     runner's: in a fold, as text that cannot close or hide anything of the harness's, at most ROOM_BYTES of it."""
     try:
@@ -161,7 +159,7 @@ def blocks_summary(path: Path, masker: Masker, room_bytes: int) -> str:
     where = html.escape(str(path))
     if shown_bytes <= 0:
         return f"\nThe guide's blocks wrote {human_size(size)} to their step summary, kept in {code_span(str(path))}.\n"
-    text = clean_text(head[:shown_bytes].decode("utf-8", "replace"), masker)
+    text = clean_text(head[:shown_bytes].decode("utf-8", "replace"))
     shown = "" if shown_bytes == size else f", the first {human_size(shown_bytes)} shown"
     title = f"What the guide's blocks wrote to their step summary ({human_size(size)}{shown}; kept in {where}), as text"
     return f"\n<details><summary>{title}</summary>\n\n{code_block(text)}\n\n</details>\n"

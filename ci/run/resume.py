@@ -162,7 +162,6 @@ def _recorded_guide(plan: Plan, last: LastRun, run_dir: str) -> RecordedGuide:
 
 
 if TYPE_CHECKING:
-    from ci.base.text import Masker
     from ci.guide.model import Plan, Step
     from ci.record.outcome import BlockResult, EarlierRun
     from ci.record.read import RecordedGuide
@@ -196,17 +195,6 @@ class Resume:
     stored: Mapping[str, str]  # the values the kept setups stored there, whole (--set still wins)
     notes: tuple[str, ...]  # warnings said before the run: changes let through, values that may be masked
     start_runs: bool = True  # False when the selection (--until) ends before the start
-
-    def say(self, plan: Plan, github: bool, masker: Masker) -> None:
-        """Before the first block: the notes (stderr), then the run it continues, what it keeps, what runs again
-        and why, where it starts."""
-        import sys
-
-        from ci.report.github import command_safe
-
-        for note in self.notes:
-            print(command_safe(masker.mask(f"warning: {note}"), github), file=sys.stderr, flush=True)
-        print(command_safe(masker.mask("\n".join(self.log_lines(plan.steps))), github), flush=True)
 
     def apply(self, left_out: dict[int, str]) -> Resume:
         """Make the selection's LEFT_OUT run the blocks that run again and report the kept ones as kept, where the

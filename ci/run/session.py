@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ci.base.files import os_error_text
 from ci.base.signals import PID_FILE, remove_pid_file, write_pid_file
-from ci.base.text import escape_undecodable, plural
+from ci.base.text import escape_undecodable, installed, masked, plural, policy
 from ci.cli import ConsoleGuard, ExitCode, fail, print_error
 from ci.runner.actions_files import PrivateFiles
 
@@ -90,22 +90,23 @@ def run(
     # died) cannot stop the run from ending its processes and writing its reports: ci.run's main()
     # guards both streams (ci.cli.guarded_console).
     try:
-        masker = _masker(args, plans, settings)
-        console = _console(args, masker, settings)
-        supervisor = ProcessSupervisor(
-            os.urandom(16).hex(), grace_s=settings.grace_s, signals=signals, workdir=settings.workdir
-        )
-        _say_before_the_first_block(supervisor, settings.github, masker, resume, plans)
-        try:
-            outcomes = _run_guides(args, plans, left_out, settings, output_dir, supervisor, console, resume)
-        finally:  # a harness bug too: its files may hold what the blocks printed
-            masked = _mask_files(output_dir, masker, signals) if args.mask_files else None
-        exit_status = _exit_status(outcomes, signals, args.deadline)
-        _write_reports(outcomes, exit_status, output_dir, junit_path, settings.github, masker, resume)
-        console.run_finished(outcomes, output_dir)
-        if masked:
-            print(masked, flush=True)
-        return exit_status if after is None else after(outcomes, exit_status, output_dir)
+        # the run's one masking policy: every writer masks by it until the run ends (its reports, --update's)
+        with installed(_masker(args, plans, settings)):
+            console = _console(args, settings)
+            supervisor = ProcessSupervisor(
+                os.urandom(16).hex(), grace_s=settings.grace_s, signals=signals, workdir=settings.workdir
+            )
+            _say_before_the_first_block(supervisor, settings.github, resume, plans)
+            try:
+                outcomes = _run_guides(args, plans, left_out, settings, output_dir, supervisor, console, resume)
+            finally:  # a harness bug too: its files may hold what the blocks printed
+                files_masked = _mask_files(output_dir, signals) if args.mask_files else None
+            exit_status = _exit_status(outcomes, signals, args.deadline)
+            _write_reports(outcomes, exit_status, output_dir, junit_path, settings.github, resume)
+            console.run_finished(outcomes, output_dir)
+            if files_masked:
+                print(files_masked, flush=True)
+            return exit_status if after is None else after(outcomes, exit_status, output_dir)
     finally:
         remove_pid_file(pid_file)
         os.close(lock)
@@ -163,26 +164,25 @@ def _masker(args: argparse.Namespace, plans: Sequence[Plan], settings: RunSettin
     return masker
 
 
-def _mask_files(output_dir: Path, masker: Masker, signals: StopSignals) -> str | None:
+def _mask_files(output_dir: Path, signals: StopSignals) -> str | None:
     """--mask-files: the secrets masked in the files the run kept; the line that says so at the end (None: no file
     held one). Files it could not mask are said at once, in an [ERROR]."""
     from ci.runner.masking import mask_output_files, masking_lines, stopping_ends_by
 
-    done = mask_output_files(output_dir, masker, stopping_ends_by(lambda: signals.first_at))
+    done = mask_output_files(output_dir, policy(), stopping_ends_by(lambda: signals.first_at))
     said, error = masking_lines(done, output_dir)
     if error is not None:
         print_error(error, sys.stdout)
     return said
 
 
-def _console(args: argparse.Namespace, masker: Masker, settings: RunSettings) -> ConsoleReporter:
+def _console(args: argparse.Namespace, settings: RunSettings) -> ConsoleReporter:
     """The live console, on whatever sys.stdout is now (the stream that outlives a closed terminal)."""
     from ci.report.colour import colour_wanted
     from ci.report.console import ConsoleReporter
 
     return ConsoleReporter(
         sys.stdout,
-        masker=masker,
         github=settings.github,
         stream=args.stream,
         verbose=args.verbose,
@@ -192,20 +192,23 @@ def _console(args: argparse.Namespace, masker: Masker, settings: RunSettings) ->
 
 
 def _say_before_the_first_block(
-    supervisor: ProcessSupervisor, github: bool, masker: Masker, resume: Resume | None, plans: Sequence[Plan]
+    supervisor: ProcessSupervisor, github: bool, resume: Resume | None, plans: Sequence[Plan]
 ) -> None:
     """Said once, before the first block: missing stack dumps, rather than found out at the first time-out; with
-    --resume, what the run takes over from the run it continues (one guide)."""
-    from ci.report.github import annotation
+    --resume, what the run takes over from the run it continues (one guide): its notes (stderr), then the run it
+    continues, what it keeps, what runs again and why, where it starts, masked."""
+    from ci.report.github import annotation, command_safe
 
     if resume is not None:
-        resume.say(plans[0], github, masker)
+        for note in resume.notes:
+            print(command_safe(masked(f"warning: {note}"), github), file=sys.stderr, flush=True)
+        print(command_safe(masked("\n".join(resume.log_lines(plans[0].steps))), github), flush=True)
     dump_problem = supervisor.stack_dump_problem()
     if dump_problem is not None:
         print(f"warning: stack dumps on timeout will be missing: {dump_problem}", file=sys.stderr, flush=True)
         if github:
             title = "stack dumps on timeout will be missing"
-            print(annotation("warning", None, 0, title, dump_problem, masker=masker), flush=True)
+            print(annotation("warning", None, 0, title, dump_problem), flush=True)
 
 
 def _run_guides(
@@ -244,7 +247,6 @@ def _run_guides(
                 # keeps guides apart; named as results.json names its files (a byte not UTF-8 as \xNN)
                 guide_dir=_guide_dir(index, plan.guide) if len(plans) > 1 else "",
                 deadline=deadline,
-                masker=console.masker,  # no output the run keeps is cut inside a secret
                 private_env=private.env(),
                 kept=resume.kept if resume else {},
             )
@@ -308,7 +310,6 @@ def _write_reports(
     output_dir: Path,
     junit_path: Path | None,
     github: bool,
-    masker: Masker,
     resume: Resume | None = None,
 ) -> None:
     """results.json (naming the run it resumed, if any), --junit, and under Actions the step summary and outputs;
@@ -320,21 +321,17 @@ def _write_reports(
     _write_report(
         "the run record",
         output_dir / "results.json",
-        lambda path: write_record(
-            path, outcomes, exit_status, masker=masker, resumed_from=resume.earlier if resume else None
-        ),
+        lambda path: write_record(path, outcomes, exit_status, resumed_from=resume.earlier if resume else None),
     )
     if junit_path is not None:
         from ci.report.junit import write_junit
 
-        _write_report("the JUnit report", junit_path, lambda path: write_junit(path, outcomes, masker=masker))
+        _write_report("the JUnit report", junit_path, lambda path: write_junit(path, outcomes))
     blocks_wrote = PrivateFiles.of(output_dir, os.environ).written()  # the copies _run_guides made
     _say_private_files_written(blocks_wrote, github)
     if not github:
         return
-    for write in runner_file_writes(
-        outcomes, exit_status, masker=masker, environ=os.environ, blocks_wrote=blocks_wrote
-    ):
+    for write in runner_file_writes(outcomes, exit_status, environ=os.environ, blocks_wrote=blocks_wrote):
         _write_report(write.what, write.path, functools.partial(_append, text=write.text), replaces=write.replaces)
 
 

@@ -12,7 +12,7 @@ from typing import NoReturn
 from ci.base.files import rename_within
 from ci.guide.model import Status, Step
 from ci.record.outcome import Attempt, BlockResult, TrackedProcess
-from ci.runner.context import StepContext
+from ci.runner.launch import StepContext
 
 __all__ = ["RunStep", "attempt_stem", "retried", "run_attempts"]
 

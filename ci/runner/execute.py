@@ -12,7 +12,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ci.base.files import make_directories
-from ci.base.text import NO_SECRETS, Masker
 from ci.guide.model import Plan, Status, Step
 from ci.process.supervisor import ProcessSupervisor
 from ci.record.outcome import BlockResult, Collection, DiagnosticResult, EarlierRun, GuideOutcome
@@ -54,7 +53,6 @@ class RunOptions:
     past_mismatch: bool = False  # a mismatch does not stop the guide (--update: it is what will be rewritten)
     guide_dir: str = ""  # keeps guides apart when several run together: blocks/GUIDE_DIR-NNN-..., collected/GUIDE_DIR/
     deadline: float | None = None  # --deadline: when the whole run must stop (time.monotonic()), if set
-    masker: Masker = NO_SECRETS  # the run's secrets: what it keeps of an output is never cut inside one
     # last over every block's environment, the guide's ci.env included: the run's private copies of the
     # Actions runner's files (ci.runner.actions_files), so that no block writes the runner's own
     private_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -183,7 +181,6 @@ def _context(
         output_dir=options.output_dir,
         file_prefix=options.file_prefix,
         deadline=options.deadline,
-        masker=options.masker,
         paths=paths,
         following={step.ordinal: paths[after.ordinal] for step, after in itertools.pairwise(runnable)},
     )
@@ -317,23 +314,23 @@ class _GuideRun:
     def _kept(self, step: Step, kept: KeptBlock) -> BlockResult:
         """The result of a block kept from the run resumed: skipped, with the value it stored there (kept whole on
         disk when long, so that this run's record can be resumed in turn)."""
-        result = unstarted_result(step, Status.SKIPPED, kept.reason, masker=self.context.masker)
+        result = unstarted_result(step, Status.SKIPPED, kept.reason)
         stored = None
         if kept.stored is not None:
             stem = self.context.stem(step)
-            stored = (kept.stored[0], kept_value(kept.stored[1], stem, self.context.masker, self.context.output_dir))
+            stored = (kept.stored[0], kept_value(kept.stored[1], stem, self.context.output_dir))
         return dataclasses.replace(result, stored=stored, kept_from=kept.earlier)
 
     def _run(self, step: Step, start_s: float) -> BlockResult:
         """Run the step (started START_S into the guide) and its diagnostics, and report it."""
         unstored = self._unstored_message(step)
         if unstored is not None:
-            result, signum = unstarted_result(step, Status.ERROR, unstored, masker=self.context.masker), None
+            result, signum = unstarted_result(step, Status.ERROR, unstored), None
             result = dataclasses.replace(result, start_s=start_s)
         else:  # a retried block's start_s is its last attempt's
             result, signum = run_attempts(step, self.stored, self.context, run_step, clock=self.clock)
         context = self.context
-        reason = block_reason(result, markers=context.markers, warnings=self.plan.warnings, masker=context.masker)
+        reason = block_reason(result, markers=context.markers, warnings=self.plan.warnings)
         result = dataclasses.replace(result, reason=reason)
         for name in [name for name in self.stored if self.last_load.get(name, 0) <= step.ordinal]:
             del self.stored[name]

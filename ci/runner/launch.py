@@ -1,5 +1,5 @@
-"""Starting one step's process: its output files, its body on the command line or from a file (when no argument
-can hold it), its interpreter."""
+"""Starting one step's process: what every step of the guide's run shares (StepContext), its output files, its body
+on the command line or from a file (when no argument can hold it), its interpreter."""
 
 from __future__ import annotations
 
@@ -13,18 +13,44 @@ from ci.base.files import create_fresh, os_error_text
 from ci.base.text import human_size
 from ci.guide.model import Language, Step
 from ci.process.spawn import WorkdirUnenterable
-from ci.process.supervisor import BlockProcess
-from ci.runner.context import StepContext
+from ci.process.supervisor import BlockProcess, ProcessSupervisor
+from ci.runner.events import Events
+from ci.runner.outputs import OutputFiles, output_stem
 
 __all__ = [
     "ARGUMENT_LIMIT_BYTES",
     "Launch",
+    "StepContext",
     "body_path",
     "environment_too_large",
     "launches",
     "start_step",
     "too_long_for_an_argument",
 ]
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What every step of one guide's run shares."""
+
+    supervisor: ProcessSupervisor
+    env: Mapping[str, str]  # every block's environment: the harness's own, PWD, the guide's ci.env, private files
+    markers: tuple[str, ...]  # the error markers looked for in stderr: the command line's and the guide's
+    events: Events
+    output_files: OutputFiles
+    output_dir: Path  # block outputs go under output_dir/blocks
+    file_prefix: str  # before each block's file names and marker value: keeps guides that run together apart
+    deadline: float | None  # --deadline (time.monotonic()), if set
+    paths: Mapping[int, tuple[Path, Path]]  # ordinal -> stdout and stderr files, for each step that may run
+    following: Mapping[int, tuple[Path, Path]]  # ordinal -> the files of the step that may run after it
+
+    def stem(self, step: Step) -> str:
+        """OUTPUT_DIR/blocks/PREFIXNNN-name: what the step's output files, dumps and diagnostics are named after."""
+        return output_stem(self.output_dir, self.file_prefix, step)
+
+    def tag(self, step: Step) -> str:
+        """The step's BLOCK_MARKER value: unique within the run, even when several guides run."""
+        return f"{self.file_prefix}{step.ordinal}"
 
 
 def start_step(step: Step, command: str, context: StepContext) -> BlockProcess | str:

@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 
 from ci.base.streams import read_tail
-from ci.base.text import NO_SECRETS, Masker, clean_text
+from ci.base.text import clean_text, clean_unmasked
 from ci.guide.model import Problem, Status, Step
 from ci.record.outcome import BlockResult
 
@@ -69,7 +69,7 @@ def failure_line(stderr: str, stdout: str, markers: Sequence[str]) -> str | None
     The line is cleaned of what a log hides, not masked nor cut: `reason_text` does that.
     """
     # as a log shows them (a carriage return ends a line too), indents kept: they tell a frame from its exception
-    streams = [clean_text(text).split("\n") for text in (stderr, stdout)]
+    streams = [clean_unmasked(text).split("\n") for text in (stderr, stdout)]
     for lines in streams:
         said = _said(lines, markers)
         if said is not None:
@@ -86,7 +86,7 @@ def merged_failure_line(output: str, markers: Sequence[str]) -> str | None:
     a program's complaint (`error: ...`, `fatal: ...`, `bash: foo: command not found`), which a label block's stderr
     would end with; else the last non-empty line.
     """
-    lines = clean_text(output).split("\n")
+    lines = clean_unmasked(output).split("\n")
     said = _said(lines, markers)
     if said is not None:
         return said
@@ -116,25 +116,24 @@ def warnings_about(step: Step, warnings: Sequence[Problem]) -> tuple[Problem, ..
     )
 
 
-def _bounded(text: str, masker: Masker) -> str:
-    """TEXT on one line, masked, then cut to REASON_CHARS: masked first, so that no cut shows part of a secret."""
-    line = " ".join(clean_text(text, masker).split())
+def _bounded(text: str) -> str:
+    """TEXT on one line, masked (by the run's policy, in clean_text), then cut to REASON_CHARS: masked first, so
+    that no cut shows part of a secret."""
+    line = " ".join(clean_text(text).split())
     return line if len(line) <= REASON_CHARS else line[:REASON_CHARS] + " [...]"
 
 
-def reason_text(own_line: str | None, warnings: Sequence[Problem], masker: Masker = NO_SECRETS) -> str | None:
+def reason_text(own_line: str | None, warnings: Sequence[Problem]) -> str | None:
     """The reason reports show: the block's failure line, then each warning about it (`warning at line N: ...`),
     `; ` between them, each masked and bounded; None when there is neither."""
-    parts = [_bounded(own_line, masker)] if own_line else []
-    parts += [_bounded(f"warning at line {w.line}: {w.message}", masker) for w in warnings[:_WARNINGS_SHOWN]]
+    parts = [_bounded(own_line)] if own_line else []
+    parts += [_bounded(f"warning at line {w.line}: {w.message}") for w in warnings[:_WARNINGS_SHOWN]]
     if len(warnings) > _WARNINGS_SHOWN:
         parts.append(f"and {len(warnings) - _WARNINGS_SHOWN} more warnings")
     return "; ".join(parts) or None
 
 
-def block_reason(
-    result: BlockResult, *, markers: Sequence[str], warnings: Sequence[Problem], masker: Masker
-) -> str | None:
+def block_reason(result: BlockResult, *, markers: Sequence[str], warnings: Sequence[Problem]) -> str | None:
     """Why RESULT's block did not pass, beyond its message; None for a block that passed, was skipped or not run.
 
     A block that failed, timed out or could not run gives the failure line of its streams' ends (their last
@@ -145,10 +144,8 @@ def block_reason(
         return None
     own = None
     if result.status is not Status.MISMATCH and result.step.merge_streams:
-        own = merged_failure_line(read_tail(result.stdout_path, REASON_TAIL_BYTES, masker), markers)
+        own = merged_failure_line(read_tail(result.stdout_path, REASON_TAIL_BYTES), markers)
     elif result.status is not Status.MISMATCH:
-        stderr, stdout = (
-            read_tail(path, REASON_TAIL_BYTES, masker) for path in (result.stderr_path, result.stdout_path)
-        )
+        stderr, stdout = (read_tail(path, REASON_TAIL_BYTES) for path in (result.stderr_path, result.stdout_path))
         own = failure_line(stderr, stdout, markers)
-    return reason_text(own, warnings_about(result.step, warnings), masker)
+    return reason_text(own, warnings_about(result.step, warnings))

@@ -10,13 +10,11 @@ from pathlib import Path
 
 from ci.base.files import full_disk
 from ci.base.streams import file_contains
-from ci.base.text import NO_SECRETS, Masker
 from ci.guide.model import Status, Step
 from ci.guide.placeholders import substitute
 from ci.process.supervisor import BlockProcess, RunInterrupted
 from ci.record.outcome import BlockResult, BoundedText, MatchReport, TrackedProcess
-from ci.runner.context import StepContext
-from ci.runner.launch import start_step
+from ci.runner.launch import StepContext, start_step
 from ci.runner.mismatch import mismatch_message, mismatch_report
 from ci.runner.outputs import file_sizes
 from ci.runner.stored import bounded, read_stored
@@ -92,7 +90,6 @@ def unstarted_result(
     message: str,
     *,
     substituted: _Substituted | None = None,
-    masker: Masker = NO_SECRETS,
 ) -> BlockResult:
     """The result of a step that was never started: not run, skipped, or it could not be (`substituted` once made).
 
@@ -109,7 +106,7 @@ def unstarted_result(
         stderr_path=None,
         stdout_bytes=0,
         stderr_bytes=0,
-        expected=bounded(expected, masker, None) if expected is not None else None,
+        expected=bounded(expected, None) if expected is not None else None,
         match=None,
         stored=None,
         marker_found=None,
@@ -128,7 +125,7 @@ def run_step(step: Step, stored: MutableMapping[str, str], context: StepContext)
             f"could not be run: the stored value of {', '.join(with_nul)} holds a NUL byte, which no command line"
             " can carry; remove it where it is stored (e.g. `| tr -d '\\0'`)"
         )
-        return unstarted_result(step, Status.ERROR, message, masker=context.masker), None
+        return unstarted_result(step, Status.ERROR, message), None
     command = substitute(step.body, tuple((load.placeholder, stored[load.name]) for load in step.loads))
     expected = None
     expected_pairs: tuple[tuple[str, str], ...] = ()
@@ -139,7 +136,7 @@ def run_step(step: Step, stored: MutableMapping[str, str], context: StepContext)
     substituted = _Substituted(command, expected, expected_pairs)
     block = start_step(step, substituted.command, context)
     if isinstance(block, str):
-        return unstarted_result(step, Status.ERROR, block, substituted=substituted, masker=context.masker), None
+        return unstarted_result(step, Status.ERROR, block, substituted=substituted), None
     result, signum = _supervise(step, block, substituted, context, stored)
     return _said_if_disk_full(result, context), signum
 
@@ -287,7 +284,7 @@ def _observe(
         expected=expected,
         expected_shown=None
         if expected is None
-        else bounded(expected, context.masker, Path(f"{stem}.expected.txt"), within=context.output_dir),
+        else bounded(expected, Path(f"{stem}.expected.txt"), within=context.output_dir),
         expected_values=substituted.expected_values,
         exited=exited,
         exit_code=exit_code,
@@ -327,15 +324,14 @@ def _verdict(
             observed.expected,
             observed.expected_values,
             whole,
-            context.masker,
             within=context.output_dir,
         )
         if report is None:
             return observed.result(step, Status.PASSED, "output matched")
-        message = mismatch_message(report, context.masker, searched=step.expected.search)
+        message = mismatch_message(report, searched=step.expected.search)
         return observed.result(step, Status.MISMATCH, message, match=report)
     if step.store:
-        value, shown, note = read_stored(stdout_path, context.stem(step), context.masker, within=context.output_dir)
+        value, shown, note = read_stored(stdout_path, context.stem(step), within=context.output_dir)
         stored[step.store] = value
         return observed.result(step, Status.PASSED, f"stored {step.store}{note}", stored=(step.store, shown))
     return observed.result(step, Status.PASSED, "exit 0")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from ci.base.files import write_atomically
-from ci.base.text import Masker, clean_text, human_size, text_head, utf8_size
+from ci.base.streams import read_head
+from ci.base.text import clean_text, human_size, text_head, utf8_size
 from ci.record.outcome import BoundedText
 
 __all__ = ["STORE_LIMIT_BYTES", "bounded", "kept_value", "read_stored", "stored_text"]
@@ -16,7 +16,6 @@ STORE_LIMIT_BYTES = 16 * 1024 * 1024  # of a setup's stdout, at most this much i
 
 def bounded(
     text: str,
-    masker: Masker,
     whole_file: Path | None,
     *,
     written: bool = False,
@@ -32,7 +31,7 @@ def bounded(
     CUT keeps a short text in that file too, reported as not shown whole: what
     reports show of it (cleaned, secrets masked) is not the text itself.
     """
-    head = text_head(text, masker)
+    head = text_head(text)
     if head is None and not cut:
         return BoundedText(text, utf8_size(text), complete=True)
     head = text if head is None else head
@@ -47,28 +46,19 @@ def bounded(
     return BoundedText(head, utf8_size(text), complete=False, path=path)
 
 
-def read_stored(stdout_path: Path, stem: str, masker: Masker, *, within: Path) -> tuple[str, BoundedText, str]:
+def read_stored(stdout_path: Path, stem: str, *, within: Path) -> tuple[str, BoundedText, str]:
     """A setup's stored value, how reports show it, and a note for its message ("" unless it was cut).
 
     The value is its stdout as UTF-8 (invalid bytes replaced), at most
-    STORE_LIMIT_BYTES of it, trailing whitespace removed. A long value is kept
+    STORE_LIMIT_BYTES of it (never cut inside a secret: read_head), trailing whitespace removed. A long value is kept
     whole on disk: in the stdout file itself when that is the value with its
     trailing whitespace, else in STEM.stored.txt beside it (under WITHIN, the output directory).
     """
-    size = os.path.getsize(stdout_path)
-    with open(stdout_path, "rb") as handle:
-        raw = handle.read(STORE_LIMIT_BYTES + masker.longest_bytes)
+    value, size, exact = read_head(stdout_path, STORE_LIMIT_BYTES)
     cut = size > STORE_LIMIT_BYTES
-    try:
-        value, exact = raw.decode("utf-8"), not cut
-    except UnicodeDecodeError:
-        value, exact = raw.decode("utf-8", "replace"), False
-    if cut:  # where no secret is cut in two, or the report would show a part of it
-        value = value[: masker.clear_cut(value, len(raw[:STORE_LIMIT_BYTES].decode("utf-8", "replace")))]
-    del raw  # the value alone is kept: a run may store several
     value = value.rstrip()
     whole = stdout_path if exact else Path(f"{stem}.stored.txt")
-    shown = bounded(value, masker, whole, written=exact, within=within)
+    shown = bounded(value, whole, written=exact, within=within)
     note = f" (first {human_size(STORE_LIMIT_BYTES)} of {human_size(size)})" if cut else ""
     return value, shown, note
 
@@ -82,9 +72,9 @@ def stored_text(path: Path) -> str:
     return raw.decode("utf-8", "replace").rstrip()
 
 
-def kept_value(value: str, stem: str, masker: Masker, output_dir: Path) -> BoundedText:
+def kept_value(value: str, stem: str, output_dir: Path) -> BoundedText:
     """How a resumed run reports a value a kept setup stored in the run it resumes: as a stored value, kept whole
     in STEM.stored.txt when long, and also when the record would not hold it as it is (a secret masked, a control
     character dropped), so that a run resuming this one takes the value itself."""
-    exact = clean_text(value, masker) == value
-    return bounded(value, masker, Path(f"{stem}.stored.txt"), within=output_dir, cut=not exact)
+    exact = clean_text(value) == value
+    return bounded(value, Path(f"{stem}.stored.txt"), within=output_dir, cut=not exact)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ci.base.text import NO_SECRETS, Masker
 from ci.guide.dialects import chosen_dialect
 from ci.guide.model import DocumentError
 from ci.guide.parse import parse_guide
@@ -39,7 +38,6 @@ def check_guide(
     pypi: PyPIVersions | None,
     last_run: str | None,
     artifact: LastRunArtifact | None,
-    masker: Masker = NO_SECRETS,
     reading: Reading = LABELS,
 ) -> GuideDrift:
     """Every check of the guide at `path` (`old_text`: its text at the base; None when it is new there).
@@ -49,7 +47,7 @@ def check_guide(
     expected outputs are not re-checked against the last run. `pypi` None leaves the pins unchecked;
     `last_run` (a run's output directory) or `artifact` (fetched
     only when an expected output changed) is what changed `#test-result` blocks are re-checked against;
-    what a finding quotes of that run's output is masked by MASKER.
+    what a finding quotes of that run's output is masked by the command's policy (its environment's secrets).
     """
     drift = GuideDrift(path)
     try:
@@ -84,9 +82,7 @@ def check_guide(
                 message = f"changed #test-result blocks are not re-checked: {fetched.message}"
                 drift.findings.append(Finding(LAST_RUN, severity, path, 0, message))
         if run_dir:
-            drift.findings += last_run_findings(
-                plan, changed, run_dir, drift, unpacked_from=unpacked_from, masker=masker
-            )
+            drift.findings += last_run_findings(plan, changed, run_dir, drift, unpacked_from=unpacked_from)
     if pypi is not None:
         drift.findings += pin_findings(text, path, pypi)
     return drift
@@ -119,7 +115,6 @@ def check_guides(
     pypi: PyPIVersions | None,
     last_run: str | None,
     artifact: LastRunArtifact | None,
-    masker: Masker = NO_SECRETS,
     readings: Mapping[str, Reading] | None = None,
 ) -> list[GuideDrift]:
     """check_guide for each (path, text at the base), read as READINGS says (by path as given; else as labels);
@@ -132,7 +127,6 @@ def check_guides(
             pypi=pypi,
             last_run=last_run,
             artifact=artifact,
-            masker=masker,
             reading=(readings or {}).get(path, LABELS),
         )
         for path, old in guides

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
-from ci.base.text import NO_SECRETS, Masker, masked_to_show_hidden, plural
+from ci.base.text import masked_to_show_hidden, plural
 from ci.expect.match import Blame
 from ci.guide.model import Label, Plan
 from ci.guide.placeholders import written_line
@@ -26,13 +26,12 @@ def last_run_findings(
     drift: GuideDrift,
     *,
     unpacked_from: str | None = None,
-    masker: Masker = NO_SECRETS,
 ) -> list[Finding]:
     """Re-check each changed `#test-result` against the stdout its `#test` printed in the last run.
 
     RUN_DIR is the run's output directory; UNPACKED_FROM, when it was unpacked from an artifact that is gone
     once the check ends, names that artifact. A finding quotes the expected line that no longer matches and
-    what the run printed there, masked by MASKER and cut to QUOTED_CHARS, and names the run it read.
+    what the run printed there, masked (the command's policy) and cut to QUOTED_CHARS, and names the run it read.
     """
     file = plan.guide
     run_named = run_dir if unpacked_from is None else f"the outputs/ directory of {unpacked_from}"
@@ -66,7 +65,7 @@ def last_run_findings(
             continue
         message = (
             f"{where}: this expected output no longer matches what the runner printed on {date}"
-            f" (the run in {run_named}): {_what_differs(blame, check.expected_body, masker)}"
+            f" (the run in {run_named}): {_what_differs(blame, check.expected_body)}"
         )
         if check.command_changed:
             message += "; its command changed too, so this needs a run on hardware to confirm"
@@ -98,22 +97,22 @@ def _update_command(file: str, run_dir: str, unpacked_from: str | None, run_name
     return f"python -m ci.run {shlex.quote(file)} --update --from-run OUTPUTS, OUTPUTS being {run_named}"
 
 
-def _what_differs(blame: Blame, expected_body: str, masker: Masker) -> str:
+def _what_differs(blame: Blame, expected_body: str) -> str:
     """The expected line blamed and what the run printed there, each quoted, masked and bounded."""
     expected_lines = expected_body.split("\n")
-    wanted = _quoted(expected_lines[blame.line - 1] if 0 < blame.line <= len(expected_lines) else "", masker)
+    wanted = _quoted(expected_lines[blame.line - 1] if 0 < blame.line <= len(expected_lines) else "")
     match blame.divergence:
         case Divergence.MISSING:
             return f"its line {blame.line}, {wanted}, was never printed: the output ended before it"
         case Divergence.EXTRA:
             more = f" (and {plural(blame.more_lines, 'more line')})" if blame.more_lines else ""
-            printed = _quoted(blame.actual_line, masker)
+            printed = _quoted(blame.actual_line)
             return f"the output went on after its last line ({blame.line}, {wanted}): {printed}{more}"
         case Divergence.DIFFERS:
-            return f"its line {blame.line}, {wanted}, where the runner printed {_quoted(blame.actual_line, masker)}"
+            return f"its line {blame.line}, {wanted}, where the runner printed {_quoted(blame.actual_line)}"
 
 
-def _quoted(line: str, masker: Masker) -> str:
+def _quoted(line: str) -> str:
     """LINE masked (what a log hides written out, so a secret cut by an escape is masked whole), cut, then quoted."""
-    shown = masked_to_show_hidden(line, masker)
+    shown = masked_to_show_hidden(line)
     return repr(shown[:QUOTED_CHARS] + "...") if len(shown) > QUOTED_CHARS else repr(shown)
