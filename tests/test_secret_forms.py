@@ -141,3 +141,23 @@ def test_a_secret_given_with_set_is_masked_in_the_run_as_in_its_listing(guide_ru
         ("record", json.dumps(run.record)),
     ):
         assert secret not in text, f"the --set secret shows in {where}"
+
+
+def test_the_blocks_step_summary_cut_shows_no_part_of_a_secret(guide_runner, tmp_path: Path) -> None:
+    """What the blocks wrote to their step summary is shown up to a limit: a secret across that cut shows no part."""
+    from ci.report.summary import BLOCKS_SUMMARY_SHOWN_BYTES
+
+    summary = tmp_path / "step-summary.md"
+    summary.write_text("", encoding="utf-8")
+    before = BLOCKS_SUMMARY_SHOWN_BYTES - 5  # the cut falls after the token's first five characters
+    guide = f"""
+        {FENCE}shell #test-setup
+        python3 -c 'import os; print("a" * {before} + os.environ["HF_TOKEN"] + " done")' >>"$GITHUB_STEP_SUMMARY"
+        {FENCE}
+        """
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary), "HF_TOKEN": SECRETS["HF_TOKEN"]}
+    run = guide_runner(guide, env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    shown = summary.read_text(encoding="utf-8")
+    assert "What the guide's blocks wrote to their step summary" in shown and "a" * 1000 in shown
+    assert "hf_s3" not in shown and SECRETS["HF_TOKEN"] not in shown

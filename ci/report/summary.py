@@ -7,6 +7,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from ci.base.streams import read_head
 from ci.base.text import clean_text, human_size
 from ci.guide.model import Status
 from ci.record.outcome import BlockResult, GuideOutcome
@@ -149,17 +150,16 @@ def _flaky_lines(results: Sequence[BlockResult]) -> list[str]:
 def blocks_summary(path: Path, room_bytes: int) -> str:
     """What the guide's blocks wrote to their own $GITHUB_STEP_SUMMARY (the run's private copy at PATH), for the
     runner's: in a fold, as text that cannot close or hide anything of the harness's, at most ROOM_BYTES of it."""
+    room = min(BLOCKS_SUMMARY_SHOWN_BYTES, room_bytes - 1024)  # the fold's own lines, and the room a cut line needs
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as handle:
-            head = handle.read(BLOCKS_SUMMARY_SHOWN_BYTES)
+        head, size, _ = read_head(path, max(room, 0))  # a cut never inside a secret
     except OSError as exc:  # a block's process removed it, say
         return f"\nWhat the guide's blocks wrote to their step summary could not be read ({exc.strerror}).\n"
-    shown_bytes = min(len(head), room_bytes - 1024)  # the fold's own lines, and the room a cut line needs
     where = html.escape(str(path))
-    if shown_bytes <= 0:
+    if room <= 0:
         return f"\nThe guide's blocks wrote {human_size(size)} to their step summary, kept in {code_span(str(path))}.\n"
-    text = clean_text(head[:shown_bytes].decode("utf-8", "replace"))
+    text = clean_text(head)
+    shown_bytes = min(room, size)
     shown = "" if shown_bytes == size else f", the first {human_size(shown_bytes)} shown"
     title = f"What the guide's blocks wrote to their step summary ({human_size(size)}{shown}; kept in {where}), as text"
     return f"\n<details><summary>{title}</summary>\n\n{code_block(text)}\n\n</details>\n"
