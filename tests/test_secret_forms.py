@@ -161,3 +161,21 @@ def test_the_blocks_step_summary_cut_shows_no_part_of_a_secret(guide_runner, tmp
     shown = summary.read_text(encoding="utf-8")
     assert "What the guide's blocks wrote to their step summary" in shown and "a" * 1000 in shown
     assert "hf_s3" not in shown and SECRETS["HF_TOKEN"] not in shown
+
+
+def test_update_after_a_run_keeps_a_secret_given_with_set_out_of_the_guide(guide_runner) -> None:
+    """`--update` rewrites from what the run printed: a secret the run knew from `--set` stays out of the guide."""
+    guide = """\
+        ```shell #test id="token" load="HF_TOKEN>>TOKEN"
+        echo "logged in with <TOKEN>"
+        ```
+
+        ```text #test-result id="token"
+        logged in
+        ```
+        """
+    secret = "hf_set_on_the_command_line_42"
+    run = guide_runner(guide, "--update", "--set", f"HF_TOKEN={secret}")
+    written = run.guide.read_text(encoding="utf-8")
+    assert secret not in written and secret not in run.stdout + run.stderr
+    assert "the new expected body would hold a secret value" in run.stderr

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ci.base.files import os_error_text, write_atomically
-from ci.base.text import Masker, installed, masked, secret_values
+from ci.base.text import Masker, installed, masked, policy, secret_values
 from ci.expect.match import matches
 from ci.expect.search import search_matches
 from ci.guide.dialects.fences import UPSTREAM_REF
@@ -367,8 +367,10 @@ def update_guide(
     path = snapshot.path if snapshot is not None else Path(name)
     bom, text = _read_local_guide(name, path, snapshot.content if snapshot is not None else None)
     plan, recorded, read_as = _paired(name, text, run, dialect)
-    # what this environment and the guide's ci.env hold secret, as a run masks them: the policy of the update
-    with installed(Masker.of(secret_values({**os.environ, **plan.settings.env}, mask_env))):
+    # what this environment and the guide's ci.env hold secret, as a run masks them, and what the policy in force
+    # already masks (the run's, which knows `--set` values): the policy of the update
+    secrets = [*policy().values, *secret_values({**os.environ, **plan.settings.env}, mask_env)]
+    with installed(Masker.of(secrets)):
         notes: list[str] = []
         statements: tuple[int, ...] = ()
         searched = read_as == "fences"
