@@ -173,8 +173,9 @@ def test_every_command_prints_the_version(installed: Installed) -> None:
     for command in COMMANDS:
         done = installed.run(command, "--version")
         assert (done.returncode, done.stdout) == (0, f"guide-guard {ci.__version__}\n"), (command, done.stderr)
-    done = installed.run("python", "-m", "ci.run", "--version")
-    assert done.stdout == f"guide-guard {ci.__version__}\n"
+    for module in ("ci.run", "ci.report.timeline"):  # the commands run as modules
+        done = installed.run("python", "-m", module, "--version")
+        assert done.stdout == f"guide-guard {ci.__version__}\n", (module, done.stderr)
 
 
 def test_the_usage_line_names_the_command_the_user_typed(installed: Installed) -> None:

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ci import __version__
 from ci.base.files import os_error_text
 from ci.base.text import error_line, plural
 from ci.record import RECORD_FILE, RecordError, read_record
@@ -33,6 +34,9 @@ def _parser() -> argparse.ArgumentParser:
         "-o", "--output", help="the PNG to write (default: timeline.png beside the record)", default=None
     )
     parser.add_argument("--dpi", type=int, default=100, help="dots per inch of the PNG (default: 100)")
+    parser.add_argument(
+        "--version", action="version", version=f"guide-guard {__version__}", help="print the version and exit"
+    )
     return parser
 
 
