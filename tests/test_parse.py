@@ -160,6 +160,15 @@ def test_body_keeps_leading_blank_lines_and_inner_blank_lines() -> None:
     assert parsed.blocks[0].body == "\necho a\n\necho b"
 
 
+def test_a_hidden_setup_may_be_a_tilde_fence_or_open_on_the_comments_own_line() -> None:
+    # guarantees.md, section 5: the original engine looks only for ``` lines inside a comment, so it skips the first
+    # and reads the second's closing line as an opening one; both are hidden setups here
+    tilde = "# H\n\n<!--\n~~~shell #test-setup\necho t\n~~~\n-->\n"
+    same_line = '# H\n\n<!-- ```shell #test-setup store="v"\necho v\n```\n-->\n'
+    assert [(b.line, b.body, b.hidden) for b in parse_guide(tilde, "g.md").blocks] == [(4, "echo t", True)]
+    assert [(b.line, b.body, b.hidden) for b in parse_guide(same_line, "g.md").blocks] == [(3, "echo v", True)]
+
+
 def test_fence_in_blockquote_is_a_block() -> None:
     parsed = parse_guide('# Q\n\n> ```shell #test-setup store="q"\n> echo q\n> ```\n', "g.md")
     assert [(b.line, b.body, b.hidden) for b in parsed.blocks] == [(3, "echo q", False)]
