@@ -160,10 +160,12 @@ def test_body_keeps_leading_blank_lines_and_inner_blank_lines() -> None:
     assert parsed.blocks[0].body == "\necho a\n\necho b"
 
 
-def test_a_hidden_setup_may_be_a_tilde_fence_or_open_on_the_comments_own_line() -> None:
-    # guarantees.md, section 5: the original engine looks only for ``` lines inside a comment, so it skips the first
-    # and reads the second's closing line as an opening one; both are hidden setups here
+def test_a_hidden_setup_may_be_a_tilde_or_longer_fence_or_open_on_the_comments_own_line() -> None:
+    # guarantees.md, section 5: the original engine looks only for lines starting ``` inside a comment, so it skips
+    # the first, reads a fourth backtick as the language, and takes the third's closing line for an opening one
     tilde = "# H\n\n<!--\n~~~shell #test-setup\necho t\n~~~\n-->\n"
+    longer = "# H\n\n<!--\n````shell #test-setup\necho '```'\n````\n-->\n"
+    assert [(b.line, b.body, b.hidden) for b in parse_guide(longer, "g.md").blocks] == [(4, "echo '```'", True)]
     same_line = '# H\n\n<!-- ```shell #test-setup store="v"\necho v\n```\n-->\n'
     assert [(b.line, b.body, b.hidden) for b in parse_guide(tilde, "g.md").blocks] == [(4, "echo t", True)]
     assert [(b.line, b.body, b.hidden) for b in parse_guide(same_line, "g.md").blocks] == [(3, "echo v", True)]

@@ -289,6 +289,8 @@ def test_ordinals_count_only_tests_and_setups() -> None:
         ("sh", Language.SHELL),
         ("python", Language.PYTHON),
         ("python3", Language.PYTHON),
+        ("Shell", Language.SHELL),  # in any case, as GitHub highlights it; the original engine takes only `shell`
+        ("PYTHON", Language.PYTHON),
     ],
 )
 def test_language_aliases(word: str, language: Language) -> None:
@@ -400,6 +402,11 @@ ONE_MISTAKE_CASES: list[tuple[str, str, str]] = [
         "flag-given-twice",
         block('shell #test id="a"') + block('shell #test-result id="a" disable_fuzzy disable_fuzzy'),
         "5: 'disable_fuzzy' given twice on #test-result; keep one",
+    ),
+    (  # the original engine takes an empty id on a setup as none; here an empty value is a slip to point at
+        "empty-setup-id",
+        block('shell #test-setup id=""'),
+        "1: 'id' has an empty value",
     ),
     (
         "rerun-flag-given-a-value",
