@@ -160,6 +160,17 @@ def test_body_keeps_leading_blank_lines_and_inner_blank_lines() -> None:
     assert parsed.blocks[0].body == "\necho a\n\necho b"
 
 
+def test_a_hidden_setup_may_be_a_tilde_or_longer_fence_or_open_on_the_comments_own_line() -> None:
+    # authoring.md, section 12: the original engine looks only for lines starting ``` inside a comment, so it skips
+    # the first, reads a fourth backtick as the language, and takes the third's closing line for an opening one
+    tilde = "# H\n\n<!--\n~~~shell #test-setup\necho t\n~~~\n-->\n"
+    longer = "# H\n\n<!--\n````shell #test-setup\necho '```'\n````\n-->\n"
+    assert [(b.line, b.body, b.hidden) for b in parse_guide(longer, "g.md").blocks] == [(4, "echo '```'", True)]
+    same_line = '# H\n\n<!-- ```shell #test-setup store="v"\necho v\n```\n-->\n'
+    assert [(b.line, b.body, b.hidden) for b in parse_guide(tilde, "g.md").blocks] == [(4, "echo t", True)]
+    assert [(b.line, b.body, b.hidden) for b in parse_guide(same_line, "g.md").blocks] == [(3, "echo v", True)]
+
+
 def test_fence_in_blockquote_is_a_block() -> None:
     parsed = parse_guide('# Q\n\n> ```shell #test-setup store="q"\n> echo q\n> ```\n', "g.md")
     assert [(b.line, b.body, b.hidden) for b in parsed.blocks] == [(3, "echo q", False)]

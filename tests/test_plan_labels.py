@@ -289,6 +289,8 @@ def test_ordinals_count_only_tests_and_setups() -> None:
         ("sh", Language.SHELL),
         ("python", Language.PYTHON),
         ("python3", Language.PYTHON),
+        ("Shell", Language.SHELL),  # in any case, as GitHub highlights it; the original engine takes only `shell`
+        ("PYTHON", Language.PYTHON),
     ],
 )
 def test_language_aliases(word: str, language: Language) -> None:
@@ -314,6 +316,14 @@ def test_a_word_far_from_a_label_is_a_warning_not_an_error() -> None:
     assert [s.name for s in plan.steps] == ["a"]
     assert [w.line for w in plan.warnings] == [line_of(guide, "#testing")]
     assert "#testing" in plan.warnings[0].message
+
+
+def test_an_id_may_hold_spaces() -> None:
+    # the original engine splits the info string at every space and refuses id="first check"; a quoted value is
+    # whole here, as for every parameter
+    guide = block('shell #test id="first check"', "echo ok") + block('shell #test-result id="first check"', "ok")
+    (step,) = plan_of(guide).steps
+    assert (step.id, step.expected is not None and step.expected.body) == ("first check", "ok")
 
 
 def test_ids_are_unique_per_label_kind_only() -> None:
@@ -387,6 +397,16 @@ ONE_MISTAKE_CASES: list[tuple[str, str, str]] = [
         "misspelt-rerun-flag",
         block("shell #test-setup rerun_on_resum"),
         "1: unknown parameter 'rerun_on_resum' on #test-setup; did you mean rerun_on_resume? allowed: id, load, rerun_on_resume, retry, retry_delay, skip, store, timeout",
+    ),
+    (  # the original engine takes the flag given twice as once; here a repeated word is a slip to point at
+        "flag-given-twice",
+        block('shell #test id="a"') + block('shell #test-result id="a" disable_fuzzy disable_fuzzy'),
+        "5: 'disable_fuzzy' given twice on #test-result; keep one",
+    ),
+    (  # the original engine takes an empty id on a setup as none; here an empty value is a slip to point at
+        "empty-setup-id",
+        block('shell #test-setup id=""'),
+        "1: 'id' has an empty value",
     ),
     (
         "rerun-flag-given-a-value",

@@ -41,6 +41,26 @@ def test_setup_may_load_and_store() -> None:
     assert [(s.store, s.loads) for s in steps] == [("x", ()), ("y", (Load("x", "X"),))]
 
 
+def test_a_result_loads_what_is_stored_before_its_test_runs_wherever_the_result_stands() -> None:
+    # The expected text is filled in when the #test runs: a value stored between the #test and its result is not
+    # there yet (the original engine accepts the guide, then matches `<V>` as written), and a result written
+    # above its #test may load a value stored in between.
+    between = (
+        block('shell #test id="a"', "echo v")
+        + block('shell #test-setup store="v"', "echo v")
+        + block('shell #test-result id="a" load="v>>V"', "<V>")
+    )
+    (problem,) = problems_of(between)
+    assert str(problem).startswith(f"{FILE}:9: load of 'v', which no earlier block stores"), str(problem)
+    above = (
+        block('shell #test-result id="a" load="v>>V"', "<V>")
+        + block('shell #test-setup store="v"', "echo v")
+        + block('shell #test id="a"', "echo v")
+    )
+    test = plan_of(above).steps[1]
+    assert test.expected is not None and test.expected.loads == (Load("v", "V"),)
+
+
 def test_later_store_of_the_same_name_is_allowed() -> None:
     guide = (
         "# T\n\n"

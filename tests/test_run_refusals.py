@@ -135,5 +135,7 @@ def test_a_guide_with_no_runnable_block_is_a_usage_error(guide_runner) -> None:
         run = guide_runner(text, *args)
         assert run.returncode == 2, run.stdout + run.stderr
         assert "guide.md: no runnable block, so there is nothing to check" in run.stderr
+        # a near miss (#tset) is a document error of its own; only a farther word is the warning said here
+        assert "a farther word such as #testing is ignored with a warning" in run.stderr
         assert "'#testing-setup' is not a label" in run.stderr
         assert not (run.output_dir / "results.json").exists()

@@ -72,6 +72,30 @@ def test_stdout_only_is_matched_and_trailing_newlines_are_allowed(guide_runner) 
     assert run.block("t")["status"] == "passed"
 
 
+def test_an_empty_result_expects_no_output(guide_runner) -> None:
+    # authoring.md, section 12: the original engine refuses an empty #test-result; here it means "prints nothing"
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test id="quiet"
+        echo "only on stderr" >&2
+        {FENCE}
+
+        {FENCE}shell #test-result id="quiet"
+        {FENCE}
+
+        {FENCE}shell #test id="talks"
+        echo "something"
+        {FENCE}
+
+        {FENCE}shell #test-result id="talks"
+        {FENCE}
+        """,
+        "--keep-going",
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert [run.block("quiet")["status"], run.block("talks")["status"]] == ["passed", "mismatch"], run.stdout
+
+
 def test_output_files_hold_what_blocks_printed_and_nothing_else(guide_runner) -> None:
     """An empty stream keeps no file; blocks that never ran leave none; a late writer's file is kept."""
     run = guide_runner(

@@ -1,10 +1,15 @@
-"""The suite's own shape: no test file grows past what a reader can hold (issue 35, "Tests by behaviour")."""
+"""The suite's own shape: no test file grows past what a reader can hold (issue 35, "Tests by behaviour"), and
+every test the docs name as holding a guarantee is there."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
+DOCS = TESTS.parent / "docs"
+# A link to the test holding a claim: [`test_name[case]`](../tests/test_file.py)
+TEST_LINK = re.compile(r"\[`(test_\w+)(?:\[[^\]]*\])?`\]\(\.\./tests/(test_\w+\.py)\)")
 MAX_TEST_FILE_LINES = 1200
 # Files over the limit that are not this suite's to split yet, each with why. An entry must still be over the
 # limit: once its file is split, the entry goes too (test_every_exception_is_still_needed).
@@ -43,3 +48,14 @@ def test_the_limit_counts_every_line_of_every_python_file_below_tests(tmp_path: 
     (tmp_path / "test_at_the_limit.py").write_text("x = 1\n" * MAX_TEST_FILE_LINES, encoding="utf-8")
     (tmp_path / "notes.txt").write_text("x\n" * (MAX_TEST_FILE_LINES + 1), encoding="utf-8")
     assert oversized(tmp_path) == {"deep/er/helper.py": MAX_TEST_FILE_LINES + 1}
+
+
+def test_every_test_a_doc_names_exists() -> None:
+    links = [(page.name, *found) for page in sorted(DOCS.glob("*.md")) for found in TEST_LINK.findall(page.read_text())]
+    assert len(links) >= 10, "docs/authoring.md, section 12, names the test holding each difference"
+    missing = [
+        f"{page}: {test} in tests/{file}"
+        for page, test, file in links
+        if not (TESTS / file).is_file() or f"def {test}(" not in (TESTS / file).read_text(encoding="utf-8")
+    ]
+    assert not missing, f"tests named by the docs that do not exist (renamed? update the link): {missing}"

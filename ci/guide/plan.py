@@ -346,7 +346,8 @@ def guides_without_blocks(plans: Sequence[Plan]) -> list[Problem]:
             plan.guide,
             0,
             "no runnable block, so there is nothing to check: label a command block ```shell #test-setup, "
-            "or ```shell #test with a #test-result of the same id (a misspelt label is ignored, with a warning);"
+            "or ```shell #test with a #test-result of the same id (a near miss of a label such as #tset is"
+            " an error of its own, a farther word such as #testing is ignored with a warning);"
             " a guide written without labels is read with --dialect fences (every ```shell fence runs) or --dialect"
             " pycon (its ```pycon session runs)",
         )
