@@ -183,8 +183,8 @@ def _distance(word: str, other: str) -> int:
 
 def _mistyped_label(word: str, *, first: bool) -> tuple[str, str] | None:
     """The label WORD holds though it is not read as one, with the fix: a label glued to its language
-    (`bash#test-setup`, the first word only), or typed in full-width characters (a full-width number sign, full-width letters), as a
-    Chinese input method gives them."""
+    (`bash#test-setup`, the first word only), or typed in full-width characters (a full-width number sign,
+    full-width letters), as a Chinese input method gives them."""
     typed = _ascii_form(word)
     language, hash_sign, rest = typed.partition("#")
     glued = near_miss_of(hash_sign + rest) or (hash_sign + rest) if first and language and hash_sign else None
@@ -335,9 +335,9 @@ class _Collector:
                 near_miss = near_miss_of(word, first=index == 0, before_params=_has_params(words[index + 1 :]))
                 if near_miss is None and not word.startswith(("#test", "#tset")):
                     continue
-                meant = near_miss or closest(word, LABELS)
-                fix = f"did you mean {meant}? ({labels})" if meant else f"({labels})"
             meant = near_miss or closest(word, LABELS)
+            if mistyped is None:
+                fix = f"did you mean {meant}? ({labels})" if meant else f"({labels})"
             if near_miss is not None:
                 problem = Problem(self.file, line, f"{word!r} is not a label, so this block would be ignored; {fix}")
                 self.problems.append(problem)
@@ -350,7 +350,8 @@ class _Collector:
             return
 
     def typed_params(self, words: list[tuple[str, int]], line: int) -> list[tuple[str, int]]:
-        """The parameters of a label, an error for each typed with full-width characters, read as meant."""
+        """The parameters of a label, read as meant; an error for each whose key, `=` or quotes are full-width or
+        curly."""
         typed = []
         for word, column in words:
             ascii_word = _ascii_param(word)
@@ -359,7 +360,8 @@ class _Collector:
                     Problem(
                         self.file,
                         line,
-                        f"{word!r} is typed in full-width characters, as an input method gives: type {ascii_word}",
+                        f"{word!r} is typed with full-width characters or curly quotes, as an input method gives them:"
+                        f" type {ascii_word}",
                     )
                 )
             typed.append((ascii_word, column))
