@@ -3,10 +3,15 @@ a label, a parameter, an id), and what the plan makes of valid labels (ordinals,
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
+from conftest import COLOUR_VARIABLES
 from plan_guides import FILE, F, block, line_of, pair, plan_of, problems_of
 
-from ci.guide.model import DocumentError, Label, Language
+from ci.guide.model import Label, Language
+from ci.run import main
 
 # ---------------------------------------------------------------------------
 # Document errors: one per guide, each on the right line, with a message that names the fault.
@@ -358,128 +363,31 @@ def test_a_block_is_named_by_its_id_else_its_store_else_its_place() -> None:
 # ---------------------------------------------------------------------------
 # One mistake, one error, with the fix ("did you mean").
 
-LABELS = "(the labels are #test, #test-result and #test-setup, spelt exactly)"
+MISTAKES = Path(__file__).resolve().parent / "fixtures" / "mistakes"
+REPO = MISTAKES.parents[2]
+MISTAKE_GUIDES = sorted(MISTAKES.glob("*.md"))
 
 
-ONE_MISTAKE_CASES: list[tuple[str, str, str]] = [
-    # (case id, guide, the one problem, as printed)
-    (
-        "unquoted-id",
-        block("shell #test id=four") + block('shell #test-result id="four"', "4"),
-        "1: unquoted value in 'id=four': write id=\"four\"",
-    ),
-    (
-        "empty-unquoted-id",
-        block("shell #test id=") + block("shell #test-setup"),
-        '1: id= has no value: write id="..."',
-    ),
-    (
-        "misspelt-id-on-test",
-        block('shell #test ids="four"') + block('shell #test-result id="four"', "4"),
-        "1: unknown parameter 'ids' on #test; did you mean id=\"four\"? allowed: id, load, rerun_on_resume, retry, retry_delay, skip, timeout",
-    ),
-    (
-        "misspelt-id-on-result",
-        block('shell #test id="four"') + block('shell #test-result ids="four"', "4"),
-        "5: unknown parameter 'ids' on #test-result; did you mean id=\"four\"? allowed: disable_fuzzy, fuzzy, id, load",
-    ),
-    (
-        "misspelt-timeout",
-        block("shell #test id=\"a\" timout='5'") + block('shell #test-result id="a"'),
-        "1: unknown parameter 'timout' on #test; did you mean timeout=\"5\"? allowed: id, load, rerun_on_resume, retry, retry_delay, skip, timeout",
-    ),
-    (
-        "misspelt-flag",
-        block('shell #test id="a"') + block('shell #test-result id="a" disable_fuzy'),
-        "5: unknown parameter 'disable_fuzy' on #test-result; did you mean disable_fuzzy? allowed: disable_fuzzy, fuzzy, id, load",
-    ),
-    (
-        "misspelt-rerun-flag",
-        block("shell #test-setup rerun_on_resum"),
-        "1: unknown parameter 'rerun_on_resum' on #test-setup; did you mean rerun_on_resume? allowed: id, load, rerun_on_resume, retry, retry_delay, skip, store, timeout",
-    ),
-    (  # the original engine takes the flag given twice as once; here a repeated word is a slip to point at
-        "flag-given-twice",
-        block('shell #test id="a"') + block('shell #test-result id="a" disable_fuzzy disable_fuzzy'),
-        "5: 'disable_fuzzy' given twice on #test-result; keep one",
-    ),
-    (  # the original engine takes an empty id on a setup as none; here an empty value is a slip to point at
-        "empty-setup-id",
-        block('shell #test-setup id=""'),
-        "1: 'id' has an empty value",
-    ),
-    (
-        "rerun-flag-given-a-value",
-        block('shell #test-setup rerun_on_resume="yes"'),
-        "1: rerun_on_resume is a flag and takes no value: write rerun_on_resume alone",
-    ),
-    (
-        "unquoted-store",
-        block("shell #test-setup store=port") + block('shell #test-setup load="port>>P"'),
-        "1: unquoted value in 'store=port': write store=\"port\"",
-    ),
-    (
-        "misspelt-store",
-        block('shell #test-setup stor="port"') + block('shell #test-setup load="port>>P"'),
-        "1: unknown parameter 'stor' on #test-setup; did you mean store=\"port\"? allowed: id, load, rerun_on_resume, retry, retry_delay, skip, store, timeout",
-    ),
-    (
-        "unterminated-quote",
-        block('shell #test skip=\'not here id="q"') + block('shell #test-result id="q"'),
-        "1: unterminated quote in \"skip='not here\": close it with '",
-    ),
-    (
-        "misspelt-result-label",
-        block('shell #test id="a"') + block('shell #test-results id="a"'),
-        "5: '#test-results' is not a label, so this block would be ignored; did you mean #test-result? " + LABELS,
-    ),
-    (
-        "misspelt-test-label",
-        block('shell #tset id="a"') + block('shell #test-result id="a"') + block("shell #test-setup"),
-        "1: '#tset' is not a label, so this block would be ignored; did you mean #test? " + LABELS,
-    ),
-    (
-        "label-in-capitals",
-        block('shell #TEST id="a"') + block('shell #test-result id="a"') + block("shell #test-setup"),
-        "1: '#TEST' is not a label, so this block would be ignored; did you mean #test? " + LABELS,
-    ),
-    (
-        "result-label-far-from-any",
-        block('shell #test id="a"') + block('shell #test-resulting id="a"'),
-        "1: #test id='a' has no #test-result: the block at line 5 has id='a' but is labelled '#test-resulting', "
-        "so it is ignored; did you mean #test-result?",
-    ),
-    (
-        "misspelt-result-id",
-        block('shell #test id="check"') + block('shell #test-result id="chek"'),
-        "1: #test id='check' has no #test-result id='check'; did you mean the #test-result id='chek' at line 5? "
-        "Give both the same id",
-    ),
-    (
-        "misspelt-load-name",
-        block('shell #test-setup store="port"') + block('shell #test-setup load="prot>>P"'),
-        "5: load of 'prot', which no earlier block stores (stored so far: port); did you mean load=\"port>>P\"? "
-        'Else add a #test-setup store="prot" above, or pass --set prot=VALUE',
-    ),
-    (
-        "misspelt-language",
-        block('shel #test-setup id="a"'),
-        "1: unsupported language 'shel'; did you mean shell? use one of bash, python, python3, sh, shell",
-    ),
-    (
-        "misspelt-front-matter-key",
-        "---\nci:\n  timout: 1h\n---\n" + block("shell #test-setup"),
-        "3: front matter: unknown key ci.timout; did you mean ci.timeout? "
-        "allowed: cleanup, cleanup_timeout, collect, diagnostics, diagnostics_timeout, dialect, env, error_markers, retry, retry_delay, timeout, timeout_rules, upstream",
-    ),
-]
+def test_every_mistake_fixture_is_found() -> None:
+    assert len(MISTAKE_GUIDES) >= 30, f"expected the one-mistake guides under {MISTAKES}"
 
 
-@pytest.mark.parametrize(
-    ("guide", "problem"), [c[1:] for c in ONE_MISTAKE_CASES], ids=[c[0] for c in ONE_MISTAKE_CASES]
-)
-def test_one_mistake_is_one_error_naming_its_fix(guide: str, problem: str) -> None:
-    with pytest.raises(DocumentError) as caught:
-        plan_of(guide)
-    assert [str(p) for p in caught.value.problems] == [f"{FILE}:{problem}"]
-    assert caught.value.warnings == (), "what follows from the mistake is not a warning of its own either"
+@pytest.mark.parametrize("guide", MISTAKE_GUIDES, ids=[guide.stem for guide in MISTAKE_GUIDES])
+def test_one_mistake_is_one_error_naming_its_fix(
+    guide: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tests/fixtures/mistakes/CASE.md is a guide with one mistake; CASE.err is what `--list` prints for it (the
+    plan on stdout, then the warnings and errors on stderr) and its exit status. UPDATE_GOLDEN=1 rewrites them."""
+    monkeypatch.chdir(REPO)  # the guide is named as a writer names it, from the repository's top
+    for name in COLOUR_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    status = main([guide.relative_to(REPO).as_posix(), "--list"])
+    captured = capsys.readouterr()
+    printed = f"{captured.out}{captured.err}exit status {status}\n"
+    golden = guide.with_suffix(".err")
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        golden.write_text(printed, encoding="utf-8")
+    assert golden.exists(), f"{golden} is missing: write it with UPDATE_GOLDEN=1, then review it"
+    assert printed == golden.read_text(encoding="utf-8"), (
+        f"{golden} differs (rerun with UPDATE_GOLDEN=1, review the diff)"
+    )

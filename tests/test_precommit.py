@@ -172,6 +172,24 @@ def test_a_broken_guide_fails_the_hook_naming_file_and_line(repository: Path, ha
     assert "Traceback" not in done.stderr
 
 
+def test_a_guide_whose_only_labels_are_near_misses_fails_the_hook(
+    repository: Path, harness_env: dict[str, str]
+) -> None:
+    """A label glued to its language or typed in full-width characters is no label: the guide is still one, and
+    the hook says so, as --list does, rather than pass it by as Markdown with no guide in it."""
+    glued = "```bash#test-setup\nexit 1\n```\n"
+    full_width = "```shell \N{FULLWIDTH NUMBER SIGN}test-setup\nexit 1\n```\n"
+    names = _stage(repository, {"docs/glued.md": glued, "docs/full-width.md": full_width})
+    done = _run_entry(repository, names, harness_env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (
+        "error: docs/glued.md:1: [contract] 'bash#test-setup' is not a label, so this block would be ignored;"
+        " did you mean ```bash #test-setup?" in done.stdout
+    )
+    assert "error: docs/full-width.md:1: [contract] '\N{FULLWIDTH NUMBER SIGN}test-setup' is not a label" in done.stdout
+    assert "typed in full-width characters" in done.stdout
+
+
 def test_a_good_guide_and_markdown_that_is_no_guide_pass(repository: Path, harness_env: dict[str, str]) -> None:
     ran = repository.parent / "ran"
     names = _stage(repository, {"docs/good.md": GOOD, "README.md": NOTES})

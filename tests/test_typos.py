@@ -59,3 +59,48 @@ def test_strict_makes_a_warning_an_error_before_anything_runs(guide_runner, tmp_
     assert listed.returncode == 2 and f"[ERROR] {run.guide}:6: <port>" in listed.stderr
     assert guide_runner(guide).returncode == 0  # without --strict: a warning, and the run passes
     assert marker.exists()
+
+
+def test_a_label_glued_to_its_language_or_typed_full_width_stops_the_run(guide_runner, tmp_path: Path) -> None:
+    """Read as no label, the failing block was dropped and the guide passed, under --strict too."""
+    marker = tmp_path / "ran"
+    for label, fix in (
+        ("bash#test-setup", "did you mean ```bash #test-setup? (a space between the language and the label)"),
+        ("bash \N{FULLWIDTH NUMBER SIGN}test-setup", "did you mean #test-setup? (it is typed in full-width characters"),
+    ):
+        guide = f"""
+            {FENCE}shell #test-setup
+            touch {marker}
+            {FENCE}
+
+            {FENCE}{label}
+            echo this setup fails; exit 1
+            {FENCE}
+            """
+        for options in ((), ("--strict",)):
+            run = guide_runner(guide, *options)
+            assert run.returncode == 2, run.stdout + run.stderr
+            assert f"[ERROR] {run.guide}:5: {label.split()[-1]!r} is not a label" in run.stderr
+            assert fix in run.stderr
+            assert not marker.exists()
+
+
+def test_words_between_the_language_and_the_label_are_a_warning_an_error_under_strict(
+    guide_runner, tmp_path: Path
+) -> None:
+    """As the reference engine reads it: the first word is the language, the words up to the label are ignored."""
+    marker = tmp_path / "ran"
+    guide = f"""
+        {FENCE}shell title="Make the mark" #test-setup
+        touch {marker}
+        {FENCE}
+        """
+    warning = f"{tmp_path / 'guide.md'}:1: 'title=\"Make the mark\"' between the language and #test-setup is ignored:"
+    strict = guide_runner(guide, "--strict")
+    assert strict.returncode == 2, strict.stdout + strict.stderr
+    assert f"[ERROR] {warning} write ```shell #test-setup" in strict.stderr
+    assert not marker.exists()
+    run = guide_runner(guide)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"warning: {warning}" in run.stderr
+    assert marker.exists()  # run as the shell block it is

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,8 +74,9 @@ def split_info(info: str) -> tuple[list[tuple[str, int]], str | None]:
         start = position
         closed_by = ""  # the quote added to a value whose quote is never closed
         while position < length and not info[position].isspace():
-            if info[position] in "\"'":
-                quote = info[position]
+            typed_quote = info[position] in _TYPED_QUOTES and info[position - 1 : position] in ("=", _FULL_WIDTH_EQUALS)
+            if info[position] in "\"'" or typed_quote:
+                quote = _TYPED_QUOTES.get(info[position], info[position])
                 closing = info.find(quote, position + 1)
                 if closing < 0:
                     end = _unclosed_value_end(info, position + 1)
@@ -86,6 +88,32 @@ def split_info(info: str) -> tuple[list[tuple[str, int]], str | None]:
                 position += 1
         words.append((info[start:position].rstrip() + closed_by, start))
     return words, error
+
+
+# The quotes an input method types, each with its closing one: read as quotes where a value opens (`id=“a b”`), so
+# that the value stays one word and the error names it whole
+_TYPED_QUOTES = {
+    "\N{LEFT DOUBLE QUOTATION MARK}": "\N{RIGHT DOUBLE QUOTATION MARK}",
+    "\N{LEFT SINGLE QUOTATION MARK}": "\N{RIGHT SINGLE QUOTATION MARK}",
+    "\N{FULLWIDTH QUOTATION MARK}": "\N{FULLWIDTH QUOTATION MARK}",
+    "\N{FULLWIDTH APOSTROPHE}": "\N{FULLWIDTH APOSTROPHE}",
+}
+_CURLY_QUOTES = str.maketrans(
+    {
+        "\N{LEFT DOUBLE QUOTATION MARK}": '"',
+        "\N{RIGHT DOUBLE QUOTATION MARK}": '"',
+        "\N{DOUBLE LOW-9 QUOTATION MARK}": '"',
+        "\N{LEFT SINGLE QUOTATION MARK}": "'",
+        "\N{RIGHT SINGLE QUOTATION MARK}": "'",
+    }
+)
+_FULL_WIDTH_EQUALS = "\N{FULLWIDTH EQUALS SIGN}"
+
+
+def _ascii_form(text: str) -> str:
+    """TEXT as typed in ASCII where an input method gave full-width forms (of `#`, letters, `=`, quotes) or curly
+    quotes."""
+    return unicodedata.normalize("NFKC", text).translate(_CURLY_QUOTES)
 
 
 _NEXT_KEY = re.compile(r"\s+(?=[A-Za-z_][\w-]*=)")
@@ -153,9 +181,57 @@ def _distance(word: str, other: str) -> int:
     return previous[-1]
 
 
+def _mistyped_label(word: str, *, first: bool) -> tuple[str, str] | None:
+    """The label WORD holds though it is not read as one, with the fix: a label glued to its language
+    (`bash#test-setup`, the first word only), or typed in full-width characters (a full-width number sign,
+    full-width letters), as a Chinese input method gives them."""
+    typed = _ascii_form(word)
+    language, hash_sign, rest = typed.partition("#")
+    glued = near_miss_of(hash_sign + rest) or (hash_sign + rest) if first and language and hash_sign else None
+    if glued in LABELS and language.isidentifier():
+        return glued, f"did you mean ```{language} {glued}? (a space between the language and the label)"
+    if typed != word and "#" in typed and (typed in LABELS or near_miss_of(typed) is not None):
+        meant = typed if typed in LABELS else near_miss_of(typed)
+        assert meant is not None  # as tested above
+        return (
+            meant,
+            f"did you mean {meant}? (it is typed in full-width characters, as an input method gives: type it in ASCII)",
+        )
+    return None
+
+
+_OPENING_QUOTES = "\"'" + "".join(_TYPED_QUOTES)
+_CLOSING_QUOTES = "\"'" + "".join(_TYPED_QUOTES.values())
+# A parameter whose key, `=` or quotes may be typed in full-width forms: its key, `=`, quote, value, quote
+_PARAM_AS_TYPED = re.compile(
+    f"([^={_FULL_WIDTH_EQUALS}]+)([={_FULL_WIDTH_EQUALS}])([{_OPENING_QUOTES}])(.*)([{_CLOSING_QUOTES}])\\Z", re.DOTALL
+)
+
+
+def _ascii_param(word: str) -> str:
+    """A parameter as it should be typed where an input method gave full-width forms of its key, `=` or quotes
+    (`id="a"` typed with a full-width `=` or curly quotes); its value is kept as written."""
+    found = _PARAM_AS_TYPED.match(word)
+    if found is None:
+        key, equals, value = word.partition(_FULL_WIDTH_EQUALS) if "=" not in word else word.partition("=")
+        return f"{_ascii_form(key)}{equals and '='}{value}"
+    key, equals, opening, value, closing = found.groups()
+    if key == _ascii_form(key) and equals == "=" and opening + closing == _ascii_form(opening + closing):
+        return word
+    quote = "'" if '"' in value or _ascii_form(opening) == "'" else '"'
+    return f"{_ascii_form(key)}={quote}{value}{quote}"
+
+
 def _has_params(words: list[tuple[str, int]]) -> bool:
     """Whether WORDS hold a parameter of a label (`id="x"`, `disable_fuzzy`): what makes a bare `test` a label's."""
     return any(word in _PARAM_FLAGS or ("=" in word and word.split("=", 1)[0] in _PARAM_KEYS) for word, _ in words)
+
+
+def _unclosed(token: Any) -> bool:
+    """Whether a fence token is never closed: it ends where its file, comment, quote or list item ends."""
+    first, end = token.map
+    content_lines = token.content.count("\n") + (not token.content.endswith("\n") and token.content != "")
+    return bool(end - first - 1 == content_lines)  # a closed fence also spans its closing line
 
 
 class _Collector:
@@ -177,7 +253,9 @@ class _Collector:
                 self.heading = tokens[index + 1].content.strip() or self.heading
             elif token.type in ("fence", "code_block") and token.map is not None:
                 self.read_lines.append((token.map[0] + 1 + line_offset, token.map[1] + line_offset))
-            if token.type == "fence" and token.map is not None:
+            if token.type == "fence" and token.map is not None and hidden and _unclosed(token):
+                self.unclosed_in_comment(token, line_offset)
+            elif token.type == "fence" and token.map is not None:
                 self.fence(token, token.map[0] + 1 + line_offset, hidden)
                 self.unterminated(token, line_offset)
             elif token.type == "html_block" and token.map is not None:
@@ -185,11 +263,23 @@ class _Collector:
             elif token.nesting == 1 and token.level >= _MAX_NESTING - 1 and token.map is not None:
                 self.too_deep(text, token.map, line_offset)
 
+    def unclosed_in_comment(self, token: Any, line_offset: int) -> None:
+        """A fence never closed inside an HTML comment is an error, as under the reference engine: its block would
+        take the rest of the comment, run as a hidden setup no reader sees."""
+        first, end = token.map
+        self.problems.append(
+            Problem(
+                self.file,
+                first + 1 + line_offset,
+                f"this fence inside an HTML comment is never closed, so its block would take the rest of the comment"
+                f" (up to line {end + line_offset}): close it with {token.markup} before the comment ends",
+            )
+        )
+
     def unterminated(self, token: Any, line_offset: int) -> None:
         """Warn when a fence is never closed: its block silently takes the rest of the file (or of its container)."""
         first, end = token.map
-        content_lines = token.content.count("\n") + (not token.content.endswith("\n") and token.content != "")
-        if end - first - 1 != content_lines:  # a closed fence also spans its closing line
+        if not _unclosed(token):
             return
         labelled = any(word in LABELS for word, _ in split_info(token.info)[0])
         if not labelled and not _LABELLED_FENCE.search(token.content):
@@ -236,21 +326,46 @@ class _Collector:
         """A fence ignored for a word like a misspelt label: an error for a near miss (`#tset`, `#Test`,
         `#test_setup`, `test-setup`), a warning for a farther one (`#testing`), each saying which label was meant."""
         for index, (word, _) in enumerate(words):
-            near_miss = near_miss_of(word, first=index == 0, before_params=_has_params(words[index + 1 :]))
-            if near_miss is None and not word.startswith(("#test", "#tset")):
-                continue
-            meant = near_miss or closest(word, LABELS)
             labels = "the labels are #test, #test-result and #test-setup, spelt exactly"
-            fix = f"did you mean {meant}? ({labels})" if meant else f"({labels})"
+            near_miss: str | None
+            mistyped = _mistyped_label(word, first=index == 0)
+            if mistyped is not None:
+                near_miss, fix = mistyped
+            else:
+                near_miss = near_miss_of(word, first=index == 0, before_params=_has_params(words[index + 1 :]))
+                if near_miss is None and not word.startswith(("#test", "#tset")):
+                    continue
+            meant = near_miss or closest(word, LABELS)
+            if mistyped is None:
+                fix = f"did you mean {meant}? ({labels})" if meant else f"({labels})"
             if near_miss is not None:
                 problem = Problem(self.file, line, f"{word!r} is not a label, so this block would be ignored; {fix}")
                 self.problems.append(problem)
             else:
                 problem = Problem(self.file, line, f"{word!r} is not a label, so this block is ignored; {fix}")
                 self.warnings.append(problem)
-            block_id = next((p.value for p in _parse_params(words[index + 1 :]) if p.key == "id"), None)
+            after = [(_ascii_param(word), column) for word, column in words[index + 1 :]]
+            block_id = next((p.value for p in _parse_params(after) if p.key == "id"), None)
             self.near_labels.append(NearLabel(line, word, meant, block_id, problem, near_miss is not None))
             return
+
+    def typed_params(self, words: list[tuple[str, int]], line: int) -> list[tuple[str, int]]:
+        """The parameters of a label, read as meant; an error for each whose key, `=` or quotes are full-width or
+        curly."""
+        typed = []
+        for word, column in words:
+            ascii_word = _ascii_param(word)
+            if ascii_word != word:
+                self.problems.append(
+                    Problem(
+                        self.file,
+                        line,
+                        f"{word!r} is typed with full-width characters or curly quotes, as an input method gives them:"
+                        f" type {ascii_word}",
+                    )
+                )
+            typed.append((ascii_word, column))
+        return typed
 
     def fence(self, token: Any, line: int, hidden: bool) -> None:
         words, quote_error = split_info(token.info)
@@ -261,16 +376,13 @@ class _Collector:
         label = LABELS[words[label_at][0]]
         if quote_error:
             self.problems.append(Problem(self.file, line, quote_error))
-        if label_at > 1:
-            before = " ".join(word for word, _ in words[:label_at])
-            self.problems.append(
-                Problem(
-                    self.file,
-                    line,
-                    f"only the language may stand before {label.value}, found {before!r}",
-                )
+        if label_at > 1:  # the reference engine reads the first word as the language and ignores the others
+            between = " ".join(word for word, _ in words[1:label_at])
+            fix = f"```{words[0][0]} {label.value}"
+            self.warnings.append(
+                Problem(self.file, line, f"{between!r} between the language and {label.value} is ignored: write {fix}")
             )
-        params = _parse_params(words[label_at + 1 :])
+        params = _parse_params(self.typed_params(words[label_at + 1 :], line))
         if hidden and label is not Label.SETUP:
             self.problems.append(
                 Problem(
@@ -283,7 +395,7 @@ class _Collector:
         self.blocks.append(
             Block(
                 label=label,
-                language=words[0][0] if label_at == 1 else None,
+                language=words[0][0] if label_at >= 1 else None,
                 params=tuple(params),
                 body=token.content.rstrip("\n"),
                 file=self.file,

@@ -88,6 +88,10 @@ class _Checker:
             problem = _param_problem(block.label, param, allowed)
             if problem is None and param.key in seen and param.key not in _REPEATABLE:
                 problem = f"{param.key!r} given twice on {block.label.value}; keep one"
+            if problem is None and param.key == "fuzzy" and param.value in seen.get("fuzzy", []):
+                problem = (
+                    f"fuzzy={param.value!r} given twice on {block.label.value}: each wildcard token once; keep one"
+                )
             if problem is not None:
                 self.error(block.line, problem)
                 self.refused.append((block, param))
@@ -96,6 +100,8 @@ class _Checker:
                 written = f"{param.key}={param.value}"
                 self.error(block.line, f"unquoted value in {written!r}: write {_written(param.key, param)}")
             seen.setdefault(param.key, []).append(param.value or "")
+        if "disable_fuzzy" in seen and "fuzzy" in seen:  # on every #test-result, one without its #test included
+            self.error(block.line, "disable_fuzzy conflicts with fuzzy=: keep one of them")
         return seen
 
     def loads(self, block: Block, values: list[str], stored: set[str]) -> tuple[Load, ...]:
@@ -104,7 +110,8 @@ class _Checker:
             load = parse_load(value)
             if load is None:
                 self.error(
-                    block.line, f'load={value!r} must read NAME>>PLACEHOLDER, e.g. load="model_path>>MODEL_PATH"'
+                    block.line,
+                    f'load={value!r} must read NAME>>PLACEHOLDER, with one ">>", e.g. load="model_path>>MODEL_PATH"',
                 )
                 continue
             if load.name not in stored:
@@ -162,7 +169,11 @@ def _param_problem(label: Label, param: Param, allowed: set[str]) -> str | None:
     if param.value is None:
         return f'{key!r} needs a quoted value: {key}="..."'
     if param.value == "" and key != "skip":
-        return f"{key!r} has an empty value" if param.quoted else f'{key}= has no value: write {key}="..."'
+        return (
+            f"{key!r} has an empty value: give it one, or leave {key}= out"
+            if param.quoted
+            else f'{key}= has no value: write {key}="..."'
+        )
     return None
 
 
@@ -263,6 +274,9 @@ def _steps(checked: list[_Checked], stored: set[str], block_default_s: float, ch
         if block.label is Label.RESULT:
             continue
         language = checker.language(block)
+        if not block.body.strip():
+            fix = "write the command to run in it, or remove the block"
+            checker.error(block.line, f"this {block.label.value} has an empty body: {fix}")
         loads = checker.loads(block, params.get("load", []), stored)
         timeout_s = checker.value(block, params, "timeout", parse_duration)
         retry, retry_delay_s = checker.retry(block, params)
@@ -306,8 +320,6 @@ def _expected(test: Block, test_id: str, stored: set[str], checker: _Checker) ->
         return None
     block, params = found[0]
     fuzzy = params.get("fuzzy", [])
-    if "disable_fuzzy" in params and fuzzy:
-        checker.error(block.line, "disable_fuzzy conflicts with fuzzy=: keep one of them")
     tokens: tuple[str, ...] = ()
     if "disable_fuzzy" not in params:
         tokens = tuple(fuzzy) if fuzzy else (DEFAULT_WILDCARD,)
@@ -357,8 +369,10 @@ def guides_without_blocks(plans: Sequence[Plan]) -> list[Problem]:
 
 
 def parse_load(value: str) -> Load | None:
-    """A `load="NAME>>PLACEHOLDER"` value as a Load, split at the first `>>`; None when a side is empty."""
+    """A `load="NAME>>PLACEHOLDER"` value as a Load; None when a side is empty or `>>` is not there exactly once."""
     name, separator, placeholder = value.partition(LOAD_SEPARATOR)
+    if LOAD_SEPARATOR in placeholder:  # `a>>b>>c`: the reference engine refuses it too
+        return None
     return Load(name, placeholder) if separator and name and placeholder else None
 
 

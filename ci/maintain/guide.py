@@ -46,7 +46,7 @@ def reading_for(path: str, asked: str | None, registered: Mapping[str, Reading])
 
 def runs_something(text: str, name: str, dialect: str) -> bool:
     """Whether the text, read in DIALECT (its front matter's ci.dialect wins), has a block to run: a labelled block
-    for the label contract, a ```shell fence for fences, a ```pycon fence for pycon. A text whose dialect `auto`
+    (or one whose label is a near miss, an error) for the label contract, a ```shell fence for fences, a ```pycon fence for pycon. A text whose dialect `auto`
     cannot choose (both kinds of fence) counts: what is wrong with it is the contract check's to say."""
     parsed = parse_guide(text, name)
     lines = guide_lines(text)
@@ -54,8 +54,8 @@ def runs_something(text: str, name: str, dialect: str) -> bool:
         chosen = chosen_dialect(parsed, lines, dialect)
     except DocumentError:
         return True
-    if chosen == "labels":
-        return bool(parsed.blocks)
+    if chosen == "labels":  # a fence whose label is a near miss (`#tset`, `bash#test-setup`) is a guide's mistake
+        return bool(parsed.blocks) or any(near.error for near in parsed.near_labels)
     return has_fences(lines) if chosen == "fences" else has_console(lines)
 
 
