@@ -254,14 +254,19 @@ def _pair_by_id(checked: list[_Checked], checker: _Checker) -> None:
             checker.results.setdefault(block_id, []).append((block, params))
 
 
+def _unpaired(result_id: str, checker: _Checker) -> bool:
+    """Whether no #test has RESULT_ID, and no error already names the one that was meant."""
+    if result_id in checker.test_ids or result_id in checker.claimed:
+        return False
+    if checker.may_have_been(Label.TEST, result_id):  # the #test's id was refused: that error says it all
+        return False
+    return not any(near.block_id == result_id for near in checker.near_labels)  # its #test's label is misspelt
+
+
 def _warn_of_unpaired_results(checker: _Checker) -> None:
     """A warning for each #test-result whose id no #test has, unless an error already names it."""
     for result_id, found in checker.results.items():
-        if result_id in checker.test_ids or result_id in checker.claimed:
-            continue
-        if checker.may_have_been(Label.TEST, result_id):  # the #test's id was refused: that error says it all
-            continue
-        if any(near.block_id == result_id for near in checker.near_labels):  # its #test's label is misspelt
+        if not _unpaired(result_id, checker):
             continue
         message = f"#test-result id={result_id!r} has no #test with that id; it is ignored"
         checker.warnings.append(Problem(checker.file, found[0][0].line, message))
@@ -272,6 +277,11 @@ def _steps(checked: list[_Checked], stored: set[str], block_default_s: float, ch
     steps: list[Step] = []
     for block, params in checked:
         if block.label is Label.RESULT:
+            result_id = params.get("id", [None])[0]
+            if result_id is not None and _unpaired(
+                result_id, checker
+            ):  # ignored, but its loads are read where it stands
+                checker.loads(block, params.get("load", []), stored)
             continue
         language = checker.language(block)
         if not block.body.strip():
