@@ -378,3 +378,25 @@ def test_a_plain_fence_inserted_above_the_others_is_a_new_block(tmp_path: Path, 
     assert done.returncode == 0, done.stdout + done.stderr
     assert (_runs(tmp_path, "new"), _runs(tmp_path, "one")) == (1, 1)  # the new fence ran; the one below was kept
     assert [b["status"] for b in _record(tmp_path / "run2")["blocks"]] == ["passed", "skipped", "passed"]
+
+
+def test_a_resume_from_an_older_record_says_what_it_could_not_compare(tmp_path: Path, run_harness) -> None:
+    # a record of version 5 (0.2.x's is 4) says neither which #test-result a block matched nor what it loaded
+    guide = _guide(tmp_path, GREETING, HELLO, CHECK)
+    run1 = _failed_run(tmp_path, run_harness)
+    record = _record(run1)
+    record["version"] = 5
+    for block in record["blocks"]:
+        del block["result_sha256"], block["loaded_sha256"]
+    (run1 / "results.json").write_text(json.dumps(record), encoding="utf-8")
+    (tmp_path / "flag").write_text("ok\n", encoding="utf-8")
+
+    done = run_harness("guide.md", "--resume", "run1", "--output-dir", "run2")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    line = _line_of(guide, '#test id="hello"')
+    assert (
+        f"warning: hello (line {line}) is kept as it passed in {run1}, whose record (an older guide-guard's) does"
+        " not say which #test-result it matched: if that changed since, start at it with --from hello"
+    ) in done.stderr
+    assert "greeting (line" not in done.stderr  # a setup that loads nothing has nothing to compare
