@@ -150,7 +150,7 @@ def _every_part(tmp_path: Path) -> tuple[GuideOutcome, EarlierRun]:
             Attempt(1, Status.TIMED_OUT, None, 2.0, "timed out after 2s", str(tmp_path / "blocks" / "2.attempt-1.out"),
                     None, 3, 0, ended=(ended,), dumps=(str(tmp_path / "blocks" / "2.attempt-1.dumps" / "1.txt"),)),
         ),
-        kept_from=earlier,
+        kept_from=earlier, loaded_sha256={"WORD": hashlib.sha256(b"hello").hexdigest()},
     )  # fmt: skip
     unset = BlockResult(setup, Status.NOT_RUN, None, 0.0, "not run", None, None, 0, 0, None, None, None, None)
     collected = CollectedFile("logs/*.log", "/w/logs/train.log", str(tmp_path / "collected" / "train.log"), 8, 8,
@@ -199,7 +199,14 @@ def test_a_block_reads_back_as_it_was_written(tmp_path: Path) -> None:
     outcome, earlier = _every_part(tmp_path)
     record = json.loads(json.dumps(run_record([outcome], 1, tmp_path, resumed_from=earlier)))
     for written, raw in zip(outcome.results, record["blocks"], strict=True):
-        step = replace(written.step, body="", skip_reason=None, expected=None, recorded_sha256=written.step.code_sha256)
+        step = replace(
+            written.step,
+            body="",
+            skip_reason=None,
+            expected=None,
+            recorded_sha256=written.step.code_sha256,
+            recorded_result_sha256=written.step.result_sha256,
+        )
         assert block_from_json(raw, tmp_path) == replace(written, step=step, match=None)
 
 
@@ -233,6 +240,8 @@ def test_a_record_of_guide_guard_0_2_0_reads() -> None:
     assert drifted.step.code_sha256 == hashlib.sha256(b'echo "version 1.3"').hexdigest()
     assert drifted.expected is not None and drifted.expected.whole == "version 1.2"
     assert [d.command for d in drifted.diagnostics] == ['echo "card 0: OK"']
+    # version 6's keys: what its #test-result and loaded values were, unknown (a resume says so)
+    assert blocks["greets"].step.result_sha256 is None and blocks["greets"].loaded_sha256 == {}
 
 
 def test_a_run_of_several_guides_and_every_verdict_matches_the_schema(tmp_path: Path, run_harness) -> None:
@@ -370,7 +379,8 @@ def test_the_reader_reads_the_versions_it_knows_and_refuses_another(tmp_path: Pa
     message = str(refused.value)
     assert str(path) in message
     assert (
-        f"version {RECORD_VERSION + 1}" in message and f"reads versions 1, 2, 3, 4 and {RECORD_VERSION} only" in message
+        f"version {RECORD_VERSION + 1}" in message
+        and f"reads versions 1, 2, 3, 4, 5 and {RECORD_VERSION} only" in message
     )
     _rewrite_version(tmp_path, None)
     with pytest.raises(RecordError, match="no 'version' number"):

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import shutil
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pytest
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "docs" / "results.schema.json").read_text(encoding="utf-8"))
 
@@ -265,3 +268,135 @@ def test_until_leaves_out_what_it_leaves_out_on_a_resume(tmp_path: Path, run_har
     assert "not starting at check (line 13): --until ends the run before it" in done.stdout, done.stdout
     assert "re-running serve" not in done.stdout and blocks["greeting"] == "skipped"
     assert (_runs(tmp_path, "last"), _runs(tmp_path, "serve")) == (0, 1)
+
+
+HELLO = _test("hello", "echo hello", "h...o")  # passes with the default wildcard
+
+
+@pytest.mark.parametrize(
+    ("edit", "what"),
+    [
+        (("h...o\n", "hullo\n"), "its #test-result (line {result})"),  # the text
+        (('id="hello"\nh...o', "id=\"hello\" fuzzy='~~'\nh...o"), "its #test-result (line {result})"),  # `...` literal
+        (('shell #test id="hello"', 'python #test id="hello"'), "its language (shell there, python now)"),
+    ],
+    ids=["text", "fuzzy", "language"],
+)
+def test_a_kept_test_whose_result_or_language_changed_refuses_the_resume(
+    tmp_path: Path, run_harness, edit: tuple[str, str], what: str
+) -> None:
+    # a full run of the edited guide fails at hello: a resume that kept it would pass where that fails
+    guide = _guide(tmp_path, GREETING, HELLO, CHECK)
+    _failed_run(tmp_path, run_harness)
+    (tmp_path / "flag").write_text("ok\n", encoding="utf-8")
+    edited = guide.read_text(encoding="utf-8").replace(*edit)
+    assert edited != guide.read_text(encoding="utf-8")
+    guide.write_text(edited, encoding="utf-8")
+    assert run_harness("guide.md", "--output-dir", "whole").returncode == 1
+
+    refused = run_harness("guide.md", "--resume", "run1", "--output-dir", "run2")
+
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    line, result = _line_of(guide, '#test id="hello"'), _line_of(guide, '#test-result id="hello"')
+    what = what.format(result=result)
+    assert f"changed since: hello (line {line}): {what}" in refused.stderr
+    assert not (tmp_path / "run2" / "results.json").exists()
+    # told to go on, it keeps hello as it passed there, and says so
+    done = run_harness("guide.md", "--resume", "run1", "--resume-changed", "--output-dir", "run2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{what}; kept as it is" in done.stderr
+
+
+def test_a_kept_block_whose_set_value_changed_refuses_the_resume(tmp_path: Path, run_harness) -> None:
+    tag = _test("tag", 'test "<R>" = v1.0 && echo tagged', "tagged").replace(
+        'id="tag"\n', 'id="tag" load="ref>>R"\n', 1
+    )
+    guide = _guide(tmp_path, GREETING, tag, CHECK)
+    done = run_harness("guide.md", "--output-dir", "run1", "--set", "ref=v1.0")
+    assert done.returncode == 1, done.stdout + done.stderr
+    recorded = {b["id"] or b["store"]: b for b in _record(tmp_path / "run1")["blocks"]}
+    # the record says which value tag loaded by its hash alone
+    assert recorded["tag"]["loaded_sha256"] == {"ref": hashlib.sha256(b"v1.0").hexdigest()}
+    assert "v1.0" not in (tmp_path / "run1" / "results.json").read_text(encoding="utf-8")
+    (tmp_path / "flag").write_text("ok\n", encoding="utf-8")
+
+    refused = run_harness("guide.md", "--resume", "run1", "--output-dir", "run2", "--set", "ref=v2.0")
+
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    line = _line_of(guide, 'id="tag"')
+    assert f"value changed since: tag (line {line}) loads ref, and --set ref=... gives it another" in refused.stderr
+    assert "v1.0" not in refused.stderr and "v2.0" not in refused.stderr  # a value may be a secret
+    assert not (tmp_path / "run2" / "results.json").exists()
+    # the same value: tag is kept, and what it loaded is carried on, so that run 2 can be resumed in turn
+    same = run_harness("guide.md", "--resume", "run1", "--output-dir", "run2", "--set", "ref=v1.0")
+    assert same.returncode == 0, same.stdout + same.stderr
+    kept = {b["id"] or b["store"]: b for b in _record(tmp_path / "run2")["blocks"]}["tag"]
+    assert (kept["status"], kept["loaded_sha256"]) == ("skipped", recorded["tag"]["loaded_sha256"])
+
+
+def test_a_resume_without_output_dir_never_removes_the_run_it_resumes(tmp_path: Path, run_harness) -> None:
+    # the run to resume is a temporary output directory over an hour old, with ten newer ones beside it: the
+    # making of the resumed run's own prunes such directories
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env = {"TMPDIR": str(temporary)}
+    _guide(tmp_path, GREETING, SERVE, CHECK)
+    assert run_harness("guide.md", env=env).returncode == 1
+    parent = temporary / "guide-guard"
+    (run1,) = parent.iterdir()
+    for number in range(10):
+        (parent / f"run-newer-{number}").mkdir()
+    hours_ago = time.time() - 7200
+    os.utime(run1, (hours_ago, hours_ago))
+    (tmp_path / "flag").write_text("ok\n", encoding="utf-8")
+
+    done = run_harness("guide.md", "--resume", str(run1), env=env)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (run1 / "results.json").is_file(), sorted(p.name for p in parent.iterdir())
+    assert _runs(tmp_path, "greeting") == 1  # kept from it
+
+
+def test_a_plain_fence_inserted_above_the_others_is_a_new_block(tmp_path: Path, run_harness) -> None:
+    one = f"{FENCE}shell\necho run >> one.count\n{FENCE}\n\n"
+    check = f"{FENCE}shell\ntest -f flag\n{FENCE}\n\n"
+    guide = _guide(tmp_path, one, check)
+    assert run_harness("guide.md", "--dialect", "fences", "--output-dir", "run1").returncode == 1
+    (tmp_path / "flag").write_text("ok\n", encoding="utf-8")
+    _guide(tmp_path, f"{FENCE}shell\necho run >> new.count\n{FENCE}\n\n", one, check)
+
+    refused = run_harness("guide.md", "--dialect", "fences", "--resume", "run1", "--output-dir", "run2")
+
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert f"added since: #1 (line {_line_of(guide, 'new.count') - 1})" in refused.stderr
+    assert "changed since:" not in refused.stderr
+
+    done = run_harness(
+        "guide.md", "--dialect", "fences", "--resume", "run1", "--resume-changed", "--output-dir", "run2"
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (_runs(tmp_path, "new"), _runs(tmp_path, "one")) == (1, 1)  # the new fence ran; the one below was kept
+    assert [b["status"] for b in _record(tmp_path / "run2")["blocks"]] == ["passed", "skipped", "passed"]
+
+
+def test_a_resume_from_an_older_record_says_what_it_could_not_compare(tmp_path: Path, run_harness) -> None:
+    # a record of version 5 (0.2.x's is 4) says neither which #test-result a block matched nor what it loaded
+    guide = _guide(tmp_path, GREETING, HELLO, CHECK)
+    run1 = _failed_run(tmp_path, run_harness)
+    record = _record(run1)
+    record["version"] = 5
+    for block in record["blocks"]:
+        del block["result_sha256"], block["loaded_sha256"]
+    (run1 / "results.json").write_text(json.dumps(record), encoding="utf-8")
+    (tmp_path / "flag").write_text("ok\n", encoding="utf-8")
+
+    done = run_harness("guide.md", "--resume", "run1", "--output-dir", "run2")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    line = _line_of(guide, '#test id="hello"')
+    assert (
+        f"warning: hello (line {line}) is kept as it passed in {run1}, whose record (an older guide-guard's) does"
+        " not say which #test-result it matched: if that changed since, start at it with --from hello"
+    ) in done.stderr
+    assert "greeting (line" not in done.stderr  # a setup that loads nothing has nothing to compare

@@ -15,6 +15,7 @@ import textwrap
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -327,3 +328,47 @@ def test_stream_shows_each_attempts_output_in_its_place(guide_runner) -> None:  
     retry = next(index for index, line in enumerate(lines) if "attempt 1 of 2 failed (exit 1); retrying now" in line)
     assert "| try 0" in lines[:retry] and "| try 1" in lines[retry:]
     assert "| try 0" not in lines[retry:]
+
+
+# The first attempt prints nothing at all and fails; the second prints "ready". Then a block after it.
+SILENT_THEN_READY = f'{_counted("c")}; [ "$n" -ge 1 ] || exit 1; echo ready'
+
+
+@pytest.mark.parametrize(
+    ("guide", "args"),
+    [
+        pytest.param(
+            f'{FENCE}bash #test id="up" retry="1" retry_delay="0"\n{SILENT_THEN_READY}\n{FENCE}\n\n'
+            f'{FENCE}text #test-result id="up"\nready\n{FENCE}\n\n'
+            f'{FENCE}bash #test-setup id="after"\necho after\n{FENCE}\n',
+            (),
+            id="test",
+        ),
+        pytest.param(
+            f'{FENCE}bash #test-setup store="state" retry="1" retry_delay="0"\n{SILENT_THEN_READY}\n{FENCE}\n\n'
+            f'{FENCE}bash #test id="after" load="state>>S"\necho "<S>"\n{FENCE}\n\n'
+            f'{FENCE}text #test-result id="after"\nready\n{FENCE}\n',
+            (),
+            id="store",
+        ),
+        pytest.param(
+            "---\nci:\n  retry: 1\n  retry_delay: 0s\n---\n# T\n\n"
+            f"{FENCE}shell\n{SILENT_THEN_READY}\n{FENCE}\n\n{FENCE}text\nready\n{FENCE}\n\n"
+            f"{FENCE}shell\necho after\n{FENCE}\n",
+            ("--dialect", "fences"),
+            id="fences",
+        ),
+    ],
+)
+def test_an_attempt_that_printed_nothing_leaves_the_next_ones_stdout_in_the_stdout_file(
+    guide_runner: Callable[..., Any], guide: str, args: tuple[str, ...]
+) -> None:
+    run = guide_runner(guide, *args)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "internal error" not in run.stdout + run.stderr
+    first, after = run.blocks
+    assert (first["status"], len(first["attempts"]), after["status"]) == ("passed", 1, "passed")
+    assert (run.output_dir / first["stdout_path"]).read_text(encoding="utf-8") == "ready\n"
+    assert first["stderr_path"] is None  # nothing went to stderr
+    (attempt,) = first["attempts"]
+    assert (attempt["stdout_path"], attempt["stderr_path"]) == (None, None)  # it printed nothing

@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import enum
 import hashlib
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypedDict
@@ -161,6 +162,13 @@ class Expected:
     # session's outputs sit between its statements); () for a body written whole inside its fence
     guide_lines: tuple[int, ...] = ()
 
+    @property
+    def sha256(self) -> str:
+        """SHA-256 of what the output is checked against: the body as written, the wildcard tokens, the loads and
+        whether the body is searched for; tells whether a recorded run was checked against the text the guide holds now."""
+        checked = [self.body, list(self.fuzzy), [[load.name, load.placeholder] for load in self.loads], self.search]
+        return body_sha256(json.dumps(checked, ensure_ascii=False))
+
     def guide_line(self, body_line: int) -> int:
         """Where line BODY_LINE (1-based) of the body as written is in the guide, what reports point at."""
         if self.guide_lines:
@@ -169,7 +177,8 @@ class Expected:
 
 
 def body_sha256(body: str) -> str:
-    """SHA-256 of a block's body: tells whether a recorded run ran the command the guide holds now."""
+    """SHA-256 (hex) of a text, such as a block's body: tells whether a recorded run ran the command the guide holds
+    now, or loaded the value it loads now, without recording the value."""
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
@@ -214,6 +223,9 @@ class Step:
     merge_streams: bool = False
     # a step read back from results.json (ci.record.format), which holds no body: its body's SHA-256 as recorded
     recorded_sha256: str | None = None
+    # a #test read back from results.json, which holds no #test-result as written: its Expected.sha256 as recorded;
+    # None in a record older than version 6
+    recorded_result_sha256: str | None = None
 
     @property
     def name(self) -> str:
@@ -229,6 +241,25 @@ class Step:
     def code_sha256(self) -> str:
         """SHA-256 of the body as written (as recorded, for a step read back): `body_sha256`."""
         return self.recorded_sha256 or body_sha256(self.body)
+
+    @property
+    def result_sha256(self) -> str | None:
+        """For a `#test`: `Expected.sha256` of its `#test-result` (as recorded, for a step read back); None for a
+        setup, and for a `#test` read back from a record older than version 6."""
+        if self.expected is not None:
+            return self.expected.sha256
+        return self.recorded_result_sha256
+
+    @property
+    def loaded_names(self) -> tuple[str, ...]:
+        """The names of the values the step loads, into its command or its `#test-result`, each once, in order."""
+        loads = (*self.loads, *(self.expected.loads if self.expected else ()))
+        return tuple(dict.fromkeys(load.name for load in loads))
+
+    def loaded_sha256(self, values: Mapping[str, str]) -> dict[str, str]:
+        """{name: SHA-256 of its value in VALUES} for each value the step loads: what a run records of the values a
+        block ran with (never the values, which may be secrets). A name VALUES does not hold is left out."""
+        return {name: body_sha256(values[name]) for name in self.loaded_names if name in values}
 
     def identity(self) -> StepIdentity:
         """What names and places the block, as `--list --format json` and results.json show it."""

@@ -44,13 +44,14 @@ __all__ = [
 
 # The format's version, written into every record and checked on reading. Raise it with any change to
 # the keys or their meaning, together with docs/results.schema.json (whose objects admit no other keys).
-RECORD_VERSION = 5
+RECORD_VERSION = 6
 # What this guide-guard's reader reads: version 2 only allowed ended_by "still running", which it does not read;
 # version 3 only added each block's start_s, which a reader of an older record makes up from the durations;
 # version 4 (what 0.2.0 writes) only added each block's reason, retry, retry_delay_s and attempts, files that
 # predate the run, a guide's cleanup, resumed_from and each block's kept_from (null or absent in older records);
-# version 5 only added each block's streams_merged (false in older records).
-READ_VERSIONS = (1, 2, 3, 4, 5)
+# version 5 only added each block's streams_merged (false in older records); version 6 only added each block's
+# result_sha256 and loaded_sha256 (null and {} in older records: a resume cannot compare them, and says so).
+READ_VERSIONS = (1, 2, 3, 4, 5, 6)
 RECORD_FILE = "results.json"  # in the run's output directory
 
 JSON = dict[str, Any]  # one object of the file
@@ -101,6 +102,8 @@ def block_to_json(result: BlockResult, guide: str, base: Path) -> JSON:
         "captured": {result.stored[0]: clean_text(result.stored[1].shown)} if result.stored else {},
         "captured_whole": _whole(stored, base),
         "code_sha256": step.code_sha256,
+        "result_sha256": step.result_sha256,
+        "loaded_sha256": dict(result.loaded_sha256),
         "expected": clean_text(result.expected.shown) if result.expected is not None else None,
         "expected_whole": _whole(result.expected, base),
         "first_unmatched_line": result.match.first_unmatched_line if result.match else None,
@@ -189,7 +192,7 @@ def _bounded(shown: str, whole: Mapping[str, Any] | None, directory: Path) -> Bo
 
 def block_from_json(raw: Mapping[str, Any], directory: Path) -> BlockResult:
     """A block as read back. The file holds no body, skip reason, `#test-result` as written nor mismatch report:
-    the step's body is "" (its code_sha256 is the recorded one), its skip_reason and expected None, its language
+    the step's body is "" (its code_sha256 and result_sha256 are the recorded ones), its skip_reason and expected None, its language
     read from its word (shell when unknown), its rerun_on_resume False; `match` is None (`failure_line` is then
     the fence's line)."""
     word = str(raw.get("language", ""))
@@ -216,6 +219,7 @@ def block_from_json(raw: Mapping[str, Any], directory: Path) -> BlockResult:
             retry_delay_s=float(raw.get("retry_delay_s") or 0.0),
             merge_streams=bool(raw.get("streams_merged")),
             recorded_sha256=str(raw["code_sha256"]),
+            recorded_result_sha256=raw.get("result_sha256"),
         ),
         status=Status(raw["status"]),
         exit_code=raw.get("exit_code"),
@@ -239,6 +243,7 @@ def block_from_json(raw: Mapping[str, Any], directory: Path) -> BlockResult:
         reason=raw.get("reason"),
         attempts=tuple(attempt_from_json(a, directory) for a in raw.get("attempts") or ()),
         kept_from=earlier_from_json(raw.get("kept_from")),
+        loaded_sha256={str(name): str(digest) for name, digest in (raw.get("loaded_sha256") or {}).items()},
     )
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from ci.guide.model import Plan, Status, Step
 
@@ -155,6 +156,10 @@ class BlockResult:
     reason: str | None = None
     attempts: tuple[Attempt, ...] = ()  # retry=: the attempts before this last one, each failed or timed out
     kept_from: EarlierRun | None = None  # a resumed run's block not run again: the run it passed in (SKIPPED)
+    # {name: SHA-256 of the value} for each value the block loaded when it ran (Step.loaded_sha256), or, kept by a
+    # resumed run, loaded in the run it passed in; {} for a block that loads nothing or never ran, and when read
+    # back from a record older than version 6
+    loaded_sha256: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:

@@ -295,7 +295,11 @@ def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> 
 
     if update is not None:
         update.left_out = left_out
-    return run(args, plans, left_out, settings, after=update, console_guard=console, resume=resume)
+    try:
+        return run(args, plans, left_out, settings, after=update, console_guard=console, resume=resume)
+    finally:
+        if resume is not None and resume.hold is not None:
+            os.close(resume.hold)  # the run it resumed may be pruned now, as any finished run
 
 
 # The annotations of warnings and document errors go to stderr, beside the lines they repeat: stdout is the

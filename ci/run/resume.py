@@ -8,7 +8,7 @@ import difflib
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -85,7 +85,7 @@ def select_and_resume(
     from ci.guide.selection import only_idents, select_steps
 
     try:
-        resume = resume_run(args, plans)
+        resume = resume_run(args, plans, preset)
     except ResumeRefused as refusal:
         print_error("\n".join(refusal.problems))
         return None
@@ -101,22 +101,37 @@ def select_and_resume(
     return left_out, resume
 
 
-def resume_run(args: argparse.Namespace, plans: Sequence[Plan]) -> Resume | None:
-    """--resume: what the run of the one guide takes over; None without --resume. ResumeRefused says why it cannot
-    be resumed. An unknown --from is left for the selection to say."""
+def resume_run(args: argparse.Namespace, plans: Sequence[Plan], preset: Mapping[str, str]) -> Resume | None:
+    """--resume: what the run of the one guide takes over (PRESET: its --set values); None without --resume.
+    ResumeRefused says why it cannot be resumed. An unknown --from is left for the selection to say."""
     if not args.resume:
         return None
     plan = plans[0]
     start = next((s for s in plan.steps if args.start in (s.id, s.store, str(s.ordinal))), None) if args.start else None
-    return take_resume(plan, args.resume, output_dir=args.output_dir, start=start, changed_ok=args.resume_changed)
+    return take_resume(
+        plan, args.resume, output_dir=args.output_dir, start=start, changed_ok=args.resume_changed, preset=preset
+    )
 
 
-def take_resume(plan: Plan, run_dir: str, *, output_dir: str | None, start: Step | None, changed_ok: bool) -> Resume:
+def take_resume(
+    plan: Plan,
+    run_dir: str,
+    *,
+    output_dir: str | None,
+    start: Step | None,
+    changed_ok: bool,
+    preset: Mapping[str, str] | None = None,
+) -> Resume:
     """What resuming PLAN from the run kept in RUN_DIR takes over; ResumeRefused says why it cannot.
 
     OUTPUT_DIR is the resumed run's own (None: a new temporary one), never
     RUN_DIR: the earlier run's record stays as it was. START is --from's
-    block, when given.
+    block, when given; PRESET the values --set gives the run.
+
+    The resume holds RUN_DIR (a shared lock; `Resume.hold`, which the
+    command closes when the run ends, else the harness's end does): RUN_DIR
+    may be an earlier run's temporary output directory, and the making of
+    this run's own, or another run's, prunes those that no run holds.
     """
     from ci.record.read import RecordError, read_run
     from ci.run.update import hold_finished_run
@@ -140,10 +155,12 @@ def take_resume(plan: Plan, run_dir: str, *, output_dir: str | None, start: Step
         except RecordError as exc:
             raise ResumeRefused([f"--resume: {exc}"]) from None
         recorded = _recorded_guide(plan, last, str(directory))
-        return plan_resume(plan, recorded, directory, start=start, changed_ok=changed_ok)
-    finally:
+        resume = plan_resume(plan, recorded, directory, start=start, changed_ok=changed_ok, preset=preset)
+    except BaseException:
         if held is not None:
             os.close(held)
+        raise
+    return resume if held is None else replace(resume, hold=held)
 
 
 def _same_directory(one: Path, other: Path) -> bool:
@@ -195,6 +212,9 @@ class Resume:
     stored: Mapping[str, str]  # the values the kept setups stored there, whole (--set still wins)
     notes: tuple[str, ...]  # warnings said before the run: changes let through, values that may be masked
     start_runs: bool = True  # False when the selection (--until) ends before the start
+    # the descriptor of the shared hold on the earlier run's directory, kept until the run ends, so that no prune
+    # of temporary output directories removes it (this run's own, when it makes one, included); None: not held
+    hold: int | None = None
 
     def apply(self, left_out: dict[int, str]) -> Resume:
         """Make the selection's LEFT_OUT run the blocks that run again and report the kept ones as kept, where the
@@ -240,28 +260,44 @@ class Pairing:
     removed: tuple[BlockResult, ...]  # recorded blocks the guide no longer has
 
 
-def _key(label: str, block_id: str | None, store: str | None) -> tuple[str, str, str]:
-    return (label, block_id or "", store or "")
+def _key(step: Step) -> tuple[str, ...]:
+    """What pairs a block with a recorded one: its label and its id or store; a block with neither (a plain fence,
+    an unnamed setup) has no name to keep when blocks come and go around it, so its body is part of its key."""
+    if step.id or step.store:
+        return (step.label.value, step.id or "", step.store or "")
+    return (step.label.value, "", "", step.code_sha256)
 
 
 def pair_blocks(steps: Sequence[Step], recorded: Sequence[BlockResult]) -> Pairing:
     """Pair the steps with the recorded blocks by label, id and store, in order (blocks in between may come and
-    go: the rest still pair); a pair's body may differ (`code_sha256`)."""
-    now = [_key(step.label.value, step.id, step.store) for step in steps]
-    then = [_key(block.step.label.value, block.step.id, block.step.store) for block in recorded]
+    go: the rest still pair); a pair's body may differ (`code_sha256`). Blocks with neither id nor store pair by
+    their body too, so that one inserted among them is added, not the one below it changed; only where as many
+    of them stand in the place of as many recorded (their bodies edited in place) do they pair, changed."""
+    now = [_key(step) for step in steps]
+    then = [_key(block.step) for block in recorded]
     pairs: dict[int, BlockResult] = {}
     added: list[Step] = []
     removed: list[BlockResult] = []
     for tag, then_from, then_to, now_from, now_to in difflib.SequenceMatcher(
         None, then, now, autojunk=False
     ).get_opcodes():
-        if tag == "equal":
-            for offset in range(now_to - now_from):
-                pairs[steps[now_from + offset].ordinal] = recorded[then_from + offset]
+        were, are = recorded[then_from:then_to], steps[now_from:now_to]
+        if tag == "equal" or (tag == "replace" and _edited_in_place(were, are)):
+            for block, step in zip(were, are, strict=True):
+                pairs[step.ordinal] = block
             continue
-        removed.extend(recorded[then_from:then_to])
-        added.extend(steps[now_from:now_to])
+        removed.extend(were)
+        added.extend(are)
     return Pairing(pairs, tuple(added), tuple(removed))
+
+
+def _edited_in_place(were: Sequence[BlockResult], are: Sequence[Step]) -> bool:
+    """Whether the steps ARE stand where the recorded blocks WERE one for one, each unnamed then and now with the
+    same label: the same blocks, their bodies edited."""
+    return len(were) == len(are) and all(
+        block.step.label is step.label and not (block.step.id or block.step.store or step.id or step.store)
+        for block, step in zip(were, are, strict=True)
+    )
 
 
 _ATTEMPT = re.compile(r".+-attempt-([0-9]+)")  # guide-run.yml's report artifacts: NAME-attempt-N
@@ -289,8 +325,17 @@ def run_directory(given: Path) -> Path:
 
 
 def plan_resume(
-    plan: Plan, recorded: RecordedGuide, directory: Path, *, start: Step | None, changed_ok: bool
+    plan: Plan,
+    recorded: RecordedGuide,
+    directory: Path,
+    *,
+    start: Step | None,
+    changed_ok: bool,
+    preset: Mapping[str, str] | None = None,
 ) -> Resume:
+    """What resuming PLAN from RECORDED (the run kept in DIRECTORY) takes over, starting at START (else the first
+    block that did not pass there); ResumeRefused says why it cannot be. CHANGED_OK (--resume-changed): changes
+    before the start are said and let through. PRESET: the values --set gives this run."""
     from ci.base.masking import MASK
     from ci.record.outcome import EarlierRun
     from ci.runner.execute import KeptBlock
@@ -307,7 +352,7 @@ def plan_resume(
     earlier = EarlierRun(str(directory), recorded.started_at)
     before = [step for step in plan.steps if step.ordinal < first.ordinal]
     started_leftovers = _leftover_steps(recorded, pairing)
-    changes = _changes_before(before, pairing, recorded, first, runs_again=set(started_leftovers))
+    changes = _changes_before(before, pairing, recorded, first, runs_again=set(started_leftovers), preset=preset or {})
     if changes and not changed_ok:
         raise ResumeRefused(_refusal(plan, directory, changes))
     rerun: dict[int, str] = {}
@@ -328,6 +373,9 @@ def plan_resume(
         if step.rerun_on_resume:
             rerun[step.ordinal] = MARKED_REASON
             continue
+        not_compared = _not_compared(step, block, directory)
+        if not_compared is not None:
+            notes.append(not_compared)
         value = _stored_value(step, block, directory, problems)
         if value is not None and step.store is not None:
             stored[step.store] = value
@@ -340,6 +388,7 @@ def plan_resume(
             earlier=block.kept_from or earlier,
             reason=f"passed in the run this one resumes ({directory})",
             stored=(step.store, value) if step.store is not None and value is not None else None,
+            loaded_sha256=block.loaded_sha256,
         )
     if problems:
         raise ResumeRefused(problems)
@@ -358,21 +407,28 @@ def _natural_start(plan: Plan, pairing: Pairing) -> Step | None:
 
 
 def _changes_before(
-    before: Sequence[Step], pairing: Pairing, recorded: RecordedGuide, first: Step, *, runs_again: set[int]
+    before: Sequence[Step],
+    pairing: Pairing,
+    recorded: RecordedGuide,
+    first: Step,
+    *,
+    runs_again: set[int],
+    preset: Mapping[str, str],
 ) -> list[str]:
     """Each block before the start that changed, was added or was removed since the earlier run, said in a line;
-    a changed block that runs again anyway (RUNS_AGAIN, or marked) is no reason to refuse."""
+    a changed block that runs again anyway (RUNS_AGAIN, or marked) is no reason to refuse. A block changed since
+    is one whose command, language or `#test-result` differs, or which would load a value given by --set (PRESET)
+    other than the one it loaded there."""
     changes = []
+    given = dict(preset)  # what --set gives a block, until a setup before it stores the name
     for step in before:
         block = pairing.pairs.get(step.ordinal)
         if block is None:
             changes.append(f"added since: {step.name} (line {step.line})")
-        elif (
-            block.passed
-            and block.step.code_sha256 != step.code_sha256
-            and not (step.rerun_on_resume or step.ordinal in runs_again)
-        ):
-            changes.append(f"changed since: {step.name} (line {step.line})")
+        elif block.passed and not (step.rerun_on_resume or step.ordinal in runs_again):
+            changes.extend(_changed(step, block, given))
+        if step.store is not None:
+            given.pop(step.store, None)
     first_then = pairing.pairs.get(first.ordinal)
     end = (
         first_then.step.ordinal
@@ -385,6 +441,48 @@ def _changes_before(
         if block.step.ordinal < end
     )
     return changes
+
+
+def _changed(step: Step, block: BlockResult, given: Mapping[str, str]) -> list[str]:
+    """How STEP differs from the recorded BLOCK it pairs with, a line each (none when it does not): its command,
+    its language, its `#test-result` (text, wildcards, loads), the values --set now GIVEN it to load."""
+    from ci.guide.model import body_sha256
+
+    parts = []
+    if block.step.code_sha256 != step.code_sha256:
+        parts.append("its command")
+    if block.step.language is not step.language:
+        parts.append(f"its language ({block.step.language_word} there, {step.language_word} now)")
+    then = block.step.result_sha256
+    if then is not None and then != step.result_sha256 and step.expected is not None:
+        parts.append(f"its #test-result (line {step.expected.line})")
+    lines = []
+    if parts:
+        what = "" if parts == ["its command"] else ": " + " and ".join(parts)
+        lines.append(f"changed since: {step.name} (line {step.line}){what}")
+    lines.extend(
+        f"value changed since: {step.name} (line {step.line}) loads {name}, and --set {name}=... gives it another"
+        " value than the one it loaded there"
+        for name, digest in block.loaded_sha256.items()
+        if name in given and body_sha256(given[name]) != digest
+    )
+    return lines
+
+
+def _not_compared(step: Step, block: BlockResult, directory: Path) -> str | None:
+    """A note for a kept block whose record (an older guide-guard's, before version 6) does not say what its
+    `#test-result` was or which values it loaded, so that what changed there since cannot be told; else None."""
+    unknown = []
+    if step.expected is not None and block.step.result_sha256 is None:
+        unknown.append("which #test-result it matched")
+    if step.loaded_names and not block.loaded_sha256:
+        unknown.append("which values it loaded")
+    if not unknown:
+        return None
+    return (
+        f"{step.name} (line {step.line}) is kept as it passed in {directory}, whose record (an older guide-guard's)"
+        f" does not say {' nor '.join(unknown)}: if that changed since, start at it with --from {step.name}"
+    )
 
 
 def _refusal(plan: Plan, directory: Path, changes: Sequence[str]) -> list[str]:

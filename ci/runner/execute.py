@@ -39,6 +39,7 @@ class KeptBlock:
     earlier: EarlierRun  # the run it passed in
     reason: str  # the skipped block's message
     stored: tuple[str, str] | None  # (name, whole value) it stored there, for a setup with store
+    loaded_sha256: Mapping[str, str] = dataclasses.field(default_factory=dict)  # what it loaded there (recorded)
 
 
 @dataclass(frozen=True)
@@ -319,7 +320,7 @@ class _GuideRun:
         if kept.stored is not None:
             stem = self.context.stem(step)
             stored = (kept.stored[0], kept_value(kept.stored[1], stem, self.context.output_dir))
-        return dataclasses.replace(result, stored=stored, kept_from=kept.earlier)
+        return dataclasses.replace(result, stored=stored, kept_from=kept.earlier, loaded_sha256=kept.loaded_sha256)
 
     def _run(self, step: Step, start_s: float) -> BlockResult:
         """Run the step (started START_S into the guide) and its diagnostics, and report it."""

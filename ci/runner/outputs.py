@@ -70,6 +70,12 @@ class OutputFiles:
                 self.made[path] = self._make(path)
 
     def _make(self, path: Path) -> int:
+        # PATH may be a spare itself (a retried block's stream left empty by its last attempt): taken as it is,
+        # since renaming another spare over it would leave that one's descriptor on a file no name reaches
+        for index, (old, descriptor) in enumerate(self.spare):
+            if old == path:
+                del self.spare[index]
+                return descriptor
         while self.spare:
             old, descriptor = self.spare.pop()
             try:
@@ -86,7 +92,7 @@ class OutputFiles:
         if descriptor is None:
             descriptor = self.held.get(path)
         if descriptor is None:
-            descriptor = create_fresh(path, within=self.output_dir)
+            descriptor = self._make(path)
         self.held[path] = descriptor
         return descriptor
 

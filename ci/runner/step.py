@@ -126,6 +126,7 @@ def run_step(step: Step, stored: MutableMapping[str, str], context: StepContext)
             " can carry; remove it where it is stored (e.g. `| tr -d '\\0'`)"
         )
         return unstarted_result(step, Status.ERROR, message), None
+    loaded = step.loaded_sha256(stored)  # before the block runs: a setup storing a name it loads replaces the value
     command = substitute(step.body, tuple((load.placeholder, stored[load.name]) for load in step.loads))
     expected = None
     expected_pairs: tuple[tuple[str, str], ...] = ()
@@ -138,6 +139,7 @@ def run_step(step: Step, stored: MutableMapping[str, str], context: StepContext)
     if isinstance(block, str):
         return unstarted_result(step, Status.ERROR, block, substituted=substituted), None
     result, signum = _supervise(step, block, substituted, context, stored)
+    result = dataclasses.replace(result, loaded_sha256=loaded)
     return _said_if_disk_full(result, context), signum
 
 
