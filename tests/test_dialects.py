@@ -269,3 +269,13 @@ def test_a_failing_console_statement_is_traced_to_the_guides_own_line(guide_runn
     assert f'File "{guide}", line 6, in f\n    ...     return x / 0\n                   ~~^~~' in raised.stdout
     broken = guide_runner(session.replace(">>> f()\n", ""), "--dialect", "pycon")
     assert f'File "{guide}", line 8\n    ... 2 +)\n' in broken.stdout and "SyntaxError: invalid syntax" in broken.stdout
+
+
+def test_a_console_session_s_output_comes_in_the_order_a_console_shows_it(guide_runner: Any) -> None:
+    # a pipe is no terminal: without line buffering, `a` and `c` were held back until the end, after `b` and `d`
+    session = (
+        "```pycon\n>>> import os, subprocess\n>>> print('a')\na\n>>> _ = subprocess.run(['echo', 'b'])\nb\n"
+        ">>> print('c', end='')\n>>> _ = os.system('echo; echo d')\nc\nd\n```\n"
+    )
+    run = guide_runner(session, "--dialect", "pycon", env={"PYTHONUNBUFFERED": ""})  # empty: as if it were unset
+    assert run.returncode == 0, run.stdout + run.stderr
