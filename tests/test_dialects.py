@@ -31,14 +31,14 @@ def test_the_compat_llama_cpp_guide_lists_the_steps_the_reference_parses(run_har
     # what the reference's own parse test states for this guide: 8 steps, 6 run then 2 skipped, the model
     # download and the inference with expected output, the inference's naming CANN0
     guide = next(fence_guides_dir().glob("llama.cpp-*.md"))
-    steps = _listed(run_harness, guide, "--commands", "--dialect", "fences")
+    steps = _listed(run_harness, guide, "--commands", "--dialect", "fences", "--set", "UPSTREAM_REF=master")
     assert len(steps) == 8
     assert ["skip" in step for step in steps] == [False] * 6 + [True] * 2
     keys = ["set_env.sh", "npu-smi info", "ASCEND_HOME_PATH", "cmake --build", "curl", "llama-completion"]
     keys += ["-sm layer", "llama-cli"]
     for step, key in zip(steps, keys, strict=True):
         assert key in step["command"]
-    plan = plan_guide(guide.read_text(encoding="utf-8"), str(guide), dialect="fences")
+    plan = plan_guide(guide.read_text(encoding="utf-8"), str(guide), dialect="fences", upstream_ref="master")
     for planned, key in zip(plan.steps, keys, strict=True):
         assert key in planned.body
     assert "export PATH=/usr/local/sbin:$PATH" in plan.steps[0].body
@@ -53,7 +53,8 @@ def test_the_compat_llama_cpp_guide_lists_the_steps_the_reference_parses(run_har
 def test_time_limits_by_command_kind_come_from_the_command_line_first_match_wins(run_harness: Harness) -> None:
     guide = next(fence_guides_dir().glob("llama.cpp-*.md"))
     rules = ["--timeout-rule", "cmake --build=2h", "--timeout-rule", "llama-completion=15m"]
-    steps = _listed(run_harness, guide, *rules, "--timeout-rule", "curl=15m", "--timeout", "5m", "--dialect", "fences")
+    rules += ["--timeout-rule", "curl=15m", "--timeout", "5m", "--dialect", "fences", "--set", "UPSTREAM_REF=master"]
+    steps = _listed(run_harness, guide, *rules)
     assert [step["timeout_s"] for step in steps[:6]] == [300, 300, 300, 7200, 900, 900]
 
 
@@ -243,6 +244,29 @@ def test_upstream_ref_comes_from_the_environment_as_ci_passes_it_unless_set_give
     plain = guide_runner(guide, env={"UPSTREAM_REF": "v1.2.3"}, name="plain.md")
     assert plain.returncode == 2 and "no runnable block" in plain.stdout + plain.stderr, plain.stdout + plain.stderr
     assert given.returncode == 1 and "the expected output is nowhere in the output" in given.stdout, given.stdout
+
+
+def test_upstream_commit_wins_over_upstream_ref_as_the_reference_s_tests_fill_it(guide_runner: Any) -> None:
+    guide = "```shell\necho checking out <UPSTREAM_REF>\n```\n\n```text\nchecking out 0123abc\n```\n"
+    run = guide_runner(guide, "--dialect", "fences", env={"UPSTREAM_COMMIT": "0123abc", "UPSTREAM_REF": "master"})
+    assert run.returncode == 0, run.stdout + run.stderr
+    fallback = guide_runner(guide, "--dialect", "fences", env={"UPSTREAM_COMMIT": "", "UPSTREAM_REF": "0123abc"})
+    assert fallback.returncode == 0, fallback.stdout + fallback.stderr
+
+
+def test_upstream_ref_without_a_value_is_a_document_error_at_its_line_not_a_redirection(
+    tmp_path: Path, run_harness: Harness
+) -> None:
+    guide = "# T\n\n```shell\necho ready\ngit checkout <UPSTREAM_REF>\n```\n\n```text\nat <UPSTREAM_REF>\n```\n"
+    (tmp_path / "guide.md").write_text(guide, encoding="utf-8")
+    empty = {"UPSTREAM_COMMIT": "", "UPSTREAM_REF": ""}
+    done = run_harness("guide.md", "--list", "--dialect", "fences", env=empty)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "guide.md:5: <UPSTREAM_REF> has no value" in done.stderr and "guide.md:9: <UPSTREAM_REF>" in done.stderr
+    assert "--set UPSTREAM_REF=COMMIT" in done.stderr and "2 document errors; nothing was run" in done.stderr
+    # a skipped fence never runs: its placeholder needs no value
+    (tmp_path / "skipped.md").write_text("```shell skip\ngit checkout <UPSTREAM_REF>\n```\n", encoding="utf-8")
+    assert run_harness("skipped.md", "--list", "--dialect", "fences", env=empty).returncode == 0
 
 
 def test_the_front_matters_retry_applies_to_a_plain_fence_block(guide_runner: Any) -> None:

@@ -93,7 +93,8 @@ def plan_guide(
     if chosen == "fences":
         preset_names = tuple(preset_names)
         if upstream_ref and UPSTREAM_REF not in preset_names and "\n" not in upstream_ref:
-            # the upstream commit under test, as CI passes it ($UPSTREAM_REF): put in the text, as the reference does
+            # the upstream commit under test, as CI passes it (fences.upstream_ref: $UPSTREAM_COMMIT, else
+            # $UPSTREAM_REF): put in the text, as the reference does
             lines = [line.replace(f"<{UPSTREAM_REF}>", upstream_ref) for line in lines]
         plan = plan_fences(
             lines,
