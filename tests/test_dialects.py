@@ -269,6 +269,24 @@ def test_upstream_ref_without_a_value_is_a_document_error_at_its_line_not_a_redi
     assert run_harness("skipped.md", "--list", "--dialect", "fences", env=empty).returncode == 0
 
 
+@pytest.mark.parametrize(
+    ("last", "what"),
+    [("```shell\nexit 1\n", "so its commands never run"), ("```text\nbye\n", "so the output it expects is never")],
+)
+def test_an_unclosed_last_fence_is_a_warning_at_its_line_and_an_error_under_strict(
+    last: str, what: str, tmp_path: Path, run_harness: Harness
+) -> None:
+    (tmp_path / "guide.md").write_text(f"# T\n\n```shell\necho hi\n```\n\n{last}", encoding="utf-8")
+    listed = run_harness("guide.md", "--list", "--dialect", "fences")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    language = last.split("\n")[0]
+    assert f"warning: guide.md:7: this {language} fence is never closed, {what}" in listed.stderr, listed.stderr
+    assert "close it with a line of three backticks" in listed.stderr
+    strict = run_harness("guide.md", "--dialect", "fences", "--strict", "--output-dir", "out")
+    assert strict.returncode == 2 and "[ERROR] guide.md:7: this" in strict.stderr, strict.stdout + strict.stderr
+    assert not (tmp_path / "out").exists()  # nothing was run
+
+
 def test_the_front_matters_retry_applies_to_a_plain_fence_block(guide_runner: Any) -> None:
     # the block fails on its first attempt (no mark yet) and passes on the second: ci.retry gives it one
     guide = (

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from ci.guide.dialects.fences_scan import Fence, heading_above, scan_fences, timeout_by_kind
+from ci.guide.dialects.fences_scan import Fence, heading_above, scan_fences, timeout_by_kind, unclosed_fence
 from ci.guide.model import (
     DEFAULT_WILDCARD,
     DocumentError,
@@ -51,7 +51,10 @@ def upstream_ref(environ: Mapping[str, str]) -> str | None:
 
 
 def has_fences(lines: Sequence[str]) -> bool:
-    """Whether the text holds a fence this dialect runs or skips."""
+    """Whether the text holds a fence this dialect runs or skips, or one it would but for a closing line."""
+    unclosed = unclosed_fence(lines)
+    if unclosed is not None and unclosed[1] == RUN_LANGUAGE:
+        return True
     return any(fence.language == RUN_LANGUAGE for fence in scan_fences(lines))
 
 
@@ -109,9 +112,31 @@ def plan_fences(
             " labels for labelled blocks)"
         )
         problems.append(Problem(file, 0, message))
+    warnings = _unclosed(lines, file)
     if problems:
-        raise DocumentError(problems)
-    return Plan(guide=file, source_path=source_path, steps=tuple(steps), settings=settings)
+        raise DocumentError(problems, warnings)
+    return Plan(guide=file, source_path=source_path, steps=tuple(steps), settings=settings, warnings=warnings)
+
+
+def _unclosed(lines: Sequence[str], file: str) -> tuple[Problem, ...]:
+    """A warning for a ```shell or ```text fence never closed: read as prose, it would never run, or never be
+    checked, and the guide would pass all the same."""
+    unclosed = unclosed_fence(lines)
+    if unclosed is None:
+        return ()
+    line, language = unclosed
+    words = lines[line - 1][3:].split()
+    if language == RUN_LANGUAGE and SKIP_MARKER not in words[1:]:
+        what = "so its commands never run"
+    elif language == OUTPUT_LANGUAGE:
+        what = "so the output it expects is never checked"
+    else:
+        return ()
+    message = (
+        f"this ```{language} fence is never closed, {what} (the text after it reads as prose): close it with a"
+        " line of three backticks (```)"
+    )
+    return (Problem(file, line, message),)
 
 
 def _prompts(fence: Fence, file: str) -> list[Problem]:
