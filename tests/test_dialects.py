@@ -216,6 +216,30 @@ def test_a_registry_entry_names_its_dialect_and_rules_checked_and_passed_to_the_
     assert done.returncode == 2 and "guides.yaml:6: entry 'plain': dialect: unknown dialect 'fence'" in done.stderr
 
 
+def test_timeout_rules_for_a_labels_guide_are_a_warning_of_the_run_and_an_error_of_the_registry_check(
+    tmp_path: Path, run_harness: Harness
+) -> None:
+    (tmp_path / "guide.md").write_text("# T\n\n```shell #test-setup\necho hi\n```\n", encoding="utf-8")
+    listed = run_harness("guide.md", "--list", "--timeout-rule", "echo=2m")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    warning = "warning: guide.md: --timeout-rule (a registry entry's timeout_rules) sets limits by command kind for"
+    assert warning in listed.stderr and "so the rules are ignored: read it with --dialect fences" in listed.stderr
+    strict = run_harness("guide.md", "--list", "--strict", "--timeout-rule", "echo=2m")
+    assert strict.returncode == 2, strict.stdout + strict.stderr
+    # read as plain fences, the rules are the guide's limits: no warning
+    fences = run_harness("guide.md", "--list", "--dialect", "fences", "--timeout-rule", "echo=2m")
+    assert fences.returncode == 0 and "warning" not in fences.stderr, fences.stderr
+    registry = tmp_path / "guides.yaml"
+    entry = "  - name: labelled\n    guide: guide.md\n    timeout_rules: [{contains: echo, timeout: 2m}]\n"
+    registry.write_text(f"defaults:\n  runner: [ubuntu-latest]\nguides:\n{entry}", encoding="utf-8")
+    done = run_harness(str(registry), "--check", module="ci.registry")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "guides.yaml:6: entry 'labelled': timeout_rules sets limits by command kind" in done.stderr, done.stderr
+    assert "the guide is read as labelled blocks, so the rules would be ignored" in done.stderr
+    registry.write_text(registry.read_text().replace("guide: guide.md", "guide: guide.md\n    dialect: fences"))
+    assert run_harness(str(registry), "--check", module="ci.registry").returncode == 0
+
+
 def test_a_reference_shaped_console_session_runs_as_one_program_and_checks_only_its_exit(tmp_path: Path) -> None:
     # the reference's shape: imports, a bare >>>, a call continued over `... ` lines, a last print with no output
     session = (
