@@ -92,3 +92,20 @@ def test_update_after_a_run_refuses_what_it_cannot_attribute_and_leaves_the_guid
     refusal = re.search(r"warning: guide\.md:6: the output cannot be attributed .* by hand; left alone", done.stderr)
     assert refusal is not None, done.stderr
     assert guide.read_text(encoding="utf-8") == text
+
+
+def test_update_keeps_a_crlf_guide_crlf_and_rewrites_only_the_statement_that_changed(
+    tmp_path: Path, run_harness: Harness
+) -> None:
+    guide = tmp_path / "guide.md"
+    session = ">>> print(1)\n1\n>>> print(2)\n3\n>>> print(4)\n4\n"
+    guide.write_bytes(_guide(session).replace("\n", "\r\n").encode("utf-8"))
+
+    done = run_harness("guide.md", "--dialect", "pycon", "--update", "--output-dir", "out")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "guide.md: updated the output of 1 statement (line 8)" in done.stderr
+    updated = _guide(session.replace("\n3\n", "\n2\n")).replace("\n", "\r\n").encode("utf-8")
+    assert guide.read_bytes() == updated
+    again = run_harness("guide.md", "--dialect", "pycon", "--output-dir", "again")
+    assert again.returncode == 0, again.stdout + again.stderr

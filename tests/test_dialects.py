@@ -31,14 +31,14 @@ def test_the_compat_llama_cpp_guide_lists_the_steps_the_reference_parses(run_har
     # what the reference's own parse test states for this guide: 8 steps, 6 run then 2 skipped, the model
     # download and the inference with expected output, the inference's naming CANN0
     guide = next(fence_guides_dir().glob("llama.cpp-*.md"))
-    steps = _listed(run_harness, guide, "--commands", "--dialect", "fences")
+    steps = _listed(run_harness, guide, "--commands", "--dialect", "fences", "--set", "UPSTREAM_REF=master")
     assert len(steps) == 8
     assert ["skip" in step for step in steps] == [False] * 6 + [True] * 2
     keys = ["set_env.sh", "npu-smi info", "ASCEND_HOME_PATH", "cmake --build", "curl", "llama-completion"]
     keys += ["-sm layer", "llama-cli"]
     for step, key in zip(steps, keys, strict=True):
         assert key in step["command"]
-    plan = plan_guide(guide.read_text(encoding="utf-8"), str(guide), dialect="fences")
+    plan = plan_guide(guide.read_text(encoding="utf-8"), str(guide), dialect="fences", upstream_ref="master")
     for planned, key in zip(plan.steps, keys, strict=True):
         assert key in planned.body
     assert "export PATH=/usr/local/sbin:$PATH" in plan.steps[0].body
@@ -53,7 +53,8 @@ def test_the_compat_llama_cpp_guide_lists_the_steps_the_reference_parses(run_har
 def test_time_limits_by_command_kind_come_from_the_command_line_first_match_wins(run_harness: Harness) -> None:
     guide = next(fence_guides_dir().glob("llama.cpp-*.md"))
     rules = ["--timeout-rule", "cmake --build=2h", "--timeout-rule", "llama-completion=15m"]
-    steps = _listed(run_harness, guide, *rules, "--timeout-rule", "curl=15m", "--timeout", "5m", "--dialect", "fences")
+    rules += ["--timeout-rule", "curl=15m", "--timeout", "5m", "--dialect", "fences", "--set", "UPSTREAM_REF=master"]
+    steps = _listed(run_harness, guide, *rules)
     assert [step["timeout_s"] for step in steps[:6]] == [300, 300, 300, 7200, 900, 900]
 
 
@@ -215,6 +216,30 @@ def test_a_registry_entry_names_its_dialect_and_rules_checked_and_passed_to_the_
     assert done.returncode == 2 and "guides.yaml:6: entry 'plain': dialect: unknown dialect 'fence'" in done.stderr
 
 
+def test_timeout_rules_for_a_labels_guide_are_a_warning_of_the_run_and_an_error_of_the_registry_check(
+    tmp_path: Path, run_harness: Harness
+) -> None:
+    (tmp_path / "guide.md").write_text("# T\n\n```shell #test-setup\necho hi\n```\n", encoding="utf-8")
+    listed = run_harness("guide.md", "--list", "--timeout-rule", "echo=2m")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    warning = "warning: guide.md: --timeout-rule (a registry entry's timeout_rules) sets limits by command kind for"
+    assert warning in listed.stderr and "so the rules are ignored: read it with --dialect fences" in listed.stderr
+    strict = run_harness("guide.md", "--list", "--strict", "--timeout-rule", "echo=2m")
+    assert strict.returncode == 2, strict.stdout + strict.stderr
+    # read as plain fences, the rules are the guide's limits: no warning
+    fences = run_harness("guide.md", "--list", "--dialect", "fences", "--timeout-rule", "echo=2m")
+    assert fences.returncode == 0 and "warning" not in fences.stderr, fences.stderr
+    registry = tmp_path / "guides.yaml"
+    entry = "  - name: labelled\n    guide: guide.md\n    timeout_rules: [{contains: echo, timeout: 2m}]\n"
+    registry.write_text(f"defaults:\n  runner: [ubuntu-latest]\nguides:\n{entry}", encoding="utf-8")
+    done = run_harness(str(registry), "--check", module="ci.registry")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "guides.yaml:6: entry 'labelled': timeout_rules sets limits by command kind" in done.stderr, done.stderr
+    assert "the guide is read as labelled blocks, so the rules would be ignored" in done.stderr
+    registry.write_text(registry.read_text().replace("guide: guide.md", "guide: guide.md\n    dialect: fences"))
+    assert run_harness(str(registry), "--check", module="ci.registry").returncode == 0
+
+
 def test_a_reference_shaped_console_session_runs_as_one_program_and_checks_only_its_exit(tmp_path: Path) -> None:
     # the reference's shape: imports, a bare >>>, a call continued over `... ` lines, a last print with no output
     session = (
@@ -245,6 +270,47 @@ def test_upstream_ref_comes_from_the_environment_as_ci_passes_it_unless_set_give
     assert given.returncode == 1 and "the expected output is nowhere in the output" in given.stdout, given.stdout
 
 
+def test_upstream_commit_wins_over_upstream_ref_as_the_reference_s_tests_fill_it(guide_runner: Any) -> None:
+    guide = "```shell\necho checking out <UPSTREAM_REF>\n```\n\n```text\nchecking out 0123abc\n```\n"
+    run = guide_runner(guide, "--dialect", "fences", env={"UPSTREAM_COMMIT": "0123abc", "UPSTREAM_REF": "master"})
+    assert run.returncode == 0, run.stdout + run.stderr
+    fallback = guide_runner(guide, "--dialect", "fences", env={"UPSTREAM_COMMIT": "", "UPSTREAM_REF": "0123abc"})
+    assert fallback.returncode == 0, fallback.stdout + fallback.stderr
+
+
+def test_upstream_ref_without_a_value_is_a_document_error_at_its_line_not_a_redirection(
+    tmp_path: Path, run_harness: Harness
+) -> None:
+    guide = "# T\n\n```shell\necho ready\ngit checkout <UPSTREAM_REF>\n```\n\n```text\nat <UPSTREAM_REF>\n```\n"
+    (tmp_path / "guide.md").write_text(guide, encoding="utf-8")
+    empty = {"UPSTREAM_COMMIT": "", "UPSTREAM_REF": ""}
+    done = run_harness("guide.md", "--list", "--dialect", "fences", env=empty)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "guide.md:5: <UPSTREAM_REF> has no value" in done.stderr and "guide.md:9: <UPSTREAM_REF>" in done.stderr
+    assert "--set UPSTREAM_REF=COMMIT" in done.stderr and "2 document errors; nothing was run" in done.stderr
+    # a skipped fence never runs: its placeholder needs no value
+    (tmp_path / "skipped.md").write_text("```shell skip\ngit checkout <UPSTREAM_REF>\n```\n", encoding="utf-8")
+    assert run_harness("skipped.md", "--list", "--dialect", "fences", env=empty).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("last", "what"),
+    [("```shell\nexit 1\n", "so its commands never run"), ("```text\nbye\n", "so the output it expects is never")],
+)
+def test_an_unclosed_last_fence_is_a_warning_at_its_line_and_an_error_under_strict(
+    last: str, what: str, tmp_path: Path, run_harness: Harness
+) -> None:
+    (tmp_path / "guide.md").write_text(f"# T\n\n```shell\necho hi\n```\n\n{last}", encoding="utf-8")
+    listed = run_harness("guide.md", "--list", "--dialect", "fences")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    language = last.split("\n")[0]
+    assert f"warning: guide.md:7: this {language} fence is never closed, {what}" in listed.stderr, listed.stderr
+    assert "close it with a line of three backticks" in listed.stderr
+    strict = run_harness("guide.md", "--dialect", "fences", "--strict", "--output-dir", "out")
+    assert strict.returncode == 2 and "[ERROR] guide.md:7: this" in strict.stderr, strict.stdout + strict.stderr
+    assert not (tmp_path / "out").exists()  # nothing was run
+
+
 def test_the_front_matters_retry_applies_to_a_plain_fence_block(guide_runner: Any) -> None:
     # the block fails on its first attempt (no mark yet) and passes on the second: ci.retry gives it one
     guide = (
@@ -269,3 +335,13 @@ def test_a_failing_console_statement_is_traced_to_the_guides_own_line(guide_runn
     assert f'File "{guide}", line 6, in f\n    ...     return x / 0\n                   ~~^~~' in raised.stdout
     broken = guide_runner(session.replace(">>> f()\n", ""), "--dialect", "pycon")
     assert f'File "{guide}", line 8\n    ... 2 +)\n' in broken.stdout and "SyntaxError: invalid syntax" in broken.stdout
+
+
+def test_a_console_session_s_output_comes_in_the_order_a_console_shows_it(guide_runner: Any) -> None:
+    # a pipe is no terminal: without line buffering, `a` and `c` were held back until the end, after `b` and `d`
+    session = (
+        "```pycon\n>>> import os, subprocess\n>>> print('a')\na\n>>> _ = subprocess.run(['echo', 'b'])\nb\n"
+        ">>> print('c', end='')\n>>> _ = os.system('echo; echo d')\nc\nd\n```\n"
+    )
+    run = guide_runner(session, "--dialect", "pycon", env={"PYTHONUNBUFFERED": ""})  # empty: as if it were unset
+    assert run.returncode == 0, run.stdout + run.stderr

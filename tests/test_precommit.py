@@ -318,3 +318,21 @@ def test_a_broken_registry_fails_the_hook_saying_where(
     )
     assert done.stdout.splitlines()[-1].endswith("fix the errors above before committing")
     assert "Traceback" not in done.stderr
+
+
+def test_an_unclosed_last_fence_of_a_plain_fence_guide_fails_the_hook_at_its_line(
+    repository: Path, harness_env: dict[str, str]
+) -> None:
+    """Read as prose, the last ```shell fence would never run (its ```text never be checked): the hook refuses it."""
+    files = {
+        "docs/shell.md": "# T\n\n```shell\necho hi\n```\n\n```shell\nexit 1\n",
+        "docs/text.md": "# T\n\n```shell\necho hi\n```\n\n```text\nbye\n",
+    }
+    done = _run_entry(repository, ["--dialect", "fences", *_stage(repository, files)], harness_env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "docs/shell.md:7: [contract] this ```shell fence is never closed, so its commands never run" in done.stdout
+    assert "docs/text.md:7: [contract] this ```text fence is never closed, so the output it expects" in done.stdout
+    # a guide whose one ```shell fence is unclosed is still a guide: it is checked, not passed unread
+    alone = _stage(repository, {"docs/alone.md": "# T\n\n```shell\nexit 1\n"})
+    done = _run_entry(repository, ["--dialect", "fences", *alone], harness_env)
+    assert done.returncode == 1 and "docs/alone.md:3: [contract] this ```shell fence is never closed" in done.stdout

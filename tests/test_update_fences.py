@@ -51,6 +51,10 @@ def _found(output: str, body: str, values: dict[str, str]) -> bool:
             "load_tensors: ...CANN1 model buffer size = ...",
             id="part-of-a-line-stays-a-part",
         ),
+        # a changed line is written whole, never cut to its old length (`status: fa`, which the search finds too)
+        pytest.param("status: ok", NOISE + "status: failed\nmore\n", {}, "status: failed", id="changed-last-line"),
+        pytest.param("ok: status", NOISE + "failed: status\n", {}, "failed: status", id="changed-first-line"),
+        pytest.param("a\nstatus: ok", "a\nstatus: broken\n", {}, "a\nstatus: broken", id="no-word-cut"),
         pytest.param("a\nc", "x\na\nb\nc\ny\n", {}, "a\nb\nc", id="line-added-inside"),
         pytest.param("a\nz", "a\r\nb\r\n", {}, "a\nb", id="crlf-output"),
         pytest.param(
@@ -155,6 +159,17 @@ def test_update_rewrites_only_the_failed_search(tmp_path: Path, run_harness: Har
     assert done.stdout.splitlines()[-1].startswith("=== update: UPDATED: the run had 1 mismatch;"), done.stdout
     # the one excerpt rewritten, its wildcards kept; every other byte (the passing fence, its blank line) as it was
     assert guide.read_text(encoding="utf-8") == UPDATED  # which a run passes: the test below runs it
+
+
+def test_update_writes_a_changed_line_whole_so_the_check_stays_as_strict(tmp_path: Path, run_harness: Harness) -> None:
+    guide = tmp_path / "guide.md"
+    command = f'{FENCE}shell\necho "status: failed"\n{FENCE}\n\n'
+    guide.write_text(command + f"{FENCE}text\nstatus: ok\n{FENCE}\n", encoding="utf-8")
+
+    done = run_harness("guide.md", "--dialect", "fences", "--update", "--output-dir", "out")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert guide.read_text(encoding="utf-8") == command + f"{FENCE}text\nstatus: failed\n{FENCE}\n"
 
 
 def test_update_from_a_run_reads_the_guide_in_the_run_s_dialect_and_keeps_crlf(

@@ -25,7 +25,7 @@ from ci.guide.model import DocumentError, Plan, Status
 from ci.maintain.guide import plan_without_running
 from ci.maintain.lastrun import read_stdout
 from ci.maintain.realign import CannotRewrite, updated_body
-from ci.maintain.rewrite import unpublishable
+from ci.maintain.rewrite import SourceLines, unpublishable
 from ci.record import RecordedGuide, RecordError
 
 __all__ = ["MAX_ATTRIBUTION_CELLS", "ConsoleRewrite", "rewrite_console", "updated_session"]
@@ -73,9 +73,9 @@ def rewrite_console(text: str, file: str, output: str) -> ConsoleRewrite:
     CannotRewrite, naming FILE:LINE and the fix, when the output cannot be attributed to the statements
     unambiguously, or cannot be written in the session (a blank line, a line read as a prompt).
     """
-    lines = text.split("\n")
+    source = SourceLines(text)  # the guide's own line ends (CRLF too), kept on every line, written ones included
     try:
-        _, statements = console_statements(lines, file)
+        _, statements = console_statements(source.lines, file)
     except DocumentError as error:
         raise CannotRewrite(f"the session no longer reads: {error.problems[0]}") from None
     expected = console_expected(statements, 0)
@@ -84,7 +84,6 @@ def rewrite_console(text: str, file: str, output: str) -> ConsoleRewrite:
     printed = output.rstrip("\n").split("\n") if output.rstrip("\n") else []
     segments = _segments(statements)
     reading = _attribution(segments, printed, file)
-    new_lines = list(lines)
     rewritten: list[int] = []
     written: list[str] = []
     for index, start, end in reversed(reading):  # from the bottom: the lines above keep their numbers
@@ -92,10 +91,12 @@ def rewrite_console(text: str, file: str, output: str) -> ConsoleRewrite:
         assert statement is not None, "a run of any output is never changed"
         new_output = _new_output(statement, printed[start:end], file)
         first, last = statement.output_lines[0], statement.output_lines[-1]
-        new_lines[first - 1 : last] = new_output
+        ending = source.endings[first - 1]
+        source.lines[first - 1 : last] = new_output
+        source.endings[first - 1 : last] = [ending] * len(new_output)
         rewritten.append(statement.line)
         written[:0] = new_output
-    new_text = "\n".join(new_lines)
+    new_text = source.text()
     _check_read_back(new_text, file, statements, output)
     return ConsoleRewrite(new_text, tuple(reversed(rewritten)), "\n".join(written))
 
@@ -187,7 +188,7 @@ def _new_output(statement: ConsoleStatement, printed: Sequence[str], file: str) 
 def _check_read_back(text: str, file: str, statements: Sequence[ConsoleStatement], output: str) -> None:
     """CannotRewrite unless TEXT reads back as the same statements, with expected output OUTPUT matches."""
     try:
-        _, again = console_statements(text.split("\n"), file)
+        _, again = console_statements(SourceLines(text).lines, file)
     except DocumentError as error:
         raise CannotRewrite(f"the rewritten session would not read: {error.problems[0]}; {_FIX}") from None
     expected = console_expected(again, 0)

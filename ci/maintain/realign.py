@@ -46,8 +46,9 @@ class CannotRewrite(Exception):
 class _Wildcard:
     """One wildcard occurrence of a body line; equal to nothing, so the differ never pairs it with text."""
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, *, frame: bool = False) -> None:
         self.token = token
+        self.frame = frame  # put around the line by its excerpt (BodyLine.before, .after), not written in it
 
 
 @dataclass(frozen=True)
@@ -238,10 +239,12 @@ def _intra_line(line: BodyLine, output: str, values: Mapping[str, str], grammar:
     names = sorted((f"<{p}>" for p in values), key=len, reverse=True)
     split = re.compile("|".join(re.escape(n) for n in names)) if names else None
     position = 0
-    framed = line.before + line.text + line.after
-    pieces = list(split.finditer(framed)) if split else []
+    pieces = list(split.finditer(line.text)) if split else []
+    if line.before:
+        units.append(_Wildcard(line.before, frame=True))
+        owner.append(-1)
     for found in [*pieces, None]:
-        literal = framed[position : found.start() if found else len(framed)]
+        literal = line.text[position : found.start() if found else len(line.text)]
         for is_wild, text in grammar.split(literal):
             if is_wild:
                 units.append(_Wildcard(text))
@@ -256,6 +259,9 @@ def _intra_line(line: BodyLine, output: str, values: Mapping[str, str], grammar:
         owner.extend([len(occurrences) - 1] * len(value))
         units.extend(value)
         position = found.end()
+    if line.after:
+        units.append(_Wildcard(line.after, frame=True))
+        owner.append(-1)
 
     parts: list[str] = []
     matcher = difflib.SequenceMatcher(None, units, list(output), autojunk=False)
@@ -277,7 +283,7 @@ def _intra_line(line: BodyLine, output: str, values: Mapping[str, str], grammar:
         elif op == "insert":
             parts.append(output[j1:j2])
         else:
-            parts.append(_replace_run(units[i1:i2], output[j1:j2]))
+            parts.append(_replace_framed(units[i1:i2], output, j1, j2, first=i1 == 0, last=i2 == len(units)))
     rewritten = "".join(parts)
     if not grammar.fits(output, substitute(rewritten, tuple(values.items()))):
         return grammar.literal(output)
@@ -291,6 +297,35 @@ def _unframed(rewritten: str, line: BodyLine) -> str:
     if line.after and rewritten.endswith(line.after):
         rewritten = rewritten[: len(rewritten) - len(line.after)]
     return rewritten
+
+
+def _replace_framed(old: Sequence[str | _Wildcard], output: str, j1: int, j2: int, *, first: bool, last: bool) -> str:
+    """Text for a run of old units the differ replaced by OUTPUT[J1:J2], the wildcards of the line's frame kept at
+    its ends (FIRST, LAST: the run starts or ends the line's units).
+
+    A frame's wildcard takes the output's text beside what the line stood for only when the differ gives it that
+    text alone, and never the rest of a word the line's text begins or ends: a changed line's new text is written
+    whole (`status: ok` becomes `status: failed`, never `status: fa` and a wildcard taking `iled`).
+    """
+    new = output[j1:j2]
+    before = old[0] if first and isinstance(old[0], _Wildcard) and old[0].frame else None
+    after = old[-1] if last and isinstance(old[-1], _Wildcard) and old[-1].frame else None
+    inner = [unit for unit in old if unit is not before and unit is not after]
+    runs_on = (after is not None and j1 > 0 and _in_word(output[j1 - 1], output[j1 : j1 + 1])) or (
+        before is not None and j2 < len(output) and _in_word(output[j2 - 1 : j2], output[j2])
+    )
+    if inner:
+        text = _replace_run(inner, new)
+    elif runs_on:  # the frame alone, given the rest of a word of the line: the word is the line's
+        text = new
+    else:
+        return "".join(unit.token for unit in old if isinstance(unit, _Wildcard))
+    return (before.token if before else "") + text + (after.token if after else "")
+
+
+def _in_word(left: str, right: str) -> bool:
+    """Whether a cut between characters LEFT and RIGHT falls inside a word."""
+    return bool(re.fullmatch(r"\w\w", left + right))
 
 
 def _replace_run(old: Sequence[str | _Wildcard], new: str) -> str:

@@ -18,7 +18,7 @@ from ci.base.files import os_error_text, write_atomically
 from ci.base.text import Masker, installed, masked, policy, secret_values
 from ci.expect.match import matches
 from ci.expect.search import search_matches
-from ci.guide.dialects.fences import UPSTREAM_REF
+from ci.guide.dialects.fences import UPSTREAM_REF, upstream_ref
 from ci.guide.model import DocumentError, Label, Plan, Status, Step, body_sha256
 from ci.guide.placeholders import substitute
 from ci.guide.source import read_local_guide, redact_url
@@ -220,7 +220,7 @@ def _ran_with_ref(step: Step, block: BlockResult, values: Mapping[str, str]) -> 
     """Whether BLOCK ran STEP's command with `<UPSTREAM_REF>` put in its text, as a run does with the value of the
     environment's UPSTREAM_REF (this one's, or the one the expected text shows the run had)."""
     placeholder = f"<{UPSTREAM_REF}>"
-    refs = {os.environ.get(UPSTREAM_REF), values.get(UPSTREAM_REF)} - {None, ""}
+    refs = {upstream_ref(os.environ), os.environ.get(UPSTREAM_REF), values.get(UPSTREAM_REF)} - {None, ""}
     return placeholder in step.body and any(
         body_sha256(step.body.replace(placeholder, ref)) == block.step.code_sha256 for ref in refs if ref is not None
     )

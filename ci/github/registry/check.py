@@ -16,7 +16,7 @@ from ci.github.registry.model import BLOCK_HEADROOM_MINUTES, DEADLINE_MARGIN_MIN
 from ci.guide.model import DocumentError, Plan, Problem
 from ci.guide.plan import guides_without_blocks
 from ci.guide.selection import only_idents, select_steps
-from ci.maintain.guide import plan_without_running
+from ci.maintain.guide import dialect_of, plan_without_running
 
 __all__ = ["entry_problems"]
 
@@ -53,7 +53,22 @@ def _plan(entry: Entry, base: Path) -> tuple[Plan | None, list[tuple[str, str]]]
         )
     except DocumentError as error:
         return None, [("guide", f"the guide does not parse: {problem}") for problem in error.problems]
-    return plan, [("guide", f"the guide checks nothing: {p.message}") for p in guides_without_blocks([plan])]
+    problems = [("guide", f"the guide checks nothing: {p.message}") for p in guides_without_blocks([plan])]
+    labels = dialect_of(text.removeprefix("\ufeff"), entry.guide, entry.dialect) == "labels"
+    return plan, problems + _rules_problems(entry, read_as_labels=labels)
+
+
+def _rules_problems(entry: Entry, *, read_as_labels: bool) -> list[tuple[str, str]]:
+    """timeout_rules for a guide read as labelled blocks, which they never reach (ci.run only warns of them)."""
+    if not entry.timeout_rules or not read_as_labels:
+        return []
+    message = (
+        "timeout_rules sets limits by command kind for the plain dialects (fences, pycon), but the guide is read"
+        " as labelled blocks, so the rules would be ignored: give the entry's dialect (fences or pycon) if the"
+        " guide is written in one, else drop timeout_rules and give each block its limit with its label's"
+        " timeout=, or the front matter's ci.timeout"
+    )
+    return [("timeout_rules", message)]
 
 
 def _only_problems(entry: Entry, plan: Plan) -> list[tuple[str, str]]:
@@ -110,8 +125,9 @@ def _signal_problems(entry: Entry, front_matter: Mapping[str, str]) -> list[tupl
 
 def entry_problems(entry: Entry, registry_file: str, base: Path) -> list[Problem]:
     """Every problem of ENTRY's guide and of the settings that depend on it, at the entry's line."""
-    if entry.is_url:
+    if entry.is_url:  # not fetched: read as the entry's dialect says (its front matter's ci.dialect is not known)
         messages = _url_problems(entry) + _signal_problems(entry, {})
+        messages += _rules_problems(entry, read_as_labels=entry.dialect == "labels")
     else:
         plan, messages = _plan(entry, base)
         if plan is not None:

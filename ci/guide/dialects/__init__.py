@@ -82,9 +82,14 @@ def plan_guide(
     lines = guide_lines(text)
     chosen = chosen_dialect(parsed, lines, dialect)
     if chosen == "labels":
-        return build_plan(
-            parsed, preset_names=preset_names, default_timeout_s=default_timeout_s, source_path=source_path
-        )
+        ignored = _rules_ignored(name, timeout_rules)
+        try:
+            plan = build_plan(
+                parsed, preset_names=preset_names, default_timeout_s=default_timeout_s, source_path=source_path
+            )
+        except DocumentError as error:
+            raise DocumentError(error.problems, (*ignored, *error.warnings)) from None
+        return dataclasses.replace(plan, warnings=(*ignored, *plan.warnings))
     settings, problems = guide_settings(parsed)
     if problems:
         raise DocumentError(problems)
@@ -93,7 +98,8 @@ def plan_guide(
     if chosen == "fences":
         preset_names = tuple(preset_names)
         if upstream_ref and UPSTREAM_REF not in preset_names and "\n" not in upstream_ref:
-            # the upstream commit under test, as CI passes it ($UPSTREAM_REF): put in the text, as the reference does
+            # the upstream commit under test, as CI passes it (fences.upstream_ref: $UPSTREAM_COMMIT, else
+            # $UPSTREAM_REF): put in the text, as the reference does
             lines = [line.replace(f"<{UPSTREAM_REF}>", upstream_ref) for line in lines]
         plan = plan_fences(
             lines,
@@ -107,6 +113,21 @@ def plan_guide(
     else:
         plan = plan_console(lines, name, settings, default_s=default_s, rules=rules, source_path=source_path)
     return _retried(plan, settings)
+
+
+def _rules_ignored(file: str, timeout_rules: Sequence[TimeoutRule]) -> tuple[Problem, ...]:
+    """A warning when TIMEOUT_RULES (--timeout-rule, a registry entry's timeout_rules) are given for a guide read
+    as labelled blocks, which they never reach: a warning, not an error, so that a run on scarce hardware is not
+    refused for it (--strict refuses it; the registry's --check does)."""
+    if not timeout_rules:
+        return ()
+    message = (
+        "--timeout-rule (a registry entry's timeout_rules) sets limits by command kind for the plain dialects"
+        " (fences, pycon), and this guide is read as labelled blocks, so the rules are ignored: read it with"
+        " --dialect fences or pycon if it is written so, else drop the rules and give a block's limit with its"
+        " label's timeout=, the front matter's ci.timeout or --timeout"
+    )
+    return (Problem(file, 0, message),)
 
 
 def _retried(plan: Plan, settings: GuideSettings) -> Plan:

@@ -8,9 +8,9 @@ anywhere in that merged output (Expected.search), with its placeholders.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
-from ci.guide.dialects.fences_scan import Fence, heading_above, scan_fences, timeout_by_kind
+from ci.guide.dialects.fences_scan import Fence, heading_above, scan_fences, timeout_by_kind, unclosed_fence
 from ci.guide.model import (
     DEFAULT_WILDCARD,
     DocumentError,
@@ -25,19 +25,36 @@ from ci.guide.model import (
     TimeoutRule,
 )
 
-__all__ = ["RUN_LANGUAGE", "SKIP_MARKER", "UPSTREAM_REF", "has_fences", "plan_fences"]
+__all__ = [
+    "RUN_LANGUAGE",
+    "SKIP_MARKER",
+    "UPSTREAM_COMMIT",
+    "UPSTREAM_REF",
+    "has_fences",
+    "plan_fences",
+    "upstream_ref",
+]
 
 RUN_LANGUAGE = "shell"  # only a fence whose language word is exactly this runs
 SKIP_MARKER = "skip"  # `shell skip`: logged, not run
 OUTPUT_LANGUAGE = "text"
-UPSTREAM_REF = (
-    "UPSTREAM_REF"  # `<UPSTREAM_REF>` is the upstream commit under test: --set UPSTREAM_REF=..., else $UPSTREAM_REF
-)
+# `<UPSTREAM_REF>` is the upstream commit under test: --set UPSTREAM_REF=..., else the environment's (upstream_ref)
+UPSTREAM_REF = "UPSTREAM_REF"
+UPSTREAM_COMMIT = "UPSTREAM_COMMIT"  # the environment variable that wins over UPSTREAM_REF, as the reference's tests
 _SUPPORTED = "```shell (runs), ```shell skip (skipped), ```text right after a ```shell fence (its expected output)"
 
 
+def upstream_ref(environ: Mapping[str, str]) -> str | None:
+    """The value of `<UPSTREAM_REF>` the environment gives: UPSTREAM_COMMIT when set, else UPSTREAM_REF (the
+    reference engine's project tests fill it so); None when neither is set or both are empty."""
+    return environ.get(UPSTREAM_COMMIT) or environ.get(UPSTREAM_REF) or None
+
+
 def has_fences(lines: Sequence[str]) -> bool:
-    """Whether the text holds a fence this dialect runs or skips."""
+    """Whether the text holds a fence this dialect runs or skips, or one it would but for a closing line."""
+    unclosed = unclosed_fence(lines)
+    if unclosed is not None and unclosed[1] == RUN_LANGUAGE:
+        return True
     return any(fence.language == RUN_LANGUAGE for fence in scan_fences(lines))
 
 
@@ -63,6 +80,10 @@ def plan_fences(
         skipped = SKIP_MARKER in fence.markers
         following = fences[index + 1] if index + 1 < len(fences) else None
         expected = None if skipped else _expected(fence, following, preset)
+        if not skipped and UPSTREAM_REF not in preset:
+            problems.extend(_unvalued(file, fence.line, fence.body))
+            if expected is not None:
+                problems.extend(_unvalued(file, expected.line, expected.body))
         steps.append(
             Step(
                 ordinal=len(steps) + 1,
@@ -91,9 +112,31 @@ def plan_fences(
             " labels for labelled blocks)"
         )
         problems.append(Problem(file, 0, message))
+    warnings = _unclosed(lines, file)
     if problems:
-        raise DocumentError(problems)
-    return Plan(guide=file, source_path=source_path, steps=tuple(steps), settings=settings)
+        raise DocumentError(problems, warnings)
+    return Plan(guide=file, source_path=source_path, steps=tuple(steps), settings=settings, warnings=warnings)
+
+
+def _unclosed(lines: Sequence[str], file: str) -> tuple[Problem, ...]:
+    """A warning for a ```shell or ```text fence never closed: read as prose, it would never run, or never be
+    checked, and the guide would pass all the same."""
+    unclosed = unclosed_fence(lines)
+    if unclosed is None:
+        return ()
+    line, language = unclosed
+    words = lines[line - 1][3:].split()
+    if language == RUN_LANGUAGE and SKIP_MARKER not in words[1:]:
+        what = "so its commands never run"
+    elif language == OUTPUT_LANGUAGE:
+        what = "so the output it expects is never checked"
+    else:
+        return ()
+    message = (
+        f"this ```{language} fence is never closed, {what} (the text after it reads as prose): close it with a"
+        " line of three backticks (```)"
+    )
+    return (Problem(file, line, message),)
 
 
 def _prompts(fence: Fence, file: str) -> list[Problem]:
@@ -106,6 +149,22 @@ def _prompts(fence: Fence, file: str) -> list[Problem]:
                 f"or put Python console text in a ```pycon fence. Fences this dialect reads: {_SUPPORTED}"
             )
             return [Problem(file, fence.line + offset, message)]
+    return []
+
+
+def _unvalued(file: str, fence_line: int, body: str) -> list[Problem]:
+    """A problem for the first line of BODY (the fence at FENCE_LINE) holding `<UPSTREAM_REF>` when it has no value:
+    bash would read it as a redirection from a file named UPSTREAM_REF, and an expected text would look for it."""
+    placeholder = f"<{UPSTREAM_REF}>"
+    for offset, text in enumerate(body.split("\n"), 1):
+        if placeholder in text:
+            message = (
+                f"{placeholder} has no value, so the fence cannot run as written (bash would read it as a"
+                f" redirection): give the upstream commit under test with --set {UPSTREAM_REF}=COMMIT, or in the"
+                f" environment's {UPSTREAM_COMMIT} or {UPSTREAM_REF} (the guide workflows set it from the registry"
+                " entry's upstream ref)"
+            )
+            return [Problem(file, fence_line + offset, message)]
     return []
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ci.guide.model import TimeoutRule
 
-__all__ = ["Fence", "heading_above", "scan_fences", "timeout_by_kind"]
+__all__ = ["Fence", "heading_above", "scan_fences", "timeout_by_kind", "unclosed_fence"]
 
 _FENCE = "```"
 
@@ -53,6 +53,19 @@ def scan_fences(lines: Sequence[str]) -> list[Fence]:
             )
         )
     return fences
+
+
+def unclosed_fence(lines: Sequence[str]) -> tuple[int, str] | None:
+    """The 1-based line and the language word ("" for none) of the fence LINES open and never close (the last one,
+    since fences pair in order: scan_fences reads it as prose); None when every fence is closed."""
+    opening = None
+    for number, text in enumerate(lines, 1):
+        if text.startswith(_FENCE):
+            opening = number if opening is None else None
+    if opening is None:
+        return None
+    words = lines[opening - 1][len(_FENCE) :].split()
+    return opening, words[0] if words else ""
 
 
 def heading_above(lines: Sequence[str], fences: Sequence[Fence], line: int) -> str | None:

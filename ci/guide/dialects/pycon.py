@@ -46,8 +46,11 @@ _CONTINUATION = "... "
 # Runs each statement as the console does ("single": an expression's value is printed), falling back to a
 # whole program for text the console would refuse as one statement; an exception ends the program with it.
 # Each statement's lines and columns are the guide's, so that a traceback names the guide's file, line and text.
+# Stdout is line-buffered, as a console's is (a terminal): what a subprocess or os.system prints comes after the
+# lines printed before it, not before the block of them Python would otherwise hold back for a pipe or a file.
 _PROGRAM = """\
-import ast as _ast
+import ast as _ast, sys as _sys
+_sys.stdout.reconfigure(line_buffering=True)
 _statements = {statements!r}
 _names = {{"__name__": "__main__"}}
 for _line, _source in _statements:
@@ -62,7 +65,7 @@ for _line, _source in _statements:
             _error.lineno, _error.end_lineno = _at + _line - 1, None
             _error.offset = _error.offset and _error.offset + 4
             _error.end_offset = None
-            import sys as _sys, traceback as _traceback
+            import traceback as _traceback
             _sys.stderr.write("".join(_traceback.format_exception_only(SyntaxError, _error)))
             raise SystemExit(1)
     for _node in _ast.walk(_tree):  # past the 4 characters of each line's prompt
@@ -71,6 +74,7 @@ for _line, _source in _statements:
             _node.end_col_offset += 4
     _mode = "single" if isinstance(_tree, _ast.Interactive) else "exec"
     exec(compile(_ast.increment_lineno(_tree, _line - 1), {file!r}, _mode), _names)
+    _sys.stdout.flush()  # as the console does after each statement: a line begun with end="" too
 """
 
 
