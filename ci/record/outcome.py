@@ -155,6 +155,9 @@ class BlockResult:
     reason: str | None = None
     attempts: tuple[Attempt, ...] = ()  # retry=: the attempts before this last one, each failed or timed out
     kept_from: EarlierRun | None = None  # a resumed run's block not run again: the run it passed in (SKIPPED)
+    # what the log warns of about a block, though it may have passed: a stored value spanning lines or holding
+    # progress output (ci.runner.stored); one line each, quoting no output. Not in results.json
+    warnings: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
