@@ -143,7 +143,8 @@ class BlockResult:
     # (name, value as reports show it) for a setup with store; the whole value is held by the run alone
     stored: tuple[str, BoundedText] | None
     marker_found: str | None  # the first error marker seen in stderr (in the output, for merged streams)
-    dumps: tuple[str, ...] = ()  # paths of stack dumps taken on timeout (with those of what earlier blocks left running)
+    # paths of stack dumps taken on timeout (with those of the Python processes earlier blocks left running)
+    dumps: tuple[str, ...] = ()
     # one line per dump that could not be taken, and per process earlier blocks left running: dumped too, or why not
     dump_notes: tuple[str, ...] = ()
     ended: tuple[TrackedProcess, ...] = ()  # processes the harness ended for it (timeout, interruption)
