@@ -26,15 +26,13 @@ _DUMP_TIMEOUT_S = 15.0  # per py-spy call
 _DUMP_BUDGET_S = 45.0  # for all dumps of one timeout, so a hung dump never delays the kill much
 _OUTPUT_POLL_S = 0.05  # how often a short helper command (py-spy) is checked for a stop request
 _TRIAL_DUMP_TIMEOUT_S = 5.0
+_BACKGROUND_NOTED = 10  # processes earlier blocks left running that are not dumped, named one by one; the rest counted
 _CAP_SYS_PTRACE = 19  # from <linux/capability.h>
 _VFS_CAP_FLAGS_EFFECTIVE = 0x1  # from <linux/capability.h>: a file capability raised at exec
 _PERMISSION_WORDS = re.compile(r"permission denied|operation not permitted|EPERM|EACCES|SYS_PTRACE", re.IGNORECASE)
 _FIX_CAPABILITY = (
     "add --cap-add SYS_PTRACE to the job container's options (docs/runners.md), or give the harness CAP_SYS_PTRACE"
 )
-
-
-_BACKGROUND_NOTED = 10  # background processes not dumped named one by one in the notes; the rest are counted
 
 
 def _is_python(proc: psutil.Process) -> bool:
@@ -119,7 +117,9 @@ def dump_python_stacks(
         try:
             write_atomically(path, text, within=within)  # on a full disk: no file rather than a part of one
         except OSError as exc:
-            notes.append(f"stack dump of pid {proc.pid} not kept: cannot write {path} ({os_error_text(exc, path)})")
+            notes.append(
+                f"stack dump of pid {proc.pid}{origin} not kept: cannot write {path} ({os_error_text(exc, path)})"
+            )
             continue
         paths.append(str(path))
         if origin:
