@@ -113,6 +113,40 @@ def test_a_passing_block_with_an_error_marker_still_shows_its_stderr(guide_runne
     )
 
 
+def test_a_passing_block_whose_stdout_is_blank_shows_its_stderr(guide_runner) -> None:
+    """As the reference engine: a block that said something on stderr alone shows it, blank lines on stdout or none."""
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup id="silent"
+        echo 'the cache is cold: downloading 2 GB' >&2
+        {FENCE}
+
+        {FENCE}shell #test-setup id="blank"
+        printf '\\n  \\n'
+        echo 'using the CPU: no NPU found' >&2
+        {FENCE}
+
+        {FENCE}shell #test-setup id="quiet"
+        echo done
+        echo 'some progress' >&2
+        {FENCE}
+
+        {FENCE}shell #test-setup id="nothing"
+        printf '\\n'
+        printf '\\n\\n' >&2
+        {FENCE}
+        """
+    )
+    assert run.returncode == 0, _log(run)
+    log = _log(run)
+    assert "--- stderr (36 B)\nthe cache is cold: downloading 2 GB\n[1/4] silent: PASSED in " in log
+    assert "--- stderr (28 B)\nusing the CPU: no NPU found\n" in log and "[2/4] blank: PASSED in " in log
+    # stdout said something, and stderr only blank lines: one line each, as any passing block
+    assert "some progress" not in log
+    assert re.search(r"^==> \[3/4\] #test-setup id=quiet .* -> PASSED in ", log, re.M), log
+    assert re.search(r"^==> \[4/4\] #test-setup id=nothing .* -> PASSED in ", log, re.M), log
+
+
 def test_a_skipped_block_is_one_line(guide_runner) -> None:
     run = guide_runner(f"{FENCE}shell #test-setup skip='no NPU here'\nnpu-smi info\n{FENCE}\n\n{_blocks(1)}")
     assert "\n[1/2] #1: SKIPPED: no NPU here\n==> [2/2]" in _log(run)

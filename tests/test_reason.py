@@ -225,3 +225,52 @@ def test_every_report_ends_with_the_same_reason(guide_runner, tmp_path: Path) ->
     ):
         assert secret not in text
     assert re.search(r"^  FAILED leak at .*: exit 1: the hub refused the token \*\*\*$", run.stdout, re.M)
+
+
+def test_a_mismatch_gives_the_error_line_of_its_stderr_in_every_report(guide_runner, tmp_path: Path) -> None:
+    summary, outputs = tmp_path / "summary.md", tmp_path / "outputs.txt"
+    github = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(outputs)}
+    pip_said = "ERROR: Could not find a version that satisfies the requirement specforge==9.9"
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test id="install"
+        echo "Looking in indexes: the usual one"
+        echo "Collecting specforge==9.9" >&2
+        echo "{pip_said}" >&2
+        echo "notice: a new release of pip is available" >&2
+        {FENCE}
+
+        {FENCE}shell #test-result id="install"
+        Looking in indexes: the usual one
+        Successfully installed specforge-9.9
+        {FENCE}
+
+        {FENCE}shell #test id="chatty"
+        echo "Looking in indexes: the usual one"
+        echo "Collecting specforge" >&2
+        {FENCE}
+
+        {FENCE}shell #test-result id="chatty"
+        Successfully installed specforge
+        {FENCE}
+        """,
+        "--keep-going",
+        "--junit",
+        str(tmp_path / "junit.xml"),
+        env={**github, "NO_COLOR": "1"},
+    )
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr
+    install, chatty = run.block("install"), run.block("chatty")
+    assert install["status"] == chatty["status"] == "mismatch"
+    assert install["reason"] == pip_said
+    assert chatty["reason"] is None  # its stderr says nothing went wrong: the message is all there is
+    expected_message = "stdout ends before the expected output's line 2: 'Successfully installed specforge-9.9'"
+    assert install["message"] == expected_message
+    recap = f"  MISMATCH install at {run.guide}:{install['failure_line']}: {expected_message}: {pip_said}"
+    assert recap in run.stdout.splitlines()
+    annotations = [line for line in run.stdout.splitlines() if line.startswith("::error ")]
+    assert any(line.endswith(f"::{expected_message}: {pip_said}") for line in annotations), annotations
+    junit = ET.parse(tmp_path / "junit.xml").getroot()
+    messages = {case.get("name"): failure.get("message") for case in junit.iter("testcase") for failure in case}
+    assert messages["install"] == f"mismatch: {expected_message}: {pip_said}"
+    assert messages["chatty"] is not None and pip_said not in messages["chatty"]

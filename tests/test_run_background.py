@@ -89,6 +89,74 @@ def test_timed_out_python_gets_a_stack_dump_naming_the_function(guide_runner) ->
     assert "waiting_for_the_capture_server" in run.stdout  # shown in the log too
 
 
+# A server started by an earlier block, stuck in its own code: it never accepts the connection a later block
+# waits on. It says it is ready from inside the function a stack dump must show, so it is there before that block starts.
+STUCK_SERVER = """
+import pathlib, socket, sys, time
+
+def waiting_for_the_model_to_load(ready):
+    ready.write_text(str(listening.getsockname()[1]))
+    while True:
+        time.sleep(0.1)
+
+listening = socket.socket()
+listening.bind(("127.0.0.1", 0))
+listening.listen()
+waiting_for_the_model_to_load(pathlib.Path(sys.argv[1]))
+"""
+
+
+def test_a_time_out_dumps_the_stack_of_the_server_an_earlier_block_left_running(guide_runner, tmp_path: Path) -> None:
+    """Issue 36: a request hung in a server started by an earlier block; the dump of the waiting client alone
+    (here a shell, not even Python) said nothing. The server's stack is dumped too, and the log names what was not."""
+    server, port, pids = tmp_path / "server.py", tmp_path / "port", tmp_path / "pids"
+    server.write_text(STUCK_SERVER)
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup id="serve"
+        nohup {sys.executable} {server} {port} >/dev/null 2>&1 &
+        echo "server $!" > {pids}
+        nohup sleep 300 >/dev/null 2>&1 &
+        echo "sleep $!" >> {pids}
+        while [ ! -s {port} ]; do sleep 0.05; done
+        {FENCE}
+
+        {FENCE}shell #test id="ask" timeout='2'
+        exec 3<>"/dev/tcp/127.0.0.1/$(cat {port})"
+        printf 'GET /v1/models HTTP/1.0\\r\\n\\r\\n' >&3
+        cat <&3
+        {FENCE}
+
+        {FENCE}shell #test-result id="ask"
+        ...
+        {FENCE}
+        """,
+        "--grace",
+        "1",
+        env={"NO_COLOR": "1"},
+    )
+    ask = run.block("ask")
+    assert ask["status"] == "timed_out", run.stdout
+    started = dict(line.split() for line in pids.read_text().splitlines())
+    server_pid, sleep_pid = int(started["server"]), int(started["sleep"])
+    dumps = {Path(path).name: (run.output_dir / path).read_text() for path in ask["stack_dumps"]}
+    assert f"pid-{server_pid}.txt" in dumps, ask["stack_dump_notes"]
+    assert "waiting_for_the_model_to_load" in dumps[f"pid-{server_pid}.txt"]
+    assert ask["stack_dump_notes"] == [
+        f"stack dump of pid {server_pid} (left running by block serve) taken too, in pid-{server_pid}.txt:"
+        " this block may have waited on it",
+        f"pid {sleep_pid} (sleep 300), left running by block serve, not dumped: not a Python process"
+        " (py-spy dumps Python only)",
+    ]
+    # the log shows the server's stack and says which background process was not dumped, and why
+    log = run.stdout
+    assert f"--- stack dump pid-{server_pid}.txt\n" in log and "waiting_for_the_model_to_load (" in log
+    assert "--- stack dumps\n" + "\n".join(ask["stack_dump_notes"]) + "\n" in log
+    # dumped, not ended: the server is the earlier block's, ended with the guide as any process left running
+    assert ask["processes_ended"] and server_pid not in [p["pid"] for p in ask["processes_ended"]]
+    assert server_pid in [p["pid"] for p in run.record["guides"][0]["processes_ended"]]
+
+
 def test_background_server_serves_later_blocks_and_is_ended_at_the_end(guide_runner, tmp_path: Path) -> None:
     pidfile = tmp_path / "server.pid"
     run = guide_runner(

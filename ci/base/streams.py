@@ -18,7 +18,9 @@ from ci.base.text import (
     policy,
 )
 
-__all__ = ["OutputView", "file_contains", "read_head", "read_tail", "read_view"]
+__all__ = ["BLANK_SCAN_BYTES", "OutputView", "file_contains", "is_blank", "read_head", "read_tail", "read_view"]
+
+BLANK_SCAN_BYTES = 64 * 1024  # a stream longer than this is not read to see whether it is blank: it is not
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,21 @@ def read_head(path: str | os.PathLike[str], limit_bytes: int) -> tuple[str, int,
     if cut:
         text = text[: masker.clear_cut(text, len(raw[:limit_bytes].decode("utf-8", "replace")))]
     return text, size, exact
+
+
+def is_blank(path: str | None, size_bytes: int) -> bool:
+    """Whether a stream file of SIZE_BYTES holds nothing but blanks (spaces, tabs, line ends): True for none or an
+    empty one. One over BLANK_SCAN_BYTES is not read and counts as not blank: a block printing a megabyte of empty
+    lines printed something to look at."""
+    if path is None or size_bytes == 0:
+        return True
+    if size_bytes > BLANK_SCAN_BYTES:
+        return False
+    try:
+        with open(path, "rb") as handle:
+            return not handle.read(BLANK_SCAN_BYTES + 1).strip()
+    except FileNotFoundError:
+        return True
 
 
 def file_contains(

@@ -42,6 +42,9 @@ class Found:
     processes: list[psutil.Process]  # alive at the look
     origins: Mapping[int, str]  # pid -> the block it came from ("?" when unknown)
     groups: set[int] = field(default_factory=set)  # process groups wholly theirs: SIGKILL goes to each as a whole
+    tags: Mapping[int, str | None] = field(
+        default_factory=dict
+    )  # pid -> the tag of the block it came from (None: unknown)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Stack dumps of a timed-out block's Python processes (py-spy), and whether this machine allows them."""
+"""Stack dumps of a timed-out block's Python processes and of those earlier blocks left running (py-spy), and whether
+this machine allows them."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import psutil
@@ -25,6 +26,7 @@ _DUMP_TIMEOUT_S = 15.0  # per py-spy call
 _DUMP_BUDGET_S = 45.0  # for all dumps of one timeout, so a hung dump never delays the kill much
 _OUTPUT_POLL_S = 0.05  # how often a short helper command (py-spy) is checked for a stop request
 _TRIAL_DUMP_TIMEOUT_S = 5.0
+_BACKGROUND_NOTED = 10  # processes earlier blocks left running that are not dumped, named one by one; the rest counted
 _CAP_SYS_PTRACE = 19  # from <linux/capability.h>
 _VFS_CAP_FLAGS_EFFECTIVE = 0x1  # from <linux/capability.h>: a file capability raised at exec
 _PERMISSION_WORDS = re.compile(r"permission denied|operation not permitted|EPERM|EACCES|SYS_PTRACE", re.IGNORECASE)
@@ -33,59 +35,98 @@ _FIX_CAPABILITY = (
 )
 
 
+def _is_python(proc: psutil.Process) -> bool:
+    """Whether PROC is a live Python process (by its name or its program's), which py-spy can dump."""
+    with contextlib.suppress(psutil.Error):
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        name = proc.name().lower()
+        cmdline = " ".join(proc.cmdline()[:1]).lower()
+        return "python" in name or "python" in os.path.basename(cmdline)
+    return False
+
+
+def _command(proc: psutil.Process) -> str:
+    """PROC's command line on one line, cut to 80 characters, for a note."""
+    with contextlib.suppress(psutil.Error):
+        command = " ".join(" ".join(proc.cmdline()).split()) or proc.name()
+        return command if len(command) <= 80 else command[:80] + " ..."
+    return "?"
+
+
 def dump_python_stacks(
-    members: Iterable[psutil.Process], dump_dir: Path, stop_requested: Callable[[], int | None], *, within: Path
+    members: Iterable[psutil.Process],
+    dump_dir: Path,
+    stop_requested: Callable[[], int | None],
+    *,
+    within: Path,
+    left_by: Mapping[psutil.Process, str] | None = None,
 ) -> tuple[list[str], list[str]]:
     """py-spy dumps of every Python process among `members` (a block's tree); (paths, one-line notes).
 
+    LEFT_BY holds the processes earlier blocks left running (a server the
+    timed-out block may have been waiting on), each with the block it came
+    from: its Python ones are dumped too, after the block's own, and the notes
+    say so; the notes name each of the others, and why it was not dumped.
     They are written in DUMP_DIR under WITHIN (the output directory), as new files (ci.base.files).
 
     Skipped, or cut short, when a stop signal comes: the run must end within 2 s of it.
     """
     paths: list[str] = []
     notes: list[str] = []
-    pythons = []
-    for proc in members:
-        with contextlib.suppress(psutil.Error):
-            if proc.status() == psutil.STATUS_ZOMBIE:
-                continue
-            name = proc.name().lower()
-            cmdline = " ".join(proc.cmdline()[:1]).lower()
-            if "python" in name or "python" in os.path.basename(cmdline):
-                pythons.append(proc)
-    if not pythons:
-        return paths, notes
+    left_by = left_by or {}
+    pythons = [proc for proc in members if _is_python(proc)]
+    background = [proc for proc in left_by if _is_python(proc)]
+    others = [proc for proc in left_by if proc not in background]
+    not_python = [
+        f"pid {proc.pid} ({_command(proc)}), left running by block {left_by[proc]}, not dumped:"
+        " not a Python process (py-spy dumps Python only)"
+        for proc in others[:_BACKGROUND_NOTED]
+    ]
+    if len(others) > _BACKGROUND_NOTED:
+        not_python.append(
+            f"and {len(others) - _BACKGROUND_NOTED} more processes left running by earlier blocks, not Python, not dumped"
+        )
+    if not pythons and not background:
+        return paths, not_python
     py_spy = _find_py_spy()
     if py_spy is None:
         notes.append("stack dump skipped: py-spy is not installed (pip install py-spy)")
-        return paths, notes
+        return paths, notes + not_python
     try:
         make_directories(dump_dir, within=within)
     except OSError as exc:  # a full disk, say: the run goes on without them
         notes.append(f"stack dumps not taken: cannot make {dump_dir} ({os_error_text(exc, dump_dir)})")
-        return paths, notes
+        return paths, notes + not_python
     budget_end = time.monotonic() + _DUMP_BUDGET_S
-    for proc in pythons:
+    for proc in [*pythons, *background]:
+        origin = f" (left running by block {left_by[proc]})" if proc in left_by else ""
         signum = stop_requested()
         if signum is not None:
-            notes.append(f"stack dump of pid {proc.pid} skipped: the run was interrupted by signal {signum}")
+            notes.append(f"stack dump of pid {proc.pid}{origin} skipped: the run was interrupted by signal {signum}")
             continue
         left_s = budget_end - time.monotonic()
         if left_s <= 1:
-            notes.append(f"stack dump of pid {proc.pid} skipped: dump time budget used up")
+            notes.append(f"stack dump of pid {proc.pid}{origin} skipped: dump time budget used up")
             continue
         text, note = _py_spy_dump(py_spy, proc.pid, min(_DUMP_TIMEOUT_S, left_s), stop_requested)
         if text is None:
-            notes.append(f"stack dump of pid {proc.pid} failed: {note}")
+            notes.append(f"stack dump of pid {proc.pid}{origin} failed: {note}")
             continue
         path = dump_dir / f"pid-{proc.pid}.txt"
         try:
             write_atomically(path, text, within=within)  # on a full disk: no file rather than a part of one
         except OSError as exc:
-            notes.append(f"stack dump of pid {proc.pid} not kept: cannot write {path} ({os_error_text(exc, path)})")
+            notes.append(
+                f"stack dump of pid {proc.pid}{origin} not kept: cannot write {path} ({os_error_text(exc, path)})"
+            )
             continue
         paths.append(str(path))
-    return paths, notes
+        if origin:
+            notes.append(
+                f"stack dump of pid {proc.pid}{origin} taken too, in {path.name}: this block may have waited on it"
+            )
+    return paths, notes + not_python
 
 
 def stack_dump_problem(stop_requested: Callable[[], int | None]) -> str | None:

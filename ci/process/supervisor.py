@@ -290,13 +290,14 @@ class ProcessSupervisor:
                 proc = psutil.Process(pid)
                 if alive(proc):
                     processes.append(proc)
-        origins = {proc.pid: self.block_names.get(owners.of(proc.pid) or "", "?") for proc in processes}
+        came_from = {proc.pid: owners.of(proc.pid) for proc in processes}
+        origins = {pid: self.block_names.get(owner or "", "?") for pid, owner in came_from.items()}
         # A group is signalled as a whole only when it is one of the harness's descendants' (a marked
         # process elsewhere, in a container say, may share its group with others). Also the group of one
         # gone since the look: it may have forked first, and the rounds go on while the group has members.
         below_set = set(below)
         groups = {table.group[pid] for pid in found if pid in below_set} - {own_group}
-        return Found(processes, origins, groups)
+        return Found(processes, origins, groups, came_from)
 
     def _reap_children(self) -> None:
         """Reap every child that has exited, keeping a block's exit code for _collect."""
@@ -314,9 +315,14 @@ class ProcessSupervisor:
     def dump_stacks(self, block: BlockProcess, dump_dir: Path, *, within: Path) -> tuple[list[str], list[str]]:
         """py-spy dumps of every Python process in the block's tree, kept in DUMP_DIR under WITHIN; (paths, one-line notes).
 
+        Then of every Python process earlier blocks left running: a block that timed out often waited on one (a
+        request hung in a server started before it); the notes name each, and each of them not dumped with why.
         Skipped, or cut short, when a stop signal comes: the run must end within 2 s of it.
         """
-        return dump_python_stacks(self._look(block.block_tag).processes, dump_dir, self.stop_requested, within=within)
+        run = self._look(None)
+        own = [proc for proc in run.processes if run.tags.get(proc.pid) == block.block_tag]
+        left_by = {proc: run.origins[proc.pid] for proc in run.processes if run.tags.get(proc.pid) != block.block_tag}
+        return dump_python_stacks(own, dump_dir, self.stop_requested, within=within, left_by=left_by)
 
     def stack_dump_problem(self) -> str | None:
         """Why stack dumps on timeout would be missing in this run (what is wrong, then the fix), or None."""

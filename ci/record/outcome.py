@@ -144,8 +144,10 @@ class BlockResult:
     # (name, value as reports show it) for a setup with store; the whole value is held by the run alone
     stored: tuple[str, BoundedText] | None
     marker_found: str | None  # the first error marker seen in stderr (in the output, for merged streams)
-    dumps: tuple[str, ...] = ()  # paths of stack dumps taken on timeout
-    dump_notes: tuple[str, ...] = ()  # one line per dump that could not be taken
+    # paths of stack dumps taken on timeout (with those of the Python processes earlier blocks left running)
+    dumps: tuple[str, ...] = ()
+    # one line per dump that could not be taken, and per process earlier blocks left running: dumped too, or why not
+    dump_notes: tuple[str, ...] = ()
     ended: tuple[TrackedProcess, ...] = ()  # processes the harness ended for it (timeout, interruption)
     peak_rss_bytes: int | None = None
     cpu_s: float | None = None
@@ -160,6 +162,9 @@ class BlockResult:
     # resumed run, loaded in the run it passed in; {} for a block that loads nothing or never ran, and when read
     # back from a record older than version 6
     loaded_sha256: Mapping[str, str] = field(default_factory=dict)
+    # what the log warns of about a block, though it may have passed: a stored value spanning lines or holding
+    # progress output (ci.runner.stored); one line each, quoting no output. Not in results.json
+    warnings: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:

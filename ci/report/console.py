@@ -21,7 +21,13 @@ from ci.report.details import (
     predating_note,
     stream_sizes,
 )
-from ci.report.github import StopCommands, cleanup_annotations, escape_data, failure_annotations
+from ci.report.github import (
+    StopCommands,
+    block_warning_annotations,
+    cleanup_annotations,
+    escape_data,
+    failure_annotations,
+)
 from ci.report.live import LIVE_LIMIT_BYTES, BlockWatch
 from ci.report.recap import block_tally, did_not_pass_parts
 
@@ -319,6 +325,8 @@ class ConsoleReporter:
         if not self.github or result.status.is_failure:  # failures stay outside the fold, where readers look
             self._sections(sections)
         self._write(self._painted(head, word, tail, colour))
+        for warning in result.warnings:  # after the verdict, outside the fold: a passing block's warning is seen
+            self.line(f"warning: [{result.step.ordinal}/{total}] {result.step.name}: {warning}")
 
     def _sections(self, sections: list[tuple[str, str]]) -> None:
         for title, text in sections:
@@ -352,6 +360,8 @@ class ConsoleReporter:
             for text in failure_annotations(outcomes):
                 self.line(text)
             for text in cleanup_annotations(outcomes):  # after the failures: those matter more
+                self.line(text)
+            for text in block_warning_annotations(outcomes):
                 self.line(text)
         self.line(f"full block outputs: {output_dir}")
         self._recap(outcomes)

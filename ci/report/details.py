@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TypeVar
 
-from ci.base.streams import read_view
+from ci.base.streams import is_blank, read_view
 from ci.base.text import FULL_LIMIT_BYTES, clean_text, human_size, plural, utf8_size
 from ci.expect.examine import SHOWN_END_LINES, cut_line, head_and_tail_lines
 from ci.guide.model import Label, Status
@@ -66,9 +66,9 @@ def block_details(result: BlockResult, *, verbose: bool = True, streamed: bool =
     if result.status in (Status.SKIPPED, Status.NOT_RUN):
         return []
     if not (verbose or result.status.is_failure):
-        if result.marker_found is None or streamed:
-            return []
-        return _stream_sections(result)
+        quiet = streamed or (result.marker_found is None and not _stderr_alone(result))
+        # a stored value warned of (result.warnings) is shown: what the blocks loading it will get
+        return ([] if quiet else _stream_sections(result)) + (_stored_sections(result) if result.warnings else [])
     sections: list[tuple[str, str]] = []
     if result.match is not None:  # the difference first, where a reader looks
         sections += _mismatch_sections(result, result.match, streamed)
@@ -85,9 +85,7 @@ def block_details(result: BlockResult, *, verbose: bool = True, streamed: bool =
             (result.stderr_path, result.stderr_bytes),
         )
         sections.append(("output (shown live above)", "\n".join(f"{name}: {path}" for name, path, _ in files)))
-    if result.stored is not None:
-        name, value = result.stored
-        sections.append((f"stored {name} ({plural(value.size_bytes, 'byte')})", _shown(value, "value")))
+    sections += _stored_sections(result)
     if result.status is Status.TIMED_OUT:
         for path in result.dumps:
             dump = read_view(path, full_limit_bytes=FULL_LIMIT_BYTES)
@@ -141,12 +139,7 @@ def _stream_sections(result: BlockResult, *, whole: bool = False) -> list[tuple[
     has one section for its one file, but for a mismatch, whose actual side shows it.
     """
     step = result.step
-    noisy = (
-        whole
-        or result.status.is_failure
-        or result.marker_found is not None
-        or (result.stdout_bytes == 0 and result.stderr_bytes > 0)
-    )
+    noisy = whole or result.status.is_failure or result.marker_found is not None or _stderr_alone(result)
     if not noisy:
         return []
     if step.merge_streams:
@@ -163,6 +156,23 @@ def _stream_sections(result: BlockResult, *, whole: bool = False) -> list[tuple[
     if step.label is Label.SETUP and result.stdout_bytes and not stored:  # a #test shows its stdout as "actual"
         sections.append((f"stdout ({human_size(result.stdout_bytes)})", read_view(result.stdout_path).render()))
     return sections
+
+
+def _stored_sections(result: BlockResult) -> list[tuple[str, str]]:
+    """`stored NAME (N bytes)` and the value, for a setup that stored one."""
+    if result.stored is None:
+        return []
+    name, value = result.stored
+    return [(f"stored {name} ({plural(value.size_bytes, 'byte')})", _shown(value, "value"))]
+
+
+def _stderr_alone(result: BlockResult) -> bool:
+    """Whether the block wrote to stderr alone: its stdout blank (empty, or only blanks and line ends), its stderr
+    not. Its stderr is shown then, as the reference engine shows it, even for a block that passed: it is all the
+    block said. A merged block has no stderr of its own."""
+    if not result.stderr_bytes or not is_blank(result.stdout_path, result.stdout_bytes):
+        return False
+    return not is_blank(result.stderr_path, result.stderr_bytes)
 
 
 def _merged_section(result: BlockResult, whole: bool) -> list[tuple[str, str]]:

@@ -24,6 +24,7 @@ __all__ = [
     "RunnerFileWrite",
     "StopCommands",
     "annotation",
+    "block_warning_annotations",
     "command_safe",
     "escape_data",
     "escape_property",
@@ -161,6 +162,18 @@ def cleanup_annotations(outcomes: Sequence[GuideOutcome]) -> list[str]:
                 title = f"cleanup {index}/{len(outcome.cleanup)} failed"
                 message = f"{command_shown(command.command)}: {command.message}; the verdict is the blocks'"
                 lines.append(annotation("warning", outcome.plan.source_path, 0, title, message))
+    return lines[:MAX_ANNOTATIONS]
+
+
+def block_warning_annotations(outcomes: Sequence[GuideOutcome]) -> list[str]:
+    """A warning annotation on each block's fence for each of its warnings (a stored value spanning lines or holding
+    progress output), at most MAX_ANNOTATIONS."""
+    lines = []
+    for outcome in outcomes:
+        for result in outcome.results:
+            for warning in result.warnings:
+                title = f"{result.step.label.value} {result.step.name}: warning"
+                lines.append(annotation("warning", outcome.plan.source_path, result.step.line, title, warning))
     return lines[:MAX_ANNOTATIONS]
 
 

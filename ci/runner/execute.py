@@ -24,7 +24,7 @@ from ci.runner.events import Events, Listener
 from ci.runner.outputs import OutputFiles, output_paths, output_stem
 from ci.runner.reason import block_reason
 from ci.runner.step import StepContext, run_step, unstarted_result
-from ci.runner.stored import kept_value
+from ci.runner.stored import kept_value, stored_value_warning
 
 __all__ = ["DEFAULT_ERROR_MARKERS", "RUN_DEADLINE", "KeptBlock", "RunOptions", "not_run_outcome", "run_guide"]
 
@@ -333,6 +333,9 @@ class _GuideRun:
         context = self.context
         reason = block_reason(result, markers=context.markers, warnings=self.plan.warnings)
         result = dataclasses.replace(result, reason=reason)
+        if step.store is not None and result.status is Status.PASSED:
+            warning = stored_value_warning(step, self.stored[step.store], self.plan.steps)
+            result = dataclasses.replace(result, warnings=(warning,) if warning else ())
         for name in [name for name in self.stored if self.last_load.get(name, 0) <= step.ordinal]:
             del self.stored[name]
         self._interrupted(signum)

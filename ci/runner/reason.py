@@ -137,15 +137,22 @@ def block_reason(result: BlockResult, *, markers: Sequence[str], warnings: Seque
     """Why RESULT's block did not pass, beyond its message; None for a block that passed, was skipped or not run.
 
     A block that failed, timed out or could not run gives the failure line of its streams' ends (their last
-    REASON_TAIL_BYTES each: the rest of a long stream is never read; of its one output, merged); a mismatch gives none, its message says the
-    line that failed already. Either is followed by the guide's warnings about the block.
+    REASON_TAIL_BYTES each: the rest of a long stream is never read; of its one output, merged). A mismatch, whose
+    message names the expected line that failed, gives its stderr's error line, when stderr has one (the last
+    line holding a marker, FAILED or ERROR, a traceback's exception line: a `pip install` that printed its usual
+    stdout but said on stderr why it installed nothing); a merged block's output is its actual side, shown in
+    full already. Either is followed by the guide's warnings about the block.
     """
     if not result.status.is_failure:
         return None
     own = None
-    if result.status is not Status.MISMATCH and result.step.merge_streams:
+    if result.status is Status.MISMATCH:
+        if not result.step.merge_streams:
+            stderr = clean_unmasked(read_tail(result.stderr_path, REASON_TAIL_BYTES)).split("\n")
+            own = _said(stderr, markers)
+    elif result.step.merge_streams:
         own = merged_failure_line(read_tail(result.stdout_path, REASON_TAIL_BYTES), markers)
-    elif result.status is not Status.MISMATCH:
-        stderr, stdout = (read_tail(path, REASON_TAIL_BYTES) for path in (result.stderr_path, result.stdout_path))
-        own = failure_line(stderr, stdout, markers)
+    else:
+        stderr_text, stdout = (read_tail(path, REASON_TAIL_BYTES) for path in (result.stderr_path, result.stdout_path))
+        own = failure_line(stderr_text, stdout, markers)
     return reason_text(own, warnings_about(result.step, warnings))

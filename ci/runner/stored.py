@@ -1,15 +1,19 @@
-"""Long texts of a step bounded for its reports: a setup's stored value, an expected body, each kept whole on disk."""
+"""Long texts of a step bounded for its reports: a setup's stored value, an expected body, each kept whole on disk;
+and the warning a stored value that does not look like one value gets."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from ci.base.files import write_atomically
 from ci.base.streams import read_head
-from ci.base.text import clean_text, human_size, text_head, utf8_size
+from ci.base.text import clean_text, human_size, plural, text_head, utf8_size
+from ci.guide.model import Step
 from ci.record.outcome import BoundedText
 
-__all__ = ["STORE_LIMIT_BYTES", "bounded", "kept_value", "read_stored", "stored_text"]
+__all__ = ["STORE_LIMIT_BYTES", "bounded", "kept_value", "read_stored", "stored_text", "stored_value_warning"]
 
 STORE_LIMIT_BYTES = 16 * 1024 * 1024  # of a setup's stdout, at most this much is stored
 
@@ -78,3 +82,51 @@ def kept_value(value: str, stem: str, output_dir: Path) -> BoundedText:
     character dropped), so that a run resuming this one takes the value itself."""
     exact = clean_text(value) == value
     return bounded(value, Path(f"{stem}.stored.txt"), within=output_dir, cut=not exact)
+
+
+# What a terminal, not a reader, is meant to see: escape sequences (7-bit ESC, 8-bit CSI) and the other C0 controls
+# (a backspace redrawing a spinner); tabs and line ends are text. Carriage returns are counted apart: a progress bar
+# redraws its line with them, and `$(...)` keeps every redraw.
+_TERMINAL_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x9b]")
+
+
+def _loaded_by(step: Step, steps: Sequence[Step], name: str) -> list[str]:
+    """Where the value STEP stores as NAME is loaded: each later block (or #test-result) loading NAME, up to the next
+    setup storing NAME anew, as `#test id=serve (line 40)`."""
+    places = []
+    for later in steps:
+        if later.ordinal <= step.ordinal:
+            continue
+        named = f"{later.label.value} {(later.named_by or (f'#{later.ordinal}',))[0]}"
+        if any(load.name == name for load in later.loads):
+            places.append(f"{named} (line {later.line})")
+        if later.expected is not None and any(load.name == name for load in later.expected.loads):
+            places.append(f"#test-result {(later.named_by or (f'#{later.ordinal}',))[0]} (line {later.expected.line})")
+        if later.store == name:
+            break
+    return places
+
+
+def stored_value_warning(step: Step, value: str, steps: Sequence[Step]) -> str | None:
+    """What to warn of when STEP stored VALUE (whole) and it spans several lines, or holds carriage returns or other
+    terminal control (a download client's progress bar captured with the path): its name, its lines and bytes, what
+    it holds, and the blocks of STEPS (the plan) that load it. None for a value of one clean line.
+
+    The warning quotes nothing of the value, which may be a secret.
+    """
+    assert step.store is not None
+    lines = value.count("\n") + 1
+    returns = value.count("\r")
+    controls = len(_TERMINAL_CONTROL.findall(value))
+    if lines == 1 and not returns and not controls:
+        return None
+    held = [plural(returns, "carriage return")] if returns else []
+    held += [plural(controls, "terminal control character")] if controls else []
+    holds = f", holding {' and '.join(held)} (progress output?)" if held else ""
+    places = _loaded_by(step, steps, step.store)
+    loaded = f"loaded by {', '.join(places)}" if places else "loaded by no block"
+    size = f"{plural(lines, 'line')} and {plural(utf8_size(value), 'byte')}"
+    return (
+        f"the value stored as {step.store} has {size}{holds}; {loaded}."
+        " A value is usually one line: print it alone to stdout and the rest to stderr (>&2)"
+    )
