@@ -286,9 +286,10 @@ def test_secret_names_are_variable_names_github_allows(tmp_path: Path, capsys: p
         f" name the secret otherwise {example}",
         f"{registry}:10: entry 'bad': secret 'private-index' is not a variable name: letters, digits and underscores,"
         f" not starting with a digit {example}",
-        f"{registry}:11: entry 'bad': secret 'ld_preload' would set ld_preload for every later step of the job, which"
-        " changes how they run (no secret may be named LD_...: see docs/ci.md); store the secret under a name of its"
-        " own, e.g. GUIDE_ld_preload, name that, and set ld_preload from it in the block that needs it"
+        f"{registry}:11: entry 'bad': secret 'ld_preload' would set ld_preload for every later step of the job, and"
+        " no secret may be named LD_* (what the dynamic loader and the C library load, how they behave, which locale"
+        " and time zone they use: docs/ci.md lists the rules); store the secret under a name of its own,"
+        " e.g. GUIDE_ld_preload, name that, and set ld_preload from it in the block that needs it"
         f' (`export ld_preload="$GUIDE_ld_preload"`) {example}',
         f"{registry}:14: entry 'mapping': secrets must be a list of text, not a mapping",
     ]
