@@ -105,3 +105,22 @@ def test_set_pre_stores_a_value(guide_runner) -> None:
         "upstream_ref=v1.2.3",
     )
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_set_lines_pre_stores_a_value_a_line_and_a_set_of_the_same_name_wins(guide_runner) -> None:
+    guide = f"""
+        {FENCE}shell #test id="ref" load="upstream_ref>>ref" load="model>>model"
+        echo "checkout <ref> of <model>"
+        {FENCE}
+
+        {FENCE}shell #test-result id="ref"
+        checkout v1.2.3 of org/model
+        {FENCE}
+        """
+    # a workflow input of one value a line, as the action hands it on: empty lines skipped
+    lines = "upstream_ref=v0.0.1\n\nmodel=org/model\n"
+    run = guide_runner(guide, "--set-lines", lines, "--set", "upstream_ref=v1.2.3")
+    assert run.returncode == 0, run.stdout + run.stderr
+    refused = guide_runner(guide, "--set-lines", "upstream_ref=v1.2.3\nmodel")
+    assert refused.returncode == 2
+    assert "--set-lines 'model': write NAME=VALUE, one a line" in refused.stderr, refused.stderr
