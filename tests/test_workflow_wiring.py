@@ -40,7 +40,6 @@ from workflows import (
     parse_workflow,
     possible_values,
     reusable_calls,
-    run_action_step,
     self_hosted_jobs,
     steps_after_the_harness,
     steps_using,
@@ -110,44 +109,6 @@ def test_the_command_check_catches_missing_modules_and_unknown_flags() -> None:
     assert "pyproject.toml installs no console script guide-guard-nope" in str(problems[4])
     assert "unrecognized arguments: --no-such" in str(problems[5])
     assert "--record-result: invalid choice: 'unknown'" in str(problems[6])
-
-
-LOADING_GUIDE = """\
-```shell #test id="show" load="model_dir>>MODEL_DIR" load="note>>NOTE"
-echo "<MODEL_DIR> <NOTE>"
-```
-
-```shell #test-result id="show"
-/data/m two words
-```
-"""
-
-
-def test_the_check_step_takes_the_set_values_the_run_step_does(tmp_path: Path) -> None:
-    """A guide that loads a value of `set` passes the check, and both steps hand the harness the same values."""
-    (tmp_path / "guide.md").write_text(LOADING_GUIDE, encoding="utf-8")
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "RUNNER_TEMP": str(tmp_path)}
-    values = "model_dir=/data/m\n\nnote=two words\n"
-    given = {"guide": "guide.md", "strict": "true", "set": values}
-    harness_venv = Path(sys.executable).parent.parent  # this checkout's harness, installed (pip install -e .)
-    checked = run_action_step("Check the guide", given, harness_venv, tmp_path, env)
-    assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "show" in checked.stdout
-    # without them the check refuses the guide, as the run would
-    refused = run_action_step("Check the guide", given | {"set": ""}, harness_venv, tmp_path, env)
-    assert refused.returncode == 2 and "load of 'model_dir', which no earlier block stores" in refused.stderr
-    # the run step gives the harness the same values, and the real run passes with them
-    stand_in = tmp_path / "stand-in" / "bin" / "guide-guard"
-    stand_in.parent.mkdir(parents=True)
-    stand_in.write_text('#!/bin/sh\nprintf \'%s\\0\' "$@" > "$0.args"\n', encoding="utf-8")  # NUL after each
-    stand_in.chmod(0o755)
-    for step in ("Check the guide", "Run the guide"):
-        done = run_action_step(step, given, stand_in.parent.parent, tmp_path, env)
-        assert done.returncode == 0, done.stdout + done.stderr
-        argv = Path(f"{stand_in}.args").read_text(encoding="utf-8").split("\0")
-        assert argv[argv.index("--set-lines") + 1] == values, (step, argv)
-    ran = run_action_step("Run the guide", given | {"output-dir": str(tmp_path / "out")}, harness_venv, tmp_path, env)
-    assert ran.returncode == 0, ran.stdout + ran.stderr
 
 
 def test_the_guide_run_workflow_runs_the_harness_through_the_action_with_reports() -> None:

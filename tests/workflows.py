@@ -798,25 +798,6 @@ def run_the_guide_path(
     return GuidePath(prepared, ran, inputs, written)
 
 
-def run_action_step(
-    name: str, given: dict[str, str], venv: Path, directory: Path, env: dict[str, str]
-) -> subprocess.CompletedProcess[str]:
-    """The action's step NAME, its real script in its own shell, in DIRECTORY (the workspace), with the inputs
-    GIVEN over their defaults, and the harness of the virtual environment VENV (the install step's output)."""
-    [step] = [s for _, step_name, s in ACTION.steps() if step_name == name]
-    declared = ACTION.doc["action"]["inputs"]
-    inputs = {input_name: str(spec.get("default", "")) for input_name, spec in declared.items()} | given
-    known = {f"inputs.{input_name}": value for input_name, value in inputs.items()}
-    known["steps.install.outputs.venv"] = str(venv)
-    # the flags the action sets from expressions, as their inputs give them
-    flags = {"STRICT": "yes" if inputs["strict"] == "true" else ""}
-    flags |= {"KEEP_GOING": "yes" if inputs["keep-going"] == "true" else ""}
-    flags |= {"MASK_FILES": "" if inputs["mask-files"] == "false" else "yes"}
-    values = {flag: value for flag, value in flags.items() if flag in (step.get("env") or {})}
-    script_env = {**env, **step_env(ACTION, "action", step, values, known), "GITHUB_ACTION_PATH": str(ROOT)}
-    return run_step_script(step, directory, script_env, workflow=ACTION, shell_job="action")
-
-
 def stand_in_python(directory: Path) -> Path:
     """A venv's bin/guide-guard that notes its arguments in GUIDE-GUARD.args and does nothing else, beside the
     real bin/guide-guard-job (the job's commands: prepare, stop, hand-back)."""
