@@ -262,7 +262,7 @@ def run_action_step(
     return run_step_script(step, workspace, script_env, shell_job="action", workflow=ACTION)
 
 
-def test_the_action_passes_each_line_of_set_and_args_as_one_word(tmp_path: Path) -> None:
+def test_the_action_passes_set_whole_and_each_line_of_args_as_one_word(tmp_path: Path) -> None:
     python = stand_in_python(tmp_path)
     inputs = action_inputs(
         {"guide": "g.md", "set": "model_dir=/data/my models\n\nfast=1", "args": "--timeout\n30m", "keep-going": "true"}
@@ -271,11 +271,63 @@ def test_the_action_passes_each_line_of_set_and_args_as_one_word(tmp_path: Path)
     flags = DEFAULT_FLAGS | {"KEEP_GOING": "yes"}  # keep-going true
     done = run_action_step("Run the guide", inputs, str(python.parent.parent), tmp_path, env, flags)
     assert done.returncode == 0, done.stdout + done.stderr
-    argv = Path(f"{python}.args").read_text().splitlines()
+    noted = Path(f"{python}.args").read_text()  # each argument on a line of its own: `set`'s take three
+    argv = noted.splitlines()
     assert argv[0] == "g.md"  # the venv's console script, not `python -m ci.run`
-    assert argv[-7:] == ["--keep-going", "--set", "model_dir=/data/my models", "--set", "fast=1", "--timeout", "30m"]
+    # `set` whole, for ci.run to split (--set-lines), as the check step passes it too
+    assert noted.endswith("\n--keep-going\n--set-lines\nmodel_dir=/data/my models\n\nfast=1\n--timeout\n30m\n")
     assert "--workdir" not in argv and "--deadline" not in argv  # given only when set
     assert "--mask-files" in argv  # by default: the output directory is meant for an artifact, which is not masked
+
+
+LOADING_GUIDE = """\
+```shell #test id="show" load="model_dir>>MODEL_DIR" load="note>>NOTE"
+echo "<MODEL_DIR> <NOTE>"
+```
+
+```shell #test-result id="show"
+/data/m two words
+```
+"""
+
+
+STRICT = DEFAULT_FLAGS | {"STRICT": "yes"}  # strict: true
+
+
+def test_the_check_step_takes_the_set_values_the_run_step_does(tmp_path: Path) -> None:
+    """A guide that loads a value of `set` passes the check, and both steps hand the harness the same values."""
+    (tmp_path / "guide.md").write_text(LOADING_GUIDE, encoding="utf-8")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "RUNNER_TEMP": str(tmp_path)}
+    values = "model_dir=/data/m\n\nnote=two words\n"
+    given = {"guide": "guide.md", "strict": "true", "set": values}
+    harness_venv = Path(sys.executable).parent.parent  # this checkout's harness, installed (pip install -e .)
+    checked = run_action_step("Check the guide", action_inputs(given), str(harness_venv), tmp_path, env, STRICT)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "show" in checked.stdout
+    # without them the check refuses the guide, as the run would
+    refused = run_action_step(
+        "Check the guide", action_inputs(given | {"set": ""}), str(harness_venv), tmp_path, env, STRICT
+    )
+    assert refused.returncode == 2 and "load of 'model_dir', which no earlier block stores" in refused.stderr
+    # the run step gives the harness the same values, and the real run passes with them
+    stand_in = tmp_path / "stand-in" / "bin" / "guide-guard"
+    stand_in.parent.mkdir(parents=True)
+    stand_in.write_text('#!/bin/sh\nprintf \'%s\\0\' "$@" > "$0.args"\n', encoding="utf-8")  # NUL after each
+    stand_in.chmod(0o755)
+    for step in ("Check the guide", "Run the guide"):
+        done = run_action_step(step, action_inputs(given), str(stand_in.parent.parent), tmp_path, env, STRICT)
+        assert done.returncode == 0, done.stdout + done.stderr
+        argv = Path(f"{stand_in}.args").read_text(encoding="utf-8").split("\0")
+        assert argv[argv.index("--set-lines") + 1] == values, (step, argv)
+    ran = run_action_step(
+        "Run the guide",
+        action_inputs(given | {"output-dir": str(tmp_path / "out")}),
+        str(harness_venv),
+        tmp_path,
+        env,
+        STRICT,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
 
 
 # A caller's repository with a top-level `ci/` package of its own, as many have: under `python -m ci.run` from

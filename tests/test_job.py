@@ -74,6 +74,34 @@ def test_prepare_writes_the_outputs_and_the_environment_the_later_steps_read(tmp
     assert files["GITHUB_OUTPUT"].read_text().count("deadline=") == 1, "a refused run writes no deadline"
 
 
+def test_prepare_refuses_a_workdir_or_output_file_it_cannot_write_with_the_fix(tmp_path: Path) -> None:
+    in_the_way = tmp_path / "a-file"
+    in_the_way.write_text("", encoding="utf-8")
+    env = {**os.environ, "GITHUB_OUTPUT": str(tmp_path / "output"), "GITHUB_ENV": str(tmp_path / "env")}
+    env.pop("GITHUB_ACTIONS", None)
+    common = ["prepare", "--margin-minutes", "15", "--job-timeout-minutes", "60"]
+    refused = job_command(*common, "--workdir", str(in_the_way / "workdir"), cwd=tmp_path, env=env)
+    assert (refused.returncode, refused.stderr.splitlines()) == (
+        2,
+        [
+            f"[ERROR] cannot create the blocks' directory --workdir {in_the_way / 'workdir'}: a file stands where a"
+            " directory must be; give a directory the job's user can create, outside the checkout (the workflow"
+            " gives $RUNNER_TEMP/guide-workdir)"
+        ],
+    )
+    assert not (tmp_path / "output").exists(), "a refused run writes no step output"
+    for output, why in [(tmp_path, "it is a directory"), (tmp_path / "gone" / "output", "No such file or directory")]:
+        env["GITHUB_OUTPUT"] = str(output)
+        refused = job_command(*common, "--workdir", str(tmp_path / "w"), cwd=tmp_path, env=env)
+        assert (refused.returncode, refused.stderr.splitlines()) == (
+            2,
+            [
+                f"[ERROR] cannot write $GITHUB_OUTPUT ({output}): {why}; run this in a job's step, where the runner"
+                " sets GITHUB_OUTPUT to a file of its own, or unset GITHUB_OUTPUT to have the lines printed"
+            ],
+        )
+
+
 @pytest.mark.parametrize(
     "argv,harness",
     [

@@ -205,6 +205,14 @@ def test_a_secret_name_is_refused_at_its_own_line_after_an_item_that_is_no_text(
         ("guides:\n  - name: a\n    name: b\n", 3, "the key 'name' is given twice in one mapping (first at line 2)"),
         ("guides:\n  - name: [a\n", 3, "not valid YAML"),
         ("- just a list\n", 1, "the registry needs a list `guides:` of entries"),
+        # PyYAML reads an unquoted date as one, and cannot build an impossible one
+        (
+            "guides:\n  - name: a\n    upstream: {ref: 2001-13-45}\n",
+            3,
+            "'2001-13-45' looks like a date but is none (month must be in 1..12): quote it to keep it as text",
+        ),
+        ("guides:\n  - name: a\n    2001-02-30: x\n", 3, "'2001-02-30' looks like a date but is none"),
+        ("guides:\n  - name: a\n    set: {n: !!int x}\n", 3, "'x' is no !!int"),
     ],
 )
 def test_yaml_that_cannot_be_read_is_refused_at_its_line(
@@ -278,9 +286,10 @@ def test_secret_names_are_variable_names_github_allows(tmp_path: Path, capsys: p
         f" name the secret otherwise {example}",
         f"{registry}:10: entry 'bad': secret 'private-index' is not a variable name: letters, digits and underscores,"
         f" not starting with a digit {example}",
-        f"{registry}:11: entry 'bad': secret 'ld_preload' would set ld_preload for every later step of the job, which"
-        " changes how they run (no secret may be named LD_...: see docs/ci.md); store the secret under a name of its"
-        " own, e.g. GUIDE_ld_preload, name that, and set ld_preload from it in the block that needs it"
+        f"{registry}:11: entry 'bad': secret 'ld_preload' would set ld_preload for every later step of the job, and"
+        " no secret may be named LD_* (what the dynamic loader and the C library load, how they behave, which locale"
+        " and time zone they use: docs/ci.md lists the rules); store the secret under a name of its own,"
+        " e.g. GUIDE_ld_preload, name that, and set ld_preload from it in the block that needs it"
         f' (`export ld_preload="$GUIDE_ld_preload"`) {example}',
         f"{registry}:14: entry 'mapping': secrets must be a list of text, not a mapping",
     ]
@@ -364,6 +373,33 @@ def test_the_matrix_passes_each_rules_limit_exactly_and_a_rule_of_two_lines_is_r
     status, _, err = run(capsys, str(registry), "--check")
     assert status == 2
     assert "contains must be one line" in err and "guides.yaml:" in err, err
+
+
+def test_a_set_value_on_two_lines_is_refused_where_it_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    registry = write_registry(
+        tmp_path,
+        """
+        defaults: {runner: [ubuntu-latest]}
+        guides:
+          - name: values
+            guide: docs/ok.md
+            set:
+              model_dir: /data/m
+              note: "first\\nsecond"
+              other: "a\\rb"
+        """,
+    )
+    status, _, err = run(capsys, str(registry), "--check")
+    assert status == 2
+    # the matrix hands set on one NAME=VALUE per line: `second` would reach ci.run as a --set of its own
+    assert errors(err)[:2] == [
+        f"{registry}:7: entry 'values': set 'note' must be one line: the values reach ci.run one per line, so a"
+        " line break would split it in two; write it on one line (a block can add the line breaks it needs)",
+        f"{registry}:8: entry 'values': set 'other' must be one line: the values reach ci.run one per line, so a"
+        " line break would split it in two; write it on one line (a block can add the line breaks it needs)",
+    ], err
 
 
 def test_guides_named_by_url_are_https_and_pinned_and_not_fetched(
@@ -657,3 +693,24 @@ def test_board_inputs_that_cannot_be_read_are_refused(
     (tmp_path / "bad.json").write_text('{"name": "x", "verdict": "great"}', encoding="utf-8")
     status, _, err = run(capsys, "--board", str(tmp_path / "bad.json"))
     assert status == 2 and "verdict 'great' is not one of passed, failed, interrupted, no_verdict, not_run" in err
+
+
+def test_a_status_files_name_never_takes_the_board_outside_its_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no guides.yaml here: the board has the status files' guides only
+    statuses = tmp_path / "statuses"
+    statuses.mkdir()
+    escape = {"name": "../../escape", "guide": "docs/x.md", "verdict": "passed", "date": "2099-01-01T02:00:00Z"}
+    (statuses / "escape.json").write_text(json.dumps(escape), encoding="utf-8")
+    board = tmp_path / "a" / "b" / "board"
+    status, _, err = run(capsys, "--board", str(statuses), "--output", str(board))
+    assert status == 2
+    assert errors(err) == [
+        f"{statuses / 'escape.json'}: name '../../escape' must be letters, digits and dashes (at most 80),"
+        " as a registry entry's"
+    ], err
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
+        "statuses",
+        "statuses/escape.json",
+    ]

@@ -161,6 +161,16 @@ def test_a_releasable_checkout_passes_and_hands_the_workflow_its_notes(
         ),
         pytest.param(
             "v0.2.0",
+            {"changelog": CHANGELOG.replace("## [Unreleased]\n", "## [Unreleased]\n\n### Fixed\n\n- Not yet out.\n")},
+            [
+                "CHANGELOG.md:3: [Unreleased] holds entries: the changes they name would ship in 0.2.0 without being"
+                " in its notes; move them into the section of 0.2.0 (the release commit does), leaving"
+                " `## [Unreleased]` empty"
+            ],
+            id="entries-under-unreleased",
+        ),
+        pytest.param(
+            "v0.2.0",
             {"changelog": None},
             ["CHANGELOG.md: no such file: write one, with a section `## [0.2.0] - YYYY-MM-DD` saying what changed"],
             id="no-changelog",
@@ -265,15 +275,29 @@ def test_changelog_sections_end_at_the_next_heading_or_the_link_references() -> 
     assert (sections[0].body, sections[2].body) == ("", "- Earlier.")
 
 
+def test_between_releases_the_entries_under_unreleased_wait_for_the_next_release(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    moved_on = CHANGELOG.replace("## [Unreleased]\n", "## [Unreleased]\n\n### Fixed\n\n- Not yet out.\n")
+    root = write_checkout(tmp_path / "repo", changelog=moved_on)
+    status = main(["check", "--tag", "v0.2.0", "--root", str(root), "--between-releases"])
+    assert (status, capsys.readouterr().out.split(":")[0]) == (0, "v0.2.0 can be released")
+    # the release's own checks still hold in that mode
+    (root / "docs" / "ci.md").write_text(CI_MD.replace("# v0.2.0", "# v0.1.0", 1), encoding="utf-8")
+    assert main(["check", "--tag", "v0.2.0", "--root", str(root), "--between-releases"]) == 2
+    assert "docs/ci.md:4: tells readers to pin v0.1.0" in capsys.readouterr().err
+
+
 # ---------------------------------------------------------------------------------------------------------
 # This repository
 
 
 def test_this_repository_is_releasable_at_its_version_and_its_docs_pin_that_release() -> None:
     """The README's and the docs' `OWNER/guide-guard@SHA # vX.Y.Z` name a version CHANGELOG.md has: the one
-    ci/__init__.py holds, whose section is the newest release's."""
+    ci/__init__.py holds, whose section is the newest release's. Between releases, as the repository is most
+    days, entries wait under [Unreleased]."""
     done = subprocess.run(
-        [sys.executable, "-m", "ci.github.release", "check", "--tag", f"v{ci.__version__}"],
+        [sys.executable, "-m", "ci.github.release", "check", "--tag", f"v{ci.__version__}", "--between-releases"],
         cwd=ROOT,
         capture_output=True,
         text=True,

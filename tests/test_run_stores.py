@@ -190,3 +190,22 @@ def test_under_actions_a_warned_stored_value_is_annotated_on_its_setup(guide_run
     assert annotations[0].endswith(
         "; loaded by #test id=serve (line 18). A value is usually one line: print it alone to stdout and the rest to stderr (>&2)"
     )
+
+
+def test_set_lines_pre_stores_a_value_a_line_and_a_set_of_the_same_name_wins(guide_runner) -> None:
+    guide = f"""
+        {FENCE}shell #test id="ref" load="upstream_ref>>ref" load="model>>model"
+        echo "checkout <ref> of <model>"
+        {FENCE}
+
+        {FENCE}shell #test-result id="ref"
+        checkout v1.2.3 of org/model
+        {FENCE}
+        """
+    # a workflow input of one value a line, as the action hands it on: empty lines skipped
+    lines = "upstream_ref=v0.0.1\n\nmodel=org/model\n"
+    run = guide_runner(guide, "--set-lines", lines, "--set", "upstream_ref=v1.2.3")
+    assert run.returncode == 0, run.stdout + run.stderr
+    refused = guide_runner(guide, "--set-lines", "upstream_ref=v1.2.3\nmodel")
+    assert refused.returncode == 2
+    assert "--set-lines 'model': write NAME=VALUE, one a line" in refused.stderr, refused.stderr

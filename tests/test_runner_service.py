@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -270,6 +271,32 @@ def test_the_systemd_unit_runs_the_same_service(runner: Path, stub: WebStub, tok
     for line in (f"WorkingDirectory={runner}", "Restart=always", "KillMode=mixed", "WantedBy=multi-user.target"):
         assert line in unit.splitlines()
     assert stub.requests == []  # it only prints
+
+
+def systemd_literal(value: str, *, exec_line: bool) -> str:
+    """VALUE of a unit file's line as systemd reads it, where every `%` must be `%%` (else a specifier such as
+    `%H`, the host name) and, on an Exec line, every `$` must be `$$` (else a variable of the environment)."""
+    pattern = r"%%|\$\$|[%$]" if exec_line else r"%%|%"
+    pieces = re.split(f"({pattern})", value)
+    assert "%" not in pieces and (not exec_line or "$" not in pieces), f"systemd would expand part of {value!r}"
+    return "".join({"%%": "%", "$$": "$"}.get(piece, piece) for piece in pieces)
+
+
+def test_the_systemd_unit_keeps_percent_and_dollar_signs_literal(
+    runner: Path, stub: WebStub, token_file: Path, tmp_path: Path
+) -> None:
+    odd = tmp_path / "runner 100%"
+    shutil.copytree(runner, odd)
+    options = ["--name", "npu-%H", "--labels", "a2,$ARCH,${HOME}", "--org", "owner", "--token-file", str(token_file)]
+    done = run_service(odd, stub, *options, "--systemd-unit")
+    assert done.returncode == 0, done.stderr
+    unit = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    arguments = shlex.split(systemd_literal(unit["ExecStart"], exec_line=True))
+    assert arguments[arguments.index("--name") + 1] == "npu-%H"
+    assert arguments[arguments.index("--labels") + 1] == "a2,$ARCH,${HOME}"
+    assert arguments[arguments.index("--runner-dir") + 1] == str(odd)
+    assert systemd_literal(unit["Description"], exec_line=False).startswith("GitHub Actions runner npu-%H ")
+    assert systemd_literal(unit["WorkingDirectory"], exec_line=False) == str(odd)
 
 
 @pytest.mark.parametrize(

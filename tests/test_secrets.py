@@ -115,6 +115,51 @@ def test_a_secret_name_that_would_steer_every_later_step_is_refused_before_any_i
     assert 'export BASH_ENV="$GUIDE_BASH_ENV"' in picked.stderr and not env_file.exists()
 
 
+STEERING = [
+    # name, the rule the refusal names
+    ("NODE_TLS_REJECT_UNAUTHORIZED", "NODE_*"),
+    ("NODE_EXTRA_CA_CERTS", "NODE_*"),
+    ("node_options", "NODE_*"),
+    ("NPM_CONFIG_CAFILE", "NPM_CONFIG_*"),
+    ("OPENSSL_CONF", "OPENSSL_*"),
+    ("OPENSSL_MODULES", "OPENSSL_*"),
+    ("SSLKEYLOGFILE", "SSL*"),
+    ("SSL_CERT_FILE", "SSL*"),
+    ("GLIBC_TUNABLES", "GLIBC_*"),
+    ("MALLOC_PERTURB_", "MALLOC_*"),
+    ("JDK_JAVA_OPTIONS", "JDK_JAVA_OPTIONS"),
+    ("RES_OPTIONS", "RES_OPTIONS"),
+    ("PATH", "PATH"),
+    ("LD_PRELOAD", "LD_*"),
+]
+
+
+def test_names_that_steer_later_steps_tls_and_loaders_are_refused_by_their_family(run_harness, tmp_path) -> None:
+    for name, rule in STEERING:
+        problem = secret_name_problem(name)
+        assert problem is not None and f"no secret may be named {rule} (" in problem, (name, problem)
+        assert f'export {name}="$GUIDE_{name}"' in problem
+    # the name the refusal suggests is one of the secret's own, and names that hand a value pass
+    assert [secret_name_problem(name) for name in ("GUIDE_NODE_OPTIONS", "HF_TOKEN", "NPM_TOKEN")] == [None] * 3
+    # what guide-guard-secrets says, before it writes anything
+    env_file = tmp_path / "github-env"
+    picked = run_harness(
+        "HF_TOKEN NODE_TLS_REJECT_UNAUTHORIZED",
+        "--from-env",
+        "S",
+        "--env-file",
+        str(env_file),
+        module="ci.github.secrets",
+        env={"S": '{"HF_TOKEN": "a", "NODE_TLS_REJECT_UNAUTHORIZED": "0"}'},
+    )
+    assert picked.returncode == 2 and not env_file.exists()
+    assert (
+        "secret 'NODE_TLS_REJECT_UNAUTHORIZED' would set NODE_TLS_REJECT_UNAUTHORIZED for every later step of the"
+        " job, and no secret may be named NODE_* (what code a runtime loads and with which options, in the action's"
+        " own JavaScript steps too: docs/ci.md lists the rules)"
+    ) in picked.stderr, picked.stderr
+
+
 def test_the_job_secrets_that_are_no_json_object_are_refused_without_being_quoted(run_harness, tmp_path) -> None:
     env_file = tmp_path / "github-env"
     for given, said in [

@@ -117,7 +117,7 @@ def test_the_guide_run_workflow_runs_the_harness_through_the_action_with_reports
     assert {c.module for c in harness_calls(workflow) if c.job == "run"} == {JOB_COMMANDS}
     given = action_step(workflow.jobs["run"])["with"]
     [check, run] = [call for call in harness_calls(ACTION) if call.module == "ci.run"]
-    assert check.argv == ("$GUIDE", "--list", "--strict", "--dialect", "$DIALECT")
+    assert check.argv == ("$GUIDE", "--list", "--strict", "--dialect", "$DIALECT", "--set-lines", "$SET_VALUES")
     [argv] = run.variants
     args = build_parser().parse_args(list(argv))
     assert args.guides == ["$GUIDE"]

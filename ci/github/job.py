@@ -100,23 +100,53 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _say_problem(kind: str, title: str, message: str) -> None:
-    """A problem as an annotation under Actions, else as an `[ERROR]` (or warning) line."""
+    """A problem as an annotation under Actions; an error as an `[ERROR]` line too, a warning outside Actions as a
+    warning line."""
     if in_github_actions():
         print(f"::{kind} title={escape_property(title)}::{escape_data(message)}", flush=True)
-    elif kind == "error":
+    if kind == "error":
         print_error(message)
-    else:
+    elif not in_github_actions():
         print(f"[WARNING] {message}", file=sys.stderr, flush=True)
 
 
 def _append(variable: str, text: str) -> None:
-    """Append TEXT to the runner's file named by VARIABLE; outside Actions, print it."""
+    """Append TEXT to the runner's file named by VARIABLE; outside Actions, print it. PrepareError when the file
+    cannot be written."""
     target = os.environ.get(variable)
     if not target:
         print(text, end="")
         return
-    with open(target, "a", encoding="utf-8") as file:
-        file.write(text)
+    try:
+        with open(target, "a", encoding="utf-8") as file:
+            file.write(text)
+    except OSError as error:
+        raise PrepareError(
+            f"${variable}",
+            f"cannot write ${variable} ({target}): {_why(error)}; run this in a job's step, where the"
+            f" runner sets {variable} to a file of its own, or unset {variable} to have the lines printed",
+        ) from None
+
+
+def _why(error: OSError) -> str:
+    """What ERROR, met on a path to write, says to a user."""
+    if isinstance(error, IsADirectoryError):
+        return "it is a directory"
+    if isinstance(error, (FileExistsError, NotADirectoryError)):
+        return "a file stands where a directory must be"
+    return error.strerror or str(error)
+
+
+def _make_workdir(workdir: str) -> None:
+    """The blocks' directory, created; PrepareError when it cannot be."""
+    try:
+        Path(workdir).mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise PrepareError(
+            "workdir",
+            f"cannot create the blocks' directory --workdir {workdir}: {_why(error)}; give a"
+            " directory the job's user can create, outside the checkout (the workflow gives $RUNNER_TEMP/guide-workdir)",
+        ) from None
 
 
 def _prepare(args: argparse.Namespace) -> int:
@@ -124,13 +154,14 @@ def _prepare(args: argparse.Namespace) -> int:
         prepared = prepare(
             args.job_timeout_minutes, args.margin_minutes, args.workdir, args.hub_mirror, args.resume_dir
         )
+        _make_workdir(prepared.workdir)
+        _append("GITHUB_OUTPUT", "".join(output_entry(name, value) for name, value in prepared.outputs().items()))
+        if prepared.environment():
+            environment = prepared.environment().items()
+            _append("GITHUB_ENV", "".join(output_entry(name, value) for name, value in environment))
     except PrepareError as problem:
         _say_problem("error", problem.title, str(problem))
         return ExitCode.USAGE
-    Path(prepared.workdir).mkdir(parents=True, exist_ok=True)
-    _append("GITHUB_OUTPUT", "".join(output_entry(name, value) for name, value in prepared.outputs().items()))
-    if prepared.environment():
-        _append("GITHUB_ENV", "".join(output_entry(name, value) for name, value in prepared.environment().items()))
     print(f"the harness's deadline: {prepared.deadline}; the blocks run in {prepared.workdir}")
     return ExitCode.OK
 

@@ -138,12 +138,16 @@ def pinned_versions(file: str, text: str) -> list[PinnedVersion]:
     ]
 
 
-def release_problems(version: str, files: ReleaseFiles) -> list[Problem]:
+def release_problems(version: str, files: ReleaseFiles, *, between_releases: bool = False) -> list[Problem]:
     """What keeps the checkout FILES from being released as VERSION (`0.2.0`), each at its file and line with
-    the fix; [] when it can be. The tag's form is the caller's to check (tag_version)."""
+    the fix; [] when it can be. The tag's form is the caller's to check (tag_version).
+
+    BETWEEN_RELEASES checks a checkout that was released as VERSION and has moved on since: entries under
+    [Unreleased] wait there for the next release, where a release of VERSION would leave them out."""
     return [
         *_version_problems(version, files.version_source),
         *_changelog_problems(version, files.changelog),
+        *([] if between_releases or files.changelog is None else _unreleased_problems(version, files.changelog)),
         *[
             Problem(
                 pin.file,
@@ -214,6 +218,25 @@ def _changelog_problems(version: str, text: str | None) -> list[Problem]:
     return problems
 
 
+def _unreleased_problems(version: str, text: str) -> list[Problem]:
+    """Entries under [Unreleased]: released as VERSION, their changes would ship without being in its notes."""
+    problems = []
+    for section in changelog_sections(text):
+        # its `### Added`-like headings alone are no entry: Keep a Changelog keeps them ready
+        entries = [line for line in section.body.splitlines() if line.strip() and not line.startswith("#")]
+        if section.version.lower() == "unreleased" and entries:
+            problems.append(
+                Problem(
+                    CHANGELOG_FILE,
+                    section.line,
+                    f"[Unreleased] holds entries: the changes they name would ship in {version} without being in"
+                    f" its notes; move them into the section of {version} (the release commit does), leaving"
+                    " `## [Unreleased]` empty",
+                )
+            )
+    return problems
+
+
 def _is_date(text: str) -> bool:
     if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
         return False
@@ -260,6 +283,14 @@ def build_parser() -> argparse.ArgumentParser:
             "the tag must not exist yet in the checkout's git repository (a release by hand makes it; the"
             " checkout needs its tags: actions/checkout with fetch-tags: true); `--new-tag false` is the default,"
             " for a workflow to pass the expression's value"
+        ),
+    )
+    check.add_argument(
+        "--between-releases",
+        action="store_true",
+        help=(
+            "the checkout was released as TAG and moved on: entries under [Unreleased], which a release refuses,"
+            " are allowed (for a test that runs the check on every change)"
         ),
     )
     return parser
@@ -318,7 +349,7 @@ def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> ExitCod
     except (OSError, UnicodeDecodeError) as exc:
         print_error(f"cannot read the checkout at {args.root}: {exc}")
         return ExitCode.USAGE
-    problems = [str(problem) for problem in release_problems(version, files)]
+    problems = [str(problem) for problem in release_problems(version, files, between_releases=args.between_releases)]
     if args.new_tag == "true":
         made = _existing_tag(args.root, args.tag)
         if made is not None:

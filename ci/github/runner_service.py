@@ -435,20 +435,30 @@ def _credentials(args: argparse.Namespace) -> Credentials | str:
     return "no credentials: give --token-file FILE (a fine-grained token) or --app-id ID --app-key FILE (a GitHub App)"
 
 
+def _unit_literal(text: str) -> str:
+    """TEXT as a unit file's value holds it literally: systemd expands `%H` and the like (its specifiers) in
+    Description, User, WorkingDirectory and ExecStart, and `%%` is a percent sign."""
+    return text.replace("%", "%%")
+
+
 def systemd_unit(settings: ServiceSettings, user: str) -> str:
-    """A systemd unit running the service with SETTINGS as USER, restarted if it ever exits on its own."""
+    """A systemd unit running the service with SETTINGS as USER, restarted if it ever exits on its own; a `%` or
+    a `$` in a name, a label or a path stays as written (systemd.service: "Command lines")."""
     command = [sys.executable, "-I", "-m", MODULE, *_options(settings)]
+    # ExecStart also expands $NAME and ${NAME} from the environment, and `$$` is a dollar sign
+    exec_start = _unit_literal(shlex.join(command)).replace("$", "$$")
     return "\n".join(
         [
             "[Unit]",
-            f"Description=GitHub Actions runner {settings.name} (ephemeral, registered again after each job)",
+            "Description="
+            + _unit_literal(f"GitHub Actions runner {settings.name} (ephemeral, registered again after each job)"),
             "Wants=network-online.target",
             "After=network-online.target docker.service",
             "",
             "[Service]",
-            f"User={user}",
-            f"WorkingDirectory={settings.runner_dir}",
-            f"ExecStart={shlex.join(command)}",
+            f"User={_unit_literal(user)}",
+            f"WorkingDirectory={_unit_literal(str(settings.runner_dir))}",
+            f"ExecStart={exec_start}",
             "Restart=always",
             "RestartSec=30",
             # SIGTERM to the service alone: it stops the runner (SIGINT to its group) and waits for it

@@ -16,9 +16,9 @@ from pathlib import Path
 from ci.cli import ExitCode, command_parser, fail, guarded_command, print_error
 
 __all__ = [
-    "STEERING_NAMES",
-    "STEERING_PREFIXES",
+    "STEERING_FAMILIES",
     "Picked",
+    "SteeringFamily",
     "add_secret_options",
     "main",
     "missing_secret_message",
@@ -31,53 +31,80 @@ __all__ = [
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _SEPARATORS = re.compile(r"[\s,]+")
+
+
+@dataclass(frozen=True)
+class SteeringFamily:
+    """Variables that change how a program runs rather than hand it a value, refused as secret names."""
+
+    steers: str  # what they change, as a refusal says it
+    names: frozenset[str] = frozenset()  # the names themselves, in upper case
+    prefixes: tuple[str, ...] = ()  # every name starting so, in upper case
+
+    def rule(self, upper: str) -> str | None:
+        """The rule of the family that UPPER (a name in upper case) falls under: `PATH` or `NODE_*`; else None."""
+        prefix = next((prefix for prefix in self.prefixes if upper.startswith(prefix)), None)
+        return f"{prefix}*" if prefix is not None else (upper if upper in self.names else None)
+
+
 # Names no secret may have (compared in upper case: GitHub's secret names are): a secret goes to $GITHUB_ENV, so
 # it would be set for every later step of the job, the harness's own, the artifact upload's and the action's
-# JavaScript included, and these variables change how a program runs rather than hand it a value: where it looks
-# for programs and libraries, what a shell runs first, which certificates, proxy or index it trusts.
-STEERING_NAMES = frozenset(
-    {
-        # the shell and the process: what runs, where, what a shell reads first
-        *("PATH", "HOME", "SHELL", "ENV", "BASH_ENV", "CDPATH", "IFS", "PS4", "SHELLOPTS", "BASHOPTS"),
-        *("GLOBIGNORE", "PROMPT_COMMAND", "TMPDIR", "PWD", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ"),
-        # runtimes that load code named by a variable (the action's own JavaScript steps among them)
-        *("NODE_OPTIONS", "NODE_PATH", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "PERL5LIB", "PERL5OPT", "RUBYOPT"),
-        *("RUBYLIB", "GCONV_PATH", "VIRTUAL_ENV"),
-        # whom the network is trusted through
-        *("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"),
-        *("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "FTP_PROXY"),
-    }
-)
-# ... and every name starting so: the dynamic loader's (LD_PRELOAD), Python's (PYTHONPATH, PYTHONSTARTUP), pip's
-# and uv's settings (PIP_INDEX_URL), git's (GIT_SSH_COMMAND), bash's exported functions, the locale, the runner's
-# and GitHub's own, and the harness's
-STEERING_PREFIXES = (
-    *("LD_", "DYLD_", "PYTHON", "PIP_", "UV_", "GIT_", "BASH_FUNC_", "LC_"),
-    *("GITHUB_", "RUNNER_", "ACTIONS_", "GUIDE_GUARD_"),
+# JavaScript included. Whole families go by their prefix, so that a setting added to a runtime or a library
+# later is refused too (NODE_* holds NODE_OPTIONS, NODE_TLS_REJECT_UNAUTHORIZED and NODE_EXTRA_CA_CERTS).
+STEERING_FAMILIES = (
+    SteeringFamily(
+        "what a shell runs first, where programs are found, who and where the process is",
+        frozenset({"PATH", "HOME", "SHELL", "ENV", "BASH_ENV", "CDPATH", "IFS", "PS4", "SHELLOPTS", "BASHOPTS"})
+        | frozenset({"GLOBIGNORE", "PROMPT_COMMAND", "TMPDIR", "PWD", "USER", "LOGNAME"}),
+        ("BASH_FUNC_", "XDG_"),
+    ),
+    SteeringFamily(
+        "what the dynamic loader and the C library load, how they behave, which locale and time zone they use",
+        frozenset({"GCONV_PATH", "LOCPATH", "NLSPATH", "LANG", "LANGUAGE", "TZ"}),
+        ("LD_", "DYLD_", "GLIBC_", "MALLOC_", "LC_"),
+    ),
+    SteeringFamily(
+        "what code a runtime loads and with which options, in the action's own JavaScript steps too",
+        frozenset({"JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "VIRTUAL_ENV"}),
+        ("NODE_", "NPM_CONFIG_", "PYTHON", "PERL", "RUBY", "GEM_"),
+    ),
+    SteeringFamily("which index an installer uses and how git reaches a remote", prefixes=("PIP_", "UV_", "GIT_")),
+    SteeringFamily(
+        "which certificates TLS trusts, how it is configured, where its keys are logged",
+        frozenset({"REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"}),
+        ("SSL", "OPENSSL_", "GNUTLS_"),
+    ),
+    SteeringFamily(
+        "whom the network is reached through and how names resolve",
+        frozenset({"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "FTP_PROXY"})
+        | frozenset({"HOSTALIASES", "RES_OPTIONS", "LOCALDOMAIN"}),
+    ),
+    SteeringFamily(
+        "the runner, GitHub and the harness themselves", prefixes=("GITHUB_", "RUNNER_", "ACTIONS_", "GUIDE_GUARD_")
+    ),
 )
 
 
 def secret_name_problem(name: str) -> str | None:
     """What is wrong with NAME as the name of a secret the blocks get as a variable; None when nothing is.
 
-    Besides a name no variable or no GitHub secret can have, a name in STEERING_NAMES or starting with one of
-    STEERING_PREFIXES (in any case) is refused: the secret would override that variable for every later step.
+    Besides a name no variable or no GitHub secret can have, a name of one of STEERING_FAMILIES (in any case) is
+    refused: the secret would override that variable for every later step.
     """
     if not _NAME.match(name):
         return f"secret {name!r} is not a variable name: letters, digits and underscores, not starting with a digit"
     upper = name.upper()
     if upper.startswith("GITHUB_"):
         return f"secret {name!r}: GitHub reserves GITHUB_ names (no secret can have one); name the secret otherwise"
-    rule = next((f"{prefix}..." for prefix in STEERING_PREFIXES if upper.startswith(prefix)), None)
-    if rule is None and upper in STEERING_NAMES:
-        rule = upper
-    if rule is not None:
-        return (
-            f"secret {name!r} would set {name} for every later step of the job, which changes how they run (no"
-            f" secret may be named {rule}: see docs/ci.md); store the secret under a name of its own,"
-            f" e.g. GUIDE_{name}, name that, and set {name} from it in the block that needs it"
-            f' (`export {name}="$GUIDE_{name}"`)'
-        )
+    for family in STEERING_FAMILIES:
+        rule = family.rule(upper)
+        if rule is not None:
+            return (
+                f"secret {name!r} would set {name} for every later step of the job, and no secret may be named"
+                f" {rule} ({family.steers}: docs/ci.md lists the rules); store the secret under a name of its own,"
+                f" e.g. GUIDE_{name}, name that, and set {name} from it in the block that needs it"
+                f' (`export {name}="$GUIDE_{name}"`)'
+            )
     return None
 
 

@@ -62,6 +62,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="store NAME before the first block, as a setup would",
     )
     parser.add_argument(
+        "--set-lines",
+        dest="preset_lines",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help=(
+            "a --set for each NAME=VALUE line of TEXT, empty lines skipped (a workflow input of one value a line);"
+            " a --set of the same NAME wins"
+        ),
+    )
+    parser.add_argument(
         "--timeout", metavar="T", help="default block time limit: seconds or 30s, 10m, 3h (default 10800 s)"
     )
     parser.add_argument(
@@ -183,10 +194,11 @@ def _settings(args: argparse.Namespace, started: float) -> RunSettings | str:
     from ci.run.session import RunSettings
 
     preset: dict[str, str] = {}
-    for item in args.preset:
+    lines = [("--set-lines", line) for text in args.preset_lines for line in text.split("\n") if line]
+    for option, item in [*lines, *(("--set", item) for item in args.preset)]:  # --set wins over a line
         name, separator, value = item.partition("=")
         if not separator or not name:
-            return f"--set {item!r}: write NAME=VALUE"
+            return f"{option} {item!r}: write NAME=VALUE" + (", one a line" if option == "--set-lines" else "")
         preset[name] = value
     try:
         timeout_s = _duration("--timeout", args.timeout) if args.timeout else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,6 +13,7 @@ from ci.guide.model import TimeoutRule
 __all__ = [
     "BLOCK_HEADROOM_MINUTES",
     "DEADLINE_MARGIN_MINUTES",
+    "ENTRY_NAME",
     "GROUPS",
     "MATRIX_KEYS",
     "REGISTRY_FILE",
@@ -22,6 +24,8 @@ __all__ = [
 ]
 
 REGISTRY_FILE = "guides.yaml"  # at the repository root
+# An entry's name: an artifact name, a cache key, and the board's file names (NAME.json), never a path.
+ENTRY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,79}\Z")
 GROUPS = ("nightly", "weekly")  # the schedule groups; guides.yml has a cron for each
 # What the monitor may watch (ci.monitor --signals); `retry` of a failed run always applies.
 UPSTREAM_SIGNALS = ("release", "branch", "guide", "model")

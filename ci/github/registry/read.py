@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from ci.github.registry.model import DEADLINE_MARGIN_MINUTES, GROUPS, UPSTREAM_SIGNALS, Entry, Upstream
+from ci.github.registry.model import DEADLINE_MARGIN_MINUTES, ENTRY_NAME, GROUPS, UPSTREAM_SIGNALS, Entry, Upstream
 from ci.github.secrets import secret_name_problem
 from ci.guide.limits import parse_dialect, parse_timeout_rules
 from ci.guide.model import Problem
@@ -41,10 +41,10 @@ UPSTREAM_KEYS = ("repo", "branch", "ref", "model", "model_revision", "signals")
 _PER_ENTRY = ("name", "guide")  # never a default
 _REQUIRED = ("name", "guide", "runner")
 _EXAMPLES = {"name": "name: my-guide", "guide": "guide: docs/my-guide.md", "runner": "runner: [ubuntu-latest]"}
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,79}\Z")  # an artifact name, a cache key, a file name
 _VARIABLES = re.compile(r"[A-Z][A-Z0-9_]*\Z")
 _REPO = re.compile(r"[\w.-]+/[\w.-]+\Z")
 _MIN_TIMEOUT_MINUTES = DEADLINE_MARGIN_MINUTES + 1
+_LINE_BREAK = re.compile(r"[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")  # what str.splitlines() splits at
 _MAP, _SEQ = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
 
 # One mapping of guides.yaml as PyYAML composed it: each key, with its line and its value's node.
@@ -91,13 +91,26 @@ def _at(pairs: Pairs, key: str) -> tuple[int, Any]:
     return line, _value(node)
 
 
+def _built(node: yaml.Node) -> Any:
+    """_value, with a scalar PyYAML cannot build (a date `2001-13-45`, `!!int x`) refused at its line."""
+    try:
+        return _value(node)
+    except ValueError as exc:
+        if node.tag.endswith(":timestamp"):
+            message = f"{node.value!r} looks like a date but is none ({exc}): quote it to keep it as text"
+        else:
+            tag = "!!" + node.tag.rsplit(":", 1)[-1]
+            message = f"{node.value!r} is no {tag} ({exc}): drop the tag {tag}, or give a value of that kind"
+        raise _Unreadable(_line(node), message) from None
+
+
 def _checked(node: yaml.Node) -> None:
     """Refuse what yaml.safe_load reads silently: a key given twice in one mapping (it keeps the last one), a key
     that is a list or a mapping; every other value is built once, so that a tag not to build stops here."""
     if node.tag == _MAP:
         first: dict[Any, int] = {}
         for key_node, value_node in node.value:
-            key, line = _value(key_node), _line(key_node)
+            key, line = _built(key_node), _line(key_node)
             if not isinstance(key, (str, int, float, bool)) and key is not None:
                 raise _Unreadable(line, "a key must be a plain word, not a list or a mapping")
             if key in first:
@@ -108,7 +121,7 @@ def _checked(node: yaml.Node) -> None:
         for item in node.value:
             _checked(item)
     else:
-        _value(node)
+        _built(node)
 
 
 def _compose(text: str) -> yaml.Node | None:
@@ -239,10 +252,18 @@ def _set_values(reader: _Reader, values: Pairs, where: str) -> tuple[tuple[str, 
     pairs = []
     for name, (name_line, value_node) in _pairs(node).items():
         value = _value(value_node)
+        text = str(value).lower() if isinstance(value, bool) else str(value)
         if not str(name) or "=" in str(name) or isinstance(value, (dict, list)) or value is None:
             reader.error(name_line, f"{where}: set {name!r} must be a NAME (no '=') with a plain value")
+        elif _LINE_BREAK.search(f"{name}{text}"):
+            # the matrix hands the values on one per line (NAME=VALUE), each line one --set
+            reader.error(
+                _line(value_node),
+                f"{where}: set {name!r} must be one line: the values reach ci.run one per line, so a line break"
+                " would split it in two; write it on one line (a block can add the line breaks it needs)",
+            )
         else:
-            pairs.append((str(name), str(value).lower() if isinstance(value, bool) else str(value)))
+            pairs.append((str(name), text))
     return tuple(pairs)
 
 
@@ -264,7 +285,7 @@ def _choice(reader: _Reader, values: Pairs, key: str, where: str) -> Any:
         reader.error(line, f"{where}: schedule must be one of {', '.join(GROUPS)}, not {_kind(value)}")
     elif key == "monitor" and not isinstance(value, bool):
         reader.error(line, f"{where}: monitor must be true or false, not {_kind(value)}")
-    elif key == "name" and not (isinstance(value, str) and _NAME.match(value)):
+    elif key == "name" and not (isinstance(value, str) and ENTRY_NAME.match(value)):
         reader.error(line, f"{where}: name {value!r} must be letters, digits and dashes (at most 80)")
     elif key == "variables" and not (isinstance(value, str) and _VARIABLES.match(value)):
         reader.error(line, f"{where}: variables {value!r} must be a prefix of variable names, e.g. SPECFORGE")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePath
 from typing import Any
 
+from ci.github.registry.model import ENTRY_NAME
 from ci.record import RECORD_FILE, LastRun, RecordError, read_run
 
 __all__ = [
@@ -92,6 +93,11 @@ def _from_json(data: object, source: Path) -> GuideStatus:
     if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not data["name"]:
         raise BoardInputError(
             f"{source} is not a guide status: no 'name' (a status file holds name, guide, verdict, ...)"
+        )
+    if not ENTRY_NAME.match(data["name"]):
+        # the board writes NAME.json and NAME.badge.json: a name such as ../../x would write outside --output
+        raise BoardInputError(
+            f"{source}: name {data['name']!r} must be letters, digits and dashes (at most 80), as a registry entry's"
         )
     verdict = data.get("verdict")
     if verdict not in VERDICTS:
