@@ -92,6 +92,17 @@ class ActResult:
         """Everything the job's steps printed, in order."""
         return "".join(record["msg"] for record in self._of(job) if record.get("raw_output"))
 
+    def why(self) -> str:
+        """What went wrong, for an assertion's message: each failed job, its failed steps, the end of its output."""
+        failed = [job for job, result in self.jobs().items() if result != "success"]
+        lines = [f"act exited {self.returncode}; log: {self.log_file}"]
+        for job in failed:
+            steps = [step for step, result in self.step_results(job).items() if result != "success"]
+            tail = self.output_text(job).splitlines()[-20:]
+            lines += [f"job {job!r} failed, at {steps or 'no main step'}; its last lines:", *tail]
+        errors = [str(record.get("msg", "")) for record in self.records if record.get("level") == "error"]
+        return "\n".join(lines + [f"act error: {message}" for message in errors[-10:]])
+
     def artifact(self, name: str) -> Path:
         path = self.store / "artifacts" / self.run_id / name
         assert path.is_dir(), f"no artifact {name!r}; uploaded: {sorted(p.name for p in path.parent.glob('*'))}"

@@ -13,7 +13,7 @@ JOB = "action-demo/demo"
 def test_the_action_runs_the_demo_and_its_blocks_get_the_jobs_python(act: Callable[..., ActRunner]) -> None:
     result = act(event="push", workflow=".github/workflows/action-demo.yml").run()
 
-    assert result.returncode == 0, result.log_file
+    assert result.returncode == 0, result.why()
     assert result.job(JOB) == "success"
     assert result.outputs(JOB, "demo")["verdict"] == "passed"
     assert result.step_results(JOB)["The outputs and the reports are where the action says"] == "success"

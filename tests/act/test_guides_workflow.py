@@ -17,7 +17,7 @@ STATUS_JOB = "demo/guide run/status (for the board)"
 def test_a_dispatched_entry_runs_end_to_end_to_the_board(act: Callable[..., ActRunner]) -> None:
     result = act(inputs={"name": "demo"}).run()
 
-    assert result.returncode == 0, result.log_file
+    assert result.returncode == 0, result.why()
     assert result.jobs() == {
         "guides/read the registry": "success",
         RUN_JOB: "success",
@@ -125,7 +125,7 @@ def test_an_entrys_secret_reaches_its_blocks_masked_and_no_other_secret_does(act
         )
     result = runner.run()
 
-    assert result.returncode == 0, result.log_file
+    assert result.returncode == 0, result.why()
     report = result.artifact("demo-attempt-1")
     [shown] = (report / "outputs" / "blocks").glob("*-secrets.stdout.txt")
     assert shown.read_text() == "PRIVATE_INDEX_AUTH=***\n"  # there, and masked in the uploaded file too

@@ -18,7 +18,7 @@ def test_two_nights_the_first_runs_and_is_recorded_the_second_finds_no_reason(
     first = act(event="schedule", payload=WEEKLY, env={"GITHUB_RUN_ID": "101"})
     night_1 = first.run("night-1")
 
-    assert night_1.returncode == 0, night_1.log_file
+    assert night_1.returncode == 0, night_1.why()
     assert night_1.job(PREFIX + "decide (ci.monitor)") == "success"
     assert night_1.outputs(PREFIX + "decide (ci.monitor)", "monitor")["need_to_test"] == "true"
     assert night_1.job(PREFIX + "docs/examples/demo.md") == "success"
@@ -30,7 +30,7 @@ def test_two_nights_the_first_runs_and_is_recorded_the_second_finds_no_reason(
     first.env["GITHUB_RUN_ID"] = "102"
     night_2 = first.run("night-2")
 
-    assert night_2.returncode == 0, night_2.log_file
+    assert night_2.returncode == 0, night_2.why()
     assert night_2.outputs(PREFIX + "decide (ci.monitor)", "monitor")["need_to_test"] == "false"
     ran = night_2.jobs()
     assert PREFIX + "docs/examples/demo.md" not in ran and PREFIX + "record the outcome (ci.monitor)" not in ran

@@ -60,7 +60,7 @@ def test_the_documented_caller_runs_its_guide_with_guide_guard_at_the_pinned_com
 
     result = runner.run()
 
-    assert result.returncode == 0, result.log_file
+    assert result.returncode == 0, result.why()
     assert result.job(RUN_JOB) == "success"
     outputs = result.outputs(RUN_JOB, "guide")
     assert (outputs["verdict"], json.loads(outputs["counts"])) == ("passed", {"passed": 8})
