@@ -441,14 +441,17 @@ def _false_fences(text: str, file: str, collector: _Collector) -> list[Problem]:
     CommonMark allows no backtick in the info string of a ``` fence (`skip='needs `npu-smi`'`): such a line
     is a paragraph, and the next fence line, meant to close the block, opens one that swallows what follows.
     """
-    read = sorted(collector.read_lines)
+    read = iter(sorted(collector.read_lines))  # walked once beside the lines, which come in order: linear
+    span = next(read, None)
     warned = {warning.line for warning in collector.warnings}
     problems = []
     for number, line in enumerate(_LINE_BREAK.split(text), start=1):  # numbered as the parser numbers them
         found = _FENCE_LIKE.match(line)
         if found is None or not any(word in LABELS for word, _ in split_info(found.group(2))[0]):
             continue
-        if number in warned or any(first <= number <= last for first, last in read):
+        while span is not None and span[1] < number:  # the spans that end before this line are behind it
+            span = next(read, None)
+        if number in warned or (span is not None and span[0] <= number):
             continue
         why = (
             "a ``` fence's parameters cannot hold a backtick (CommonMark): write the value without it, or open"
