@@ -238,6 +238,13 @@ def test_timeout_rules_for_a_labels_guide_are_a_warning_of_the_run_and_an_error_
     assert "the guide is read as labelled blocks, so the rules would be ignored" in done.stderr
     registry.write_text(registry.read_text().replace("guide: guide.md", "guide: guide.md\n    dialect: fences"))
     assert run_harness(str(registry), "--check", module="ci.registry").returncode == 0
+    # the front matter's ci.timeout_rules in a guide read as labelled blocks: a warning at its line too
+    front = "---\nci:\n  timeout_rules:\n    - {contains: echo, timeout: 2m}\n---\n"
+    (tmp_path / "front.md").write_text(front + "```shell #test-setup\necho hi\n```\n", encoding="utf-8")
+    listed = run_harness("front.md", "--list")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert "warning: front.md:3: ci.timeout_rules sets limits by command kind for the plain dialects" in listed.stderr
+    assert run_harness("front.md", "--list", "--strict").returncode == 2
 
 
 def test_a_reference_shaped_console_session_runs_as_one_program_and_checks_only_its_exit(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ before the run, and a value that cannot be loaded fails the block that loads it.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -167,6 +168,13 @@ def test_a_stored_value_spanning_lines_or_holding_progress_output_is_warned_of_w
     assert "--- stored model_path (60 bytes)\nDownloading: 10%\nDownloading: 100%\n/root/models/qwen\n[1/7]" in log
     assert "--- stored token (" in log and "\nfetching the token\n***\n[2/7] token: PASSED" in log
     assert secret not in run.stdout + run.stderr  # the value is masked; the warning quotes none of it
+    # results.json keeps each warning with its block, as the log gives it
+    recorded = [(block["store"], block["warnings"]) for block in run.record["blocks"]]
+    counts = [(store, len(warnings)) for store, warnings in recorded]
+    assert counts[:4] == [("model_path", 1), ("token", 1), ("files", 1), ("port", 0)], recorded
+    assert counts[5] == ("model_path", 0), recorded  # stored again, clean
+    assert "the value stored as model_path has 1 line and 60 bytes" in recorded[0][1][0]
+    assert secret not in json.dumps(run.record)
     # one clean line is no warning, nor a section: a passing block is still one line
     assert re.search(r"^==> \[4/7\] #test-setup store=port .* -> PASSED in ", log, re.M), log
     assert re.search(r"^==> \[6/7\] #test-setup store=model_path .* -> PASSED in ", log, re.M), log

@@ -104,3 +104,27 @@ def test_words_between_the_language_and_the_label_are_a_warning_an_error_under_s
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"warning: {warning}" in run.stderr
     assert marker.exists()  # run as the shell block it is
+
+
+def test_a_labelled_fence_indented_into_code_is_a_warning_an_error_under_strict(guide_runner, tmp_path: Path) -> None:
+    """Four spaces more than its list item wants make a fence an indented code block: shown, never run."""
+    marker = tmp_path / "ran"
+    guide = f"""
+        1. Make the mark:
+
+               {FENCE}shell #test-setup
+               touch {marker}
+               {FENCE}
+
+        {FENCE}shell #test-setup
+        echo the next step
+        {FENCE}
+        """
+    where = f"{tmp_path / 'guide.md'}:3:"
+    strict = guide_runner(guide, "--strict")
+    assert strict.returncode == 2, strict.stdout + strict.stderr
+    assert f"[ERROR] {where} this labelled fence is indented into an indented code block" in strict.stderr
+    run = guide_runner(guide)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"warning: {where} this labelled fence is indented into an indented code block" in run.stderr
+    assert "indent it as the text it belongs to" in run.stderr and not marker.exists()

@@ -253,6 +253,8 @@ class _Collector:
                 self.heading = tokens[index + 1].content.strip() or self.heading
             elif token.type in ("fence", "code_block") and token.map is not None:
                 self.read_lines.append((token.map[0] + 1 + line_offset, token.map[1] + line_offset))
+                if token.type == "code_block":
+                    self.indented(token, line_offset)
             if token.type == "fence" and token.map is not None and hidden and _unclosed(token):
                 self.unclosed_in_comment(token, line_offset)
             elif token.type == "fence" and token.map is not None:
@@ -262,6 +264,17 @@ class _Collector:
                 self.html(token.content, token.map[0] + line_offset)
             elif token.nesting == 1 and token.level >= _MAX_NESTING - 1 and token.map is not None:
                 self.too_deep(text, token.map, line_offset)
+
+    def indented(self, token: Any, line_offset: int) -> None:
+        """Warn of a labelled fence inside an indented code block (four spaces more than its text): Markdown shows
+        it as text, and it never runs. A guide may show the label format this way on purpose, so a warning."""
+        found = _LABELLED_FENCE.search(token.content)
+        if found is None or token.content[: found.start()].rstrip(" \t").rpartition("\n")[2]:
+            return  # no labelled fence, or one that does not start its line
+        line = token.map[0] + 1 + line_offset + token.content.count("\n", 0, found.start())
+        fix = "indent it as the text it belongs to (a list item's text), if it is meant to run"
+        message = f"this labelled fence is indented into an indented code block, so it is shown and never run: {fix}"
+        self.warnings.append(Problem(self.file, line, message))
 
     def unclosed_in_comment(self, token: Any, line_offset: int) -> None:
         """A fence never closed inside an HTML comment is an error, as under the reference engine: its block would
@@ -428,14 +441,17 @@ def _false_fences(text: str, file: str, collector: _Collector) -> list[Problem]:
     CommonMark allows no backtick in the info string of a ``` fence (`skip='needs `npu-smi`'`): such a line
     is a paragraph, and the next fence line, meant to close the block, opens one that swallows what follows.
     """
-    read = sorted(collector.read_lines)
+    read = iter(sorted(collector.read_lines))  # walked once beside the lines, which come in order: linear
+    span = next(read, None)
     warned = {warning.line for warning in collector.warnings}
     problems = []
     for number, line in enumerate(_LINE_BREAK.split(text), start=1):  # numbered as the parser numbers them
         found = _FENCE_LIKE.match(line)
         if found is None or not any(word in LABELS for word, _ in split_info(found.group(2))[0]):
             continue
-        if number in warned or any(first <= number <= last for first, last in read):
+        while span is not None and span[1] < number:  # the spans that end before this line are behind it
+            span = next(read, None)
+        if number in warned or (span is not None and span[0] <= number):
             continue
         why = (
             "a ``` fence's parameters cannot hold a backtick (CommonMark): write the value without it, or open"

@@ -23,7 +23,14 @@ from ci.guide.model import (
 )
 from ci.guide.parse import NearLabel, ParsedGuide
 from ci.guide.placeholders import unloaded_placeholders
-from ci.guide.settings import DEFAULT_RETRY_DELAY_S, guide_settings, parse_duration, parse_retry, parse_retry_delay
+from ci.guide.settings import (
+    DEFAULT_RETRY_DELAY_S,
+    guide_settings,
+    key_line,
+    parse_duration,
+    parse_retry,
+    parse_retry_delay,
+)
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -213,6 +220,10 @@ def build_plan(
     settings, settings_problems = guide_settings(parsed)
     checker.settings = settings
     checker.problems.extend(settings_problems)
+    if settings.timeout_rules:  # they reach only the plain dialects: said, never silently ignored
+        fix = "give ci.dialect: fences (or pycon) if the guide is written so, else a block's limit with timeout="
+        message = f"ci.timeout_rules sets limits by command kind for the plain dialects, and this guide is read as labelled blocks, so the rules are ignored: {fix}"
+        checker.warnings.append(Problem(parsed.file, key_line(parsed, "timeout_rules"), message))
     checked = [(block, checker.params(block)) for block in parsed.blocks]
     _pair_by_id(checked, checker)
     block_default_s = settings.timeout_s or default_timeout_s or DEFAULT_TIMEOUT_S

@@ -17,6 +17,7 @@ __all__ = [
     "MAX_RETRY",
     "MAX_RETRY_DELAY_S",
     "guide_settings",
+    "key_line",
     "parse_duration",
     "parse_retry",
     "parse_retry_delay",
@@ -317,6 +318,11 @@ def _alias_under_ci(front_matter: str) -> int | None:
             if isinstance(event, yaml.AliasEvent) and mark is not None and start <= mark.index < end:
                 return int(mark.line)
     return None
+
+
+def key_line(parsed: ParsedGuide, key: str) -> int:
+    """The guide line of the front matter's ci.KEY (of its opening line when it is not there)."""
+    return _key_lines(parsed.front_matter or "", parsed.front_matter_line).get(key, parsed.front_matter_line)
 
 
 def _key_lines(front_matter: str, opening_line: int) -> dict[str, int]:

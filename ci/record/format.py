@@ -50,7 +50,8 @@ RECORD_VERSION = 6
 # version 4 (what 0.2.0 writes) only added each block's reason, retry, retry_delay_s and attempts, files that
 # predate the run, a guide's cleanup, resumed_from and each block's kept_from (null or absent in older records);
 # version 5 only added each block's streams_merged (false in older records); version 6 only added each block's
-# result_sha256 and loaded_sha256 (null and {} in older records: a resume cannot compare them, and says so).
+# result_sha256 and loaded_sha256 (null and {} in older records: a resume cannot compare them, and says so) and
+# warnings ([] in older records).
 READ_VERSIONS = (1, 2, 3, 4, 5, 6)
 RECORD_FILE = "results.json"  # in the run's output directory
 
@@ -104,6 +105,7 @@ def block_to_json(result: BlockResult, guide: str, base: Path) -> JSON:
         "code_sha256": step.code_sha256,
         "result_sha256": step.result_sha256,
         "loaded_sha256": dict(result.loaded_sha256),
+        "warnings": [clean_text(warning) for warning in result.warnings],
         "expected": clean_text(result.expected.shown) if result.expected is not None else None,
         "expected_whole": _whole(result.expected, base),
         "first_unmatched_line": result.match.first_unmatched_line if result.match else None,
@@ -244,6 +246,7 @@ def block_from_json(raw: Mapping[str, Any], directory: Path) -> BlockResult:
         attempts=tuple(attempt_from_json(a, directory) for a in raw.get("attempts") or ()),
         kept_from=earlier_from_json(raw.get("kept_from")),
         loaded_sha256={str(name): str(digest) for name, digest in (raw.get("loaded_sha256") or {}).items()},
+        warnings=tuple(str(warning) for warning in raw.get("warnings") or ()),
     )
 
 

@@ -163,7 +163,7 @@ class BlockResult:
     # back from a record older than version 6
     loaded_sha256: Mapping[str, str] = field(default_factory=dict)
     # what the log warns of about a block, though it may have passed: a stored value spanning lines or holding
-    # progress output (ci.runner.stored); one line each, quoting no output. Not in results.json
+    # progress output (ci.runner.stored); one line each, quoting no output
     warnings: tuple[str, ...] = ()
 
     @property
