@@ -249,7 +249,7 @@ def _network(command: _Command, heredoc: str) -> tuple[str, str] | None:
             return None
         if _option(rest, "--no-index", "--timeout"):
             return None
-        return f"{_shown(command)}", "pip"
+        return _shown(command), "pip"
     if program in ("curl", "wget"):
         urls = [word for word in words[1:] if _URL.match(word)]
         if not urls or all(_LOCAL_HOST.match(url.split("://", 1)[1]) for url in urls):
@@ -264,8 +264,8 @@ def _network(command: _Command, heredoc: str) -> tuple[str, str] | None:
         return (f"{program} download", "hub") if rest[:1] == ["download"] else None
     if _PYTHON.fullmatch(program):
         code = " ".join(words[index + 1] for index, word in enumerate(words[:-1]) if word == "-c") + heredoc
-        if _HUB_CALL.search(code):
-            return f"{program}` calling `{_HUB_CALL.search(code).group().rstrip('( ')}", "hub"  # type: ignore[union-attr]
+        if called := _HUB_CALL.search(code):
+            return f"{program}` calling `{called.group().rstrip('( ')}", "hub"
     return None
 
 
