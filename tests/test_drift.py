@@ -1006,12 +1006,25 @@ def test_a_readiness_loop_that_never_checks_the_server_is_alive_is_a_warning(bod
     assert all("started with `&` at line" in m and 'kill -0 "$PID"' in m for _, m in found)
 
 
+def test_the_fix_of_an_unwatched_server_names_the_variable_its_pid_is_in() -> None:
+    unsaved = (
+        "nohup python -m http.server 8000 >server.log 2>&1 &\nuntil curl -fs http://127.0.0.1:8000/; do sleep 1; done"
+    )
+    saved = "nohup python -m http.server 8000 >server.log 2>&1 &\nSERVER_PID=$!\n" + unsaved.split("\n")[1]
+    ((_, unsaved_message),) = _lessons('#test id="serve"', unsaved)
+    assert "save its pid (`PID=$!`) and fail at once" in unsaved_message
+    ((_, saved_message),) = _lessons('#test id="serve"', saved)
+    assert "save its pid" not in saved_message and 'kill -0 "$SERVER_PID" || { tail -50 LOG >&2' in saved_message
+
+
 @pytest.mark.parametrize(
     ("body", "line"),
     [
         ("uv pip install --timeout 30 -e .\npython -c 'import pkg; print(pkg.__name__)'", 1),
         ("cd src && pip install --timeout 30 .\necho installed", 1),
         ("timeout 600 apt-get install -y libnuma1 | tail -1\necho ok", 1),
+        ("set -e\npip install --timeout 30 . | tail -1\necho installed", 2),  # without pipefail, tail's status
+        ("set -eo pipefail\npip install --timeout 30 . | tail -1\necho installed", None),
         ("set -euo pipefail\npip install --timeout 30 .\necho installed", None),
         ("pip install --timeout 30 . || exit 1\necho installed", None),
         ("if ! pip install --timeout 30 .; then echo failed; exit 1; fi\necho installed", None),

@@ -501,6 +501,17 @@ def _loop_text(loop: Node, functions: dict[str, str]) -> str:
     return text + "\n".join(body for name, body in functions.items() if name in called)
 
 
+def _pid_variable(root: Node, server: Node) -> str | None:
+    """The variable the block saves the pid of SERVER in (`PID=$!` after it), if any."""
+    for node in _walk(root):
+        if node.type == "variable_assignment" and node.start_byte > server.end_byte:
+            value = node.child_by_field_name("value")
+            if value is not None and _text(value) == "$!":
+                name = node.child_by_field_name("name")
+                return _text(name) if name is not None else None
+    return None
+
+
 def _unwatched_server(block: ShellBlock, root: Node) -> list[Finding]:
     findings = []
     functions = _functions(root)
@@ -514,14 +525,16 @@ def _unwatched_server(block: ShellBlock, root: Node) -> list[Finding]:
         if not loops or any(_ALIVE.search(_loop_text(loop, functions)) for loop in loops):
             continue
         name = next((_shown(_command(n)) for n in _walk(server) if n.type == "command"), "the server")
+        pid = _pid_variable(root, server)
+        saved = "" if pid else " save its pid (`PID=$!`) and"
         findings.append(
             _finding(
                 block,
                 loops[0].start_point.row + 1,
                 f"this loop waits for `{name}`, started with `&` at line {block.fence_line + server.start_point.row + 1}, "
                 "but never checks that it is still alive: a server that dies while starting costs the whole wait "
-                "(SGLang dying while starting, with the health check polled to its limit); save its pid (`PID=$!`) "
-                'and fail at once in the loop with `kill -0 "$PID" || { tail -50 LOG >&2; exit 1; }`',
+                f"(SGLang dying while starting, with the health check polled to its limit);{saved} fail at once in "
+                f'the loop with `kill -0 "${pid or "PID"}" || {{ tail -50 LOG >&2; exit 1; }}`',
             )
         )
     return findings
@@ -530,18 +543,19 @@ def _unwatched_server(block: ShellBlock, root: Node) -> list[Finding]:
 # ---- rule 5: an install in a #test whose failure would show as a mismatch (run 33467285504) ----
 
 
-def _errexit_before(root: Node, line: int) -> bool:
-    """`set -e` (or `set -o errexit`) runs at the top of the block before LINE."""
+def _errexit_before(root: Node, line: int, *, piped: bool) -> bool:
+    """`set -e` (or `set -o errexit`) runs at the top of the block before LINE; for a command PIPED into another,
+    `set -o pipefail` too, without which the pipeline's status is its last command's."""
+    errexit = pipefail = False
     for node in root.children:
         if node.start_point.row + 1 >= line:
-            return False
-        if node.type == "command":
-            words = _command(node).words
-            if words[:1] == ("set",) and any(
-                (w.startswith("-") and not w.startswith("--") and "e" in w) or w == "errexit" for w in words[1:]
-            ):
-                return True
-    return False
+            break
+        words = _command(node).words if node.type == "command" else ()
+        if words[:1] == ("set",):
+            flags = "".join(w for w in words[1:] if w.startswith("-") and not w.startswith("--"))
+            errexit = errexit or "e" in flags or "errexit" in words
+            pipefail = pipefail or "pipefail" in words
+    return errexit and (pipefail or not piped)
 
 
 def _field(parent: Node, child: Node) -> str | None:
@@ -579,7 +593,8 @@ def _unchecked_install(block: ShellBlock, commands: Sequence[_Command], root: No
     for command in commands:
         if not _installs(command):
             continue
-        if _stdout_goes(command.node) == "captured" or _errexit_before(root, command.line):
+        goes = _stdout_goes(command.node)
+        if goes == "captured" or _errexit_before(root, command.line, piped=goes == "piped"):
             continue
         if _failure_seen(command.node, root):
             continue
@@ -587,10 +602,10 @@ def _unchecked_install(block: ShellBlock, commands: Sequence[_Command], root: No
             _finding(
                 block,
                 command.line,
-                f"`{_shown(command)}` can fail and the block go on: its failure would show as a mismatch "
-                "of the expected output, not as the install that failed (60 lines of an install script's output "
-                "against 2 expected lines, Actions run 33467285504); start the block with `set -euo pipefail` or "
-                "add `|| exit 1` after it",
+                f"`{_shown(command)}` can fail and the block go on: its failure would show later, as a mismatch "
+                "of the expected output or another command's error, not as the install that failed (Actions run "
+                "33467285504 compared 60 lines of a script's output with 2 expected lines); start the block with "
+                "`set -euo pipefail` or add `|| exit 1` after it",
             )
         )
     return findings
