@@ -963,6 +963,8 @@ def test_sourcing_the_cann_set_env_script_is_a_warning(body: str, warned: bool) 
         ("pushd /tmp\npwd", 1),
         ('echo "downloading" >&2\npython -c "print(\'/models/a\')"', None),
         ("pip install --timeout 30 modelscope >/dev/null\npython -c \"print('/models/a')\"", None),
+        ("pip install -q --timeout 30 modelscope\npython -c \"print('/models/a')\"", None),
+        ("UV_HTTP_TIMEOUT=30 uv pip install modelscope\npython -c \"print('/models/a')\"", None),  # stderr
         ("if [ -d /models/a ]; then echo /models/a; else echo /models/b; fi", None),  # one branch runs
         ('test -d /m || { echo "no /m" >&2; exit 1; }\nls /m | head -1\necho done >&2', None),
     ],

@@ -327,49 +327,10 @@ def _sourced_set_env(block: ShellBlock, commands: Sequence[_Command]) -> list[Fi
 
 # commands that print nothing on stdout when they work
 _SILENT = frozenset(
-    {
-        "cd",
-        "export",
-        "set",
-        "unset",
-        "local",
-        "declare",
-        "readonly",
-        "typeset",
-        "shift",
-        "trap",
-        "exit",
-        "return",
-        "break",
-        "continue",
-        "wait",
-        "kill",
-        "sleep",
-        "true",
-        "false",
-        "test",
-        "[",
-        "[[",
-        "mkdir",
-        "rm",
-        "rmdir",
-        "cp",
-        "mv",
-        "ln",
-        "touch",
-        "chmod",
-        "chown",
-        "source",
-        ".",
-        "eval",
-        "exec",
-        "read",
-        "umask",
-        "ulimit",
-        "shopt",
-        "pkill",
-        "alias",
-    }
+    # a list of words reads better as words than as 40 quoted strings, one a line
+    """cd export set unset local declare readonly typeset shift trap exit return break continue wait kill sleep true
+    false test [ [[ mkdir rm rmdir cp mv ln touch chmod chown source . eval exec read umask ulimit shopt pkill
+    alias""".split()  # noqa: SIM905
 )
 _INSTALLERS = re.compile(r"apt-get|apt|yum|dnf|conda|mamba|npm|pip(?:\d+(?:\.\d+)*)?|pipx")
 _CHATTY = frozenset({"pushd", "popd"})
@@ -415,8 +376,11 @@ def _noisy_store(block: ShellBlock, commands: Sequence[_Command], root: Node) ->
     for command in commands:
         if not command.words or _stdout_goes(command.node) is not None:
             continue
-        # uv writes its progress to stderr
-        if (_installs(command) and command.program != "uv") or command.program in _CHATTY:
+        installs = _installs(command)
+        # uv writes its progress to stderr; `-q` keeps pip, apt and conda quiet on stdout
+        if installs and (command.program == "uv" or any(re.fullmatch(r"-q+|--quiet", w) for w in command.words)):
+            continue
+        if installs or command.program in _CHATTY:
             findings.append(
                 _finding(
                     block,
