@@ -25,8 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = command_parser(
         "ci.drift",
         description=(
-            "Check changed guides without running them: contract errors, bash -n/shellcheck/compile, "
-            "blocks changed against REV, changed expected output against the last run, pinned versions."
+            "Check changed guides without running them: contract errors, bash -n/shellcheck/compile and the "
+            "lessons of real nights, blocks changed against REV, changed expected output against the last run, "
+            "pinned versions."
         ),
         epilog="Exit status: 0 no error; 1 contract, static-check or last-run errors (with --strict, warnings too); 2 usage error.",
     )

@@ -6,7 +6,7 @@ it is read in (a labelled block for the label contract; `--dialect`, else the di
 that names it, the front matter's ci.dialect winning, as in ci.run), or when the registry (guides.yaml in
 the current directory, when there is one) names it; any other file passes without a word. Each guide gets the two checks of `python -m ci.drift` that run nothing from it and
 need no network: the contract (what `python -m ci.run GUIDE --list` reports) and the static checks
-(bash -n, shellcheck, compile()). The block diff and the last-run re-check need a base revision and a
+(bash -n, shellcheck, compile(), the lessons of real nights). The block diff and the last-run re-check need a base revision and a
 run, the pins the network: those stay with ci.drift on the pull request.
 """
 
@@ -36,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Check the guides among FILEs (Markdown with labelled blocks, or named in guides.yaml) as a "
             "pre-commit hook: document errors as `python -m ci.run GUIDE --list` reports them, and the static "
-            "checks of ci.drift (bash -n, shellcheck, compile). Nothing of a guide is run; no network is used."
+            "checks of ci.drift (bash -n, shellcheck, compile, the lessons of real nights). Nothing of a guide is run; "
+            "no network is used."
         ),
         epilog=(
             "Exit status: 0 no error and no warning; 1 a guide has an error or a warning (pre-commit shows the"

@@ -212,6 +212,39 @@ def test_a_warning_fails_the_hook_so_that_pre_commit_shows_it(repository: Path, 
     )
 
 
+def test_the_lessons_of_real_nights_fail_the_hook_with_file_line_and_fix(
+    repository: Path, harness_env: dict[str, str]
+) -> None:
+    """A server waited for without asking whether it is alive (SGLang died while starting), and the model path
+    stored beside a progress line (Actions run 33507844975): warnings on their lines, the hook fails."""
+    guide = f"""\
+{FENCE}shell #test-setup store="model_path"
+touch "$RAN"
+echo "downloading the model"
+echo /models/tiny
+{FENCE}
+
+{FENCE}shell #test-setup
+nohup python3 -m http.server 8000 >server.log 2>&1 &
+until (echo > /dev/tcp/127.0.0.1/8000) 2>/dev/null; do sleep 1; done
+{FENCE}
+"""
+    ran = repository.parent / "ran"
+    names = _stage(repository, {"docs/lessons.md": guide})
+    done = _run_entry(repository, names, {**harness_env, "RAN": str(ran)})
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    stored = next(line for line in lines if line.startswith("warning: docs/lessons.md:3: [static]"))
+    assert "2 commands print to it (`echo` at line 3, `echo` at line 4)" in stored and "`>&2`" in stored
+    waited = next(line for line in lines if line.startswith("warning: docs/lessons.md:9: [static]"))
+    assert "started with `&` at line 8, but never checks that it is still alive" in waited
+    assert 'kill -0 "$PID"' in waited
+    assert lines[-1] == (
+        "guide-guard: 1 guide checked, nothing run: 0 errors, 2 warnings; fix the warnings above before committing"
+    )
+    assert not ran.exists()
+
+
 def test_markdown_with_no_guide_at_all_passes_without_a_word(repository: Path, harness_env: dict[str, str]) -> None:
     names = _stage(repository, {"README.md": NOTES, "CHANGES.md": "# Changes\n"})
     done = _run_entry(repository, names, harness_env)

@@ -1,4 +1,5 @@
-"""Check 2, static: `bash -n`, shellcheck and compile() of every runnable block, executing none of them."""
+"""Check 2, static: `bash -n`, shellcheck and compile() of every runnable block, and the lessons of real nights
+(lessons.py) on its shell, executing none of them."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from ci.guide.dialects.pycon import CONSOLE_LANGUAGE, ConsoleStatement, readable
 from ci.guide.model import Block, Label, Language, Load, Plan
 from ci.guide.parse import ParsedGuide
 from ci.guide.plan import LANGUAGES, block_loads
-from ci.maintain.drift.findings import STATIC, Finding, Severity, block_name
+from ci.maintain.drift.findings import STATIC, Finding, Severity, block_name, first_param
+from ci.maintain.drift.lessons import ShellBlock, lesson_findings
 
 __all__ = ["plain_static_findings", "python_c_programs", "python_heredocs", "static_findings"]
 
@@ -185,7 +187,8 @@ def static_findings(
     """Syntax checks of every runnable block, executing none of them.
 
     Shell blocks: `bash -n` and shellcheck (errors fail, warnings annotate;
-    a checker that hangs or will not start is a notice); Python blocks, and
+    a checker that hangs or will not start is a notice), and the lessons'
+    warnings (lessons.py); Python blocks, and
     Python heredocs and `python -c` programs inside shell blocks: compile().
     Lines are the guide's: the fence line plus the line inside the block.
     """
@@ -202,6 +205,16 @@ def static_findings(
             findings += _shell_findings(
                 block.body, placeholders, parsed.file, block.line, what, shellcheck, shellcheck_timeout_s
             )
+            findings += lesson_findings(
+                ShellBlock(
+                    _shell_script(block.body, placeholders),
+                    parsed.file,
+                    block.line,
+                    what,
+                    output_checked=block.label is Label.TEST,
+                    stores=first_param(block, "store") is not None,
+                )
+            )
     return findings
 
 
@@ -211,7 +224,7 @@ def plain_static_findings(
     """Syntax checks of what a plain dialect runs (PLAN, read from TEXT), executing none of it.
 
     The plain-fence dialect: every ```shell fence that runs (not ```shell skip) as a shell block above, its
-    `<UPSTREAM_REF>` standing for a value. The Python-console dialect: each `>>> ` statement compiled as the
+    `<UPSTREAM_REF>` standing for a value, its output checked when an expected output follows it. The Python-console dialect: each `>>> ` statement compiled as the
     console compiles it (a single statement, else a whole program), on its own line.
     """
     findings: list[Finding] = []
@@ -220,9 +233,13 @@ def plain_static_findings(
             continue
         what = f"{step.language_word} fence at line {step.line}"
         if step.language is Language.SHELL:
+            placeholders = _placeholders(step.loads)
             findings += _shell_findings(
-                step.body, _placeholders(step.loads), plan.guide, step.line, what, shellcheck, shellcheck_timeout_s
+                step.body, placeholders, plan.guide, step.line, what, shellcheck, shellcheck_timeout_s
             )
+            script = _shell_script(step.body, placeholders)
+            checked = step.expected is not None
+            findings += lesson_findings(ShellBlock(script, plan.guide, step.line, what, checked, stores=False))
         elif step.language_word == CONSOLE_LANGUAGE:
             for statement in readable_statements(guide_lines(text), plan.guide):
                 findings += _statement_findings(statement, plan.guide)
