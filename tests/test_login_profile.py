@@ -91,7 +91,7 @@ def test_an_empty_entry_of_the_jobs_path_is_not_put_in_front(tmp_path: Path, job
 
 def test_the_action_sources_it_in_every_step_that_installs_checks_or_runs_the_harness() -> None:
     action = (REPO / "action.yml").read_text(encoding="utf-8")
-    # install, check, hand the secrets over, run
-    assert action.count('source "$GITHUB_ACTION_PATH/ci/shell/login-profile.bash"') == 4
+    # install, check, run; not the step that hands the named secrets over, which holds all the job's secrets
+    assert action.count('source "$GITHUB_ACTION_PATH/ci/shell/login-profile.bash"') == 3
     # a login shell would read the profiles before the script could keep the job's PATH
     assert "bash -el" not in action

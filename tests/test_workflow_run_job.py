@@ -141,7 +141,11 @@ def login_shell_violations(workflow: Workflow, action: Workflow = ACTION) -> lis
                 if shell != LOGIN_SHELL:
                     problems.append(f"{name}: shell {shell!r}, not `{LOGIN_SHELL}`")
                 first_line = next((line.strip() for line in script.splitlines() if line.strip()), "")
-                if first_line != LOGIN_PROFILE:
+                holds_job_secrets = "GUIDE_GUARD_JOB_SECRETS" in (candidate.get("env") or {})
+                if holds_job_secrets and LOGIN_PROFILE in script:
+                    # the image's profiles are its code: they never run beside every secret of the job
+                    problems.append(f"{name}: reads the image's profiles with the job's secrets in its environment")
+                elif not holds_job_secrets and first_line != LOGIN_PROFILE:
                     problems.append(f"{name}: its first line is {first_line!r}, not `{LOGIN_PROFILE}`")
     return list(dict.fromkeys(problems))  # the action is used twice (install, then run): its steps said once
 
@@ -296,7 +300,14 @@ def test_the_runner_rules_catch_the_job_as_it_was() -> None:
         rf"^\s*{re.escape(LOGIN_PROFILE)}\n", "", ACTION.text.replace(LOGIN_SHELL, "bash -el {0}"), flags=re.M
     )
     as_it_was = login_shell_violations(WORKFLOWS[GUIDE_RUN], action_as_workflow(login_action))
-    assert len(as_it_was) == 8, as_it_was
+    assert len(as_it_was) == 7, as_it_was  # 4 shells, 3 first lines: the secrets step reads no profile anyway
+    # the action as it was before the secrets step stopped reading the image's profiles beside the job's secrets
+    secrets_step = '        "$HARNESS_VENV/bin/guide-guard-secrets"'
+    reading = ACTION.text.replace(secrets_step, f"        {LOGIN_PROFILE}\n{secrets_step}")
+    assert login_shell_violations(WORKFLOWS[GUIDE_RUN], action_as_workflow(reading)) == [
+        "action.yml action \"Hand the named secrets to the guide's run\": reads the image's profiles with the job's"
+        " secrets in its environment"
+    ]
     assert "shell 'bash -el {0}', not `bash --noprofile --norc -e {0}`" in as_it_was[0]
     assert "its first line is 'set -euo pipefail', not `source" in as_it_was[1]
     assert [p.split(": ", 1)[1].split(";")[0] for p in found["hub_cache_violations"]] == [
