@@ -909,12 +909,16 @@ NETWORK = "has no time or stall bound"
     [
         ("git clone --depth 1 https://example.org/repo.git", 1),
         ("cd x\ngit -C x fetch --depth 1 origin v1", 2),
-        ('uv pip install --python "$(command -v python)" numpy', 1),
-        ("python -m pip install -r requirements.txt", 1),
         ("curl -fsSL -o model.bin https://example.org/model.bin", 1),
-        ("wget https://example.org/model.bin", 1),
-        ("sudo -E hf download Qwen/Qwen3-0.6B", 1),
-        ("python - <<'PY'\nfrom huggingface_hub import snapshot_download\nprint(snapshot_download('a/b'))\nPY", 1),
+        ("sudo -E git clone https://example.org/repo.git", 1),
+        ("git submodule update --init --recursive", 1),
+        # bounded by the tool's own default read timeout: pip 15 s, uv 30 s, the Hub's client 10 s, wget 900 s
+        ('uv pip install --python "$(command -v python)" numpy', None),
+        ("python -m pip install -r requirements.txt", None),
+        ("pip install --default-timeout=60 numpy", None),
+        ("wget https://example.org/model.bin", None),
+        ("sudo -E hf download Qwen/Qwen3-0.6B", None),
+        ("python - <<'PY'\nfrom huggingface_hub import snapshot_download\nprint(snapshot_download('a/b'))\nPY", None),
         # bounded, local, offline or not the network at all
         ("timeout 600 git clone https://example.org/repo.git", None),
         ("git -c http.lowSpeedLimit=1000 -c http.lowSpeedTime=60 clone https://example.org/repo.git", None),
@@ -967,6 +971,9 @@ def test_sourcing_the_cann_set_env_script_is_a_warning(body: str, warned: bool) 
         ("UV_HTTP_TIMEOUT=30 uv pip install modelscope\npython -c \"print('/models/a')\"", None),  # stderr
         ("if [ -d /models/a ]; then echo /models/a; else echo /models/b; fi", None),  # one branch runs
         ('test -d /m || { echo "no /m" >&2; exit 1; }\nls /m | head -1\necho done >&2', None),
+        # commands that print nothing on stdout when they work, before the one that prints the value
+        ("timeout 600 git clone -q https://example.org/y.git /tmp/y\necho /tmp/y", None),
+        ("conda activate myenv\nsed -i 's/a/b/' /tmp/conf.txt\npython -c \"print('ok')\"", None),
     ],
 )
 def test_a_store_block_printing_more_than_its_value_is_a_warning(body: str, line: int | None) -> None:

@@ -161,25 +161,16 @@ def _finding(block: ShellBlock, line: int, message: str) -> Finding:
 
 _LOCAL_HOST = re.compile(r"(?:[a-z]+://)?(?:localhost|127(?:\.\d+){3}|0\.0\.0\.0|\[::1\])(?:[:/]|$)", re.I)
 _URL = re.compile(r"(?:https?|ftp)://", re.I)
-# the variables that, set in the block, bound a tool's stalls
-_BLOCK_BOUNDS = {
-    "git": ("GIT_HTTP_LOW_SPEED_TIME",),
-    "pip": ("PIP_TIMEOUT", "PIP_DEFAULT_TIMEOUT"),
-    "uv": ("UV_HTTP_TIMEOUT",),
-    "hub": ("HF_HUB_DOWNLOAD_TIMEOUT",),
-}
+# Only the tools that wait for ever on a silent connection by default: pip (its --timeout, 15 s a read), uv
+# (UV_HTTP_TIMEOUT, 30 s) and the Hub's client (HF_HUB_DOWNLOAD_TIMEOUT, 10 s) give up on their own, and wget
+# after 900 s; git and curl wait until the block's limit.
+_BLOCK_BOUNDS = {"git": ("GIT_HTTP_LOW_SPEED_TIME",)}  # the variables that, set in the block, bound a tool's stalls
 _HINTS = {
     "git": "or give git `-c http.lowSpeedLimit=1000 -c http.lowSpeedTime=60`",
-    "pip": "or give pip `--timeout SECONDS`",
-    "uv": "or set UV_HTTP_TIMEOUT",
     "curl": "or give curl `--max-time SECONDS` or `--speed-limit 1024 --speed-time 60`",
-    "wget": "or give wget `--timeout=SECONDS`",
-    "hub": "or set the hub client's own timeout (HF_HUB_DOWNLOAD_TIMEOUT for the Hugging Face Hub)",
 }
 _GIT_NETWORK = {"clone", "fetch", "pull", "ls-remote", "submodule", "lfs"}
-_HUB_CLIENTS = {"huggingface-cli", "hf", "modelscope"}
 _PYTHON = re.compile(r"python(?:\d+(?:\.\d+)*)?")
-_HUB_CALL = re.compile(r"\b(?:snapshot_download|hf_hub_download|model_file_download)\s*\(")
 
 
 def _after_options(words: Sequence[str], with_values: set[str]) -> list[str]:
@@ -218,8 +209,8 @@ def _pip_words(command: _Command) -> tuple[str, list[str]] | None:
     return None
 
 
-def _network(command: _Command, heredoc: str) -> tuple[str, str] | None:
-    """(what to call it, its tool for the hint) when COMMAND reaches the network; HEREDOC: the text it is fed."""
+def _network(command: _Command) -> tuple[str, str] | None:
+    """(what to call it, its tool for the hint) when COMMAND reaches the network with no stall bound of its own."""
     words, program = command.words, command.program
     if program == "git":
         rest = _after_options(words[1:], {"-C", "-c", "--git-dir", "--work-tree"})
@@ -234,47 +225,12 @@ def _network(command: _Command, heredoc: str) -> tuple[str, str] | None:
         if rest[0] == "submodule" and "update" not in rest:
             return None
         return f"git {rest[0]}", "git"
-    pip = _pip_words(command)
-    if pip is not None:
-        tool, rest = pip
-        if tool == "uv":
-            rest = _after_options(rest, set())
-            if rest[:2] == ["pip", "install"] or rest[:1] in (["add"], ["sync"]) or rest[:2] == ["tool", "install"]:
-                verb = " ".join(rest[:2]) if rest[0] in ("pip", "tool") else rest[0]
-                offline = _option(rest, "--offline", "--no-index")
-                return None if offline else (f"uv {verb}", "uv")
-            return None
-        rest = _after_options(rest, set())
-        if rest[:1] not in (["install"], ["download"], ["inject"]):
-            return None
-        if _option(rest, "--no-index", "--timeout"):
-            return None
-        return _shown(command), "pip"
-    if program in ("curl", "wget"):
+    if program == "curl":
         urls = [word for word in words[1:] if _URL.match(word)]
         if not urls or all(_LOCAL_HOST.match(url.split("://", 1)[1]) for url in urls):
             return None  # no address it names, or only this machine
-        if program == "curl" and _option(words, "-m", "--max-time", "-y", "--speed-time"):
-            return None
-        if program == "wget" and _option(words, "-T", "--timeout", "--read-timeout"):
-            return None
-        return program, program
-    if program in _HUB_CLIENTS:
-        rest = _after_options(words[1:], set())
-        return (f"{program} download", "hub") if rest[:1] == ["download"] else None
-    if _PYTHON.fullmatch(program):
-        code = " ".join(words[index + 1] for index, word in enumerate(words[:-1]) if word == "-c") + heredoc
-        if called := _HUB_CALL.search(code):
-            return f"{program}` calling `{called.group().rstrip('( ')}", "hub"
+        return None if _option(words, "-m", "--max-time", "-y", "--speed-time") else ("curl", "curl")
     return None
-
-
-def _heredoc_of(command: _Command) -> str:
-    """The here-document text a command is fed (`python - <<'PY'`), else nothing."""
-    parent = command.node.parent
-    if parent is None or parent.type != "redirected_statement":
-        return ""
-    return "".join(_source(child) for child in parent.children if child.type == "heredoc_redirect")
 
 
 def _unbounded_network(block: ShellBlock, commands: Sequence[_Command], assigned: set[str]) -> list[Finding]:
@@ -286,7 +242,7 @@ def _unbounded_network(block: ShellBlock, commands: Sequence[_Command], assigned
         for command in commands
     )
     for command in commands:
-        found = _network(command, _heredoc_of(command))
+        found = _network(command)
         if found is None or command.timed:
             continue
         what, tool = found
@@ -325,12 +281,14 @@ def _sourced_set_env(block: ShellBlock, commands: Sequence[_Command]) -> list[Fi
 
 # ---- rule 3: a store block printing more than its value (run 33507844975) ----
 
-# commands that print nothing on stdout when they work
-_SILENT = frozenset(
-    # a list of words reads better as words than as 40 quoted strings, one a line
-    """cd export set unset local declare readonly typeset shift trap exit return break continue wait kill sleep true
-    false test [ [[ mkdir rm rmdir cp mv ln touch chmod chown source . eval exec read umask ulimit shopt pkill
-    alias""".split()  # noqa: SIM905
+# commands that print on stdout when they work: a store block's value is printed by one of them, and a second
+# one's output would be stored with it (a command not named here is taken to print nothing there: git, sed -i,
+# conda activate, mkdir; a false warning fails a commit)
+_PRINTERS = frozenset(
+    # a list of words reads better as words than as 30 quoted strings, one a line
+    """echo printf cat ls pwd find head tail grep awk jq date env which realpath readlink basename dirname wc sort
+    uniq cut tr du df nproc hostname id whoami uname npu-smi nvidia-smi python python3 huggingface-cli hf
+    modelscope""".split()  # noqa: SIM905
 )
 _INSTALLERS = re.compile(r"apt-get|apt|yum|dnf|conda|mamba|npm|pip(?:\d+(?:\.\d+)*)?|pipx")
 _CHATTY = frozenset({"pushd", "popd"})
@@ -390,7 +348,7 @@ def _noisy_store(block: ShellBlock, commands: Sequence[_Command], root: Node) ->
                     "send it to stderr with `>&2` (or to a log file), so that only the value is printed",
                 )
             )
-        elif command.program not in _SILENT and _on_top(command.node, root):
+        elif (command.program in _PRINTERS or _PYTHON.fullmatch(command.program)) and _on_top(command.node, root):
             writers.append(command)
     if len(writers) > 1 and not findings:
         lines = ", ".join(f"`{w.program}` at line {block.fence_line + w.line}" for w in writers)
