@@ -179,3 +179,28 @@ def test_update_after_a_run_keeps_a_secret_given_with_set_out_of_the_guide(guide
     written = run.guide.read_text(encoding="utf-8")
     assert secret not in written and secret not in run.stdout + run.stderr
     assert "the new expected body would hold a secret value" in run.stderr
+
+
+def test_update_from_a_kept_run_keeps_a_loaded_secret_out_of_the_guide(guide_runner, run_harness) -> None:
+    """`--update --from-run DIR` knows the secret it is given (`--set`), and leaves alone a block that loaded a
+    secret it is not given: the output may hold it, and the guide is published."""
+    guide = """\
+        ```shell #test id="token" load="HF_TOKEN>>TOKEN"
+        echo "logged in with <TOKEN>"
+        ```
+
+        ```text #test-result id="token"
+        logged in
+        ```
+        """
+    secret = "hf_kept_run_secret_42"
+    run = guide_runner(guide, "--set", f"HF_TOKEN={secret}")
+    assert run.returncode == 1, run.stdout + run.stderr
+    for given in (["--set", f"HF_TOKEN={secret}"], []):
+        update = run_harness(str(run.guide), "--update", "--from-run", str(run.output_dir), *given)
+        assert secret not in run.guide.read_text(encoding="utf-8") and secret not in update.stdout + update.stderr
+        assert update.returncode == 1, update.stdout + update.stderr
+    assert "the new expected body would hold a secret value" in run_harness(
+        str(run.guide), "--update", "--from-run", str(run.output_dir), "--set", f"HF_TOKEN={secret}"
+    ).stderr
+    assert "loaded HF_TOKEN, secret by its name, whose value this update is not given" in update.stderr

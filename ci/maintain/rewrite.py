@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import re
 
-from ci.base.text import MASK, policy
+from ci.base.text import MASK, is_secret_name, policy
+from ci.guide.model import body_sha256
 from ci.maintain.realign import CannotRewrite
 from ci.record.outcome import BlockResult
 
@@ -80,6 +81,14 @@ def unpublishable(new_body: str, block: BlockResult) -> str | None:
     wildcard = "left alone (match that part with a wildcard)"
     if "\r" in new_body or "\0" in new_body:  # Markdown reads CR as a line break, NUL as U+FFFD
         return f"the output holds a carriage return (CR) or a NUL byte, which a Markdown code block cannot hold; {wildcard}"
+    known = {body_sha256(value) for value in policy().values}
+    unknown = [name for name, digest in block.loaded_sha256.items() if is_secret_name(name) and digest not in known]
+    if unknown:  # its output may hold a secret this update cannot mask
+        return (
+            f"the block loaded {', '.join(unknown)}, secret by its name, whose value this update is not given, so"
+            f" the new expected body could hold it unmasked: give the value (the environment, or --set"
+            f" {unknown[0]}=...) and update again; left alone"
+        )
     if policy().holds_secret(new_body):  # a guide is published: no form of a secret the block printed goes in
         return "the new expected body would hold a secret value the block printed; left alone"
     if MASK in new_body and _masked_since(block):

@@ -343,6 +343,7 @@ def update_guide(
     mask_env: Sequence[str] = (),
     snapshot: GuideSnapshot | None = None,
     dialect: str = "labels",
+    preset: Mapping[str, str] | None = None,
 ) -> GuideUpdate:
     """Rewrite, in the local guide NAME, the `#test-result` bodies that mismatched in RUN; nothing is run.
 
@@ -370,6 +371,7 @@ def update_guide(
     # what this environment and the guide's ci.env hold secret, as a run masks them, and what the policy in force
     # already masks (the run's, which knows `--set` values): the policy of the update
     secrets = [*policy().values, *secret_values({**os.environ, **plan.settings.env}, mask_env)]
+    secrets += secret_values(preset or {}, mask_env)  # --set values, secret by the same rule
     with installed(Masker.of(secrets)):
         notes: list[str] = []
         statements: tuple[int, ...] = ()

@@ -187,12 +187,8 @@ def _load_plans(
     return plans, problems, warnings
 
 
-def _settings(args: argparse.Namespace, started: float) -> RunSettings | str:
-    """The checked settings, or what is wrong with them."""
-    from ci.report.github import in_github_actions
-    from ci.report.live import MIN_HEARTBEAT_S
-    from ci.run.session import RunSettings
-
+def _preset(args: argparse.Namespace) -> dict[str, str] | str:
+    """The values of --set and --set-lines by name, or what is wrong with one."""
     preset: dict[str, str] = {}
     lines = [("--set-lines", line) for text in args.preset_lines for line in text.split("\n") if line]
     for option, item in [*lines, *(("--set", item) for item in args.preset)]:  # --set wins over a line
@@ -200,6 +196,18 @@ def _settings(args: argparse.Namespace, started: float) -> RunSettings | str:
         if not separator or not name:
             return f"{option} {item!r}: write NAME=VALUE" + (", one a line" if option == "--set-lines" else "")
         preset[name] = value
+    return preset
+
+
+def _settings(args: argparse.Namespace, started: float) -> RunSettings | str:
+    """The checked settings, or what is wrong with them."""
+    from ci.report.github import in_github_actions
+    from ci.report.live import MIN_HEARTBEAT_S
+    from ci.run.session import RunSettings
+
+    preset = _preset(args)
+    if isinstance(preset, str):
+        return preset
     try:
         timeout_s = _duration("--timeout", args.timeout) if args.timeout else None
         grace_s = _duration("--grace", args.grace) if args.grace not in ("0", "0s") else 0.0
@@ -261,7 +269,10 @@ def _main(argv: Sequence[str] | None, started: float, console: ConsoleGuard) -> 
     if usage:
         return fail(usage, parser)
     if args.from_run:
-        return update_from_run(args.guides, args.from_run, args.mask_env, args.dialect)
+        preset = _preset(args)
+        if isinstance(preset, str):
+            return fail(preset, parser)
+        return update_from_run(args.guides, args.from_run, args.mask_env, args.dialect, preset)
     settings = _settings(args, started)
     if isinstance(settings, str):
         return fail(settings, parser)

@@ -68,10 +68,17 @@ def update_usage_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-def update_from_run(guides: Sequence[str], run_dir: str, mask_env: Sequence[str], dialect: str = "labels") -> int:
+def update_from_run(
+    guides: Sequence[str],
+    run_dir: str,
+    mask_env: Sequence[str],
+    dialect: str = "labels",
+    preset: Mapping[str, str] | None = None,
+) -> int:
     """--update --from-run DIR: 0 every mismatch updated (or none), 1 some left alone (said why), 2 bad input.
 
-    The guides are read in DIALECT (--dialect), as the run read them: results.json does not say how.
+    The guides are read in DIALECT (--dialect), as the run read them: results.json does not say how. PRESET (the
+    --set values) is masked as the run masked it: a secret among them stays out of the guides.
     """
     from ci.record import RecordError, read_run
 
@@ -83,7 +90,8 @@ def update_from_run(guides: Sequence[str], run_dir: str, mask_env: Sequence[str]
             run = read_run(run_dir)
         except RecordError as exc:
             return fail(f"--from-run: {exc}")
-        return max((_update_one(name, run, mask_env, None, dialect)[0] for name in guides), default=ExitCode.OK)
+        updates = (_update_one(name, run, mask_env, None, dialect, preset or {})[0] for name in guides)
+        return max(updates, default=ExitCode.OK)
     finally:
         if held is not None:
             os.close(held)
@@ -129,7 +137,12 @@ def hold_finished_run(run_dir: Path, *, verb: str = "update") -> int | str | Non
 
 
 def _update_one(
-    name: str, run: LastRun, mask_env: Sequence[str], snapshot: GuideSnapshot | None, dialect: str
+    name: str,
+    run: LastRun,
+    mask_env: Sequence[str],
+    snapshot: GuideSnapshot | None,
+    dialect: str,
+    preset: Mapping[str, str] | None = None,
 ) -> tuple[ExitCode, int]:
     """Update one guide and say what became of it: its status, and how many #test-result bodies were rewritten.
 
@@ -139,7 +152,7 @@ def _update_one(
     from ci.maintain.update import GuideNotUpdatable, update_guide
 
     try:
-        update = update_guide(name, run, mask_env=mask_env, snapshot=snapshot, dialect=dialect)
+        update = update_guide(name, run, mask_env=mask_env, snapshot=snapshot, dialect=dialect, preset=preset or {})
     except GuideNotUpdatable as refusal:
         for problem in refusal.problems:
             print_error(problem)
