@@ -307,28 +307,31 @@ def test_a_kept_test_whose_result_or_language_changed_refuses_the_resume(
     assert f"{what}; kept as it is" in done.stderr
 
 
-def test_a_kept_block_whose_set_value_changed_refuses_the_resume(tmp_path: Path, run_harness) -> None:
+@pytest.mark.parametrize("name", ["ref", "DB_PASSWORD"])
+def test_a_kept_block_whose_set_value_changed_refuses_the_resume(tmp_path: Path, run_harness, name: str) -> None:
     tag = _test("tag", 'test "<R>" = v1.0 && echo tagged', "tagged").replace(
-        'id="tag"\n', 'id="tag" load="ref>>R"\n', 1
+        'id="tag"\n', f'id="tag" load="{name}>>R"\n', 1
     )
     guide = _guide(tmp_path, GREETING, tag, CHECK)
-    done = run_harness("guide.md", "--output-dir", "run1", "--set", "ref=v1.0")
+    done = run_harness("guide.md", "--output-dir", "run1", "--set", f"{name}=v1.0")
     assert done.returncode == 1, done.stdout + done.stderr
     recorded = {b["id"] or b["store"]: b for b in _record(tmp_path / "run1")["blocks"]}
-    # the record says which value tag loaded by its hash alone
-    assert recorded["tag"]["loaded_sha256"] == {"ref": hashlib.sha256(b"v1.0").hexdigest()}
+    # the record says which value tag loaded by its hash alone; a secret's, stretched, is no lookup away
+    (digest,) = recorded["tag"]["loaded_sha256"].values()
+    plain = hashlib.sha256(b"v1.0").hexdigest()
+    assert recorded["tag"]["loaded_sha256"].keys() == {name} and (digest == plain) is (name == "ref")
     assert "v1.0" not in (tmp_path / "run1" / "results.json").read_text(encoding="utf-8")
     (tmp_path / "flag").write_text("ok\n", encoding="utf-8")
 
-    refused = run_harness("guide.md", "--resume", "run1", "--output-dir", "run2", "--set", "ref=v2.0")
+    refused = run_harness("guide.md", "--resume", "run1", "--output-dir", "run2", "--set", f"{name}=v2.0")
 
     assert refused.returncode == 2, refused.stdout + refused.stderr
     line = _line_of(guide, 'id="tag"')
-    assert f"value changed since: tag (line {line}) loads ref, and --set ref=... gives it another" in refused.stderr
+    assert f"value changed since: tag (line {line}) loads {name}, and --set {name}=... gives it another" in refused.stderr
     assert "v1.0" not in refused.stderr and "v2.0" not in refused.stderr  # a value may be a secret
     assert not (tmp_path / "run2" / "results.json").exists()
     # the same value: tag is kept, and what it loaded is carried on, so that run 2 can be resumed in turn
-    same = run_harness("guide.md", "--resume", "run1", "--output-dir", "run2", "--set", "ref=v1.0")
+    same = run_harness("guide.md", "--resume", "run1", "--output-dir", "run2", "--set", f"{name}=v1.0")
     assert same.returncode == 0, same.stdout + same.stderr
     kept = {b["id"] or b["store"]: b for b in _record(tmp_path / "run2")["blocks"]}["tag"]
     assert (kept["status"], kept["loaded_sha256"]) == ("skipped", recorded["tag"]["loaded_sha256"])

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import difflib
 import enum
+import functools
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypedDict
 
+from ci.base.masking import is_secret_name
+
 __all__ = [
     "DEFAULT_WILDCARD",
     "LANGUAGES",
+    "SECRET_VALUE_ROUNDS",
     "Block",
     "DocumentError",
     "Expected",
@@ -32,6 +36,7 @@ __all__ = [
     "closest",
     "naming",
     "naming_words",
+    "value_sha256",
 ]
 
 DEFAULT_WILDCARD = "..."  # the wildcard a guide writes where the output varies, unless it names its own
@@ -176,6 +181,22 @@ class Expected:
         return self.line + body_line
 
 
+# PBKDF2's rounds for a value secret by its name (OWASP's figure for PBKDF2-HMAC-SHA256): what a record keeps of
+# it must not be a lookup away from a short password
+SECRET_VALUE_ROUNDS = 600_000
+
+
+@functools.lru_cache(maxsize=64)  # a run's blocks load the same few values: each is stretched once
+def value_sha256(name: str, value: str) -> str:
+    """What a record keeps of a value a block loaded, 64 hex digits: its SHA-256; for a name secret by the
+    masking rule (HF_TOKEN), PBKDF2-HMAC-SHA256 of it salted with the name, so that results.json, which may be
+    published as an artifact, never gives a short secret away to a dictionary."""
+    if not is_secret_name(name):
+        return body_sha256(value)
+    salt = f"guide-guard loaded value {name}".encode()
+    return hashlib.pbkdf2_hmac("sha256", value.encode("utf-8", "surrogateescape"), salt, SECRET_VALUE_ROUNDS).hex()
+
+
 def body_sha256(body: str) -> str:
     """SHA-256 (hex) of a text, such as a block's body: tells whether a recorded run ran the command the guide holds
     now, or loaded the value it loads now, without recording the value."""
@@ -259,7 +280,7 @@ class Step:
     def loaded_sha256(self, values: Mapping[str, str]) -> dict[str, str]:
         """{name: SHA-256 of its value in VALUES} for each value the step loads: what a run records of the values a
         block ran with (never the values, which may be secrets). A name VALUES does not hold is left out."""
-        return {name: body_sha256(values[name]) for name in self.loaded_names if name in values}
+        return {name: value_sha256(name, values[name]) for name in self.loaded_names if name in values}
 
     def identity(self) -> StepIdentity:
         """What names and places the block, as `--list --format json` and results.json show it."""

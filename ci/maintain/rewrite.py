@@ -7,7 +7,7 @@ import os
 import re
 
 from ci.base.text import MASK, is_secret_name, policy
-from ci.guide.model import body_sha256
+from ci.guide.model import value_sha256
 from ci.maintain.realign import CannotRewrite
 from ci.record.outcome import BlockResult
 
@@ -81,8 +81,11 @@ def unpublishable(new_body: str, block: BlockResult) -> str | None:
     wildcard = "left alone (match that part with a wildcard)"
     if "\r" in new_body or "\0" in new_body:  # Markdown reads CR as a line break, NUL as U+FFFD
         return f"the output holds a carriage return (CR) or a NUL byte, which a Markdown code block cannot hold; {wildcard}"
-    known = {body_sha256(value) for value in policy().values}
-    unknown = [name for name, digest in block.loaded_sha256.items() if is_secret_name(name) and digest not in known]
+    unknown = [
+        name
+        for name, digest in block.loaded_sha256.items()
+        if is_secret_name(name) and all(value_sha256(name, value) != digest for value in policy().values)
+    ]
     if unknown:  # its output may hold a secret this update cannot mask
         return (
             f"the block loaded {', '.join(unknown)}, secret by its name, whose value this update is not given, so"

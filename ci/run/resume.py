@@ -446,7 +446,7 @@ def _changes_before(
 def _changed(step: Step, block: BlockResult, given: Mapping[str, str]) -> list[str]:
     """How STEP differs from the recorded BLOCK it pairs with, a line each (none when it does not): its command,
     its language, its `#test-result` (text, wildcards, loads), the values --set now GIVEN it to load."""
-    from ci.guide.model import body_sha256
+    from ci.guide.model import value_sha256
 
     parts = []
     if block.step.code_sha256 != step.code_sha256:
@@ -464,7 +464,7 @@ def _changed(step: Step, block: BlockResult, given: Mapping[str, str]) -> list[s
         f"value changed since: {step.name} (line {step.line}) loads {name}, and --set {name}=... gives it another"
         " value than the one it loaded there"
         for name, digest in block.loaded_sha256.items()
-        if name in given and body_sha256(given[name]) != digest
+        if name in given and value_sha256(name, given[name]) != digest
     )
     return lines
 
