@@ -196,8 +196,8 @@ def test_update_from_a_kept_run_keeps_a_loaded_secret_out_of_the_guide(guide_run
     secret = "hf_kept_run_secret_42"
     run = guide_runner(guide, "--set", f"HF_TOKEN={secret}")
     assert run.returncode == 1, run.stdout + run.stderr
-    for given in (["--set", f"HF_TOKEN={secret}"], []):
-        update = run_harness(str(run.guide), "--update", "--from-run", str(run.output_dir), *given)
+    for set_option in (["--set", f"HF_TOKEN={secret}"], []):
+        update = run_harness(str(run.guide), "--update", "--from-run", str(run.output_dir), *set_option)
         assert secret not in run.guide.read_text(encoding="utf-8") and secret not in update.stdout + update.stderr
         assert update.returncode == 1, update.stdout + update.stderr
     assert "the new expected body would hold a secret value" in run_harness(
