@@ -100,6 +100,19 @@ def test_prepare_refuses_a_workdir_or_output_file_it_cannot_write_with_the_fix(t
                 " sets GITHUB_OUTPUT to a file of its own, or unset GITHUB_OUTPUT to have the lines printed"
             ],
         )
+    # a $GITHUB_ENV it cannot write leaves $GITHUB_OUTPUT as it was: no half of the preparation is handed on
+    env.update(GITHUB_OUTPUT=str(tmp_path / "output"), GITHUB_ENV=str(tmp_path))
+    mirror = ["--hub-mirror", "https://hub.example.org"]
+    refused = job_command(*common, "--workdir", str(tmp_path / "w"), *mirror, cwd=tmp_path, env=env)
+    assert refused.returncode == 2 and "cannot write $GITHUB_ENV" in refused.stderr, refused.stderr
+    assert not (tmp_path / "output").exists() or (tmp_path / "output").read_text(encoding="utf-8") == ""
+    # a resume directory that cannot be made where it is asked for is refused before anything is written
+    env["GITHUB_ENV"] = str(tmp_path / "env")
+    resume = ["--resume-dir", str(in_the_way / "reports")]
+    refused = job_command(*common, "--workdir", str(tmp_path / "w"), *resume, cwd=tmp_path, env=env)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert f"--resume-dir {in_the_way / 'reports'}: a file stands where a directory must be" in refused.stderr
+    assert not (tmp_path / "output").exists() or (tmp_path / "output").read_text(encoding="utf-8") == ""
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 import psutil
 
@@ -110,22 +110,26 @@ def _say_problem(kind: str, title: str, message: str) -> None:
         print(f"[WARNING] {message}", file=sys.stderr, flush=True)
 
 
-def _append(variable: str, text: str) -> None:
-    """Append TEXT to the runner's file named by VARIABLE; outside Actions, print it. PrepareError when the file
-    cannot be written."""
-    target = os.environ.get(variable)
-    if not target:
-        print(text, end="")
-        return
-    try:
-        with open(target, "a", encoding="utf-8") as file:
-            file.write(text)
-    except OSError as error:
-        raise PrepareError(
-            f"${variable}",
-            f"cannot write ${variable} ({target}): {_why(error)}; run this in a job's step, where the"
-            f" runner sets {variable} to a file of its own, or unset {variable} to have the lines printed",
-        ) from None
+def _append(*writes: tuple[str, str]) -> None:
+    """Append each TEXT to the runner's file its VARIABLE names; outside Actions, print it. Every file is opened
+    before any is written, so a PrepareError for one that cannot be written leaves the others as they were."""
+    with contextlib.ExitStack() as files:
+        opened: list[tuple[TextIO | None, str]] = []
+        for variable, text in writes:
+            target = os.environ.get(variable)
+            try:
+                opened.append((files.enter_context(open(target, "a", encoding="utf-8")) if target else None, text))
+            except OSError as error:
+                raise PrepareError(
+                    f"${variable}",
+                    f"cannot write ${variable} ({target}): {_why(error)}; run this in a job's step, where the"
+                    f" runner sets {variable} to a file of its own, or unset {variable} to have the lines printed",
+                ) from None
+        for file, text in opened:
+            if file is None:
+                print(text, end="")
+            else:
+                file.write(text)
 
 
 def _why(error: OSError) -> str:
@@ -155,10 +159,9 @@ def _prepare(args: argparse.Namespace) -> int:
             args.job_timeout_minutes, args.margin_minutes, args.workdir, args.hub_mirror, args.resume_dir
         )
         _make_workdir(prepared.workdir)
-        _append("GITHUB_OUTPUT", "".join(output_entry(name, value) for name, value in prepared.outputs().items()))
-        if prepared.environment():
-            environment = prepared.environment().items()
-            _append("GITHUB_ENV", "".join(output_entry(name, value) for name, value in environment))
+        outputs = "".join(output_entry(name, value) for name, value in prepared.outputs().items())
+        environment = "".join(output_entry(name, value) for name, value in prepared.environment().items())
+        _append(("GITHUB_OUTPUT", outputs), *((("GITHUB_ENV", environment),) if environment else ()))
     except PrepareError as problem:
         _say_problem("error", problem.title, str(problem))
         return ExitCode.USAGE
@@ -288,7 +291,21 @@ def prepare(
     if "\n" in hub_mirror or "\r" in hub_mirror:
         raise PrepareError("HF_ENDPOINT", "the variable HF_ENDPOINT holds a line break; give the mirror's URL alone")
     minutes = deadline_minutes(job_timeout_minutes, margin_minutes)
+    if resume_dir and (blocked := _file_on_the_way(Path(resume_dir))) is not None:
+        raise PrepareError(
+            "resume-dir",
+            f"--resume-dir {resume_dir}: a file stands where a directory must be ({blocked}); give a directory"
+            " the job's user can create, outside the checkout",
+        )
     return Prepared(f"{minutes}m", workdir, resume_dir or None, hub_mirror or None)
+
+
+def _file_on_the_way(path: Path) -> Path | None:
+    """The first of PATH and its parents that exists, when it is no directory (the reports could not go there)."""
+    for candidate in (path, *path.parents):
+        if candidate.exists() or candidate.is_symlink():
+            return None if candidate.is_dir() else candidate
+    return None
 
 
 HARNESS_SCRIPT = "guide-guard"  # the console script that is ci.run's main
