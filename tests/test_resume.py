@@ -327,7 +327,9 @@ def test_a_kept_block_whose_set_value_changed_refuses_the_resume(tmp_path: Path,
 
     assert refused.returncode == 2, refused.stdout + refused.stderr
     line = _line_of(guide, 'id="tag"')
-    assert f"value changed since: tag (line {line}) loads {name}, and --set {name}=... gives it another" in refused.stderr
+    assert (
+        f"value changed since: tag (line {line}) loads {name}, and --set {name}=... gives it another" in refused.stderr
+    )
     assert "v1.0" not in refused.stderr and "v2.0" not in refused.stderr  # a value may be a secret
     assert not (tmp_path / "run2" / "results.json").exists()
     # the same value: tag is kept, and what it loaded is carried on, so that run 2 can be resumed in turn

@@ -200,7 +200,10 @@ def test_update_from_a_kept_run_keeps_a_loaded_secret_out_of_the_guide(guide_run
         update = run_harness(str(run.guide), "--update", "--from-run", str(run.output_dir), *set_option)
         assert secret not in run.guide.read_text(encoding="utf-8") and secret not in update.stdout + update.stderr
         assert update.returncode == 1, update.stdout + update.stderr
-    assert "the new expected body would hold a secret value" in run_harness(
-        str(run.guide), "--update", "--from-run", str(run.output_dir), "--set", f"HF_TOKEN={secret}"
-    ).stderr
+    assert (
+        "the new expected body would hold a secret value"
+        in run_harness(
+            str(run.guide), "--update", "--from-run", str(run.output_dir), "--set", f"HF_TOKEN={secret}"
+        ).stderr
+    )
     assert "loaded HF_TOKEN, secret by its name, whose value this update is not given" in update.stderr
