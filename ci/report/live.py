@@ -268,37 +268,42 @@ class LiveWatcher(threading.Thread):
     A thread per block would cost each block a thread's start and join, and
     the signal masks around its start. The watcher ticks the block it is given
     only while holding its lock; `unfollow` takes the lock, so once it returns
-    the console is the main thread's alone again.
+    the console is the main thread's alone again. It is woken only when it
+    must be: a block handed over while it sleeps past the block's first tick
+    (a heartbeat minutes away is not worth a wake-up per block).
     """
 
     def __init__(self) -> None:
         super().__init__(daemon=True, name="live-watch")
         self._changed = threading.Condition()
         self._watch: BlockWatch | None = None
+        self._wakes_at: float | None = None  # when its sleep ends (monotonic); None: until woken
         self._closed = False
 
     def run(self) -> None:
         with self._changed:
             while not self._closed:
                 watch = self._watch
-                if watch is None:
-                    self._changed.wait()
-                    continue
-                self._changed.wait(watch.wait_s())
-                if self._watch is watch and not self._closed:
+                wait_s = watch.wait_s() if watch is not None else None
+                self._wakes_at = None if wait_s is None else time.monotonic() + wait_s
+                self._changed.wait(wait_s)
+                if watch is not None and self._watch is watch and not self._closed:
                     watch.tick()
 
     def follow(self, watch: BlockWatch) -> None:
         """Watch WATCH's block from now on."""
         with self._changed:
             self._watch = watch
-            self._changed.notify()
+            first_tick_s = watch.wait_s()
+            if self._wakes_at is None or (
+                first_tick_s is not None and time.monotonic() + first_tick_s < self._wakes_at
+            ):
+                self._changed.notify()
 
     def unfollow(self) -> None:
-        """Stop watching the block; from the return on, the watcher writes nothing for it."""
+        """Stop watching the block; from the return on, the watcher writes nothing for it (it may wake for nothing)."""
         with self._changed:
             self._watch = None
-            self._changed.notify()
 
     def close(self) -> None:
         """End the thread (after `unfollow`)."""
