@@ -206,6 +206,14 @@ SECTION_NOTES = {
         "`base+files`). The harness makes the next block's files and writes the previous block's report while a "
         "block runs, so on two cores most of its own per-block work is off the path the run waits on."
     ),
+    "Reference": (
+        "R is the reference engine (cosdt-ci-test/workflows), loaded from the checkout given with `--reference` "
+        "and run as its projects run it: a unittest test case of its base class calling `run_template()`, "
+        "`subprocess.run(..., capture_output=True)` per block, output in memory only. `floor` is one `bash -c` "
+        "per block from a bash loop. Per block: the difference between two sizes over the difference in blocks; "
+        "start-up: the smallest size's time less its blocks. `--list` reads, checks and plans the guide and "
+        "runs nothing: its time should grow linearly with the guide."
+    ),
     "Matching": (
         "Ours reads the file in bounded chunks (`ci.expect.match.match_file`), the regex needs the whole output "
         "decoded in memory first (not timed). With one wildcard ours reads only both ends of the file."
@@ -251,6 +259,7 @@ def markdown_document(data: RunData, plots: Sequence[Path], plot_note: str) -> s
         "```",
         "python3 -m venv .venv && .venv/bin/pip install -q -e . matplotlib prysk byexample",
         ".venv/bin/python bench/run.py           # all benchmarks, a few minutes: this file and docs/performance-*.png",
+        ".venv/bin/python bench/run.py --reference DIR   # DIR: a checkout of cosdt-ci-test/workflows (mistune)",
         ".venv/bin/python bench/run.py --quick   # tiny sizes, seconds: written to bench/out/",
         "```",
         "",

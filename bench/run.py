@@ -3,6 +3,7 @@
     python bench/run.py            # full sizes, a few minutes: docs/performance.md, docs/performance-*.png
     python bench/run.py --quick    # tiny sizes, seconds (a smoke test): written to bench/out/
     python bench/run.py --only overhead,startup --out-dir /tmp/perf
+    python bench/run.py --reference DIR    # DIR: a checkout of the reference engine, compared with in `reference`
 
 Exit status: 0 when every benchmark ran (whether or not its targets were met),
 1 when one erred (a command failed, a verdict was wrong), 2 on bad arguments.
@@ -22,6 +23,7 @@ import machine
 import matching
 import memory
 import overhead
+import reference
 import resume
 import search
 import startup
@@ -29,7 +31,7 @@ import timeouts
 from common import REPO, CommandFailed, Section
 from report import RunData, summary_rows, summary_text, write_document
 
-BENCHMARKS = ("overhead", "matching", "memory", "timeouts", "startup", "resume", "search")
+BENCHMARKS = ("overhead", "reference", "matching", "memory", "timeouts", "startup", "resume", "search")
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,9 @@ class Sizes:
     search_sizes: list[int]  # characters of output searched (the fences dialect)
     search_repeat: int
     search_regex_timeout_s: float
+    reference_sizes: list[int]  # trivial blocks run by guide-guard, the reference engine and the floor
+    reference_list_sizes: list[int]  # blocks of the guides given to --list
+    reference_repeat: int
 
 
 FULL = Sizes(
@@ -81,6 +86,9 @@ FULL = Sizes(
     search_sizes=[10_000, 100_000, 1_000_000, 10_000_000],
     search_repeat=3,
     search_regex_timeout_s=20.0,
+    reference_sizes=[20, 200, 1000],
+    reference_list_sizes=[5000, 20000],
+    reference_repeat=5,
 )
 
 QUICK = Sizes(
@@ -105,6 +113,9 @@ QUICK = Sizes(
     search_sizes=[1000, 10_000],
     search_repeat=1,
     search_regex_timeout_s=5.0,
+    reference_sizes=[3, 5],
+    reference_list_sizes=[20, 80],
+    reference_repeat=1,
 )
 
 
@@ -116,11 +127,19 @@ def benchmark_list(text: str) -> list[str]:
     return names
 
 
-def run_all(chosen: list[str], sizes: Sizes, data: RunData) -> None:
-    """Run the chosen benchmarks in order, filling `data`; CommandFailed and OSError propagate."""
+def run_all(chosen: list[str], sizes: Sizes, data: RunData, checkout: Path | None = None) -> None:
+    """Run the chosen benchmarks in order, filling `data`; CommandFailed and OSError propagate.
+
+    CHECKOUT: the reference engine's, for the reference benchmark (without it, that comparison is skipped).
+    """
 
     def run_overhead(section: Section) -> None:
         data.overhead = overhead.run_overhead(sizes.overhead_sizes, sizes.overhead_repeat, section)
+
+    def run_reference(section: Section) -> None:
+        reference.run_reference(
+            sizes.reference_sizes, sizes.reference_list_sizes, sizes.reference_repeat, checkout, section
+        )
 
     def run_matching(section: Section) -> None:
         data.throughput = matching.run_throughput(
@@ -156,6 +175,7 @@ def run_all(chosen: list[str], sizes: Sizes, data: RunData) -> None:
 
     steps: dict[str, Callable[[Section], None]] = {
         "overhead": run_overhead,
+        "reference": run_reference,
         "matching": run_matching,
         "memory": run_memory,
         "timeouts": run_timeouts,
@@ -181,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out-dir", type=Path, help="where performance.md and the plots go (default docs/, or bench/out/ with --quick)"
     )
+    parser.add_argument(
+        "--reference", type=Path, help="a checkout of cosdt-ci-test/workflows, to compare with (else skipped)"
+    )
     args = parser.parse_args(argv)
     out_dir: Path = args.out_dir or (REPO / "bench" / "out" if args.quick else REPO / "docs")
     sizes = QUICK if args.quick else FULL
@@ -196,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     data.adversarial_regex_timeout_s = sizes.adversarial_regex_timeout_s
     started = time.monotonic()
     try:
-        run_all(args.only, sizes, data)
+        run_all(args.only, sizes, data, args.reference)
     except (CommandFailed, RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
         print(f"[ERROR] {exc}", file=sys.stderr)
         return 1

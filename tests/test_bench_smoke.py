@@ -137,11 +137,11 @@ def test_run_all_quick_writes_the_document(tmp_path: Path) -> None:
     done = run_script("bench/run.py", "--quick", "--out-dir", str(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
-    for title in ("Overhead", "Matching", "Memory", "Timeouts", "Startup", "Resume", "Search", "Summary"):
+    for title in ("Overhead", "Reference", "Matching", "Memory", "Timeouts", "Startup", "Resume", "Search", "Summary"):
         assert f"== {title}" in out, out
     summary = out[out.index("== Summary") :]
     assert "verdict" in summary
-    for benchmark in ("overhead", "matching", "memory", "timeouts", "startup", "resume", "search"):
+    for benchmark in ("overhead", "reference", "matching", "memory", "timeouts", "startup", "resume", "search"):
         assert f"\n{benchmark} " in summary, summary
     document = (tmp_path / "performance.md").read_text(encoding="utf-8")
     assert "Quick run" in document
@@ -174,3 +174,24 @@ def test_search_bench_runs_and_the_verdicts_agree() -> None:
     ], done.stdout
     assert all(row[-1] == "same" for row in rows), done.stdout  # the reference's regex finds what ours finds
     assert "growth exponent of ours (adversarial):" in done.stdout
+
+
+def test_reference_bench_runs_without_the_reference() -> None:
+    done = run_script("bench/reference.py", "--sizes", "2,4", "--list-sizes", "10,40", "--repeat", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "reference: not given (--reference DIR" in done.stdout, done.stdout
+    header, rows = table_rows(done.stdout, "N")
+    assert header[:4] == ["N", "floor", "s", "R"], done.stdout
+    assert [(row[0], row[2]) for row in rows] == [("2", "-"), ("4", "-")], done.stdout  # R skipped, its column "-"
+    _, listed = table_rows(done.stdout, "blocks")
+    assert [row[0] for row in listed] == ["10", "40"], done.stdout
+    assert "per-block cost, 2->4 blocks" in done.stdout
+    assert "--list of 40 blocks vs 10" in done.stdout
+
+
+def test_reference_bench_names_a_checkout_that_is_not_one(tmp_path: Path) -> None:
+    done = run_script(
+        "bench/reference.py", "--reference", str(tmp_path), "--sizes", "2", "--list-sizes", "10", "--repeat", "1"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"reference: {tmp_path} has no src/workflows/markdown_doc_test_base.py" in done.stdout, done.stdout

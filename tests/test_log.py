@@ -386,6 +386,18 @@ def test_a_heartbeat_says_no_output_yet_only_when_there_is_none(guide_runner) ->
     assert all(line.endswith("stdout 3 B, stderr 0 B, last line: (blank)") for line in beats if " blank:" in line)
 
 
+def test_a_silent_block_after_many_quick_ones_gets_its_heartbeat_and_they_none(guide_runner) -> None:
+    # one watcher serves every block of the run: handed from block to block, it still beats for the one that needs it
+    guide = "\n".join([_blocks(20), _setup("slow", "echo 'slow line'", "sleep 2.5")])
+    run = guide_runner(guide, "--heartbeat", "1")
+    assert run.returncode == 0, run.stdout + run.stderr
+    beats = [line for line in _log(run).splitlines() if line.startswith("... still running")]
+    assert beats, _log(run)
+    assert all(line.startswith("... still running slow: ") for line in beats), beats
+    assert all(line.endswith("stdout 10 B, stderr 0 B, last line: slow line") for line in beats), beats
+    assert all(f"[{n}/21] #test-setup id=b{n} at guide.md:{4 * n - 3} -> PASSED" in _log(run) for n in range(1, 21))
+
+
 def test_heartbeat_zero_turns_it_off(guide_runner) -> None:
     run = guide_runner(SLOW_GUIDE, "--heartbeat", "0")
     assert run.returncode == 0

@@ -164,6 +164,7 @@ def test_background_server_serves_later_blocks_and_is_ended_at_the_end(guide_run
         {FENCE}shell #test-setup
         nohup sleep 300 >/dev/null 2>&1 &
         echo $! > {pidfile}
+        until [ "$(cat /proc/$!/comm)" = sleep ]; do sleep 0.01; done  # nohup has become sleep: the name to check
         {FENCE}
 
         {FENCE}shell #test id="still-up"

@@ -28,7 +28,7 @@ from ci.report.github import (
     escape_data,
     failure_annotations,
 )
-from ci.report.live import LIVE_LIMIT_BYTES, BlockWatch
+from ci.report.live import LIVE_LIMIT_BYTES, BlockWatch, LiveWatcher
 from ci.report.recap import block_tally, did_not_pass_parts
 
 __all__ = [
@@ -183,6 +183,7 @@ class ConsoleReporter:
         self.palette = Palette(enabled=True) if colour else NO_COLOUR
         self.stop = StopCommands()
         self.watch: BlockWatch | None = None
+        self.watcher: LiveWatcher | None = None  # the thread that ticks the watch, started with the first one
         self.started: Step | None = None  # the block whose header was written last, until its report
         self.header_open = False  # its header's line is not ended yet: the verdict may end it
         self.group_open = False  # under Actions, a block's fold is open between its start and end
@@ -252,7 +253,10 @@ class ConsoleReporter:
                 at_line_start=not self.header_open,
                 guard=self.stop.guard if self.github and not self.stream else None,  # --stream: inside the stop
             )
-            start_deaf(self.watch)  # a stop signal wakes the main thread, which ends the block
+            if self.watcher is None:
+                self.watcher = LiveWatcher()
+                start_deaf(self.watcher)  # a stop signal wakes the main thread, which ends the block
+            self.watcher.follow(self.watch)
 
     def block_retrying(self, step: Step, attempt: Attempt, delay_s: float) -> None:
         """A line that an attempt failed and another follows; then the next attempt is watched as the first was."""
@@ -278,6 +282,9 @@ class ConsoleReporter:
         """Stops watching a running block and ends an unended line: the console is the caller's again."""
         if any(self._stop_watch()):
             self.out.write("\n")
+        if self.watcher is not None:
+            self.watcher.close()
+            self.watcher = None
         self._resume_commands()
         self.out.flush()
 
@@ -292,8 +299,9 @@ class ConsoleReporter:
         it), and whether the log is in the middle of another line (output --stream showed, unended)."""
         header_open, mid_line = self.header_open, False
         if self.watch is not None:
-            self.watch.done.set()
-            self.watch.join()
+            assert self.watcher is not None  # started with the watch
+            self.watcher.unfollow()
+            self.watch.finish()
             if self.watch.wrote:  # it ended the header's line before its first write
                 header_open, mid_line = False, not self.watch.at_line_start
             self.watch = None

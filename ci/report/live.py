@@ -14,7 +14,15 @@ from typing import TextIO
 
 from ci.base.text import Masker, clean_text, clean_unmasked, human_size, partial_escape_start, plural, policy
 
-__all__ = ["LAST_LINE_CHARS", "LIVE_LIMIT_BYTES", "MIN_HEARTBEAT_S", "STREAM_PREFIXES", "BlockWatch", "heartbeat_line"]
+__all__ = [
+    "LAST_LINE_CHARS",
+    "LIVE_LIMIT_BYTES",
+    "MIN_HEARTBEAT_S",
+    "STREAM_PREFIXES",
+    "BlockWatch",
+    "LiveWatcher",
+    "heartbeat_line",
+]
 
 LIVE_LIMIT_BYTES = 8 * 1024 * 1024  # --stream shows this much of each stream of a block: a log is no place for GiBs
 _READ_BYTES = 1 << 16  # one read of a followed file: memory stays bounded however fast a block writes
@@ -99,12 +107,12 @@ class _Followed:
     stopped: bool = False  # its first LIVE_LIMIT_BYTES are read: the rest is left to the file
 
 
-class BlockWatch(threading.Thread):
+class BlockWatch:
     """One running block, watched for the console: its output copied as it grows, a heartbeat when all is silent.
 
-    It writes to the console alone while the block runs (the console writes
-    again once `done` is set and the thread is joined). `at_line_start` and
-    `wrote` tell the console where the thread left the log.
+    A LiveWatcher calls `tick` while the block runs; once it hands the block
+    back, `finish` shows what is left. `at_line_start` and `wrote` tell the
+    console where the watch left the log.
     """
 
     def __init__(
@@ -118,7 +126,6 @@ class BlockWatch(threading.Thread):
         at_line_start: bool,
         guard: Callable[[str], str] | None = None,
     ) -> None:
-        super().__init__(daemon=True)
         self.name = name  # the block's, as the heartbeat says it
         self.paths = dict(paths)  # stdout and stderr, or output alone (merged streams)
         self.followed = (
@@ -130,24 +137,27 @@ class BlockWatch(threading.Thread):
         self.masker = policy()  # the run's, installed for as long as the block runs
         self.heartbeat_s = heartbeat_s  # 0: no heartbeat
         self.guard = guard  # under Actions, what keeps a line of its own from issuing a command it quotes
-        self.done = threading.Event()
         self.at_line_start = at_line_start  # whether what was written last ends a line
         self.line_stream: str | None = None  # the stream whose line was shown last, when not ended
         self.wrote = False  # whether it wrote anything
         self.started = time.monotonic()
         self.last_written = self.started  # the heartbeat speaks after heartbeat_s of silence
 
-    def run(self) -> None:
-        while not self.done.wait(self._wait_s()):
-            if self.followed:
-                self.pump()
-            if self.heartbeat_s > 0 and time.monotonic() - self.last_written >= self.heartbeat_s:
-                now = time.monotonic()
-                self._line(heartbeat_line(self.name, now - self.started, self.paths, self.masker))
+    def tick(self) -> None:
+        """Shows the output written since the last tick (--stream), and a heartbeat when one is due."""
+        if self.followed:
+            self.pump()
+        if self.heartbeat_s > 0 and time.monotonic() - self.last_written >= self.heartbeat_s:
+            now = time.monotonic()
+            self._line(heartbeat_line(self.name, now - self.started, self.paths, self.masker))
+
+    def finish(self) -> None:
+        """The block has ended: shows the rest of its output (--stream)."""
         if self.followed:
             self.pump(last=True)
 
-    def _wait_s(self) -> float | None:
+    def wait_s(self) -> float | None:
+        """How long until the next tick is due; None: never (nothing to watch)."""
         waits = [_POLL_S] if self.followed else []
         if self.heartbeat_s > 0:
             waits.append(max(self.last_written + self.heartbeat_s - time.monotonic(), 0.01))
@@ -250,3 +260,55 @@ class BlockWatch(threading.Thread):
         self.write.flush()
         self.wrote = True
         self.last_written = time.monotonic()
+
+
+class LiveWatcher(threading.Thread):
+    """The one thread of a run that watches its running block (a BlockWatch), started once, signal-deaf.
+
+    A thread per block would cost each block a thread's start and join, and
+    the signal masks around its start. The watcher ticks the block it is given
+    only while holding its lock; `unfollow` takes the lock, so once it returns
+    the console is the main thread's alone again. It is woken only when it
+    must be: a block handed over while it sleeps past the block's first tick
+    (a heartbeat minutes away is not worth a wake-up per block).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True, name="live-watch")
+        self._changed = threading.Condition()
+        self._watch: BlockWatch | None = None
+        self._wakes_at: float | None = None  # when its sleep ends (monotonic); None: until woken
+        self._closed = False
+
+    def run(self) -> None:
+        with self._changed:
+            while not self._closed:
+                watch = self._watch
+                wait_s = watch.wait_s() if watch is not None else None
+                self._wakes_at = None if wait_s is None else time.monotonic() + wait_s
+                self._changed.wait(wait_s)
+                if watch is not None and self._watch is watch and not self._closed:
+                    watch.tick()
+
+    def follow(self, watch: BlockWatch) -> None:
+        """Watch WATCH's block from now on."""
+        with self._changed:
+            self._watch = watch
+            first_tick_s = watch.wait_s()
+            if self._wakes_at is None or (
+                first_tick_s is not None and time.monotonic() + first_tick_s < self._wakes_at
+            ):
+                self._changed.notify()
+
+    def unfollow(self) -> None:
+        """Stop watching the block; from the return on, the watcher writes nothing for it (it may wake for nothing)."""
+        with self._changed:
+            self._watch = None
+
+    def close(self) -> None:
+        """End the thread (after `unfollow`)."""
+        with self._changed:
+            self._closed = True
+            self._watch = None
+            self._changed.notify()
+        self.join()
