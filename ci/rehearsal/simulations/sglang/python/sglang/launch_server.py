@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--mem-fraction-static", type=float, default=0.8)
     parser.add_argument("--context-length", type=int)
     parser.add_argument("--chunked-prefill-size", type=int, default=8192)
+    parser.add_argument("--disable-radix-cache", action="store_true")
     parser.add_argument("--attention-backend")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=30000)
@@ -189,7 +190,8 @@ def main() -> int:
     capture = None
     if getattr(args, "enable_spec_capture", False):
         if args.chunked_prefill_size != -1:
-            raise AssertionError("--enable-spec-capture needs --chunked-prefill-size -1 (one prefill pass)")
+            # the real scheduler raises ValueError here (issue 37), not an assertion
+            raise ValueError("--enable-spec-capture needs --chunked-prefill-size -1 (one prefill pass)")
         from sglang.srt.spec_capture_sink import SpecCaptureSink
 
         capture = Capture(SpecCaptureSink(args.spec_capture_method, args.spec_capture_aux_layer_ids))
