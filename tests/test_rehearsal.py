@@ -459,9 +459,10 @@ def test_a_trainer_dying_at_start_fails_the_launch_and_a_resume_after_the_fix_pa
     # refused, nothing run, where it cannot work: a knob that shapes the sandbox, a directory that is no rehearsal's
     refused = rehearse(run_harness, tmp_path, resuming=run, REHEARSAL_BREAK="uv-no-venv")
     assert refused.returncode == 2, refused.stdout + refused.stderr
-    assert "its sandbox was built with neither uv-no-venv nor ascend-patch-missing, and this rehearsal has " in (
-        refused.stderr
-    )
+    assert (
+        "its sandbox was built with neither uv-no-venv nor ascend-patch-missing nor companion-patch-malformed, and "
+        "this rehearsal has "
+    ) in refused.stderr
     assert "resume with no REHEARSAL_BREAK=uv-no-venv, or rehearse again whole" in refused.stderr
     not_one = run_harness(
         GUIDE,
@@ -663,3 +664,42 @@ def test_a_checkout_without_the_ascend_companion_patch_fails_at_the_first_captur
     assert rejected in run.stdout
     assert "REHEARSAL_BREAK=ascend-patch-missing  (the SpecForge checkout has no Ascend companion patch" in run.stdout
     assert_nothing_left(run)
+
+
+def test_a_malformed_companion_patch_is_replaced_by_the_guides_anchored_edits(tmp_path: Path, run_harness) -> None:
+    """Upstream's companion patch once was corrupt against the base patch it follows: the guide makes its change
+    with anchored edits of its own, and the capture server mounts its segment with location cpu."""
+    run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="companion-patch-malformed")
+
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr
+    assert set(run.statuses().values()) == {"passed"}
+    stderr = run.output("smoke-apply-patches", "stderr").splitlines()
+    assert re.fullmatch(
+        r"smoke: upstream's Ascend companion patch does not apply to \S+ \(error: corrupt patch at line \d+\); "
+        r"making its change with anchored edits of \S+/spec_capture_sink\.py instead",
+        stderr[1],
+    ), stderr
+    assert stderr[2].startswith("smoke: Ascend companion edits made to ")
+    sglang_log = (run.output_dir / "collected" / "tmp" / "smoke-sglang.log").read_text(encoding="utf-8")
+    assert "mooncake store: mounted a 34359738368-byte segment, location=cpu, protocol=tcp\n" in sglang_log
+    assert "REHEARSAL_BREAK=companion-patch-malformed  (the Ascend companion patch is corrupt" in run.stdout
+    assert_nothing_left(run)
+
+
+def test_an_apply_script_that_patches_nothing_is_caught_at_the_patch_step(tmp_path: Path, run_harness) -> None:
+    """The apply script says "applied" and its own check passes, but git skipped every file (a -p level): the
+    patch step checks each file of the base patch and names the ones left as they were."""
+    run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="patch-script-silent-skip")
+
+    checkout = f"{run.sandbox}/sgl-workspace/sglang/python"
+    reason = (
+        f"smoke: FAILED - 2 of the 2 files the base patch changes are not patched in {checkout} after "
+        "scripts/apply_sglang_spec_capture_patch.sh: sglang/srt/server_args.py sglang/srt/spec_capture_sink.py "
+        "(git apply --reverse --check of their hunks failed); "
+    )
+    # the recorded reason is the line's first 200 characters
+    assert_stops_at(run, "smoke-apply-patches", re.compile(re.escape(reason[:100]) + r".* \[\.\.\.\]"))
+    assert_in_log_and_file(run, "smoke-apply-patches", "stderr", reason)
+    script_log = (run.output_dir / "collected" / "tmp" / "smoke-patch.log").read_text(encoding="utf-8")
+    assert f"spec-capture patch v0.5.18 applied at {checkout}/sglang\n" in script_log
+    assert not Path(checkout, "sglang", "srt", "spec_capture_sink.py").exists()

@@ -273,9 +273,10 @@ def test_the_stop_pattern_matches_the_real_command_lines(command_line: str, matc
 # smoke-apply-patches against the rehearsal's stand-ins: its SpecForge checkout (apply script, base and Ascend
 # companion patches) and its editable sglang 0.5.18, a git work tree as in the image.
 STANDINS = ROOT / "ci" / "rehearsal" / "simulations"
-PATCH_TOOLS = ("python", "git", "bash", "tail", "grep", "cp", "rm", "dirname", "basename")
+PATCH_TOOLS = ("python", "git", "bash", "tail", "grep", "sed", "sort", "wc", "tr", "head", "dirname")
 COMPANION = "SpecForge/patches/sglang/v0.5.18/spec-capture-ascend-mount.patch"
 APPLIED_OUTPUT = "smoke: applying spec-capture patches for sglang 0.5.18\nsmoke: patches + apt deps applied\n"
+MOUNT = 'store.allocate_and_mount_segment(segment_size, os.environ.get("MOONCAKE_PROTOCOL", "tcp"), "cpu")'
 
 
 def _checkouts(tmp_path: Path, env: dict[str, str]) -> dict[str, str]:
@@ -305,19 +306,28 @@ def test_the_ascend_companion_patch_goes_on_after_the_base_patch_once(
     first = run_block("smoke-apply-patches", tmp_path, env, {}, PATCH_TOOLS)
 
     assert (first.returncode, first.stdout) == (0, APPLIED_OUTPUT), first.stderr
-    assert first.stderr == f"smoke: Ascend companion patch applied to {tmp_path}/sglang/python\n"
+    assert first.stderr == (
+        f"smoke: base patch in place: all 2 files it changes are patched in {tmp_path}/sglang/python\n"
+        f"smoke: Ascend companion patch applied to {tmp_path}/sglang/python\n"
+    )
     patched = _sink(tmp_path)
-    assert 'store.allocate_and_mount_segment(segment_size, self.protocol, "cpu")' in patched
+    assert MOUNT in patched
 
     # A second run on the patched checkout changes nothing and passes.
     second = run_block("smoke-apply-patches", tmp_path, env, {}, PATCH_TOOLS)
 
     assert (second.returncode, second.stdout) == (0, APPLIED_OUTPUT), second.stderr
-    assert second.stderr == f"smoke: Ascend companion patch already applied to {tmp_path}/sglang/python\n"
+    assert second.stderr == (
+        f"smoke: base patch and Ascend mount already in place in {tmp_path}/sglang/python; "
+        "scripts/apply_sglang_spec_capture_patch.sh not run again\n"
+        f"smoke: base patch in place: all 2 files it changes are patched in {tmp_path}/sglang/python\n"
+        f"smoke: Ascend companion patch already applied to {tmp_path}/sglang/python (the sink mounts its segment "
+        "with location cpu)\n"
+    )
     assert _sink(tmp_path) == patched
 
 
-def test_a_companion_patch_that_does_not_apply_fails_with_git_applys_output(
+def test_a_companion_patch_that_does_not_apply_is_replaced_by_anchored_edits_once(
     tmp_path: Path, harness_env: dict[str, str]
 ) -> None:
     env = _checkouts(tmp_path, harness_env)
@@ -327,16 +337,62 @@ def test_a_companion_patch_that_does_not_apply_fails_with_git_applys_output(
     context = "     def connect(self, store: Any) -> None:\n"
     assert text.count(context) == 1
     companion.write_text(text.replace(context, "     def connect(self, store: Any, retries: int) -> None:\n"))
+    sink = tmp_path / "sglang" / "python" / "sglang" / "srt" / "spec_capture_sink.py"
+
+    done = run_block("smoke-apply-patches", tmp_path, env, {}, PATCH_TOOLS)
+
+    assert (done.returncode, done.stdout) == (0, APPLIED_OUTPUT), done.stderr
+    assert done.stderr.splitlines()[1:] == [
+        f"smoke: upstream's Ascend companion patch does not apply to {tmp_path}/sglang/python (error: patch failed: "
+        f"python/sglang/srt/spec_capture_sink.py:31); making its change with anchored edits of {sink} instead",
+        f"smoke: Ascend companion edits made to {sink} (setup() registers no segment on an Ascend host; it is "
+        "mounted with location cpu)",
+    ]
+    patched = _sink(tmp_path)
+    assert (
+        'store.allocate_and_mount_segment(ascend_segment_bytes, os.environ.get("MOONCAKE_PROTOCOL", "tcp"), "cpu")'
+        in (patched)
+    )
+    # The edited sink mounts its segment with location cpu on an Ascend host, and nowhere else.
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from sglang.srt.spec_capture_sink import SpecCaptureSink\n"
+        "class Store:\n"
+        "    def setup(self, **kwargs): print('setup', kwargs['global_segment_size'], kwargs['local_buffer_size']); return 0\n"
+        "    def allocate_and_mount_segment(self, size, protocol, location): print('mount', size, location); return 0\n"
+        "SpecCaptureSink('dflash', [1]).connect(Store())\n"
+    )
+    python_dir = str(tmp_path / "sglang" / "python")
+    for visible, printed in (("0", "setup 0 0\nmount 1024 cpu\n"), ("", "setup 1024 1073741824\n")):
+        environment = {**env, "ASCEND_RT_VISIBLE_DEVICES": visible, "MOONCAKE_GLOBAL_SEGMENT_SIZE": "1024"}
+        seen = subprocess.run(
+            [sys.executable, "-c", probe, python_dir], env=environment, capture_output=True, text=True, timeout=30
+        )
+        assert seen.stdout == printed, seen.stderr
+
+    # A second run finds the mount and changes nothing.
+    again = run_block("smoke-apply-patches", tmp_path, env, {}, PATCH_TOOLS)
+    assert (again.returncode, again.stdout) == (0, APPLIED_OUTPUT), again.stderr
+    assert "already applied" in again.stderr.splitlines()[-1]
+    assert _sink(tmp_path) == patched
+
+
+def test_a_sink_of_another_shape_fails_the_anchored_edits_unchanged(
+    tmp_path: Path, harness_env: dict[str, str]
+) -> None:
+    env = _checkouts(tmp_path, harness_env)
+    patch = tmp_path / "SpecForge" / "patches" / "sglang" / "v0.5.18" / "spec-capture.patch"  # its setup() differs
+    patch.write_text(patch.read_text(encoding="utf-8").replace("rc = store.setup(", "rc = store.init("))
 
     done = run_block("smoke-apply-patches", tmp_path, env, {}, PATCH_TOOLS)
 
     assert done.returncode == 1
     assert done.stdout == "smoke: applying spec-capture patches for sglang 0.5.18\n"
-    assert done.stderr.startswith(
-        f"smoke: FAILED - the Ascend companion patch {companion} neither applies to the sglang checkout at "
-        f"{tmp_path}/sglang/python nor is already applied there (git apply's output below): "
-    )
-    assert "error: python/sglang/srt/spec_capture_sink.py: patch does not apply\n" in done.stderr
+    sink = tmp_path / "sglang" / "python" / "sglang" / "srt" / "spec_capture_sink.py"
+    assert (
+        f"smoke: FAILED - anchored edit of {sink}: the store.setup( call is there 0 times, not once; the base "
+        "patch's sink has changed shape"
+    ) in done.stderr
+    assert done.stderr.endswith("error: python/sglang/srt/spec_capture_sink.py: patch does not apply\n")
     assert "allocate_and_mount_segment" not in _sink(tmp_path)  # the base patch only, as the script left it
 
 
@@ -363,7 +419,7 @@ def test_a_checkout_without_the_companion_patch_is_a_warning(tmp_path: Path, har
     done = run_block("smoke-apply-patches", tmp_path, env, {}, PATCH_TOOLS)
 
     assert (done.returncode, done.stdout) == (0, APPLIED_OUTPUT), done.stderr
-    assert done.stderr.startswith(
+    assert done.stderr.splitlines()[-1].startswith(
         f"smoke: WARNING - no Ascend companion patch in this SpecForge checkout ({tmp_path / COMPANION} missing; "
     )
     assert "class SpecCaptureSink" in _sink(tmp_path)

@@ -309,7 +309,8 @@ def test_python_heredocs_compile(guide_text: str) -> None:
         for code in python_heredocs(substitute(body)):
             compile(code, f"docs/specforge.md:{line} (heredoc)", "exec")
             count += 1
-    assert count == 3  # the trainer's imports after the install, model download, data preparation
+    # the trainer's imports after the install, model download, the companion's anchored edits, data preparation
+    assert count == 4
 
 
 def test_multiline_python_c_compiles(guide_text: str) -> None:

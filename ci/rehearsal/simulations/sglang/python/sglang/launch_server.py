@@ -22,6 +22,8 @@ from typing import Any
 import rehearsal_simulation
 from rehearsal_simulation import broken, say
 
+from sglang.srt import server_args
+
 STARTUP_S = 1.0  # stands in for weight loading and NPU graph capture (minutes on a 910B)
 MOONCAKE_ATTEMPTS = 10
 
@@ -39,12 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--attention-backend")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=30000)
-    try:
-        from sglang.srt.spec_capture_sink import SpecCaptureSink
-    except ModuleNotFoundError:
-        pass  # unpatched sglang: --enable-spec-capture stays an unrecognized argument
-    else:
-        SpecCaptureSink.add_cli_args(parser)
+    server_args.add_spec_capture_args(parser)  # none until the spec-capture patch changes server_args.py
     return parser
 
 
@@ -79,8 +76,18 @@ class MooncakeStore:
     makes the sink register none in setup() and mount the segment with location "cpu" instead.
     """
 
-    def setup(self, master: str, metadata_server: str, global_segment_size: int, protocol: str) -> int:
-        connect_store(master)
+    def setup(
+        self,
+        local_hostname: str,
+        metadata_server: str,
+        global_segment_size: int,
+        local_buffer_size: int,
+        protocol: str,
+        rdma_devices: str,
+        master_server_addr: str,
+    ) -> int:
+        """The keyword arguments the real sink passes; the segment it registers has the wildcard location."""
+        connect_store(master_server_addr)
         if metadata_server:
             check_metadata_server(metadata_server)
         return self.allocate_and_mount_segment(global_segment_size, protocol, "*") if global_segment_size else 0
