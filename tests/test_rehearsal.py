@@ -251,7 +251,11 @@ def test_the_whole_guide_passes_against_the_simulations(tmp_path: Path, run_harn
     assert all(argv[2:4] == python for argv in uv_calls), uv_calls
     # The base spec-capture patch, then the Ascend companion patch; the capture server reached Mooncake at
     # its first capture, mounting its segment as the companion patch says.
-    assert run.output("smoke-apply-patches", "stderr").startswith("smoke: Ascend companion patch applied to ")
+    checkout = f"{sandbox}/sgl-workspace/sglang/python"
+    assert run.output("smoke-apply-patches", "stderr") == (
+        f"smoke: base patch in place: all 2 files it changes are patched in {checkout}\n"
+        f"smoke: Ascend companion patch applied to {checkout}\n"
+    )
     sglang_log = (run.output_dir / "collected" / "tmp" / "smoke-sglang.log").read_text(encoding="utf-8")
     ready = sglang_log.index("The server is fired up and ready to roll!")
     assert sglang_log.index("spec-capture: first capture: setting up the Mooncake store") > ready
@@ -703,3 +707,21 @@ def test_an_apply_script_that_patches_nothing_is_caught_at_the_patch_step(tmp_pa
     script_log = (run.output_dir / "collected" / "tmp" / "smoke-patch.log").read_text(encoding="utf-8")
     assert f"spec-capture patch v0.5.18 applied at {checkout}/sglang\n" in script_log
     assert not Path(checkout, "sglang", "srt", "spec_capture_sink.py").exists()
+
+
+def test_a_download_client_printing_on_stdout_leaves_the_stored_path_alone(tmp_path: Path, run_harness) -> None:
+    """The client writes its progress to fd 1 itself, beside the path the store block prints: the block sends all
+    of the client's stdout to stderr and writes the path alone to the block's stdout."""
+    run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="store-polluted")
+
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr
+    assert set(run.statuses().values()) == {"passed"}
+    stored = run.block("smoke-download-model")["captured"]["model_path"]
+    assert re.fullmatch(
+        rf"{re.escape(str(run.sandbox))}/hf-home/hub/models--Qwen--Qwen3\.5-4B/snapshots/[0-9a-f]{{40}}", stored
+    )
+    assert run.output("smoke-download-model", "stdout") == stored + "\n"
+    stderr = run.output("smoke-download-model", "stderr")
+    assert "[simulation] REHEARSAL_BREAK=store-polluted: snapshot_download writes its progress to fd 1" in stderr
+    assert "Fetching 4 files: 100%|##########| 4/4 [00:00<00:00, 8.00it/s]\n" in stderr
+    assert_nothing_left(run)

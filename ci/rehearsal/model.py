@@ -46,6 +46,7 @@ KNOBS = {
     "companion-patch-malformed": "the Ascend companion patch is corrupt (git apply: corrupt patch): the guide's anchored edits "
     "make its change and the run passes",
     "patch-script-silent-skip": "the apply script says applied and patches nothing: smoke-apply-patches names the files",
+    "store-polluted": "the download client prints progress on stdout beside the path: the guide stores the path alone",
     "specforge-missing-dep": "specforge train needs a module --no-deps did not install: specforge-install-source names it",
     "sglang-never-healthy": "SGLang answers /health with 503 for ever: smoke-start-sglang fails at its deadline",
     "trainer-dies": "specforge train fails at start: smoke-train-launch reports it died within the liveness wait",
