@@ -47,6 +47,7 @@ KNOBS = {
     "make its change and the run passes",
     "patch-script-silent-skip": "the apply script says applied and patches nothing: smoke-apply-patches names the files",
     "store-polluted": "the download client prints progress on stdout beside the path: the guide stores the path alone",
+    "net-stall": "the Hub accepts the model's download and sends nothing: smoke-download-model fails at its stall bound",
     "specforge-missing-dep": "specforge train needs a module --no-deps did not install: specforge-install-source names it",
     "sglang-never-healthy": "SGLang answers /health with 503 for ever: smoke-start-sglang fails at its deadline",
     "trainer-dies": "specforge train fails at start: smoke-train-launch reports it died within the liveness wait",
