@@ -745,3 +745,27 @@ def test_a_download_that_stalls_fails_at_its_stall_bound_naming_the_host(tmp_pat
     stalled = [line for line in (run.sandbox / "hub.log").read_text(encoding="utf-8").splitlines() if "stalled" in line]
     assert len(stalled) == 6, stalled  # the first read and the client's five resumes, each cut at 2 s
     assert_nothing_left(run, stand_ins_ran=False)
+
+
+@pytest.mark.parametrize(
+    ("knob", "library", "hint"),
+    [
+        ("cuda-wheel", "libcuda.so.1", "that is a CUDA build, not the NPU wheel: "),
+        ("apt-missing-lib", "libibverbs.so.1", "a system library the wheel needs is missing: apt-get install "),
+    ],
+)
+def test_a_mooncake_wheel_that_does_not_load_fails_its_install_quoting_the_loader(
+    tmp_path: Path, run_harness, knob: str, library: str, hint: str
+) -> None:
+    """The index served a CUDA build, or the system lacks libibverbs: the install block's load check fails there,
+    quoting the dynamic loader's line, rather than verify-install's expected output."""
+    run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK=knob)
+
+    loader = f"ImportError: {library}: cannot open shared object file: No such file or directory"
+    assert_stops_at(run, "build-mooncake", loader)
+    assert_in_log_and_file(
+        run,
+        "build-mooncake",
+        "stderr",
+        f"build-mooncake: FAILED - the installed mooncake-transfer-engine-npu does not load here: {loader}; {hint}",
+    )

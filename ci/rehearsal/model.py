@@ -48,6 +48,8 @@ KNOBS = {
     "patch-script-silent-skip": "the apply script says applied and patches nothing: smoke-apply-patches names the files",
     "store-polluted": "the download client prints progress on stdout beside the path: the guide stores the path alone",
     "net-stall": "the Hub accepts the model's download and sends nothing: smoke-download-model fails at its stall bound",
+    "cuda-wheel": "the index serves a CUDA build of Mooncake (libcuda.so.1): build-mooncake's load check quotes the loader",
+    "apt-missing-lib": "libibverbs is absent (libibverbs.so.1): build-mooncake's load check quotes the loader",
     "specforge-missing-dep": "specforge train needs a module --no-deps did not install: specforge-install-source names it",
     "sglang-never-healthy": "SGLang answers /health with 503 for ever: smoke-start-sglang fails at its deadline",
     "trainer-dies": "specforge train fails at start: smoke-train-launch reports it died within the liveness wait",
