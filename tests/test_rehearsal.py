@@ -769,3 +769,26 @@ def test_a_mooncake_wheel_that_does_not_load_fails_its_install_quoting_the_loade
         "stderr",
         f"build-mooncake: FAILED - the installed mooncake-transfer-engine-npu does not load here: {loader}; {hint}",
     )
+
+
+def test_a_server_dying_at_start_up_fails_its_block_at_once_with_its_last_words(tmp_path: Path, run_harness) -> None:
+    """The server exits while the block waits for /health: the block fails then, with the server's log, instead of
+    polling for its whole 600 s (the rehearsal's own 240 s limit would end the test first)."""
+    run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="sglang-dies-starting")
+
+    assert_stops_at(
+        run, "smoke-start-sglang", "Received sigquit from a child process. It usually means the child failed."
+    )
+    assert run.output("smoke-start-sglang", "stdout") == "smoke: waiting for SGLang /health (up to 600s)\n"
+    assert_in_log_and_file(
+        run,
+        "smoke-start-sglang",
+        "stderr",
+        "exited during start-up; the last lines of /tmp/smoke-sglang.log:",
+        "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.96 GiB total capacity)",
+    )
+    assert re.match(
+        r"smoke: FAILED - the SGLang server started here \(pid=\d+\) exited during start-up; ",
+        run.output("smoke-start-sglang", "stderr"),
+    )
+    assert_nothing_left(run)

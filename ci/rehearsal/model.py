@@ -52,6 +52,7 @@ KNOBS = {
     "apt-missing-lib": "libibverbs is absent (libibverbs.so.1): build-mooncake's load check quotes the loader",
     "specforge-missing-dep": "specforge train needs a module --no-deps did not install: specforge-install-source names it",
     "sglang-never-healthy": "SGLang answers /health with 503 for ever: smoke-start-sglang fails at its deadline",
+    "sglang-dies-starting": "the SGLang server exits during start-up: smoke-start-sglang fails at once with its last words",
     "trainer-dies": "specforge train fails at start: smoke-train-launch reports it died within the liveness wait",
     "trainer-zombie": "the trainer's process stays in state Z: smoke-train-monitor takes it as exited and passes",
     "trainer-no-step": "the trainer never logs a step/loss line: smoke-train-monitor fails at SPECFORGE_TRAIN_TIMEOUT",

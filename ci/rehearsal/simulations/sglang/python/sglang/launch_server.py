@@ -134,6 +134,22 @@ def require_libatb() -> None:
     raise OSError("libatb.so: cannot open shared object file: No such file or directory")
 
 
+def die_starting() -> None:
+    """REHEARSAL_BREAK=sglang-dies-starting: the scheduler dies while the model loads and the server exits.
+
+    Invented: the lines and the error (an NPU out-of-memory) stand for any start-up death; what matters is that
+    the process is gone while /health was never served.
+    """
+    say("REHEARSAL_BREAK=sglang-dies-starting: the scheduler dies while loading the model", sys.stdout)
+    print("Load weight begin. avail mem=60.96 GB", flush=True)
+    time.sleep(0.5)
+    print("Scheduler hit an exception: Traceback (most recent call last):", flush=True)
+    print('  File "sglang/srt/managers/scheduler.py", in run_scheduler_process', flush=True)
+    print("RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.96 GiB total capacity)", flush=True)
+    print("Received sigquit from a child process. It usually means the child failed.", flush=True)
+    sys.exit(1)
+
+
 def serve(args: argparse.Namespace, capture: Capture | None) -> None:
     unhealthy = broken("sglang-never-healthy")
 
@@ -206,6 +222,8 @@ def main() -> int:
     layer_types = model_config.get("text_config", model_config).get("layer_types", [])
     if "linear_attention" in layer_types and args.attention_backend == "ascend":
         require_libatb()
+    if broken("sglang-dies-starting"):
+        die_starting()
     time.sleep(STARTUP_S)
     serve(args, capture)
     return 0
