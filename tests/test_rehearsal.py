@@ -648,6 +648,7 @@ def test_a_checkout_without_the_ascend_companion_patch_fails_at_the_first_captur
         "urllib.error.HTTPError: HTTP Error 500: spec-capture failed: spec-capture mooncake setup failed (status -1)",
     )
     assert re.fullmatch(
+        r"smoke: base patch in place: all 2 files it changes are patched in \S+\n"
         r"smoke: WARNING - no Ascend companion patch in this SpecForge checkout \(\S+/SpecForge/patches/sglang/"
         r"v0\.5\.18/spec-capture-ascend-mount\.patch missing; .* specforge train fails at launch\n",
         run.output("smoke-apply-patches", "stderr"),
