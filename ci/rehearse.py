@@ -188,7 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_error(f"rehearsal: {exc}")
         return ExitCode.USAGE
 
-    hub = FakeHub(hub_repositories(), plan.own_files / "hub.log")
+    stalls_on = "model.safetensors" if knob == "net-stall" else ""
+    hub = FakeHub(hub_repositories(), plan.own_files / "hub.log", stalls_on=stalls_on)
     plan.override("HF_ENDPOINT", hub.url, "the fake Hub serves the model")
     command = [sys.executable, "-m", "ci.run", args.guide, "--output-dir", str(plan.sandbox.root)]
     command += ["--workdir", str(plan.sandbox.workdir)]

@@ -251,7 +251,11 @@ def test_the_whole_guide_passes_against_the_simulations(tmp_path: Path, run_harn
     assert all(argv[2:4] == python for argv in uv_calls), uv_calls
     # The base spec-capture patch, then the Ascend companion patch; the capture server reached Mooncake at
     # its first capture, mounting its segment as the companion patch says.
-    assert run.output("smoke-apply-patches", "stderr").startswith("smoke: Ascend companion patch applied to ")
+    checkout = f"{sandbox}/sgl-workspace/sglang/python"
+    assert run.output("smoke-apply-patches", "stderr") == (
+        f"smoke: base patch in place: all 2 files it changes are patched in {checkout}\n"
+        f"smoke: Ascend companion patch applied to {checkout}\n"
+    )
     sglang_log = (run.output_dir / "collected" / "tmp" / "smoke-sglang.log").read_text(encoding="utf-8")
     ready = sglang_log.index("The server is fired up and ready to roll!")
     assert sglang_log.index("spec-capture: first capture: setting up the Mooncake store") > ready
@@ -459,9 +463,10 @@ def test_a_trainer_dying_at_start_fails_the_launch_and_a_resume_after_the_fix_pa
     # refused, nothing run, where it cannot work: a knob that shapes the sandbox, a directory that is no rehearsal's
     refused = rehearse(run_harness, tmp_path, resuming=run, REHEARSAL_BREAK="uv-no-venv")
     assert refused.returncode == 2, refused.stdout + refused.stderr
-    assert "its sandbox was built with neither uv-no-venv nor ascend-patch-missing, and this rehearsal has " in (
-        refused.stderr
-    )
+    assert (
+        "its sandbox was built with neither uv-no-venv nor ascend-patch-missing nor companion-patch-malformed, and "
+        "this rehearsal has "
+    ) in refused.stderr
     assert "resume with no REHEARSAL_BREAK=uv-no-venv, or rehearse again whole" in refused.stderr
     not_one = run_harness(
         GUIDE,
@@ -643,6 +648,7 @@ def test_a_checkout_without_the_ascend_companion_patch_fails_at_the_first_captur
         "urllib.error.HTTPError: HTTP Error 500: spec-capture failed: spec-capture mooncake setup failed (status -1)",
     )
     assert re.fullmatch(
+        r"smoke: base patch in place: all 2 files it changes are patched in \S+\n"
         r"smoke: WARNING - no Ascend companion patch in this SpecForge checkout \(\S+/SpecForge/patches/sglang/"
         r"v0\.5\.18/spec-capture-ascend-mount\.patch missing; .* specforge train fails at launch\n",
         run.output("smoke-apply-patches", "stderr"),
@@ -662,4 +668,131 @@ def test_a_checkout_without_the_ascend_companion_patch_fails_at_the_first_captur
     assert rejected in (run.output_dir / sglang_tail["output_path"]).read_text(encoding="utf-8")
     assert rejected in run.stdout
     assert "REHEARSAL_BREAK=ascend-patch-missing  (the SpecForge checkout has no Ascend companion patch" in run.stdout
+    assert_nothing_left(run)
+
+
+def test_a_malformed_companion_patch_is_replaced_by_the_guides_anchored_edits(tmp_path: Path, run_harness) -> None:
+    """Upstream's companion patch once was corrupt against the base patch it follows: the guide makes its change
+    with anchored edits of its own, and the capture server mounts its segment with location cpu."""
+    run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="companion-patch-malformed")
+
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr
+    assert set(run.statuses().values()) == {"passed"}
+    stderr = run.output("smoke-apply-patches", "stderr").splitlines()
+    assert re.fullmatch(
+        r"smoke: upstream's Ascend companion patch does not apply to \S+ \(error: corrupt patch at line \d+\); "
+        r"making its change with anchored edits of \S+/spec_capture_sink\.py instead",
+        stderr[1],
+    ), stderr
+    assert stderr[2].startswith("smoke: Ascend companion edits made to ")
+    sglang_log = (run.output_dir / "collected" / "tmp" / "smoke-sglang.log").read_text(encoding="utf-8")
+    assert "mooncake store: mounted a 34359738368-byte segment, location=cpu, protocol=tcp\n" in sglang_log
+    assert "REHEARSAL_BREAK=companion-patch-malformed  (the Ascend companion patch is corrupt" in run.stdout
+    assert_nothing_left(run)
+
+
+def test_an_apply_script_that_patches_nothing_is_caught_at_the_patch_step(tmp_path: Path, run_harness) -> None:
+    """The apply script says "applied" and its own check passes, but git skipped every file (a -p level): the
+    patch step checks each file of the base patch and names the ones left as they were."""
+    run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="patch-script-silent-skip")
+
+    checkout = f"{run.sandbox}/sgl-workspace/sglang/python"
+    reason = (
+        f"smoke: FAILED - 2 of the 2 files the base patch changes are not patched in {checkout} after "
+        "scripts/apply_sglang_spec_capture_patch.sh: sglang/srt/server_args.py sglang/srt/spec_capture_sink.py "
+        "(git apply --reverse --check of their hunks failed); "
+    )
+    # the recorded reason is the line's first 200 characters
+    assert_stops_at(run, "smoke-apply-patches", re.compile(re.escape(reason[:100]) + r".* \[\.\.\.\]"))
+    assert_in_log_and_file(run, "smoke-apply-patches", "stderr", reason)
+    script_log = (run.output_dir / "collected" / "tmp" / "smoke-patch.log").read_text(encoding="utf-8")
+    assert f"spec-capture patch v0.5.18 applied at {checkout}/sglang\n" in script_log
+    assert not Path(checkout, "sglang", "srt", "spec_capture_sink.py").exists()
+
+
+def test_a_download_client_printing_on_stdout_leaves_the_stored_path_alone(tmp_path: Path, run_harness) -> None:
+    """The client writes its progress to fd 1 itself, beside the path the store block prints: the block sends all
+    of the client's stdout to stderr and writes the path alone to the block's stdout."""
+    run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="store-polluted")
+
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr
+    assert set(run.statuses().values()) == {"passed"}
+    stored = run.block("smoke-download-model")["captured"]["model_path"]
+    assert re.fullmatch(
+        rf"{re.escape(str(run.sandbox))}/hf-home/hub/models--Qwen--Qwen3\.5-4B/snapshots/[0-9a-f]{{40}}", stored
+    )
+    assert run.output("smoke-download-model", "stdout") == stored + "\n"
+    stderr = run.output("smoke-download-model", "stderr")
+    assert "[simulation] REHEARSAL_BREAK=store-polluted: snapshot_download writes its progress to fd 1" in stderr
+    assert "Fetching 4 files: 100%|##########| 4/4 [00:00<00:00, 8.00it/s]\n" in stderr
+    assert_nothing_left(run)
+
+
+def test_a_download_that_stalls_fails_at_its_stall_bound_naming_the_host(tmp_path: Path, run_harness) -> None:
+    """The Hub accepts the model's download and sends nothing: each read waits SPECFORGE_NET_STALL_TIMEOUT, the
+    client resumes five times, then the block fails saying it stalled, where, and what to set."""
+    run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="net-stall", SPECFORGE_NET_STALL_TIMEOUT="2")
+
+    hub = re.search(r"\n  HF_ENDPOINT=(http://127\.0\.0\.1:\d+)  \(", run.stdout)
+    assert hub, run.stdout[-3000:]
+    said = (
+        f"smoke: FAILED - downloading Qwen/Qwen3.5-4B from {hub[1]} stalled: no data for 2s; if {hub[1]} is "
+        "unreachable or stalls from this machine, set HF_ENDPOINT to a Hub mirror it can reach (and HTTPS_PROXY if "
+        "it needs one), then run this block again"
+    )
+    assert_stops_at(run, "smoke-download-model", said[:200] + " [...]")
+    assert_in_log_and_file(run, "smoke-download-model", "stderr", said)
+    assert run.block("smoke-download-model")["status"] == "failed"  # its stall bound, not the block's 3 h limit
+    stalled = [line for line in (run.sandbox / "hub.log").read_text(encoding="utf-8").splitlines() if "stalled" in line]
+    assert len(stalled) == 6, stalled  # the first read and the client's five resumes, each cut at 2 s
+    assert_nothing_left(run, stand_ins_ran=False)
+
+
+@pytest.mark.parametrize(
+    ("knob", "library", "hint"),
+    [
+        ("cuda-wheel", "libcuda.so.1", "that is a CUDA build, not the NPU wheel: "),
+        ("apt-missing-lib", "libibverbs.so.1", "a system library the wheel needs is missing: apt-get install "),
+    ],
+)
+def test_a_mooncake_wheel_that_does_not_load_fails_its_install_quoting_the_loader(
+    tmp_path: Path, run_harness, knob: str, library: str, hint: str
+) -> None:
+    """The index served a CUDA build, or the system lacks libibverbs: the install block's load check fails there,
+    quoting the dynamic loader's line, rather than verify-install's expected output."""
+    run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK=knob)
+
+    loader = f"ImportError: {library}: cannot open shared object file: No such file or directory"
+    assert_stops_at(run, "build-mooncake", loader)
+    assert_in_log_and_file(
+        run,
+        "build-mooncake",
+        "stderr",
+        f"build-mooncake: FAILED - the installed mooncake-transfer-engine-npu does not load here: {loader}; {hint}",
+    )
+
+
+def test_a_server_dying_at_start_up_fails_its_block_at_once_with_its_last_words(tmp_path: Path, run_harness) -> None:
+    """The server exits while the block waits for /health: the block fails then, with the server's log, instead of
+    polling for its whole 600 s (the rehearsal's own 240 s limit would end the test first)."""
+    run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="sglang-dies-starting")
+
+    # the reason ci.run records is the server's error line, from the log the block printed
+    assert_stops_at(
+        run,
+        "smoke-start-sglang",
+        "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.96 GiB total capacity)",
+    )
+    assert run.output("smoke-start-sglang", "stdout") == "smoke: waiting for SGLang /health (up to 600s)\n"
+    assert_in_log_and_file(
+        run,
+        "smoke-start-sglang",
+        "stderr",
+        "exited during start-up; the last lines of /tmp/smoke-sglang.log:",
+        "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.96 GiB total capacity)",
+    )
+    assert re.match(
+        r"smoke: FAILED - the SGLang server started here \(pid=\d+\) exited during start-up; ",
+        run.output("smoke-start-sglang", "stderr"),
+    )
     assert_nothing_left(run)

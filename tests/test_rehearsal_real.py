@@ -50,7 +50,8 @@ def test_the_guide_passes_with_the_real_uv_and_the_real_mooncake_master(
     assert mooncake.startswith("  mooncake: real, mooncake_transfer_engine_npu-0.3.13.post1-cp311-"), mooncake
     assert "\n  isolation: none" not in run.stdout
     per_block = run.stdout.split("\nparts per block", 1)[1]
-    assert "\n  build-mooncake: real: uv; simulated: apt-get\n" in per_block
+    # build-mooncake imports the wheel's store to check it loads: the real compiled module
+    assert "\n  build-mooncake: real: mooncake, uv; simulated: apt-get\n" in per_block
     assert "\n  verify-install: real: huggingface_hub, mooncake; simulated: -\n" in per_block
     assert "\n  smoke-start-mooncake: real: mooncake, mooncake_master; simulated: pkill\n" in per_block
     # uv is the real one: it resolved the wheel's dependencies from the wheelhouse, which no stand-in does
@@ -97,9 +98,11 @@ def test_the_real_uv_refuses_the_source_texts_install_without_a_virtualenv(
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr
     assert run.block("install-hf-hub")["status"] == "failed"
     said = " ".join(run.output("install-hf-hub", "stderr").split())  # uv wraps its message at 80 columns
-    assert said == (
+    # the real uv's refusal, then the block's line naming the index it was installing from
+    assert said.startswith(
         "error: No virtual environment found; run `uv venv` to create an environment, "
-        "or pass `--system` to install into a non-virtual environment"
+        "or pass `--system` to install into a non-virtual environment "
+        "install-hf-hub: FAILED - uv could not install huggingface_hub from the default index "
     )
     assert [c["real"] for c in run.calls() if c["tool"] == "uv"] == [True]
 

@@ -355,3 +355,82 @@ def test_the_sglang_stand_in_reads_the_hybrid_layers_where_qwen3_5_keeps_them(tm
 
     assert done.returncode != 0
     assert "libatb.so: cannot open shared object file" in done.stderr
+
+
+def test_the_sglang_stand_in_refuses_chunked_prefill_with_a_value_error_as_the_real_scheduler(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}", encoding="utf-8")
+    sglang = tmp_path / "sglang"
+    shutil.copytree(REHEARSAL / "sglang", sglang, ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run(["git", "init", "-q", str(sglang)], check=True, timeout=30)
+    base = SPECFORGE / "patches" / "sglang" / "v0.5.18" / "spec-capture.patch"
+    subprocess.run(["git", "-C", str(sglang), "apply", str(base)], check=True, timeout=30)
+    command = [sys.executable, "-m", "sglang.launch_server", "--model-path", str(model), "--enable-spec-capture"]
+    env = stand_in_env(sglang / "python")
+
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=DEADLINE_S)
+
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        "ValueError: --enable-spec-capture needs --chunked-prefill-size -1 (one prefill pass)"
+    )
+
+
+def test_the_npu_recipe_has_the_real_ones_values_and_needs_the_guides_process_override() -> None:
+    """sdpa attention, sglang's ascend attention backend, 8 trainer processes: on the one card the guide gives the
+    trainer, only its deployment.trainer.nproc_per_node=1 override lets it start."""
+    import yaml
+
+    recipe = yaml.safe_load((SPECFORGE / RECIPE).read_text(encoding="utf-8"))
+    assert recipe["training"]["attention_backend"] == "sdpa"
+    assert recipe["model"]["sglang_attention_backend"] == "ascend"
+    assert recipe["deployment"]["trainer"]["nproc_per_node"] == 8
+    check = "import sys; from specforge import config, distributed; c = config.load(sys.argv[1], tuple(sys.argv[2:]))"
+    check += "; distributed.init_distributed(int(config.get(c, 'deployment.trainer.nproc_per_node')))"
+    env = stand_in_env(SPECFORGE, ASCEND_RT_VISIBLE_DEVICES="1")
+
+    def start(*overrides: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-c", check, str(SPECFORGE / RECIPE), *overrides]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=DEADLINE_S)
+
+    refused = start()
+    assert refused.returncode == 1
+    assert "RuntimeError: deployment.trainer.nproc_per_node=8 but 1 NPU(s) are visible" in refused.stderr
+    assert start("deployment.trainer.nproc_per_node=1").returncode == 0
+
+
+def _apply_script_checkout(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """The stand-in SpecForge's scripts and patches, and an editable sglang in a git work tree, as in the image."""
+    for part in ("scripts", "patches"):
+        shutil.copytree(SPECFORGE / part, tmp_path / "SpecForge" / part)
+    sglang = tmp_path / "sglang"
+    shutil.copytree(REHEARSAL / "sglang", sglang, ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run(["git", "init", "-q", str(sglang)], check=True, timeout=30)
+    return tmp_path / "SpecForge" / "scripts" / "apply_sglang_spec_capture_patch.sh", stand_in_env(sglang / "python")
+
+
+def test_the_apply_script_takes_v0_5_18_by_default_and_refuses_another_target(tmp_path: Path) -> None:
+    script, env = _apply_script_checkout(tmp_path)
+    sink = tmp_path / "sglang" / "python" / "sglang" / "srt" / "spec_capture_sink.py"
+
+    def apply(*args: str) -> subprocess.CompletedProcess[str]:
+        command = ["bash", str(script), *args]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=DEADLINE_S)
+
+    refused = apply("--target", "v0.5.14")
+    assert (refused.returncode, refused.stderr) == (2, "ERROR: unsupported SGLang patch target: v0.5.14\n")
+    assert not sink.exists()
+
+    first = apply()
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.endswith(f"spec-capture patch v0.5.18 applied at {tmp_path}/sglang/python/sglang\n")
+    assert sink.is_file()
+    # "already applied" is what git apply --reverse --check says, not a receipt file beside the tree
+    assert not (tmp_path / "sglang" / "python" / "sglang" / ".spec_capture_patch.applied").exists()
+    again = apply("--target", "v0.5.18")
+    assert again.stdout.endswith(f"spec-capture patch v0.5.18 already applied at {tmp_path}/sglang/python/sglang\n")
+    sink.write_text(sink.read_text(encoding="utf-8") + "# edited\n", encoding="utf-8")
+    edited = apply()
+    assert edited.returncode != 0  # neither clean nor the exact patched state: git apply refuses
+    assert "spec_capture_sink.py: already exists in working directory" in edited.stderr

@@ -42,9 +42,10 @@ _SGLANG = Simulation(
     "sglang 0.5.18",
     "the image's editable sglang",
     "package; launch_server serves /health on loopback and reaches Mooncake at the first capture",
-    "what the spec-capture patch adds and checks (the --chunked-prefill-size -1 assert, the MOONCAKE_* "
+    "what the spec-capture patch adds and checks (the --chunked-prefill-size -1 ValueError, the MOONCAKE_* "
     "variables, libatb.so for a hybrid model), healthy one second after start, and Mooncake's refusal of the "
-    "wildcard segment on an Ascend host (the message is upstream's, the status -1 and the log lines are not)",
+    "wildcard segment on an Ascend host (the message is upstream's, the status -1 and the log lines are not); "
+    "the start-up death of REHEARSAL_BREAK=sglang-dies-starting (its log lines and error)",
 )
 _MOONCAKE = Simulation(
     "mooncake-transfer-engine-npu 0.3.13.post1",
@@ -52,7 +53,8 @@ _MOONCAKE = Simulation(
     "stand-in installed by uv; mooncake_master execs the program in site-packages/mooncake, which binds "
     "its HTTP metadata, admin (metrics) and RPC ports and logs as the real binary was seen to",
     "it listens on 127.0.0.1 only, unless the rehearsal has its private network namespace (then 0.0.0.0, as "
-    "the real one); its HTTP services answer only what the stand-ins ask; mooncake.store moves no data",
+    "the real one); its HTTP services answer only what the stand-ins ask; mooncake.store moves no data, and "
+    "under cuda-wheel and apt-missing-lib raises the loader's ImportError from Python, not from a shared object",
 )
 _ACCELERATE = Simulation(
     "accelerate",
@@ -61,9 +63,12 @@ _ACCELERATE = Simulation(
     "nothing of accelerate but accelerate.utils.set_seed exists",
 )
 _SPECFORGE_INVENTED = (
-    "the top-level help text, the apply script's --target and what the patch changes, the Ascend companion "
-    "patch's content (a patch of the stand-in's own sink), the NPU recipe's values (its keys are the AMD "
-    "recipe's), the receive_buffers and producer_claim failures, one step in a second; "
+    "what the base patch changes (two stand-in files, not sglang's 14) and the apply script beyond what issue 37 "
+    "read of it (its default and refused targets, git apply -p2 --directory, the reverse check), the Ascend "
+    "companion patch's content (a patch of the stand-in's own sink) and its malformed form (a hunk header "
+    "claiming three lines too many), the silent skip's mechanism (git apply inside the work tree's python/ "
+    "directory skips every path), the recipe's path (SpecForge keeps its NPU recipe under examples/configs/) and "
+    "model.sglang_attention_backend, the receive_buffers and producer_claim failures, one step in a second; "
     "deployment.disaggregated.receive_buffers, which the guide overrides, is in SpecForge's schema only "
     "after 0ae3171e (read in a copy whose commit was not identified)"
 )
@@ -71,7 +76,8 @@ _MODEL = Simulation(
     "Qwen/Qwen3.5-4B",
     "the Hugging Face Hub",
     "fake Hub on 127.0.0.1 for the real huggingface_hub client; a few-byte model",
-    "the model's files: a config in Qwen3.5's layout with a tiny text model, one 232-byte tensor",
+    "the model's files: a config in Qwen3.5's layout with a tiny text model, one 232-byte tensor; the progress "
+    "lines the client writes to fd 1 under store-polluted; under net-stall the Hub sends nothing at all",
 )
 
 

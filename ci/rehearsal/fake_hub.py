@@ -22,6 +22,7 @@ __all__ = ["EMBEDDING_TENSOR", "HUB_REPOS", "FakeHub", "HubAnswer", "HubRepo", "
 HUB_REPOS = {"Qwen/Qwen3.5-4B": ASSETS / "hub" / "Qwen" / "Qwen3.5-4B"}
 EMBEDDING_TENSOR = "model.language_model.embed_tokens.weight"  # the guide's model.embedding_key
 _SIMULATION_HEADER = "guide-guard rehearsal: fake Hugging Face Hub on loopback"
+STALL_LIMIT_S = 900  # how long a stalled reply holds its connection at most (the rehearsal stops the Hub before)
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,12 @@ class _HubHandler(BaseHTTPRequestHandler):
         self._reply(send_body=True)
 
     def _reply(self, send_body: bool) -> None:
+        if send_body and self.hub.stalls_on and self.path.endswith(f"/{self.hub.stalls_on}"):
+            # REHEARSAL_BREAK=net-stall: the connection is open and nothing is ever sent (until the Hub stops)
+            self.hub.log(f"{self.command} {self.path} -> stalled (REHEARSAL_BREAK=net-stall): nothing sent")
+            self.hub.stopping.wait(STALL_LIMIT_S)
+            self.close_connection = True
+            return
         reply = answer(self.hub.repos, self.path, self.headers.get("Range", ""))
         self.send_response(reply.status)
         self.send_header("X-Simulation", _SIMULATION_HEADER)
@@ -191,12 +198,15 @@ class _HubHandler(BaseHTTPRequestHandler):
 class FakeHub:
     """The fake Hub on 127.0.0.1 and a free port, in a thread of this process.
 
-    Every answer carries `X-Simulation`; every request is logged to log_path.
+    Every answer carries `X-Simulation`; every request is logged to log_path. With stalls_on (a file name, the
+    net-stall knob) a GET of that file is accepted and answered with nothing at all.
     """
 
-    def __init__(self, repos: Mapping[str, HubRepo], log_path: Path) -> None:
+    def __init__(self, repos: Mapping[str, HubRepo], log_path: Path, *, stalls_on: str = "") -> None:
         self.repos = repos
         self.log_path = log_path
+        self.stalls_on = stalls_on
+        self.stopping = threading.Event()  # set when the Hub stops: a stalled reply ends then
         self.requests = 0
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_HubHandler, hub=self))
@@ -211,6 +221,7 @@ class FakeHub:
         self._thread.start()
 
     def stop(self) -> None:
+        self.stopping.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)

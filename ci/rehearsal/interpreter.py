@@ -71,9 +71,11 @@ def make_python(sandbox: Sandbox) -> Path:
     )
     lines = [str(sandbox.base / "image"), str(sandbox.base / "sgl-workspace" / "sglang" / "python")]
     # `import` lines in a .pth run at start-up: addsitedir also reads the harness's own .pth files;
-    # rehearsal_observe records which block imports which part (the report's parts per block)
+    # rehearsal_observe records which block imports which part (the report's parts per block);
+    # rehearsal_hub_client is the store-polluted knob, when it is the one in effect (imported first, so that
+    # rehearsal_observe's finder still sees every import before it)
     lines += [f"import site; site.addsitedir({entry!r})" for entry in _harness_site_dirs()]
-    lines.append("import rehearsal_observe")
+    lines += ["import rehearsal_hub_client", "import rehearsal_observe"]
     site_packages.mkdir(parents=True, exist_ok=True)
     (site_packages / "zz-rehearsal-image.pth").write_text("\n".join(lines) + "\n", encoding="utf-8")
     version = platform.python_version()

@@ -14,6 +14,7 @@ __all__ = [
     "BREAK_ENV",
     "GUIDE_PORTS",
     "KNOBS",
+    "MALFORMED_COMPANION_KNOB",
     "MOONCAKE_PORTS",
     "SANDBOX_ENV",
     "SHARED_ENV",
@@ -34,6 +35,7 @@ SANDBOX_ENV = "REHEARSAL_SANDBOX"  # every simulation finds the sandbox (and its
 BREAK_ENV = "REHEARSAL_BREAK"  # the failure knob the simulations obey
 SHARED_ENV = "REHEARSAL_SHARED"  # set to 1: no private namespaces, the machine's loopback and /tmp
 SYSTEM_PYTHON_KNOB = "uv-no-venv"  # the knob that gives the guide a system Python instead of a virtualenv
+MALFORMED_COMPANION_KNOB = "companion-patch-malformed"  # the SpecForge repository serves upstream's malformed form
 
 # REHEARSAL_BREAK values: which simulation misbehaves, and which block should then report it.
 KNOBS = {
@@ -41,8 +43,16 @@ KNOBS = {
     "mooncake-stale-master": "a mooncake_master of a previous run holds the guide's ports: smoke-start-mooncake stops it",
     "uv-no-venv": "the image's Python is a system one with no virtualenv active: a bare `uv pip install` refuses",
     "ascend-patch-missing": "the SpecForge checkout has no Ascend companion patch: smoke-train-launch fails at the first capture",
+    "companion-patch-malformed": "the Ascend companion patch is corrupt (git apply: corrupt patch): the guide's anchored edits "
+    "make its change and the run passes",
+    "patch-script-silent-skip": "the apply script says applied and patches nothing: smoke-apply-patches names the files",
+    "store-polluted": "the download client prints progress on stdout beside the path: the guide stores the path alone",
+    "net-stall": "the Hub accepts the model's download and sends nothing: smoke-download-model fails at its stall bound",
+    "cuda-wheel": "the index serves a CUDA build of Mooncake (libcuda.so.1): build-mooncake's load check quotes the loader",
+    "apt-missing-lib": "libibverbs is absent (libibverbs.so.1): build-mooncake's load check quotes the loader",
     "specforge-missing-dep": "specforge train needs a module --no-deps did not install: specforge-install-source names it",
     "sglang-never-healthy": "SGLang answers /health with 503 for ever: smoke-start-sglang fails at its deadline",
+    "sglang-dies-starting": "the SGLang server exits during start-up: smoke-start-sglang fails at once with its last words",
     "trainer-dies": "specforge train fails at start: smoke-train-launch reports it died within the liveness wait",
     "trainer-zombie": "the trainer's process stays in state Z: smoke-train-monitor takes it as exited and passes",
     "trainer-no-step": "the trainer never logs a step/loss line: smoke-train-monitor fails at SPECFORGE_TRAIN_TIMEOUT",

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.rehearsal.model import SYSTEM_PYTHON_KNOB, SetupError
+from ci.rehearsal.model import MALFORMED_COMPANION_KNOB, SYSTEM_PYTHON_KNOB, SetupError
 
 __all__ = [
     "BUILT_FILE",
@@ -32,7 +32,7 @@ BUILT_FILE = "built.json"  # in a sandbox: the mode and the failure knob it was 
 POINTER_FILE = "rehearsal-resumed.json"  # in a resumed rehearsal's output directory: the sandbox it reused
 # Knobs that change the sandbox's files when it is built (its interpreter, the SpecForge repository), not only
 # what runs: a sandbox built with one is that machine for good, and one built without it cannot become it.
-SHAPING_KNOBS = (SYSTEM_PYTHON_KNOB, "ascend-patch-missing")
+SHAPING_KNOBS = (SYSTEM_PYTHON_KNOB, "ascend-patch-missing", MALFORMED_COMPANION_KNOB)
 
 
 @dataclass(frozen=True)

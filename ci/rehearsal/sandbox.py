@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import platform
+import re
 import shutil
 import socket
 import sys
@@ -20,6 +21,7 @@ from ci.rehearsal.model import (
     BREAK_ENV,
     GUIDE_PORTS,
     KNOBS,
+    MALFORMED_COMPANION_KNOB,
     SANDBOX_ENV,
     SYSTEM_PYTHON_KNOB,
     UPSTREAM_TAG,
@@ -168,6 +170,14 @@ def _git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def malformed(patch: str) -> str:
+    """The patch with its last hunk claiming three lines more than it has, as upstream's companion patch was once
+    malformed against the base patch it follows (issue 37): `git apply` refuses it as a corrupt patch."""
+    last = list(re.finditer(r"^@@ -(\d+),(\d+) \+(\d+),(\d+) @@", patch, re.M))[-1]
+    header = f"@@ -{last[1]},{int(last[2]) + 3} +{last[3]},{int(last[4]) + 3} @@"
+    return patch[: last.start()] + header + patch[last.end() :]
+
+
 def make_upstream(sandbox: Sandbox) -> tuple[str, Path]:
     """The local SpecForge repository (bare, tagged) and the git config that points the guide's URL at it."""
     source = sandbox.base / "git" / "specforge-src"
@@ -175,6 +185,9 @@ def make_upstream(sandbox: Sandbox) -> tuple[str, Path]:
     if os.environ.get(BREAK_ENV) == "ascend-patch-missing":  # an older checkout, from before the companion patch
         for companion in source.glob("patches/sglang/*/spec-capture-ascend-mount.patch"):
             companion.unlink()
+    if os.environ.get(BREAK_ENV) == MALFORMED_COMPANION_KNOB:
+        for companion in source.glob("patches/sglang/*/spec-capture-ascend-mount.patch"):
+            companion.write_text(malformed(companion.read_text(encoding="utf-8")), encoding="utf-8")
     shutil.copy(ASSETS / "build_backend.py", source / "rehearsal_build_backend.py")
     who = {
         "GIT_AUTHOR_NAME": "guide-guard rehearsal",

@@ -55,7 +55,7 @@ def export(checkpoint: str) -> None:
     sys.exit(2)
 
 
-@cli.command(short_help="benchmark a running SGLang server")
+@cli.command(short_help="benchmark an SGLang server across tasks and configurations")
 @click.argument("url")
 def benchmark(url: str) -> None:
     """Benchmark a running SGLang server."""

@@ -27,6 +27,7 @@ SCHEMA: dict[str, Any] = {
         "embedding_key": "model.embed_tokens.weight",
         "torch_dtype": "bfloat16",
         "use_liger_kernel": False,
+        "sglang_attention_backend": None,  # what the NPU recipes set to `ascend` (issue 37)
     },
     "data": {
         "train_data_path": "",

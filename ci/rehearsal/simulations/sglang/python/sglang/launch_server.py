@@ -22,6 +22,8 @@ from typing import Any
 import rehearsal_simulation
 from rehearsal_simulation import broken, say
 
+from sglang.srt import server_args
+
 STARTUP_S = 1.0  # stands in for weight loading and NPU graph capture (minutes on a 910B)
 MOONCAKE_ATTEMPTS = 10
 
@@ -35,15 +37,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--mem-fraction-static", type=float, default=0.8)
     parser.add_argument("--context-length", type=int)
     parser.add_argument("--chunked-prefill-size", type=int, default=8192)
+    parser.add_argument("--disable-radix-cache", action="store_true")
     parser.add_argument("--attention-backend")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=30000)
-    try:
-        from sglang.srt.spec_capture_sink import SpecCaptureSink
-    except ModuleNotFoundError:
-        pass  # unpatched sglang: --enable-spec-capture stays an unrecognized argument
-    else:
-        SpecCaptureSink.add_cli_args(parser)
+    server_args.add_spec_capture_args(parser)  # none until the spec-capture patch changes server_args.py
     return parser
 
 
@@ -78,8 +76,18 @@ class MooncakeStore:
     makes the sink register none in setup() and mount the segment with location "cpu" instead.
     """
 
-    def setup(self, master: str, metadata_server: str, global_segment_size: int, protocol: str) -> int:
-        connect_store(master)
+    def setup(
+        self,
+        local_hostname: str,
+        metadata_server: str,
+        global_segment_size: int,
+        local_buffer_size: int,
+        protocol: str,
+        rdma_devices: str,
+        master_server_addr: str,
+    ) -> int:
+        """The keyword arguments the real sink passes; the segment it registers has the wildcard location."""
+        connect_store(master_server_addr)
         if metadata_server:
             check_metadata_server(metadata_server)
         return self.allocate_and_mount_segment(global_segment_size, protocol, "*") if global_segment_size else 0
@@ -124,6 +132,22 @@ def require_libatb() -> None:
         if directory and Path(directory, "libatb.so").is_file():
             return
     raise OSError("libatb.so: cannot open shared object file: No such file or directory")
+
+
+def die_starting() -> None:
+    """REHEARSAL_BREAK=sglang-dies-starting: the scheduler dies while the model loads and the server exits.
+
+    Invented: the lines and the error (an NPU out-of-memory) stand for any start-up death; what matters is that
+    the process is gone while /health was never served.
+    """
+    say("REHEARSAL_BREAK=sglang-dies-starting: the scheduler dies while loading the model", sys.stdout)
+    print("Load weight begin. avail mem=60.96 GB", flush=True)
+    time.sleep(0.5)
+    print("Scheduler hit an exception: Traceback (most recent call last):", flush=True)
+    print('  File "sglang/srt/managers/scheduler.py", in run_scheduler_process', flush=True)
+    print("RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.96 GiB total capacity)", flush=True)
+    print("Received sigquit from a child process. It usually means the child failed.", flush=True)
+    sys.exit(1)
 
 
 def serve(args: argparse.Namespace, capture: Capture | None) -> None:
@@ -189,7 +213,8 @@ def main() -> int:
     capture = None
     if getattr(args, "enable_spec_capture", False):
         if args.chunked_prefill_size != -1:
-            raise AssertionError("--enable-spec-capture needs --chunked-prefill-size -1 (one prefill pass)")
+            # the real scheduler raises ValueError here (issue 37), not an assertion
+            raise ValueError("--enable-spec-capture needs --chunked-prefill-size -1 (one prefill pass)")
         from sglang.srt.spec_capture_sink import SpecCaptureSink
 
         capture = Capture(SpecCaptureSink(args.spec_capture_method, args.spec_capture_aux_layer_ids))
@@ -197,6 +222,8 @@ def main() -> int:
     layer_types = model_config.get("text_config", model_config).get("layer_types", [])
     if "linear_attention" in layer_types and args.attention_backend == "ascend":
         require_libatb()
+    if broken("sglang-dies-starting"):
+        die_starting()
     time.sleep(STARTUP_S)
     serve(args, capture)
     return 0
