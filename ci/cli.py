@@ -167,8 +167,11 @@ def run_guarded(main: Callable[[ConsoleGuard], int], *, closed_pipe_is_normal: b
     previous = {}
     for signum in STOP_SIGNALS if threading.current_thread() is threading.main_thread() else ():
         handler = signal.getsignal(signum)
-        # Python's own SIGINT handler raises KeyboardInterrupt; one ignored at the start stays ignored
-        if signum != signal.SIGINT and (signum in ALWAYS_STOP or handler != signal.SIG_IGN):
+        # Python's own SIGINT handler raises KeyboardInterrupt. A background job of a shell without job control
+        # starts with SIGINT ignored, and Python then installs none: ALWAYS_STOP takes it even so
+        if handler is signal.default_int_handler:
+            continue
+        if signum in ALWAYS_STOP or handler != signal.SIG_IGN:
             previous[signum] = signal.signal(signum, _interrupt)
     try:
         with installed(Masker.of(secret_values(os.environ))), guarded_console() as console:

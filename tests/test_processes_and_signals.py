@@ -234,13 +234,26 @@ def _accept_from(server: socket.socket, pid: int) -> socket.socket:
         connection.close()
 
 
+def _ignoring_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _default_sigint() -> None:  # whatever the suite itself was started with
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize(
-    ("signum", "args"),
-    [(signal.SIGINT, ()), (signal.SIGTERM, ("--list",))],
-    ids=["SIGINT", "SIGTERM-list"],
+    ("signum", "args", "started_as"),
+    [
+        (signal.SIGINT, (), signal.SIG_DFL),
+        # a background job of a shell without job control (a CI script's `cmd &`) starts with SIGINT ignored
+        (signal.SIGINT, (), signal.SIG_IGN),
+        (signal.SIGTERM, ("--list",), signal.SIG_DFL),
+    ],
+    ids=["SIGINT", "SIGINT-ignored-at-start", "SIGTERM-list"],
 )
 def test_an_interrupt_while_a_guide_is_fetched_is_one_line(
-    tmp_path: Path, harness_env: dict[str, str], signum: int, args: tuple[str, ...]
+    tmp_path: Path, harness_env: dict[str, str], signum: int, args: tuple[str, ...], started_as: object
 ) -> None:
     """The guide's server takes the connection and never answers: the harness is reading it as the signal comes."""
     with socket.socket() as server:
@@ -255,6 +268,7 @@ def test_an_interrupt_while_a_guide_is_fetched_is_one_line(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=_ignoring_sigint if started_as == signal.SIG_IGN else _default_sigint,
         )
         try:
             connection = _accept_from(server, harness.pid)

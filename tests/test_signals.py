@@ -57,7 +57,18 @@ class Harness:
         self.stdout_path, self.stderr_path = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
         full_env = {**env, "GITHUB_ACTIONS": "true", SUMMARY_ENV: str(self.summary)}
         argv = [*launcher, sys.executable, "-m", "ci.run", *paths, "--output-dir", str(self.out)]
+        given = popen.pop("preexec_fn", None)
+
+        def as_a_step_starts() -> None:
+            # a suite run from a script's background job or under nohup would hand these down ignored, and a
+            # harness keeps an ignored hangup ignored on purpose (test_under_nohup_a_hangup_leaves_the_run_going)
+            for signum in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT):
+                signal.signal(signum, signal.SIG_DFL)
+            if given is not None:
+                given()
+
         with open(self.stdout_path, "wb") as stdout, open(self.stderr_path, "wb") as stderr:
+            popen["preexec_fn"] = as_a_step_starts
             popen.setdefault("stdout", stdout)
             popen.setdefault("stderr", stderr)
             popen.setdefault("stdin", subprocess.DEVNULL)
