@@ -253,3 +253,31 @@ def test_the_rules_catch_a_module_cut_too_small_and_a_crowded_top_level(tmp_path
     root = _write(tmp_path, files)
     assert undersized(root) == ["ci/guide/tiny.py: 1 lines (fold it into the module of its idea)"]
     assert len(top_level_modules(root)) + 2 > MAX_TOP_LEVEL_MODULES
+
+
+# What a passing run of a guide without front matter never uses, and so never runs: a module imported lazily sits in
+# sys.modules as a subclass of ModuleType until its first use, and becomes a plain module as it runs
+NOT_RUN_BY_A_PASSING_RUN = ("psutil", "yaml", "tempfile")
+_IMPORTED = """
+import runpy, sys, types
+names = sys.argv[3:]
+sys.argv = ["ci.run", sys.argv[1], "--output-dir", sys.argv[2]]
+try:
+    runpy.run_module("ci.run", run_name="__main__")
+except SystemExit as end:
+    assert end.code == 0, end.code
+print("imported:", *(name for name in names if type(sys.modules.get(name)) is types.ModuleType))
+"""
+
+
+def test_a_passing_run_imports_nothing_it_does_not_use(tmp_path: Path) -> None:
+    """psutil and PyYAML are a tenth of the start-up: a passing block in a guide without front matter needs neither."""
+    import subprocess
+    import sys
+
+    guide = tmp_path / "guide.md"
+    guide.write_text('```shell #test id="a"\necho hi\n```\n\n```shell #test-result id="a"\nhi\n```\n', encoding="utf-8")
+    argv = [sys.executable, "-c", _IMPORTED, str(guide), str(tmp_path / "out"), *NOT_RUN_BY_A_PASSING_RUN]
+    done = subprocess.run(argv, cwd=CI.parent, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "imported:"

@@ -8,7 +8,6 @@ import json
 import os
 import re
 import sys
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,7 +147,7 @@ def pick_secrets(secrets: Mapping[str, object], names: Sequence[str]) -> Picked:
 
 def _env_file_text(found: Mapping[str, str]) -> str:
     """FOUND as $GITHUB_ENV lines: NAME<<DELIMITER, the value, DELIMITER, with a delimiter no value holds."""
-    delimiter = f"guide_guard_{uuid.uuid4().hex}"
+    delimiter = f"guide_guard_{os.urandom(16).hex()}"  # as random as a uuid4
     assert not any(delimiter in value for value in found.values())
     return "".join(f"{name}<<{delimiter}\n{value}\n{delimiter}\n" for name, value in found.items())
 

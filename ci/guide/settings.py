@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import yaml
-
+from ci.base import lazy_import
 from ci.guide.limits import MAX_DURATION_S, parse_dialect, parse_duration, parse_timeout_rules, shown_text
 from ci.guide.model import GuideSettings, Problem, TimeoutRule, closest
 from ci.guide.parse import ParsedGuide
+
+if TYPE_CHECKING:
+    import yaml
+else:
+    yaml = lazy_import("yaml")
 
 __all__ = [
     "DEFAULT_RETRY_DELAY_S",

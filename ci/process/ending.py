@@ -20,11 +20,16 @@ import signal
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import psutil
-
+from ci.base import lazy_import
 from ci.process.trees import describe, wait_gone
 from ci.record.outcome import STILL_RUNNING, TrackedProcess
+
+if TYPE_CHECKING:
+    import psutil
+else:
+    psutil = lazy_import("psutil")
 
 __all__ = ["Found", "Timing", "end_in_rounds"]
 

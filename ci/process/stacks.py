@@ -13,10 +13,15 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import psutil
-
+from ci.base import lazy_import
 from ci.base.files import make_directories, os_error_text, write_atomically
+
+if TYPE_CHECKING:
+    import psutil
+else:
+    psutil = lazy_import("psutil")
 
 __all__ = ["PY_SPY_ENV", "dump_python_stacks", "ptrace_refusal", "stack_dump_problem"]
 

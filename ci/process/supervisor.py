@@ -19,9 +19,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import psutil
-
+from ci.base import lazy_import
 from ci.base.signals import StopSignals
 from ci.process.adopted import kill_adopted
 from ci.process.ending import Found, Timing, end_in_rounds
@@ -30,6 +30,11 @@ from ci.process.spawn import WorkdirUnenterable, become_subreaper, keep_inherite
 from ci.process.stacks import dump_python_stacks, stack_dump_problem
 from ci.process.trees import ProcessTable, alive, command_of, has_children, pid_max, start_ticks
 from ci.record.outcome import STILL_RUNNING, TrackedProcess
+
+if TYPE_CHECKING:
+    import psutil
+else:
+    psutil = lazy_import("psutil")
 
 __all__ = [
     "BLOCK_MARKER",

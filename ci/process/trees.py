@@ -8,8 +8,15 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import psutil
+from ci.base import lazy_import
+
+if TYPE_CHECKING:
+    import psutil
+else:
+    psutil = lazy_import("psutil")
+
 
 __all__ = [
     "ProcessTable",

@@ -10,14 +10,20 @@ import os
 import shutil
 import stat
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ci.base import lazy_import
 from ci.base.files import os_error_text
 from ci.base.signals import PID_FILE
 from ci.runner.actions_files import PRIVATE_DIR
+
+if TYPE_CHECKING:
+    import tempfile
+else:
+    tempfile = lazy_import("tempfile")  # only a run without --output-dir makes one
 
 __all__ = [
     "HARNESS_DIRECTORIES",
