@@ -731,12 +731,12 @@ def test_a_download_client_printing_on_stdout_leaves_the_stored_path_alone(tmp_p
 def test_a_download_that_stalls_fails_at_its_stall_bound_naming_the_host(tmp_path: Path, run_harness) -> None:
     """The Hub accepts the model's download and sends nothing: each read waits SPECFORGE_NET_STALL_TIMEOUT, the
     client resumes five times, then the block fails saying it stalled, where, and what to set."""
-    run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="net-stall", SPECFORGE_NET_STALL_TIMEOUT="2")
+    run = rehearse(run_harness, tmp_path, REHEARSAL_BREAK="net-stall", SPECFORGE_NET_STALL_TIMEOUT="1")
 
     hub = re.search(r"\n  HF_ENDPOINT=(http://127\.0\.0\.1:\d+)  \(", run.stdout)
     assert hub, run.stdout[-3000:]
     said = (
-        f"smoke: FAILED - downloading Qwen/Qwen3.5-4B from {hub[1]} stalled: no data for 2s; if {hub[1]} is "
+        f"smoke: FAILED - downloading Qwen/Qwen3.5-4B from {hub[1]} stalled: no data for 1s; if {hub[1]} is "
         "unreachable or stalls from this machine, set HF_ENDPOINT to a Hub mirror it can reach (and HTTPS_PROXY if "
         "it needs one), then run this block again"
     )
@@ -744,7 +744,7 @@ def test_a_download_that_stalls_fails_at_its_stall_bound_naming_the_host(tmp_pat
     assert_in_log_and_file(run, "smoke-download-model", "stderr", said)
     assert run.block("smoke-download-model")["status"] == "failed"  # its stall bound, not the block's 3 h limit
     stalled = [line for line in (run.sandbox / "hub.log").read_text(encoding="utf-8").splitlines() if "stalled" in line]
-    assert len(stalled) == 6, stalled  # the first read and the client's five resumes, each cut at 2 s
+    assert len(stalled) == 6, stalled  # the first read and the client's five resumes, each cut at 1 s
     assert_nothing_left(run, stand_ins_ran=False)
 
 
