@@ -127,11 +127,16 @@ _PID_MAX_LIMIT = 4194304  # the most pid_max can be (64-bit Linux)
 def _stat_fields(pid: int) -> tuple[int, int, int, int] | None:
     """(parent, process group, session, start ticks) from /proc/PID/stat; None when it cannot be read."""
     try:
-        # after the command's name (in parentheses, which it may itself contain): state ppid pgrp session ...
-        fields = _read_proc(f"/proc/{pid}/stat").rpartition(b")")[2].split()
+        fields = _stat_words(pid)
         return int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _stat_words(pid: int) -> list[bytes]:
+    """The words of /proc/PID/stat after the command's name (in parentheses, which it may itself contain):
+    state ppid pgrp session ...; OSError once the process is gone."""
+    return _read_proc(f"/proc/{pid}/stat").rpartition(b")")[2].split()
 
 
 def _read_proc(path: str) -> bytes:
@@ -217,7 +222,7 @@ def live_children(pid: int) -> list[tuple[int, int, int]]:
     found = []
     for child in _children_of(pid):
         try:
-            fields = _read_proc(f"/proc/{child}/stat").rpartition(b")")[2].split()  # state ppid pgrp session ...
+            fields = _stat_words(child)
             if fields[0] not in (b"Z", b"X"):
                 found.append((child, int(fields[2]), int(fields[3])))
         except (OSError, ValueError, IndexError):
