@@ -163,9 +163,8 @@ def test_the_blocks_step_summary_cut_shows_no_part_of_a_secret(guide_runner, tmp
     assert "hf_s3" not in shown and SECRETS["HF_TOKEN"] not in shown
 
 
-def test_update_after_a_run_keeps_a_secret_given_with_set_out_of_the_guide(guide_runner) -> None:
-    """`--update` rewrites from what the run printed: a secret the run knew from `--set` stays out of the guide."""
-    guide = """\
+# a block that prints the token it loads, expected to print something else: --update has a body to rewrite
+TOKEN_GUIDE = """\
         ```shell #test id="token" load="HF_TOKEN>>TOKEN"
         echo "logged in with <TOKEN>"
         ```
@@ -174,8 +173,12 @@ def test_update_after_a_run_keeps_a_secret_given_with_set_out_of_the_guide(guide
         logged in
         ```
         """
+
+
+def test_update_after_a_run_keeps_a_secret_given_with_set_out_of_the_guide(guide_runner) -> None:
+    """`--update` rewrites from what the run printed: a secret the run knew from `--set` stays out of the guide."""
     secret = "hf_set_on_the_command_line_42"
-    run = guide_runner(guide, "--update", "--set", f"HF_TOKEN={secret}")
+    run = guide_runner(TOKEN_GUIDE, "--update", "--set", f"HF_TOKEN={secret}")
     written = run.guide.read_text(encoding="utf-8")
     assert secret not in written and secret not in run.stdout + run.stderr
     assert "the new expected body would hold a secret value" in run.stderr
@@ -184,17 +187,8 @@ def test_update_after_a_run_keeps_a_secret_given_with_set_out_of_the_guide(guide
 def test_update_from_a_kept_run_keeps_a_loaded_secret_out_of_the_guide(guide_runner, run_harness) -> None:
     """`--update --from-run DIR` knows the secret it is given (`--set`), and leaves alone a block that loaded a
     secret it is not given: the output may hold it, and the guide is published."""
-    guide = """\
-        ```shell #test id="token" load="HF_TOKEN>>TOKEN"
-        echo "logged in with <TOKEN>"
-        ```
-
-        ```text #test-result id="token"
-        logged in
-        ```
-        """
     secret = "hf_kept_run_secret_42"
-    run = guide_runner(guide, "--set", f"HF_TOKEN={secret}")
+    run = guide_runner(TOKEN_GUIDE, "--set", f"HF_TOKEN={secret}")
     assert run.returncode == 1, run.stdout + run.stderr
     for set_option in (["--set", f"HF_TOKEN={secret}"], []):
         update = run_harness(str(run.guide), "--update", "--from-run", str(run.output_dir), *set_option)
