@@ -15,9 +15,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
+from ci.base import frozen
 from ci.base.text import human_size
 
 __all__ = [
@@ -198,7 +198,7 @@ def _keep_owner_and_mode(descriptor: int, directory: int, name: str) -> None:
 NEARLY_FULL_BYTES = 64 * 1024
 
 
-@dataclass(frozen=True)
+@frozen
 class DiskSpace:
     """What a file system has left for the harness's user, and where it is mounted."""
 

@@ -27,9 +27,10 @@ import json
 import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import AnyStr
 from urllib.parse import quote, quote_plus
+
+from ci.base import frozen
 
 __all__ = [
     "MASK",
@@ -206,7 +207,7 @@ def _rendered(text: AnyStr, spans: list[tuple[int, int]], mask: AnyStr, *, conti
     return text[:0].join(parts)
 
 
-@dataclass(frozen=True)
+@frozen
 class Masker:
     """Replaces a run's secrets, in every form, by *** in what its reports show; made once by the command."""
 

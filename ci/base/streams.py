@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
+from ci.base import frozen
 from ci.base.text import (
     HEAD_BYTES,
     HEAD_LINES,
@@ -23,7 +23,7 @@ __all__ = ["BLANK_SCAN_BYTES", "OutputView", "file_contains", "is_blank", "read_
 BLANK_SCAN_BYTES = 64 * 1024  # a stream longer than this is not read to see whether it is blank: it is not
 
 
-@dataclass(frozen=True)
+@frozen
 class OutputView:
     """What a reporter shows of one stream: all of it, or its head and tail."""
 

@@ -10,8 +10,8 @@ with a wildcard may take the lines before or after the one it matches.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
+from ci.base import frozen
 from ci.base.text import plural
 
 __all__ = ["CONTEXT_LINES", "SHOWN_CHANGES", "Gap", "Op", "Pattern", "align", "hunk"]
@@ -21,7 +21,7 @@ SHOWN_CHANGES = 20  # changed lines a hunk shows; the rest are in the expected a
 _NEVER = 1 << 40  # a cost no alignment reaches
 
 
-@dataclass(frozen=True)
+@frozen
 class Gap:
     """Output lines a window leaves out (the middle of a long output, far from the mismatch)."""
 
@@ -31,7 +31,7 @@ class Gap:
 Item = str | Gap  # an output line (without its newline), or lines left out
 
 
-@dataclass(frozen=True)
+@frozen
 class Pattern:
     """One expected line as the view matches it."""
 
@@ -42,7 +42,7 @@ class Pattern:
     open_end: bool  # it ends with one: it may take output lines after the one it matches
 
 
-@dataclass(frozen=True)
+@frozen
 class Op:
     """One step of an alignment."""
 

@@ -9,9 +9,10 @@ the output, on the start and end of what is left, the middle folded away).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
+from ci.base import frozen
 from ci.base.text import Masker, human_size, masked_to_show_hidden, policy, show_hidden, without_hidden
 from ci.expect.diff import CONTEXT_LINES, SHOWN_CHANGES, Gap, Item, Op, Pattern, align, hunk
 from ci.expect.match import DEFAULT_WILDCARD, Blame, Location, locate, matches, piece_offsets, split_pieces
@@ -45,7 +46,7 @@ _HEAD_ACTUAL = 20  # else its first lines, a gap, and its last lines
 # blanks that look like a plain space, or like nothing: no-break, wide, thin and zero-width spaces, a BOM
 
 
-@dataclass(frozen=True)
+@frozen
 class Examined:
     """A mismatch: the line blamed, and the hunk around it as the log shows it (masked, hidden bytes written out)."""
 

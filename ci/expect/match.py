@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from ci.base import frozen
 from ci.expect.searchable import WINDOW_BYTES, MemoryText, Searchable, open_output
 from ci.guide.model import DEFAULT_WILDCARD
 from ci.record.outcome import Divergence
@@ -110,7 +110,7 @@ def match_file(path: str, body: str, tokens: Sequence[str], *, window_bytes: int
     return None if failed is None else failed[0]
 
 
-@dataclass(frozen=True)
+@frozen
 class Blame:
     """Where a mismatch starts: the first expected line that cannot match, and what the output has there."""
 
@@ -122,7 +122,7 @@ class Blame:
     more_lines: int = 0  # EXTRA: how many output lines follow actual_line
 
 
-@dataclass(frozen=True)
+@frozen
 class Location:
     """A blame, and where the matcher was when it failed: what the mismatch view starts from."""
 

@@ -26,9 +26,11 @@ from __future__ import annotations
 import codecs
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import Enum
 from typing import NoReturn
+
+from ci.base import frozen
 
 __all__ = ["SearchPattern", "as_expected", "expected_runs", "search_file", "search_matches", "search_pattern"]
 
@@ -49,7 +51,7 @@ class _Class(Enum):
     WORD = "word"  # anything but white space and a comma, as the reference's [^,\s]
 
 
-@dataclass(frozen=True)
+@frozen
 class _Item:
     """One position of a segment: a character of CLASS, once, or (REPEAT) any number of times."""
 
@@ -78,7 +80,7 @@ def _run(kind: _Class) -> list[_Item]:
     return [_Item(kind, "", False), _Item(kind, "", True)]
 
 
-@dataclass(frozen=True)
+@frozen
 class _Segment:
     """A stretch of the pattern between two `...`: its positions, and the literal text it starts with."""
 
@@ -102,7 +104,7 @@ class _Segment:
         return one, self.star_masks[char]
 
 
-@dataclass(frozen=True)
+@frozen
 class SearchPattern:
     """An expected text made a pattern: its segments, in order, each found after the one before."""
 

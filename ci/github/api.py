@@ -11,12 +11,13 @@ import re
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urljoin, urlsplit, urlunsplit
+
+from ci.base import frozen
 
 if TYPE_CHECKING:
     import requests
@@ -298,7 +299,7 @@ _JWT_LIFETIME_S = 540
 _JWT_BACKDATE_S = 60
 
 
-@dataclass(frozen=True)
+@frozen
 class RunnerScope:
     """Where the runner registers: an organisation (its runner groups) or one repository."""
 
@@ -321,14 +322,14 @@ class RunnerScope:
         return f"{web_url.rstrip('/')}/{path}"
 
 
-@dataclass(frozen=True)
+@frozen
 class TokenCredentials:
     """A fine-grained personal access token, read from a file at every use (so it can be replaced in place)."""
 
     token_file: Path  # holds the token on its first line; readable by the runner's user only
 
 
-@dataclass(frozen=True)
+@frozen
 class AppCredentials:
     """A GitHub App installed on the organisation or repository; its private key signs a JWT at every use."""
 

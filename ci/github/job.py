@@ -13,12 +13,12 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn, TextIO
 
 import psutil
 
+from ci.base import frozen
 from ci.base.signals import PID_FILE
 from ci.cli import ExitCode, command_parser, fail, print_error
 from ci.github.handback import hand_back, hand_back_job, report_lines
@@ -243,7 +243,7 @@ class PrepareError(Exception):
         self.title = title
 
 
-@dataclass(frozen=True)
+@frozen
 class Prepared:
     """What the job's later steps get from the preparation."""
 
@@ -323,7 +323,7 @@ class Stopped(enum.Enum):
     STILL_RUNNING = "still_running"  # it had not ended when the wait was over
 
 
-@dataclass(frozen=True)
+@frozen
 class StopResult:
     """What a stop did, for the step's log."""
 

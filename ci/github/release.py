@@ -15,9 +15,9 @@ import re
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+from ci.base import frozen
 from ci.base.text import plural
 from ci.cli import ExitCode, command_parser, fail, guarded_command, print_error
 from ci.guide.model import Problem
@@ -53,7 +53,7 @@ SECTION_HEADING = re.compile(r"^##\s+\[(?P<version>[^\]]*)\](?:\s+-\s+(?P<date>\
 PIN = re.compile(rf"guide-guard(?:/[\w./-]*)?@\S+\s+#\s*v(?P<version>{VERSION})(?![\w.])")
 
 
-@dataclass(frozen=True)
+@frozen
 class ChangelogSection:
     """One `## [VERSION] - DATE` section of the changelog."""
 
@@ -63,7 +63,7 @@ class ChangelogSection:
     body: str  # the section's text up to the next `## ` heading, without the blank lines at its ends
 
 
-@dataclass(frozen=True)
+@frozen
 class PinnedVersion:
     """A line of a document that tells a reader to pin guide-guard at a release (`# v0.2.0` after the commit)."""
 
@@ -72,7 +72,7 @@ class PinnedVersion:
     version: str  # the release it names, without its `v`
 
 
-@dataclass(frozen=True)
+@frozen
 class ReleaseFiles:
     """The texts of a checkout that a release is checked against."""
 

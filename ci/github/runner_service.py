@@ -16,10 +16,10 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from ci.base import frozen
 from ci.cli import ExitCode, command_parser, fail, guarded_command, print_error
 from ci.github.api import AppCredentials, Credentials, RegistrationError, RunnerScope, TokenCredentials, runner_token
 
@@ -37,7 +37,7 @@ _REGISTRATION_FILES = (".runner", ".runner_migrated", ".credentials", ".credenti
 _POLL_S = 0.5
 
 
-@dataclass(frozen=True)
+@frozen
 class ServiceSettings:
     """What the loop registers, where, and how it behaves."""
 

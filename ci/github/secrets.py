@@ -9,9 +9,9 @@ import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+from ci.base import frozen
 from ci.cli import ExitCode, command_parser, fail, guarded_command, print_error
 
 __all__ = [
@@ -32,7 +32,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _SEPARATORS = re.compile(r"[\s,]+")
 
 
-@dataclass(frozen=True)
+@frozen
 class SteeringFamily:
     """Variables that change how a program runs rather than hand it a value, refused as secret names."""
 
@@ -121,7 +121,7 @@ def missing_secret_message(name: str) -> str:
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class Picked:
     """The named secrets found among a job's secrets, and those that were not."""
 

@@ -9,9 +9,10 @@ import functools
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TypedDict
 
+from ci.base import frozen
 from ci.base.masking import is_secret_name
 
 __all__ = [
@@ -83,7 +84,7 @@ class Status(str, enum.Enum):
         return self in (Status.FAILED, Status.MISMATCH, Status.TIMED_OUT, Status.ERROR)
 
 
-@dataclass(frozen=True)
+@frozen
 class Problem:
     """One document error (or warning), located in the guide."""
 
@@ -105,7 +106,7 @@ class DocumentError(Exception):
         self.warnings = warnings  # found in the same guide: the author fixes both in one go
 
 
-@dataclass(frozen=True)
+@frozen
 class Param:
     """One parameter of a label as written: `key="value"` or a bare flag."""
 
@@ -115,7 +116,7 @@ class Param:
     quoted: bool = True  # False for `key=value` written bare: a document error, but the value is still read
 
 
-@dataclass(frozen=True)
+@frozen
 class Block:
     """One labelled fence as parsed, before any validation."""
 
@@ -144,7 +145,7 @@ def naming_words(block_id: str | None, store: str | None) -> tuple[str, ...]:
     return tuple(f"{key}={value}" for key, value in naming(block_id, store))
 
 
-@dataclass(frozen=True)
+@frozen
 class Load:
     """One `load="NAME>>PH"`: replace `<PH>` by the value stored as NAME."""
 
@@ -152,7 +153,7 @@ class Load:
     placeholder: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Expected:
     """The `#test-result` paired with a `#test`."""
 
@@ -217,7 +218,7 @@ class StepIdentity(TypedDict):
     hidden: bool
 
 
-@dataclass(frozen=True)
+@frozen
 class Step:
     """One runnable block (`#test` or `#test-setup`) of a validated plan."""
 
@@ -297,7 +298,7 @@ class Step:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class TimeoutRule:
     """One time-limit rule by command kind: a block whose command holds `contains` gets `timeout_s`."""
 
@@ -305,7 +306,7 @@ class TimeoutRule:
     timeout_s: float  # the block's limit when this is the first rule its command matches
 
 
-@dataclass(frozen=True)
+@frozen
 class GuideSettings:
     """Guide-wide settings from the front matter's `ci:` mapping."""
 
@@ -324,7 +325,7 @@ class GuideSettings:
     timeout_rules: tuple[TimeoutRule, ...] = ()  # ci.timeout_rules: a block's limit by what its command holds
 
 
-@dataclass(frozen=True)
+@frozen
 class Plan:
     """A validated guide: what will run, in order. Built only when there is no document error."""
 

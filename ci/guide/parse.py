@@ -5,12 +5,12 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from dataclasses import dataclass
 from typing import Any
 
 from markdown_it import MarkdownIt
 from mdit_py_plugins.front_matter import front_matter_plugin
 
+from ci.base import frozen
 from ci.guide.model import Block, Label, Param, Problem, closest
 
 __all__ = ["NearLabel", "ParsedGuide", "near_miss_of", "parse_guide", "split_info"]
@@ -29,7 +29,7 @@ _MAX_NESTING = 20  # markdown-it's CommonMark limit on nested quotes and lists (
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
-@dataclass(frozen=True)
+@frozen
 class NearLabel:
     """A fence ignored for a word that looks like a misspelt label (`#test-results`): an error, or a warning."""
 
@@ -41,7 +41,7 @@ class NearLabel:
     error: bool  # a near miss of a label (`#tset`, `#Test`): a document error, not a warning
 
 
-@dataclass(frozen=True)
+@frozen
 class ParsedGuide:
     """The raw material of a plan: labelled blocks, front matter, and what was wrong."""
 

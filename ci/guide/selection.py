@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
+from ci.base import frozen
 from ci.guide.model import DocumentError, Plan, Problem, Step, closest
 
 __all__ = ["only_idents", "select_steps"]
 
 
-@dataclass(frozen=True)
+@frozen
 class _Chosen:
     """What the selection options pick in one plan."""
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from ci.base import frozen
 from ci.base.text import human_size
 from ci.guide.model import DocumentError, Problem
 
@@ -32,7 +32,7 @@ _URL_READ_TIMEOUT_S = 30  # each connect and each read, within the whole limit
 _URL_CHUNK_BYTES = 64 * 1024
 
 
-@dataclass(frozen=True)
+@frozen
 class GuideSource:
     """A guide's text and where it came from."""
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import shutil
 import zipfile
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
+from ci.base import frozen
 from ci.github.api import WebError, download, get_json, get_json_pages, github_api_url, github_headers
 
 __all__ = [
@@ -43,7 +43,7 @@ class ArchiveError(Exception):
     """A downloaded artifact that is not unpacked: not a zip, a member outside the directory, or too large."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Artifact:
     """One artifact as the artifacts API lists it."""
 
@@ -66,7 +66,7 @@ class Artifact:
         return f"artifact {self.name} of {run}{branch} ({sha}{self.created_at})"
 
 
-@dataclass(frozen=True)
+@frozen
 class Search:
     """What find_artifact saw: the artifact it chose, and counts for saying why none was chosen."""
 
@@ -79,7 +79,7 @@ class Search:
     cut_short: bool  # some name had more than MAX_PAGES pages: older artifacts were not read
 
 
-@dataclass(frozen=True)
+@frozen
 class FetchedRun:
     """The outcome of fetch_last_run: the outputs directory, or why there is none."""
 

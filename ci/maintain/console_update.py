@@ -17,8 +17,8 @@ session's output file) and checks what it would write.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from ci.base import frozen
 from ci.expect.match import DEFAULT_WILDCARD, matches
 from ci.guide.dialects.pycon import ConsoleStatement, console_expected, console_statements
 from ci.guide.model import DocumentError, Plan, Status
@@ -35,7 +35,7 @@ _TOKENS = (DEFAULT_WILDCARD,)
 _FIX = "write the output by hand"
 
 
-@dataclass(frozen=True)
+@frozen
 class ConsoleRewrite:
     """A console session with the output of its changed statements rewritten."""
 
@@ -44,7 +44,7 @@ class ConsoleRewrite:
     written: str  # the output lines written, joined by newlines (what a guide must not publish is checked in it)
 
 
-@dataclass(frozen=True)
+@frozen
 class _Segment:
     """A statement with output lines of its own, or a run of statements that may print anything."""
 

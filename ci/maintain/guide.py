@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
+from ci.base import frozen
 from ci.guide.dialects import chosen_dialect, guide_lines, plan_guide
 from ci.guide.dialects.fences import has_fences
 from ci.guide.dialects.pycon import has_console
@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@frozen
 class Reading:
     """How a tool reads one guide: the --dialect and --timeout-rule ci.run would be given for it."""
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+from ci.base import frozen
 from ci.base.text import MASK, plural
 from ci.expect.match import Blame, blame_file, blame_text
 from ci.guide.model import Expected, Plan, Status, Step
@@ -102,7 +102,7 @@ def _infer_values(
     return {wanted[text]: matched.group(group) for text, group in groups.items() if text in wanted}
 
 
-@dataclass(frozen=True)
+@frozen
 class Recheck:
     """A `#test-result` as the guide writes it now, set against what its `#test` printed in the recorded run."""
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from ci.base import frozen
 from ci.base.text import plural
 
 __all__ = [
@@ -33,7 +33,7 @@ DEFAULT_MAX_RETRIES = 2
 FIRED, QUIET, UNKNOWN, SKIPPED = "fired", "quiet", "unknown", "skipped"
 
 
-@dataclass(frozen=True)
+@frozen
 class Release:
     """The upstream's newest release (or, without releases, its newest tag)."""
 
@@ -43,7 +43,7 @@ class Release:
     note: str = ""  # why commit_sha is missing, if it is
 
 
-@dataclass(frozen=True)
+@frozen
 class Observations:
     """What the monitor saw this time. A lookup that failed has its value None and its error set."""
 

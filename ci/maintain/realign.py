@@ -12,8 +12,8 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 
+from ci.base import frozen
 from ci.expect.match import matches, split_pieces
 from ci.guide.placeholders import substitute
 
@@ -51,7 +51,7 @@ class _Wildcard:
         self.frame = frame  # put around the line by its excerpt (BodyLine.before, .after), not written in it
 
 
-@dataclass(frozen=True)
+@frozen
 class Grammar:
     """How an expected body reads: where its wildcards are, what they take, and how output is written back in it."""
 
@@ -71,7 +71,7 @@ def _matcher_grammar(tokens: Sequence[str]) -> Grammar:
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class BodyLine:
     """One line of the old body, and how it may be aligned with output lines."""
 
@@ -131,7 +131,7 @@ def _fits(line: BodyLine, outputs: Sequence[str], grammar: Grammar) -> list[bool
     return [probe in out and grammar.fits(out, line.pattern) for out in outputs]
 
 
-@dataclass(frozen=True)
+@frozen
 class Costs:
     """What the alignment's steps cost; keeping a line that still fits costs nothing."""
 

@@ -11,9 +11,9 @@ import difflib
 import os
 import stat
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+from ci.base import frozen
 from ci.base.files import os_error_text, write_atomically
 from ci.base.text import Masker, installed, masked, policy, secret_values
 from ci.expect.match import matches
@@ -42,7 +42,7 @@ class GuideNotUpdatable(Exception):
         self.problems = tuple(problems)
 
 
-@dataclass(frozen=True)
+@frozen
 class GuideSnapshot:
     """A local guide as it was before a run read it: an update from that run replaces only this content."""
 
@@ -62,7 +62,7 @@ def snapshot_guide(name: str) -> GuideSnapshot:
         raise GuideNotUpdatable([f"{name}: {problem.message}" for problem in error.problems]) from None
 
 
-@dataclass(frozen=True)
+@frozen
 class GuideUpdate:
     """What updating one guide did."""
 
@@ -81,7 +81,7 @@ class GuideUpdate:
         return not self.notes and self.not_written is None
 
 
-@dataclass(frozen=True)
+@frozen
 class _Rewrite:
     """One `#test-result` to rewrite (or a plain-fence guide's ```text fence)."""
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ci.base import lazy_import
+from ci.base import frozen, lazy_import
 from ci.process.trees import describe, wait_gone
 from ci.record.outcome import STILL_RUNNING, TrackedProcess
 
@@ -52,7 +52,7 @@ class Found:
     )  # pid -> the tag of the block it came from (None: unknown)
 
 
-@dataclass(frozen=True)
+@frozen
 class Timing:
     """When the grace period and the wait for SIGKILLed processes end, as the supervisor rules."""
 

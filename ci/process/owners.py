@@ -18,8 +18,8 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass
 
+from ci.base import frozen
 from ci.process.trees import ProcessTable, pid_max
 
 __all__ = ["BlockStart", "Owners", "block_running_at", "block_tag_of", "marked_pids", "run_markers"]
@@ -27,7 +27,7 @@ __all__ = ["BlockStart", "Owners", "block_running_at", "block_tag_of", "marked_p
 _NOT_OURS = ""  # the owner of a process no block of the run started
 
 
-@dataclass(frozen=True)
+@frozen
 class BlockStart:
     """A block's main process as started: what attributes the processes it leaves to it."""
 

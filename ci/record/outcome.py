@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from ci.base import frozen
 from ci.guide.model import Plan, Status, Step
 
 __all__ = [
@@ -33,7 +34,7 @@ class Divergence(str, enum.Enum):
     EXTRA = "extra"  # it is the last expected line, and the output goes on after it
 
 
-@dataclass(frozen=True)
+@frozen
 class MatchReport:
     """Why an output did not match its expected body, as reports show it (its shown texts masked already)."""
 
@@ -57,7 +58,7 @@ class MatchReport:
 STILL_RUNNING = "still running"  # TrackedProcess.ended_by of a process the harness could not end
 
 
-@dataclass(frozen=True)
+@frozen
 class TrackedProcess:
     """A process the run started that was still alive when a block or the run ended."""
 
@@ -67,7 +68,7 @@ class TrackedProcess:
     ended_by: str  # the last signal sent to it, "SIGTERM" or "SIGKILL"; STILL_RUNNING if it outlived them
 
 
-@dataclass(frozen=True)
+@frozen
 class PredatingFile:
     """A file a report shows or names that was last modified before the guide started: maybe an earlier run's."""
 
@@ -75,7 +76,7 @@ class PredatingFile:
     modified_at: float  # its last modification, seconds since the epoch
 
 
-@dataclass(frozen=True)
+@frozen
 class DiagnosticResult:
     """One `ci.diagnostics` command run after a failing block (or a `ci.cleanup` one), and what it printed."""
 
@@ -91,7 +92,7 @@ class DiagnosticResult:
     predating: tuple[PredatingFile, ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen
 class BoundedText:
     """A text reports show bounded (a stored value, an expected body): whole when short, else its head."""
 
@@ -106,7 +107,7 @@ class BoundedText:
         return self.shown if self.complete else None
 
 
-@dataclass(frozen=True)
+@frozen
 class Attempt:
     """An earlier attempt of a block run more than once (`retry=`): one that failed or timed out, its files kept."""
 
@@ -123,7 +124,7 @@ class Attempt:
     dumps: tuple[str, ...] = ()  # its stack dumps (a timed-out attempt's), kept under STEM.attempt-N.dumps
 
 
-@dataclass(frozen=True)
+@frozen
 class BlockResult:
     """What happened to one step: the status and everything a reporter may show.
 
@@ -188,7 +189,7 @@ class BlockResult:
         return self.match.guide_line if self.match is not None else self.step.line
 
 
-@dataclass(frozen=True)
+@frozen
 class EarlierRun:
     """A run recorded in an output directory, as a resumed run names the run it continues (`--resume DIR`)."""
 
@@ -196,7 +197,7 @@ class EarlierRun:
     started_at: str  # ISO 8601, UTC: when its guide started, as its results.json says
 
 
-@dataclass(frozen=True)
+@frozen
 class CollectedFile:
     """One file matched by a `ci.collect` glob when the run ended."""
 
@@ -211,7 +212,7 @@ class CollectedFile:
     predates_run: bool = False  # last modified before the guide started: maybe an earlier run's file, not this one's
 
 
-@dataclass(frozen=True)
+@frozen
 class Collection:
     """What `ci.collect` kept of one guide's files."""
 
@@ -223,7 +224,7 @@ class Collection:
     notes: tuple[str, ...] = ()  # what cut it short: a glob's search stopped at its limit, a stop signal during it
 
 
-@dataclass(frozen=True)
+@frozen
 class GuideOutcome:
     """The finished run of one guide."""
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path, PurePath
 
+from ci.base import frozen
 from ci.base.text import escape_undecodable
 from ci.guide.model import Label
 from ci.record.format import JSON, READ_VERSIONS, RECORD_FILE, block_from_json, earlier_from_json, processes_from_json
@@ -19,7 +19,7 @@ class RecordError(Exception):
     """A recorded run cannot be used: no results.json, unreadable, not a run record, or of another version."""
 
 
-@dataclass(frozen=True)
+@frozen
 class RecordedGuide:
     """One guide of the recorded run."""
 
@@ -37,7 +37,7 @@ class RecordedGuide:
         return next((b for b in self.blocks if b.step.label is Label.TEST and b.step.id == test_id), None)
 
 
-@dataclass(frozen=True)
+@frozen
 class LastRun:
     """A run's output directory: where it is and what it recorded."""
 

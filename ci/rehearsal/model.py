@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ci.base import frozen
 from ci.rehearsal.parts import Parts
 
 __all__ = [
@@ -72,7 +73,7 @@ GUIDE_PORTS = {
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class Sandbox:
     """Where one rehearsal keeps everything it builds; nothing outside it is written (but the guide's /tmp logs)."""
 
@@ -118,7 +119,7 @@ class Sandbox:
         return self.base / "processes.txt"  # long-lived simulated processes: pid, start time, name
 
 
-@dataclass(frozen=True)
+@frozen
 class Simulation:
     """One thing the guide touches that the rehearsal replaces, for the report."""
 
@@ -128,7 +129,7 @@ class Simulation:
     invented: str = ""  # behaviour written from the guide, not read from the real package: failures it cannot catch
 
 
-@dataclass(frozen=True)
+@frozen
 class Override:
     """A setting that differs from the machine the guide was written for, for the report."""
 

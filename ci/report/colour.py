@@ -9,9 +9,9 @@ JUnit, the step summary, block outputs) never hold colour.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import NoReturn, TextIO
 
+from ci.base import frozen
 from ci.guide.model import Status
 
 __all__ = ["NO_COLOUR", "Palette", "colour_wanted", "status_colour"]
@@ -61,7 +61,7 @@ def status_colour(status: Status) -> str:
             _unhandled(status)
 
 
-@dataclass(frozen=True)
+@frozen
 class Palette:
     """Paints cleaned, masked text for the console; with `enabled` False, leaves it as it is."""
 

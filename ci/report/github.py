@@ -8,9 +8,9 @@ import json
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+from ci.base import frozen
 from ci.base.text import clean_text
 from ci.guide.model import Problem, Status
 from ci.record.outcome import BlockResult, GuideOutcome
@@ -238,7 +238,7 @@ def step_outputs(outcomes: Sequence[GuideOutcome], exit_status: int) -> str:
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class RunnerFileWrite:
     """What the harness appends to one of the runner's files once the run is over."""
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from ci.base import frozen
 from ci.base.text import Masker, clean_text, escape_undecodable_json, plural, secret_values
 from ci.guide.model import Plan, Step
 from ci.guide.placeholders import substitute
@@ -30,7 +30,7 @@ def secrets_masker(
     return Masker.of([*secret_values(env_seen, mask_env), *secret_values(preset, mask_env)])
 
 
-@dataclass(frozen=True)
+@frozen
 class PlanListing:
     """The selection and, with --commands, the commands as they will run, of each plan a listing shows."""
 
@@ -167,7 +167,7 @@ def _print_json(plans: Sequence[Plan], github: bool, listing: PlanListing) -> No
     print(text.replace(LEGACY_COMMAND, "#\\u0023[") if github else text)
 
 
-@dataclass(frozen=True)
+@frozen
 class PreviewedCommand:
     """One block's command: its body with the values a run will load into it that are known beforehand."""
 

@@ -4,7 +4,6 @@ blocks' files), and the temporary output directories of a run given no --output-
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import fcntl
 import os
 import shutil
@@ -15,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci.base import lazy_import
+from ci.base import frozen, lazy_import
 from ci.base.files import os_error_text
 from ci.base.signals import PID_FILE
 from ci.runner.actions_files import PRIVATE_DIR
@@ -120,7 +119,7 @@ PRUNE_WAIT_S = 30.0  # how long a prune waits for another one to end before it g
 _KINDS = ("run", "rehearsal")  # the prefixes of the directories this module makes, and the only ones it prunes
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class TemporaryOutputs:
     """A new temporary output directory, and what the user should hear about its making."""
 

@@ -8,10 +8,11 @@ import difflib
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ci.base import frozen
 from ci.guide.model import Status
 from ci.record.format import RECORD_FILE
 
@@ -201,7 +202,7 @@ class ResumeRefused(Exception):
         self.problems = tuple(problems)
 
 
-@dataclass(frozen=True)
+@frozen
 class Resume:
     """What a resumed run of one guide takes over from the run it continues."""
 
@@ -251,7 +252,7 @@ class Resume:
         return lines
 
 
-@dataclass(frozen=True)
+@frozen
 class Pairing:
     """How the blocks of a guide now pair with the blocks an earlier run recorded."""
 

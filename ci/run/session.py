@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import fcntl
 import functools
 import os
@@ -14,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ci.base import frozen
 from ci.base.files import os_error_text
 from ci.base.signals import PID_FILE, remove_pid_file, write_pid_file
 from ci.base.text import escape_undecodable, installed, masked, plural, policy
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["AfterRun", "RunSettings", "run"]
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class RunSettings:
     """What the command line asks of a run, checked before anything is read or run."""
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
+from ci.base import frozen
 from ci.base.files import create_fresh
 
 __all__ = ["ACTIONS_FILES", "PRIVATE_DIR", "PrivateFiles"]
@@ -27,7 +28,7 @@ ACTIONS_FILES = ("GITHUB_OUTPUT", "GITHUB_ENV", "GITHUB_PATH", "GITHUB_STEP_SUMM
 PRIVATE_DIR = "actions-files"  # under the output directory
 
 
-@dataclass(frozen=True)
+@frozen
 class PrivateFiles:
     """The run's private copies of the runner's files, by variable: what blocks see instead of the runner's."""
 

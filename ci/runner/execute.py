@@ -7,10 +7,10 @@ import itertools
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ci.base import frozen
 from ci.base.files import make_directories
 from ci.guide.model import Plan, Status, Step
 from ci.process.supervisor import ProcessSupervisor
@@ -32,7 +32,7 @@ DEFAULT_ERROR_MARKERS = ("[ERROR]", "Traceback (most recent call last)")
 RUN_DEADLINE = "run deadline"  # the reason of every block left out because --deadline was reached
 
 
-@dataclass(frozen=True)
+@frozen
 class KeptBlock:
     """A block a resumed run does not run again: it passed in the run resumed (ci.run.resume)."""
 
@@ -42,7 +42,7 @@ class KeptBlock:
     loaded_sha256: Mapping[str, str] = dataclasses.field(default_factory=dict)  # what it loaded there (recorded)
 
 
-@dataclass(frozen=True)
+@frozen
 class RunOptions:
     """How to run a plan: where, with which extra settings."""
 

@@ -6,7 +6,8 @@ import fnmatch
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+
+from ci.base import frozen
 
 __all__ = ["MAX_DIRECTORIES", "GlobSearch", "search_glob"]
 
@@ -15,7 +16,7 @@ _MAGIC = re.compile(r"[*?[]")
 _ESCAPED = re.compile(r"\[([*?[])\]")  # what glob.escape makes of a special character
 
 
-@dataclass(frozen=True)
+@frozen
 class GlobSearch:
     """What one glob matched, and why its search stopped early, if it did."""
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from ci.base import frozen
 from ci.base.files import create_fresh, os_error_text
 from ci.base.text import human_size
 from ci.guide.model import Language, Step
@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@frozen
 class StepContext:
     """What every step of one guide's run shares."""
 
@@ -105,7 +105,7 @@ def _start(step: Step, command: str, context: StepContext, by_file: bool) -> Blo
 ARGUMENT_LIMIT_BYTES = 128 * 1024  # MAX_ARG_STRLEN, with the terminating NUL: the longest argument of a program
 
 
-@dataclass(frozen=True)
+@frozen
 class Launch:
     """One way to start a block: its command line, and where its stdin comes from."""
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import MutableMapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from ci.base import frozen
 from ci.base.files import full_disk
 from ci.base.streams import file_contains
 from ci.guide.model import Status, Step
@@ -22,7 +22,7 @@ from ci.runner.stored import bounded, read_stored
 __all__ = ["StepContext", "run_step", "unstarted_result"]
 
 
-@dataclass(frozen=True)
+@frozen
 class _Substituted:
     """A step's texts once the values it loads are put in."""
 
@@ -31,7 +31,7 @@ class _Substituted:
     expected_values: tuple[tuple[str, str], ...] = ()  # (placeholder, value) put into the expected body
 
 
-@dataclass(frozen=True)
+@frozen
 class _Observed:
     """What was measured of a block that was started, whatever its verdict."""
 

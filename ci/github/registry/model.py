@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from ci.base import frozen
 from ci.guide.model import TimeoutRule
 
 __all__ = [
@@ -58,7 +59,7 @@ MATRIX_KEYS = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class Upstream:
     """What the monitor watches for an entry; an empty value leaves it to the guide's front matter (ci.upstream)."""
 
@@ -70,7 +71,7 @@ class Upstream:
     signals: tuple[str, ...] = ()  # empty: ci.monitor's own choice from what is configured
 
 
-@dataclass(frozen=True)
+@frozen
 class Entry:
     """One guide of the registry, its defaults applied."""
 
@@ -130,7 +131,7 @@ class Entry:
         return row
 
 
-@dataclass(frozen=True)
+@frozen
 class Registry:
     """The registry file's entries, in the file's order."""
 

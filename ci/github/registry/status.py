@@ -11,10 +11,11 @@ import json
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path, PurePath
 from typing import Any
 
+from ci.base import frozen
 from ci.github.registry.model import ENTRY_NAME
 from ci.record import RECORD_FILE, LastRun, RecordError, read_run
 
@@ -46,7 +47,7 @@ class BoardInputError(Exception):
     """A path given to the board holds neither a run's results.json nor status files; the message says which."""
 
 
-@dataclass(frozen=True)
+@frozen
 class GuideStatus:
     """One guide's row of the board."""
 

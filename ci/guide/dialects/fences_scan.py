@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from ci.base import frozen
 from ci.guide.model import TimeoutRule
 
 __all__ = ["Fence", "heading_above", "scan_fences", "timeout_by_kind", "unclosed_fence"]
@@ -12,7 +12,7 @@ __all__ = ["Fence", "heading_above", "scan_fences", "timeout_by_kind", "unclosed
 _FENCE = "```"
 
 
-@dataclass(frozen=True)
+@frozen
 class Fence:
     """One fenced block as the plain dialects see it (no CommonMark nesting: a fence opens at a line's start)."""
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from ci.base import frozen
 from ci.guide.dialects.fences_scan import Fence, heading_above, scan_fences, timeout_by_kind
 from ci.guide.model import (
     DEFAULT_WILDCARD,
@@ -78,7 +78,7 @@ for _line, _source in _statements:
 """
 
 
-@dataclass(frozen=True)
+@frozen
 class ConsoleStatement:
     """One `>>> ` statement with its continuation lines and the output lines the guide gives after it."""
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ci.base import frozen
 from ci.guide.model import Block, Label
 from ci.guide.parse import ParsedGuide
 from ci.maintain.drift.findings import BlockChange, block_name, first_param
@@ -11,7 +10,7 @@ from ci.maintain.drift.findings import BlockChange, block_name, first_param
 __all__ = ["block_changes", "changed_results"]
 
 
-@dataclass(frozen=True)
+@frozen
 class _Entry:
     """A runnable block and its expected output, in the terms the diff compares."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from ci.base import frozen
 from ci.guide.model import Block, DocumentError, Plan, Problem, naming_words
 from ci.guide.parse import ParsedGuide
 from ci.guide.plan import build_plan
@@ -40,7 +41,7 @@ class Severity(str, enum.Enum):
     NOTICE = "notice"
 
 
-@dataclass(frozen=True)
+@frozen
 class Finding:
     """One thing to tell about a guide, located on its line."""
 
@@ -51,7 +52,7 @@ class Finding:
     message: str
 
 
-@dataclass(frozen=True)
+@frozen
 class BlockChange:
     """A runnable block added, removed or changed against the base revision."""
 

@@ -18,12 +18,13 @@ environment (`uvx`, `uv tool run`, `uv run`) installs what its `--with` and
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from ci.base import frozen
 
 __all__ = ["ShellWord", "install_arguments"]
 
 
-@dataclass(frozen=True)
+@frozen
 class ShellWord:
     """One word of a command, as the shell passes it on."""
 

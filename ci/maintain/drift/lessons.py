@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from functools import cache
 
 import tree_sitter
 import tree_sitter_bash
 
+from ci.base import frozen
 from ci.maintain.drift.findings import STATIC, Finding, Severity
 
 __all__ = ["ShellBlock", "lesson_findings"]
 
 
-@dataclass(frozen=True)
+@frozen
 class ShellBlock:
     """A shell block as the lessons read it."""
 
@@ -65,7 +65,7 @@ def _text(node: Node) -> str:
     return raw
 
 
-@dataclass(frozen=True)
+@frozen
 class _Command:
     """A simple command of the block, with what its wrappers say about it."""
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
+from ci.base import frozen
 from ci.github.api import WebError, get_json
 from ci.maintain.drift.findings import PINS, Finding, Severity
 from ci.maintain.drift.installs import install_arguments
@@ -15,7 +15,7 @@ from ci.maintain.drift.installs import install_arguments
 __all__ = ["Pin", "PyPIVersions", "pin_findings", "pinned_versions"]
 
 
-@dataclass(frozen=True)
+@frozen
 class Pin:
     """A pinned version written in the guide."""
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from ci.base import frozen
 from ci.guide.dialects import guide_lines, plan_guide
 from ci.guide.dialects.fences import UPSTREAM_REF
 from ci.guide.dialects.pycon import readable_statements
@@ -35,7 +35,7 @@ def plain_contract_findings(
     return plan, warning_findings(file, plan.warnings)
 
 
-@dataclass(frozen=True)
+@frozen
 class _Step:
     """A step of a plain dialect, in the terms the diff compares."""
 

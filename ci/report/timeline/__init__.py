@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
 
+from ci.base import frozen
 from ci.guide.model import Status
 from ci.record import RecordedGuide
 from ci.record.outcome import BlockResult
@@ -38,7 +38,7 @@ STATUS_COLOURS = {
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class Bar:
     """One block on the timeline: when it started, for how long, and what it cost."""
 
@@ -60,7 +60,7 @@ class Bar:
         return STATUS_COLOURS[self.status]
 
 
-@dataclass(frozen=True)
+@frozen
 class Timeline:
     """One guide's timeline."""
 

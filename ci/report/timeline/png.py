@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ci.base import frozen
 from ci.base.files import write_atomically
 from ci.base.text import clean_text
 from ci.guide.model import Status
@@ -30,7 +30,7 @@ class MissingExtra(Exception):
     """matplotlib cannot be imported: the message says which extra to install."""
 
 
-@dataclass(frozen=True)
+@frozen
 class ChartRow:
     """One block's row of the PNG, top to bottom in run order."""
 
