@@ -15,9 +15,8 @@ import re
 import subprocess
 import tempfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
-
-from ci.base import frozen
 
 __all__ = ["CannRuntime", "build_cann_runtime"]
 
@@ -26,7 +25,7 @@ _UNDEFINED = re.compile(r"^undefined symbol: (\S+)", re.M)
 _PYTHON_API = ("Py", "_Py")  # provided by the interpreter that imports the extension
 
 
-@frozen
+@dataclass(frozen=True)
 class CannRuntime:
     """The stand-in libraries built for a wheel."""
 

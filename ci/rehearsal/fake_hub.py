@@ -10,11 +10,11 @@ import struct
 import threading
 import urllib.parse
 from collections.abc import Mapping
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from ci.base import frozen
 from ci.rehearsal.model import ASSETS
 
 __all__ = ["EMBEDDING_TENSOR", "HUB_REPOS", "FakeHub", "HubAnswer", "HubRepo", "answer", "hub_repo", "hub_repositories"]
@@ -25,7 +25,7 @@ _SIMULATION_HEADER = "guide-guard rehearsal: fake Hugging Face Hub on loopback"
 STALL_LIMIT_S = 900  # how long a stalled reply holds its connection at most (the rehearsal stops the Hub before)
 
 
-@frozen
+@dataclass(frozen=True)
 class HubRepo:
     """A model repository as the fake Hub serves it: files, their git blob ids, one commit."""
 
@@ -34,7 +34,7 @@ class HubRepo:
     commit: str
 
 
-@frozen
+@dataclass(frozen=True)
 class HubAnswer:
     """One reply of the fake Hub; X-Simulation and Content-Length are added when it is sent."""
 

@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ci.base import frozen
 from ci.rehearsal.parts import Parts
 
 __all__ = [
@@ -73,7 +72,7 @@ GUIDE_PORTS = {
 }
 
 
-@frozen
+@dataclass(frozen=True)
 class Sandbox:
     """Where one rehearsal keeps everything it builds; nothing outside it is written (but the guide's /tmp logs)."""
 
@@ -119,7 +118,7 @@ class Sandbox:
         return self.base / "processes.txt"  # long-lived simulated processes: pid, start time, name
 
 
-@frozen
+@dataclass(frozen=True)
 class Simulation:
     """One thing the guide touches that the rehearsal replaces, for the report."""
 
@@ -129,7 +128,7 @@ class Simulation:
     invented: str = ""  # behaviour written from the guide, not read from the real package: failures it cannot catch
 
 
-@frozen
+@dataclass(frozen=True)
 class Override:
     """A setting that differs from the machine the guide was written for, for the report."""
 

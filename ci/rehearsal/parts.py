@@ -17,9 +17,9 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from ci.base import frozen
 from ci.cli import find_tool
 
 __all__ = [
@@ -44,7 +44,7 @@ UV_ENV = "GUIDE_GUARD_UV"  # the uv to run, when not the one beside this interpr
 _SYSTEM_LIBRARIES = ("libibverbs.so.1", "libnuma.so.1", "libcurl.so.4")  # the wheel's DT_NEEDED from Debian
 
 
-@frozen
+@dataclass(frozen=True)
 class Part:
     """One part of the guide's machine: the real thing, or its stand-in and why."""
 
@@ -53,7 +53,7 @@ class Part:
     how: str  # what runs (a path, a wheel), or why the stand-in runs instead
 
 
-@frozen
+@dataclass(frozen=True)
 class Parts:
     """What a rehearsal runs for uv and Mooncake."""
 

@@ -13,9 +13,9 @@ import signal
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from ci.base import frozen
 from ci.rehearsal.model import BREAK_ENV, MOONCAKE_PORTS, Rehearsal, SetupError
 
 __all__ = ["STALE_MASTER_KNOB", "StaleMaster", "start_stale_master", "stop_stale_master"]
@@ -26,7 +26,7 @@ _BIND_WAIT_S = 10.0
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
-@frozen
+@dataclass(frozen=True)
 class StaleMaster:
     """The master of the "previous run", started by the rehearsal itself."""
 

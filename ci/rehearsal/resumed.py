@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
-from ci.base import frozen
 from ci.rehearsal.model import MALFORMED_COMPANION_KNOB, SYSTEM_PYTHON_KNOB, SetupError
 
 __all__ = [
@@ -35,7 +35,7 @@ POINTER_FILE = "rehearsal-resumed.json"  # in a resumed rehearsal's output direc
 SHAPING_KNOBS = (SYSTEM_PYTHON_KNOB, "ascend-patch-missing", MALFORMED_COMPANION_KNOB)
 
 
-@frozen
+@dataclass(frozen=True)
 class Earlier:
     """The rehearsal a resumed one continues."""
 
