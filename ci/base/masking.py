@@ -18,7 +18,6 @@ characters (`grep --color`) is found through them.
 
 from __future__ import annotations
 
-import base64
 import bisect
 import contextlib
 import functools
@@ -104,6 +103,8 @@ def _base64_parts(value: str) -> set[str]:
     Base64 writes 6 bits a character: a value that starts at one of the 3 byte offsets of a 3-byte group gives
     different characters, and its first and last character may mix in its neighbours' bits; those are left out.
     """
+    import base64  # only a run with secrets needs it
+
     raw = _encoded(value)
     parts = {base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()}  # the value alone, padded
     for shift in range(3):

@@ -17,7 +17,6 @@ from ci.base.text import Masker, human_size, masked_to_show_hidden, policy, show
 from ci.expect.diff import CONTEXT_LINES, SHOWN_CHANGES, Gap, Item, Op, Pattern, align, hunk
 from ci.expect.match import DEFAULT_WILDCARD, Blame, Location, locate, matches, piece_offsets, split_pieces
 from ci.expect.searchable import WINDOW_BYTES, MemoryText, Searchable, open_output
-from ci.expect.visible import show_invisible
 from ci.record.outcome import Divergence, MatchReport
 
 __all__ = [
@@ -302,6 +301,7 @@ def _shown(masker: Masker) -> Callable[[str], str]:
 
     Masked here, not by the writers: a line is cut, and what a log hides is written out, which a writer's masking
     could no longer see through."""
+    from ci.expect.visible import show_invisible  # a hunk is made for a mismatch only
 
     def show(line: str) -> str:
         # the kept start of a long line may end in the start of a secret whose rest is unread: never shown

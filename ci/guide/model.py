@@ -3,7 +3,6 @@ them), and the "did you mean" of a document error."""
 
 from __future__ import annotations
 
-import difflib
 import enum
 import functools
 import hashlib
@@ -341,5 +340,7 @@ def closest(word: str, known: Iterable[str]) -> str | None:
     by_lower: dict[str, str] = {}
     for name in sorted(known):
         by_lower.setdefault(name.lower(), name)
+    import difflib  # a misspelt word only
+
     found = difflib.get_close_matches(word.lower(), list(by_lower), n=1)
     return by_lower[found[0]] if found else None

@@ -5,8 +5,8 @@ hold it to what this codec writes, key by key, and read back what it writes."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, overload
 
@@ -75,7 +75,8 @@ def relative(path: str | None, base: Path) -> str | None:
 
 
 def iso(epoch_s: float) -> str:
-    return datetime.fromtimestamp(epoch_s, timezone.utc).isoformat(timespec="seconds")
+    """EPOCH_S as an ISO 8601 time in UTC, to the second: `2026-12-07T13:22:03+00:00`."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(epoch_s))
 
 
 def _whole(text: BoundedText | None, base: Path) -> JSON | None:
@@ -272,6 +273,8 @@ def earlier_from_json(raw: Mapping[str, Any] | None) -> EarlierRun | None:
 
 
 def _diagnostic_from_json(raw: Mapping[str, Any], directory: Path) -> DiagnosticResult:
+    from datetime import datetime  # reading a record back only
+
     return DiagnosticResult(
         command=str(raw["command"]),
         output_path=_file(directory, raw["output_path"]),

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TypeVar
 
@@ -251,7 +251,7 @@ def _shown(text: BoundedText, what: str) -> str:
 
 def predating_note(modified_at: float) -> str:
     """What reports say of a file last modified before the guide started (ci.runner.predating)."""
-    when = datetime.fromtimestamp(modified_at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(modified_at))
     return f"last modified {when}, before this guide started: maybe an earlier run's"
 
 

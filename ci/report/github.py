@@ -16,7 +16,6 @@ from ci.guide.model import Problem, Status
 from ci.record.outcome import BlockResult, GuideOutcome
 from ci.report.details import cleanup_failed, command_shown, earlier_attempts
 from ci.report.recap import with_reason
-from ci.report.summary import SUMMARY_LIMIT_BYTES, blocks_summary, step_summary
 
 __all__ = [
     "LEGACY_COMMAND",
@@ -264,6 +263,8 @@ def runner_file_writes(
     writes = []
     summary_path = environ.get("GITHUB_STEP_SUMMARY")
     if summary_path:
+        from ci.report.summary import SUMMARY_LIMIT_BYTES, blocks_summary, step_summary  # its timeline: Actions only
+
         summary = step_summary(outcomes)
         if "GITHUB_STEP_SUMMARY" in blocks_wrote:
             room = SUMMARY_LIMIT_BYTES - len(summary.encode())

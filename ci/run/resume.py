@@ -4,7 +4,6 @@ and what the run takes over from the run recorded in DIR (the kept blocks) and w
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -274,6 +273,8 @@ def pair_blocks(steps: Sequence[Step], recorded: Sequence[BlockResult]) -> Pairi
     go: the rest still pair); a pair's body may differ (`code_sha256`). Blocks with neither id nor store pair by
     their body too, so that one inserted among them is added, not the one below it changed; only where as many
     of them stand in the place of as many recorded (their bodies edited in place) do they pair, changed."""
+    import difflib  # a resumed run only
+
     now = [_key(step) for step in steps]
     then = [_key(block.step) for block in recorded]
     pairs: dict[int, BlockResult] = {}

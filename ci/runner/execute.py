@@ -7,16 +7,15 @@ import itertools
 import os
 import time
 from collections.abc import Mapping
-from datetime import datetime, timezone
 from pathlib import Path
 
 from ci.base import frozen
 from ci.base.files import make_directories
 from ci.guide.model import Plan, Status, Step
 from ci.process.supervisor import ProcessSupervisor
+from ci.record.format import iso
 from ci.record.outcome import BlockResult, Collection, DiagnosticResult, EarlierRun, GuideOutcome
 from ci.runner.attempts import run_attempts
-from ci.runner.bug import internal_error_result
 from ci.runner.cleanup import run_cleanup
 from ci.runner.collect import COLLECT_PAST_DEADLINE_S, collect_files, mark_predating
 from ci.runner.diagnostics import run_diagnostics
@@ -80,7 +79,7 @@ def not_run_outcome(
         ),
         leftovers=(),
         interrupted_by=None,
-        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        started_at=iso(time.time()),
         duration_s=0.0,
         deadline_reached=deadline_reached,
     )
@@ -144,7 +143,7 @@ def run_guide(
         results=tuple(guide_run.results),
         leftovers=leftovers,
         interrupted_by=interrupted_by,
-        started_at=datetime.fromtimestamp(started_wall, timezone.utc).isoformat(timespec="seconds"),
+        started_at=iso(started_wall),
         duration_s=duration_s,
         collection=collection,
         cleanup=cleanup,
@@ -301,6 +300,8 @@ class _GuideRun:
         try:
             result = self._run(step, start_s)
         except Exception:  # a bug in the harness: this block is its error, the guide stops, the run reports
+            from ci.runner.bug import internal_error_result  # a harness bug, never on a sound run
+
             result = dataclasses.replace(internal_error_result(step, self.context), start_s=start_s)
             self.results.append(result)
             self.context.events.finished(result)

@@ -9,7 +9,6 @@ from ci.base.files import write_atomically
 from ci.base.text import hidden_characters, masked_to_show_hidden, plural
 from ci.expect.examine import examine_file, explain_mismatch
 from ci.expect.search import search_file
-from ci.expect.visible import invisible_characters, looks_alike
 from ci.guide.model import Step
 from ci.guide.placeholders import written_line
 from ci.record.outcome import Divergence, MatchReport
@@ -85,6 +84,8 @@ def mismatch_message(report: MatchReport, *, searched: bool = False) -> str:
     escapes a backslash in a secret, which the reporters' masking would then
     no longer find.
     """
+    from ci.expect.visible import invisible_characters, looks_alike  # a mismatch only
+
     if searched:
         found = _quoted(report.first_unmatched_text)
         return (
