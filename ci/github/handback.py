@@ -14,14 +14,13 @@ import os
 import shutil
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-
-from ci.base import frozen
 
 __all__ = ["HandBack", "Owner", "hand_back", "hand_back_job", "owner_to_restore", "report_lines"]
 
 
-@frozen
+@dataclass(frozen=True)
 class Owner:
     """A file's owner, as numbers."""
 
@@ -32,7 +31,7 @@ class Owner:
         return f"{self.uid}:{self.gid}"
 
 
-@frozen
+@dataclass(frozen=True)
 class HandBack:
     """What a hand-back did."""
 
