@@ -6,6 +6,7 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -293,3 +294,38 @@ def test_a_passing_run_imports_nothing_it_does_not_use(tmp_path: Path) -> None:
     done = subprocess.run(argv, cwd=CI.parent, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "imported:"
+
+
+def test_the_harness_records_behave_as_frozen_dataclasses() -> None:
+    """ci.base.frozen shares the methods the standard decorator compiles for each class: the same class written
+    both ways compares, hashes, shows, refuses changes and is replaced alike."""
+    import dataclasses
+
+    from ci.base import frozen
+
+    def twin(decorate: Any) -> Any:
+        @decorate
+        class Attempt:
+            number: int
+            output: str = "out.txt"
+            sizes: dict[str, int] = dataclasses.field(default_factory=dict, compare=False)
+
+        return Attempt
+
+    ours, standard = twin(frozen), twin(dataclass(frozen=True))
+    for cls in (ours, standard):
+        one, same, other = cls(1, sizes={"a": 1}), cls(1), cls(2)
+        assert (one == same, one == other, one != other) == (True, False, True)
+        assert hash(one) == hash(same) and len({one, same, other}) == 2
+        assert dataclasses.replace(one, number=2) == other and one.number == 1
+        assert [f.name for f in dataclasses.fields(one)] == ["number", "output", "sizes"]
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            one.number = 3
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            del one.output
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            one.x = 1
+        assert one.number == 1 and not hasattr(one, "x")
+    assert repr(ours(1)) == repr(standard(1))
+    assert repr(ours(1)).endswith(".Attempt(number=1, output='out.txt', sizes={})")
+    assert ours(1) != standard(1), "another class is never equal, as with the standard decorator"

@@ -102,9 +102,10 @@ def _repr(self: Any) -> str:
 
 def _refuse_set(self: Any, name: str, value: object) -> None:
     # __init__ sets each field once; after that, as in a frozen dataclass, nothing may change
-    if name in self.__dict__ or name not in self.__dataclass_fields__:
+    fields = self.__dict__  # written directly: a record is made for every block, and this runs for each field
+    if name in fields or name not in self.__dataclass_fields__:
         raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
-    object.__setattr__(self, name, value)
+    fields[name] = value
 
 
 def _refuse_delete(self: Any, name: str) -> None:
