@@ -24,6 +24,7 @@ from ci.guide.model import (
     Step,
     TimeoutRule,
 )
+from ci.guide.parse import ascii_form, full_width_language
 
 __all__ = [
     "RUN_LANGUAGE",
@@ -93,6 +94,7 @@ def plan_fences(
     steps: list[Step] = []
     for index, fence in enumerate(fences):
         if fence.language != RUN_LANGUAGE:
+            problems.extend(_full_width(fence, file))
             continue
         problems.extend(_prompts(fence, file))
         skipped = SKIP_MARKER in fence.markers
@@ -155,6 +157,18 @@ def _unclosed(lines: Sequence[str], file: str) -> tuple[Problem, ...]:
         " line of three backticks (```)"
     )
     return (Problem(file, line, message),)
+
+
+def _full_width(fence: Fence, file: str) -> list[Problem]:
+    """A problem for a ```shell or ```text fence whose language word is typed in full-width characters: read as
+    another language, its commands would never run (or its output never be checked) and the guide would pass."""
+    meant = ascii_form(fence.language)
+    if meant == fence.language or meant not in (RUN_LANGUAGE, OUTPUT_LANGUAGE):
+        return []
+    consequence = "its commands never run" if meant == RUN_LANGUAGE else "the output it shows is never checked"
+    opening = " ".join([meant, *(ascii_form(marker) for marker in fence.markers)])
+    message = full_width_language(fence.language, opening, f"this is no ```{meant} fence and {consequence}")
+    return [Problem(file, fence.line, message)]
 
 
 def _prompts(fence: Fence, file: str) -> list[Problem]:
