@@ -301,6 +301,29 @@ def test_upstream_ref_without_a_value_is_a_document_error_at_its_line_not_a_redi
 
 
 @pytest.mark.parametrize(
+    ("environment", "named"),
+    [
+        ({"UPSTREAM_COMMIT": "0123abc\n", "UPSTREAM_REF": "master"}, "UPSTREAM_COMMIT"),
+        ({"UPSTREAM_COMMIT": "", "UPSTREAM_REF": "v1.2.3\nv1.2.4"}, "UPSTREAM_REF"),
+    ],
+)
+def test_upstream_ref_holding_a_newline_says_what_is_wrong_and_names_the_variable(
+    environment: dict[str, str], named: str, tmp_path: Path, run_harness: Harness
+) -> None:
+    """A newline is in the value (a file's whole text, a command's output with its last line): it has a value,
+    one that cannot be a git ref, and the message says so rather than that it has none."""
+    guide = "# T\n\n```shell\necho ready\ngit checkout <UPSTREAM_REF>\n```\n"
+    (tmp_path / "guide.md").write_text(guide, encoding="utf-8")
+    done = run_harness("guide.md", "--list", "--dialect", "fences", env=environment)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "has no value" not in done.stderr
+    said = next(line for line in done.stderr.splitlines() if "guide.md:5: " in line)
+    assert f"the environment's {named}, {environment[named]!r}, holds a newline" in said
+    assert "a git ref never does" in said
+    assert f"set {named} to the one commit or tag under test" in said and "--set UPSTREAM_REF=COMMIT" in said
+
+
+@pytest.mark.parametrize(
     ("last", "what"),
     [("```shell\nexit 1\n", "so its commands never run"), ("```text\nbye\n", "so the output it expects is never")],
 )

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import base_env
+from outside import unavailable
 from waiting import wait_for
 from web_stub import Reply, WebStub, running_stub
 
@@ -273,30 +274,99 @@ def test_the_systemd_unit_runs_the_same_service(runner: Path, stub: WebStub, tok
     assert stub.requests == []  # it only prints
 
 
-def systemd_literal(value: str, *, exec_line: bool) -> str:
-    """VALUE of a unit file's line as systemd reads it, where every `%` must be `%%` (else a specifier such as
-    `%H`, the host name) and, on an Exec line, every `$` must be `$$` (else a variable of the environment)."""
-    pattern = r"%%|\$\$|[%$]" if exec_line else r"%%|%"
-    pieces = re.split(f"({pattern})", value)
-    assert "%" not in pieces and (not exec_line or "$" not in pieces), f"systemd would expand part of {value!r}"
-    return "".join({"%%": "%", "$$": "$"}.get(piece, piece) for piece in pieces)
+def systemd_reads(unit: str, tmp_path: Path) -> dict[str, str]:
+    """What systemd makes of UNIT: `systemd-analyze verify` loads it as the service manager does (its quoting,
+    its escapes, its specifiers; the executable must exist) and, at the debug log level, prints the loaded unit.
+
+    Returns its Description, WorkingDirectory and ExecStart's `Command Line` (the arguments, each as systemd
+    writes one for people: bare, or in double quotes with a backslash before `"`, `\\`, `` ` `` and `$`).
+    """
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        unavailable("systemd-analyze is not installed", "Install systemd (GitHub's Ubuntu runners have it).")
+    path = tmp_path / "guide-guard-runner.service"
+    path.write_text(unit, encoding="utf-8")
+    environment = {**base_env(), "SYSTEMD_LOG_LEVEL": "debug", "SYSTEMD_LOG_COLOR": "0"}
+    done = subprocess.run(
+        [analyze, "verify", str(path)], env=environment, capture_output=True, text=True, timeout=60, check=False
+    )
+    problems = [line for line in done.stderr.splitlines() if line.startswith((f"{path}:", f"{path.name}: Command"))]
+    assert done.returncode == 0, f"systemd-analyze verify refused the unit: {problems}"
+    dump = dict(re.findall(r"^\t+(Description|WorkingDirectory|Command Line): (.*)$", done.stdout, re.MULTILINE))
+    assert len(dump) == 3, done.stdout
+    return dump
 
 
-def test_the_systemd_unit_keeps_percent_and_dollar_signs_literal(
-    runner: Path, stub: WebStub, token_file: Path, tmp_path: Path
-) -> None:
-    odd = tmp_path / "runner 100%"
+def executed(command_line: str) -> list[str]:
+    """The arguments a process started from COMMAND_LINE (as `systemd_reads` returns it) gets.
+
+    In double quotes, systemd writes a control character as its C escape (`\\n`) and puts a backslash before `"`,
+    `\\`, `` ` `` and `$`. It expands its environment in the arguments when it starts the process
+    (systemd.service(5), "Command lines": `$NAME` and `${NAME}` are replaced, `$$` is a dollar sign): a lone `$`
+    here would be expanded.
+    """
+    arguments: list[str] = []
+    for quoted, bare in re.findall(r' ?(?:"((?:[^"\\]|\\.)*)"|([^\s"\\]+))', command_line):
+        word = bare or re.sub(r"\\(.)", lambda escape: _unescaped(escape[1], command_line), quoted)
+        assert re.fullmatch(r"(?:[^$]|\$\$)*", word), f"systemd would expand a variable in {word!r}"
+        arguments.append(word.replace("$$", "$"))
+    return arguments
+
+
+def _unescaped(character: str, command_line: str) -> str:
+    controls = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+    assert character in controls or character in '"\\`$', f"an escape this reader does not know in {command_line!r}"
+    return controls.get(character, character)
+
+
+# a directory, a runner's name and labels a shell or systemd would read otherwise than as written
+ODD_NAME = "npu-%H \"x\" 'y' $USER\\n"
+ODD_LABELS = "a2,$ARCH,${HOME},100%"
+ODD_DIRECTORY = "runner 100% $HOME \\ \"q\" 's' %%"
+
+
+def test_systemd_reads_the_unit_as_written(runner: Path, stub: WebStub, tmp_path: Path) -> None:
+    odd = tmp_path / ODD_DIRECTORY
     shutil.copytree(runner, odd)
-    options = ["--name", "npu-%H", "--labels", "a2,$ARCH,${HOME}", "--org", "owner", "--token-file", str(token_file)]
+    token = odd / "pat $x"
+    token.write_text(PAT, encoding="utf-8")
+    options = ["--name", ODD_NAME, "--labels", ODD_LABELS, "--org", "owner", "--token-file", str(token)]
     done = run_service(odd, stub, *options, "--systemd-unit")
     assert done.returncode == 0, done.stderr
-    unit = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
-    arguments = shlex.split(systemd_literal(unit["ExecStart"], exec_line=True))
-    assert arguments[arguments.index("--name") + 1] == "npu-%H"
-    assert arguments[arguments.index("--labels") + 1] == "a2,$ARCH,${HOME}"
-    assert arguments[arguments.index("--runner-dir") + 1] == str(odd)
-    assert systemd_literal(unit["Description"], exec_line=False).startswith("GitHub Actions runner npu-%H ")
-    assert systemd_literal(unit["WorkingDirectory"], exec_line=False) == str(odd)
+    unit = systemd_reads(done.stdout, tmp_path)
+    arguments = executed(unit["Command Line"])
+    assert arguments[:4] == [sys.executable, "-I", "-m", "ci.github.runner_service"]
+    given = dict(zip(arguments[4::2], arguments[5::2], strict=False))
+    assert given["--name"] == ODD_NAME
+    assert given["--labels"] == ODD_LABELS
+    assert given["--runner-dir"] == str(odd)
+    assert given["--token-file"] == str(token)
+    assert given["--work"] == str(odd / "_work")
+    assert unit["Description"].startswith(f"GitHub Actions runner {ODD_NAME} ")
+    assert unit["WorkingDirectory"] == str(odd)
+
+
+def test_systemd_starts_the_python_the_unit_names(
+    runner: Path, stub: WebStub, tmp_path: Path, token_file: Path
+) -> None:
+    """An interpreter whose path holds a `$`: systemd never expands the program's path, only its arguments."""
+    interpreter = tmp_path / "python $HOME 100%" / "python3"
+    interpreter.parent.mkdir()
+    interpreter.symlink_to(sys.executable)
+    # the symlink is outside the virtual environment: its packages and this checkout come from PYTHONPATH
+    packages = [str(Path(__file__).resolve().parents[1]), *sys.path[1:]]
+    command = [str(interpreter), *service(runner, stub, "--org", "owner", "--token-file", str(token_file))[1:]]
+    done = subprocess.run(
+        [*command, "--systemd-unit"],
+        env={**base_env(), "PYTHONPATH": os.pathsep.join(packages)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    arguments = executed(systemd_reads(done.stdout, tmp_path)["Command Line"])
+    assert arguments[:4] == [str(interpreter), "-I", "-m", "ci.github.runner_service"]
 
 
 @pytest.mark.parametrize(

@@ -85,6 +85,49 @@ def test_a_label_glued_to_its_language_or_typed_full_width_stops_the_run(guide_r
             assert not marker.exists()
 
 
+def test_a_language_typed_full_width_is_said_with_the_word_to_type(guide_runner, tmp_path: Path) -> None:
+    """An input method's full-width letters (U+FF53 for `s`, and so on) are not the language they look like: the
+    error says so and what to type, as it does for a label typed so."""
+    marker = tmp_path / "ran"
+    for typed, meant in (("\uff53\uff48\uff45\uff4c\uff4c", "shell"), ("\uff42\uff41\uff53\uff48", "bash")):
+        guide = f"""
+            {FENCE}shell #test-setup
+            touch {marker}
+            {FENCE}
+
+            {FENCE}{typed} #test-setup
+            echo this setup fails; exit 1
+            {FENCE}
+            """
+        run = guide_runner(guide)
+        assert run.returncode == 2, run.stdout + run.stderr
+        said = f"[ERROR] {run.guide}:5: the language {typed!r} is typed in full-width characters, as an input method"
+        assert said in run.stderr
+        assert f"type it in ASCII: {FENCE}{meant} #test-setup" in run.stderr
+        assert not marker.exists()
+
+
+def test_a_plain_fence_typed_full_width_is_an_error_not_a_fence_left_unrun(guide_runner, tmp_path: Path) -> None:
+    """Read as plain fences, only ```shell runs: a full-width one was dropped, and the guide passed without it."""
+    marker = tmp_path / "ran"
+    guide = f"""
+        {FENCE}shell
+        touch {marker}
+        {FENCE}
+
+        {FENCE}\uff53\uff48\uff45\uff4c\uff4c
+        echo this step fails; exit 1
+        {FENCE}
+        """
+    run = guide_runner(guide, "--dialect", "fences")
+    assert run.returncode == 2, run.stdout + run.stderr
+    typed = "\uff53\uff48\uff45\uff4c\uff4c"
+    said = f"[ERROR] {run.guide}:5: the language {typed!r} is typed in full-width characters, as an input method"
+    assert said in run.stderr
+    assert "its commands never run" in run.stderr and f"type it in ASCII: {FENCE}shell" in run.stderr
+    assert not marker.exists()
+
+
 def test_words_between_the_language_and_the_label_are_a_warning_an_error_under_strict(
     guide_runner, tmp_path: Path
 ) -> None:

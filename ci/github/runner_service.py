@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
-import shlex
 import signal
 import socket
 import stat
@@ -441,12 +440,48 @@ def _unit_literal(text: str) -> str:
     return text.replace("%", "%%")
 
 
+# what makes systemd read a word of a command line otherwise than as written, unless it is quoted: whitespace
+# between words, quotes, a backslash's escapes (systemd.syntax(7), "Quoting"), `;` between two command lines
+_NEEDS_QUOTES = frozenset(" \t\n\r\"'\\;")
+
+
+def _exec_word(word: str, *, expanded: bool = True) -> str:
+    """WORD as one word of an Exec line, which systemd hands over unchanged (systemd.service(5), "Command lines").
+
+    Quoted as systemd.syntax(7) says, in double quotes where a backslash escapes (`\\\\`, `\\"`, `\\xNN`);
+    `%` written `%%` (a specifier otherwise) and, unless EXPANDED is False (the program's path, which systemd
+    never expands), `$` written `$$` (a variable of the environment otherwise).
+    """
+    literal = _unit_literal(word)
+    if expanded:
+        literal = literal.replace("$", "$$")
+    if literal and not any(character in _NEEDS_QUOTES or not character.isprintable() for character in literal):
+        return literal
+    escaped = "".join(
+        f"\\{character}"
+        if character in '"\\'
+        else f"\\x{ord(character):02x}"
+        if ord(character) < 0x20 or ord(character) == 0x7F
+        else character
+        for character in literal
+    )
+    return f'"{escaped}"'
+
+
+def _exec_line(command: Sequence[str]) -> str:
+    """COMMAND as ExecStart's value: the program's path as written; when it holds a `$`, which would be expanded
+    in the first argument (argv[0]), the `@` form, which gives the path and argv[0] apart."""
+    program, *arguments = command
+    words = [_exec_word(argument) for argument in arguments]
+    if "$" in program:
+        return " ".join(["@" + _exec_word(program, expanded=False), _exec_word(program), *words])
+    return " ".join([_exec_word(program, expanded=False), *words])
+
+
 def systemd_unit(settings: ServiceSettings, user: str) -> str:
-    """A systemd unit running the service with SETTINGS as USER, restarted if it ever exits on its own; a `%` or
-    a `$` in a name, a label or a path stays as written (systemd.service: "Command lines")."""
-    command = [sys.executable, "-I", "-m", MODULE, *_options(settings)]
-    # ExecStart also expands $NAME and ${NAME} from the environment, and `$$` is a dollar sign
-    exec_start = _unit_literal(shlex.join(command)).replace("$", "$$")
+    """A systemd unit running the service with SETTINGS as USER, restarted if it ever exits on its own; a name, a
+    label or a path stays as written, with its `%`, `$`, quotes or backslashes (systemd.service: "Command lines")."""
+    exec_start = _exec_line([sys.executable, "-I", "-m", MODULE, *_options(settings)])
     return "\n".join(
         [
             "[Unit]",

@@ -13,7 +13,15 @@ from mdit_py_plugins.front_matter import front_matter_plugin
 from ci.base import frozen
 from ci.guide.model import Block, Label, Param, Problem, closest
 
-__all__ = ["NearLabel", "ParsedGuide", "near_miss_of", "parse_guide", "split_info"]
+__all__ = [
+    "NearLabel",
+    "ParsedGuide",
+    "ascii_form",
+    "full_width_language",
+    "near_miss_of",
+    "parse_guide",
+    "split_info",
+]
 
 LABELS = {label.value: label for label in Label}
 
@@ -110,7 +118,7 @@ _CURLY_QUOTES = str.maketrans(
 _FULL_WIDTH_EQUALS = "\N{FULLWIDTH EQUALS SIGN}"
 
 
-def _ascii_form(text: str) -> str:
+def ascii_form(text: str) -> str:
     """TEXT as typed in ASCII where an input method gave full-width forms (of `#`, letters, `=`, quotes) or curly
     quotes."""
     return unicodedata.normalize("NFKC", text).translate(_CURLY_QUOTES)
@@ -185,7 +193,7 @@ def _mistyped_label(word: str, *, first: bool) -> tuple[str, str] | None:
     """The label WORD holds though it is not read as one, with the fix: a label glued to its language
     (`bash#test-setup`, the first word only), or typed in full-width characters (a full-width number sign,
     full-width letters), as a Chinese input method gives them."""
-    typed = _ascii_form(word)
+    typed = ascii_form(word)
     language, hash_sign, rest = typed.partition("#")
     glued = near_miss_of(hash_sign + rest) or (hash_sign + rest) if first and language and hash_sign else None
     if glued in LABELS and language.isidentifier():
@@ -198,6 +206,15 @@ def _mistyped_label(word: str, *, first: bool) -> tuple[str, str] | None:
             f"did you mean {meant}? (it is typed in full-width characters, as an input method gives: type it in ASCII)",
         )
     return None
+
+
+def full_width_language(word: str, fence: str, consequence: str) -> str:
+    """The problem of a fence whose language WORD is typed in full-width characters (U+FF53 for `s`, and so on),
+    as a Chinese input method gives them, so that CONSEQUENCE, with the fix: the fence's opening FENCE in ASCII."""
+    return (
+        f"the language {word!r} is typed in full-width characters, as an input method gives them, so {consequence}:"
+        f" type it in ASCII: ```{fence}"
+    )
 
 
 _OPENING_QUOTES = "\"'" + "".join(_TYPED_QUOTES)
@@ -214,12 +231,12 @@ def _ascii_param(word: str) -> str:
     found = _PARAM_AS_TYPED.match(word)
     if found is None:
         key, equals, value = word.partition(_FULL_WIDTH_EQUALS) if "=" not in word else word.partition("=")
-        return f"{_ascii_form(key)}{equals and '='}{value}"
+        return f"{ascii_form(key)}{equals and '='}{value}"
     key, equals, opening, value, closing = found.groups()
-    if key == _ascii_form(key) and equals == "=" and opening + closing == _ascii_form(opening + closing):
+    if key == ascii_form(key) and equals == "=" and opening + closing == ascii_form(opening + closing):
         return word
-    quote = "'" if '"' in value or _ascii_form(opening) == "'" else '"'
-    return f"{_ascii_form(key)}={quote}{value}{quote}"
+    quote = "'" if '"' in value or ascii_form(opening) == "'" else '"'
+    return f"{ascii_form(key)}={quote}{value}{quote}"
 
 
 def _has_params(words: list[tuple[str, int]]) -> bool:

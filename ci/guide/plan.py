@@ -21,7 +21,7 @@ from ci.guide.model import (
     Step,
     closest,
 )
-from ci.guide.parse import NearLabel, ParsedGuide
+from ci.guide.parse import NearLabel, ParsedGuide, ascii_form, full_width_language
 from ci.guide.placeholders import unloaded_placeholders
 from ci.guide.settings import (
     DEFAULT_RETRY_DELAY_S,
@@ -155,7 +155,11 @@ class _Checker:
             )
             return None
         language = LANGUAGES.get(block.language.lower())
-        if language is None:
+        typed = ascii_form(block.language)
+        if language is None and typed != block.language and typed.lower() in LANGUAGES:
+            fence = f"{typed} {block.label.value}"
+            self.error(block.line, full_width_language(block.language, fence, "it is no language the harness runs"))
+        elif language is None:
             meant = closest(block.language, LANGUAGES)
             guess = f"did you mean {meant}? " if meant else ""
             self.error(block.line, f"unsupported language {block.language!r}; {guess}use one of {_list(LANGUAGES)}")

@@ -156,7 +156,7 @@ def _load_plans(
 ) -> tuple[list[Plan], list[Any], list[tuple[str | None, Any]]]:
     """The plans, every document error, and every warning with the local path of its guide (for annotations)."""
     from ci.guide.dialects import plan_guide
-    from ci.guide.dialects.fences import upstream_ref
+    from ci.guide.dialects.fences import upstream_ref, upstream_variable
     from ci.guide.model import DocumentError
     from ci.guide.source import read_guide
 
@@ -177,6 +177,7 @@ def _load_plans(
                 timeout_rules=args.timeout_rules,
                 source_path=local,
                 upstream_ref=upstream_ref(os.environ),
+                upstream_variable=upstream_variable(os.environ),
             )
         except DocumentError as error:
             problems.extend(error.problems)

@@ -71,12 +71,15 @@ def plan_guide(
     timeout_rules: Sequence[TimeoutRule] = (),
     source_path: str | None = None,
     upstream_ref: str | None = None,
+    upstream_variable: str = UPSTREAM_REF,
 ) -> Plan:
     """The plan of a guide read in DIALECT (see chosen_dialect); DocumentError listing what is wrong.
 
     A block's limit in the plain dialects: the front matter's ci.timeout_rules,
     then TIMEOUT_RULES (the command line's, from the registry), the first whose
     text the command holds; else ci.timeout, else DEFAULT_TIMEOUT_S.
+    In a plain-fence guide, UPSTREAM_REF (the environment's UPSTREAM_VARIABLE, fences.upstream_ref) stands for
+    `<UPSTREAM_REF>` unless PRESET_NAMES has it.
     """
     parsed = parse_guide(text, name)
     lines = guide_lines(text)
@@ -96,11 +99,6 @@ def plan_guide(
     default_s = settings.timeout_s or default_timeout_s or DEFAULT_TIMEOUT_S
     rules = (*settings.timeout_rules, *timeout_rules)
     if chosen == "fences":
-        preset_names = tuple(preset_names)
-        if upstream_ref and UPSTREAM_REF not in preset_names and "\n" not in upstream_ref:
-            # the upstream commit under test, as CI passes it (fences.upstream_ref: $UPSTREAM_COMMIT, else
-            # $UPSTREAM_REF): put in the text, as the reference does
-            lines = [line.replace(f"<{UPSTREAM_REF}>", upstream_ref) for line in lines]
         plan = plan_fences(
             lines,
             name,
@@ -109,6 +107,8 @@ def plan_guide(
             default_s=default_s,
             rules=rules,
             source_path=source_path,
+            upstream_ref=upstream_ref,
+            upstream_variable=upstream_variable,
         )
     else:
         plan = plan_console(lines, name, settings, default_s=default_s, rules=rules, source_path=source_path)

@@ -24,6 +24,7 @@ from ci.guide.model import (
     Step,
     TimeoutRule,
 )
+from ci.guide.parse import ascii_form, full_width_language
 
 __all__ = [
     "RUN_LANGUAGE",
@@ -33,6 +34,7 @@ __all__ = [
     "has_fences",
     "plan_fences",
     "upstream_ref",
+    "upstream_variable",
 ]
 
 RUN_LANGUAGE = "shell"  # only a fence whose language word is exactly this runs
@@ -44,10 +46,16 @@ UPSTREAM_COMMIT = "UPSTREAM_COMMIT"  # the environment variable that wins over U
 _SUPPORTED = "```shell (runs), ```shell skip (skipped), ```text right after a ```shell fence (its expected output)"
 
 
+def upstream_variable(environ: Mapping[str, str]) -> str:
+    """The environment variable that gives `<UPSTREAM_REF>` its value: UPSTREAM_COMMIT when it is set and not
+    empty, else UPSTREAM_REF (the reference engine's project tests fill it so)."""
+    return UPSTREAM_COMMIT if environ.get(UPSTREAM_COMMIT) else UPSTREAM_REF
+
+
 def upstream_ref(environ: Mapping[str, str]) -> str | None:
-    """The value of `<UPSTREAM_REF>` the environment gives: UPSTREAM_COMMIT when set, else UPSTREAM_REF (the
-    reference engine's project tests fill it so); None when neither is set or both are empty."""
-    return environ.get(UPSTREAM_COMMIT) or environ.get(UPSTREAM_REF) or None
+    """The value of `<UPSTREAM_REF>` the environment gives (see upstream_variable); None when neither variable is
+    set or both are empty."""
+    return environ.get(upstream_variable(environ)) or None
 
 
 def has_fences(lines: Sequence[str]) -> bool:
@@ -67,23 +75,35 @@ def plan_fences(
     default_s: float,
     rules: Sequence[TimeoutRule],
     source_path: str | None,
+    upstream_ref: str | None = None,
+    upstream_variable: str = UPSTREAM_REF,
 ) -> Plan:
-    """The plan of a plain-fence guide; DocumentError for a run fence holding doctest prompts."""
+    """The plan of a plain-fence guide; DocumentError for a run fence holding doctest prompts.
+
+    UPSTREAM_REF, from the environment's UPSTREAM_VARIABLE, is put in the text for `<UPSTREAM_REF>` (as the
+    reference does) unless PRESET_NAMES has it (--set gives it when the block runs).
+    """
+    preset = set(preset_names)
+    unusable = None  # why the environment's value cannot stand for `<UPSTREAM_REF>`
+    if upstream_ref and UPSTREAM_REF not in preset:
+        unusable = _unusable_ref(upstream_ref, upstream_variable)
+        if unusable is None:
+            lines = [line.replace(f"<{UPSTREAM_REF}>", upstream_ref) for line in lines]
     fences = scan_fences(lines)
     problems: list[Problem] = []
     steps: list[Step] = []
-    preset = set(preset_names)
     for index, fence in enumerate(fences):
         if fence.language != RUN_LANGUAGE:
+            problems.extend(_full_width(fence, file))
             continue
         problems.extend(_prompts(fence, file))
         skipped = SKIP_MARKER in fence.markers
         following = fences[index + 1] if index + 1 < len(fences) else None
         expected = None if skipped else _expected(fence, following, preset)
         if not skipped and UPSTREAM_REF not in preset:
-            problems.extend(_unvalued(file, fence.line, fence.body))
+            problems.extend(_unvalued(file, fence.line, fence.body, unusable))
             if expected is not None:
-                problems.extend(_unvalued(file, expected.line, expected.body))
+                problems.extend(_unvalued(file, expected.line, expected.body, unusable))
         steps.append(
             Step(
                 ordinal=len(steps) + 1,
@@ -139,6 +159,18 @@ def _unclosed(lines: Sequence[str], file: str) -> tuple[Problem, ...]:
     return (Problem(file, line, message),)
 
 
+def _full_width(fence: Fence, file: str) -> list[Problem]:
+    """A problem for a ```shell or ```text fence whose language word is typed in full-width characters: read as
+    another language, its commands would never run (or its output never be checked) and the guide would pass."""
+    meant = ascii_form(fence.language)
+    if meant == fence.language or meant not in (RUN_LANGUAGE, OUTPUT_LANGUAGE):
+        return []
+    consequence = "its commands never run" if meant == RUN_LANGUAGE else "the output it shows is never checked"
+    opening = " ".join([meant, *(ascii_form(marker) for marker in fence.markers)])
+    message = full_width_language(fence.language, opening, f"this is no ```{meant} fence and {consequence}")
+    return [Problem(file, fence.line, message)]
+
+
 def _prompts(fence: Fence, file: str) -> list[Problem]:
     """A problem for the first line of a run fence that starts with a doctest prompt: it is not pasteable bash."""
     for offset, text in enumerate(fence.body.split("\n"), 1):
@@ -152,13 +184,31 @@ def _prompts(fence: Fence, file: str) -> list[Problem]:
     return []
 
 
-def _unvalued(file: str, fence_line: int, body: str) -> list[Problem]:
-    """A problem for the first line of BODY (the fence at FENCE_LINE) holding `<UPSTREAM_REF>` when it has no value:
-    bash would read it as a redirection from a file named UPSTREAM_REF, and an expected text would look for it."""
+def _unusable_ref(value: str, variable: str) -> str | None:
+    """The problem with VALUE, the environment's VARIABLE, as the text of `<UPSTREAM_REF>`: a control character
+    (a newline, as a file's whole text or a command's output brings), which no git ref holds (git-check-ref-format:
+    no ASCII control characters); None when there is none."""
+    control = next((character for character in value if ord(character) < 0x20 or ord(character) == 0x7F), None)
+    if control is None:
+        return None
+    what = "a newline" if control == "\n" else f"the control character {control!r}"
+    shown = repr(value[:60]) + (" (cut)" if len(value) > 60 else "")
+    return (
+        f"the environment's {variable}, {shown}, holds {what}, and a git ref never does, so <{UPSTREAM_REF}> cannot"
+        f" take its value and the fence cannot run as written: set {variable} to the one commit or tag under test"
+        f" and nothing else (e.g. $(git rev-parse HEAD), not a file's whole text), or give it with"
+        f" --set {UPSTREAM_REF}=COMMIT"
+    )
+
+
+def _unvalued(file: str, fence_line: int, body: str, unusable: str | None) -> list[Problem]:
+    """A problem for the first line of BODY (the fence at FENCE_LINE) holding `<UPSTREAM_REF>` when it has no value
+    (or, UNUSABLE, one that cannot be a ref): bash would read it as a redirection from a file named UPSTREAM_REF,
+    and an expected text would look for it."""
     placeholder = f"<{UPSTREAM_REF}>"
     for offset, text in enumerate(body.split("\n"), 1):
         if placeholder in text:
-            message = (
+            message = unusable or (
                 f"{placeholder} has no value, so the fence cannot run as written (bash would read it as a"
                 f" redirection): give the upstream commit under test with --set {UPSTREAM_REF}=COMMIT, or in the"
                 f" environment's {UPSTREAM_COMMIT} or {UPSTREAM_REF} (the guide workflows set it from the registry"
