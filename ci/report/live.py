@@ -125,6 +125,7 @@ class BlockWatch:
         heartbeat_s: float,
         at_line_start: bool,
         guard: Callable[[str], str] | None = None,
+        starts_in_s: float = 0.0,
     ) -> None:
         self.name = name  # the block's, as the heartbeat says it
         self.paths = dict(paths)  # stdout and stderr, or output alone (merged streams)
@@ -140,7 +141,8 @@ class BlockWatch:
         self.at_line_start = at_line_start  # whether what was written last ends a line
         self.line_stream: str | None = None  # the stream whose line was shown last, when not ended
         self.wrote = False  # whether it wrote anything
-        self.started = time.monotonic()
+        # STARTS_IN_S: the block starts after a pause (a retry's), which the log has said: no heartbeat during it
+        self.started = time.monotonic() + starts_in_s
         self.last_written = self.started  # the heartbeat speaks after heartbeat_s of silence
 
     def tick(self) -> None:
