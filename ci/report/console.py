@@ -272,6 +272,11 @@ class ConsoleReporter:
         # counts from it (the pause is no block running silent)
         self._watch(step, starts_in_s=delay_s)
 
+    def block_ending(self, step: Step, why: str) -> None:
+        """The running block is being ended: its heartbeat says so (and WHY) rather than that it still runs."""
+        if self.watch is not None:
+            self.watch.ending = why
+
     def block_finished(self, result: BlockResult, total: int) -> None:
         self.holding = True
         try:
