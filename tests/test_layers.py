@@ -329,3 +329,19 @@ def test_the_harness_records_behave_as_frozen_dataclasses() -> None:
     assert repr(ours(1)) == repr(standard(1))
     assert repr(ours(1)).endswith(".Attempt(number=1, output='out.txt', sizes={})")
     assert ours(1) != standard(1), "another class is never equal, as with the standard decorator"
+
+
+def test_a_record_of_one_field_or_none_compares_and_hashes() -> None:
+    """A record of one field (the console's Palette, a diff's Gap) or of none compares and hashes as the standard
+    frozen dataclass does, rather than failing with a TypeError."""
+    from ci.base import frozen
+    from ci.expect.diff import Gap
+    from ci.report.colour import NO_COLOUR, Palette
+
+    @frozen
+    class Empty:
+        pass
+
+    assert Gap(3) == Gap(3) != Gap(4) and len({Gap(3), Gap(3), Gap(4)}) == 2
+    assert Palette(enabled=False) == NO_COLOUR and hash(Palette(enabled=False)) == hash(NO_COLOUR)
+    assert Empty() == Empty() and hash(Empty()) == hash(dataclass(frozen=True)(type("Empty", (), {}))())

@@ -398,6 +398,18 @@ def test_a_silent_block_after_many_quick_ones_gets_its_heartbeat_and_they_none(g
     assert all(f"[{n}/21] #test-setup id=b{n} at guide.md:{4 * n - 3} -> PASSED" in _log(run) for n in range(1, 21))
 
 
+def test_past_its_time_limit_the_heartbeat_says_the_block_is_being_ended_not_still_running(guide_runner) -> None:
+    # the block ignores SIGTERM: the harness waits out the grace period before SIGKILL, beating meanwhile
+    guide = f'{FENCE}shell #test-setup id="stubborn" timeout="1"\ntrap "" TERM; echo started; sleep 30\n{FENCE}\n'
+    run = guide_runner(guide, "--heartbeat", "1", "--grace", "4")
+    assert run.returncode == 1, _log(run)
+    beats = [line for line in _log(run).splitlines() if line.startswith("... ")]
+    ending = [line for line in beats if line.startswith("... ending stubborn, timed out after 1s: ")]
+    assert ending, beats
+    assert beats[beats.index(ending[0]) :] == ending, "once being ended, never said to be still running"
+    assert all(line.endswith("stdout 8 B, stderr 0 B, last line: started") for line in ending), ending
+
+
 def test_heartbeat_zero_turns_it_off(guide_runner) -> None:
     run = guide_runner(SLOW_GUIDE, "--heartbeat", "0")
     assert run.returncode == 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -372,3 +373,23 @@ def test_an_attempt_that_printed_nothing_leaves_the_next_ones_stdout_in_the_stdo
     assert first["stderr_path"] is None  # nothing went to stderr
     (attempt,) = first["attempts"]
     assert (attempt["stdout_path"], attempt["stderr_path"]) == (None, None)  # it printed nothing
+
+
+def test_the_pause_before_a_retry_is_not_said_to_be_the_block_running(guide_runner) -> None:
+    # the retry line says the pause; a heartbeat during it would say the block runs with no output yet
+    run = guide_runner(
+        f"""
+        {FENCE}bash #test-setup id="fetch" retry="1" retry_delay="3"
+        {_counted("c")}; [ "$n" -ge 1 ] || exit 1; echo second; sleep 2.5
+        {FENCE}
+        """,
+        "--heartbeat",
+        "1",
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    beats = [line for line in run.stdout.splitlines() if line.startswith("... still running")]
+    assert beats, run.stdout
+    assert all(
+        re.fullmatch(r"\.\.\. still running fetch: [12]\.\ds, stdout 7 B, stderr 0 B, last line: second", line)
+        for line in beats
+    ), run.stdout

@@ -249,6 +249,9 @@ class Quiet:
     def block_retrying(self, *args):
         pass
 
+    def block_ending(self, *args):
+        pass
+
     def block_finished(self, *args):
         pass
 

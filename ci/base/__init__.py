@@ -60,8 +60,8 @@ def frozen(cls: _Class) -> _Class:
     fields = dataclasses.fields(made)
     hashed = [field.name for field in fields if (field.compare if field.hash is None else field.hash)]
     for name, method in (
-        ("__record_compared__", _values([field.name for field in fields if field.compare])),
-        ("__record_hashed__", _values(hashed)),
+        ("__record_compared__", staticmethod(_values([field.name for field in fields if field.compare]))),
+        ("__record_hashed__", staticmethod(_values(hashed))),
         ("__record_shown__", tuple(field.name for field in fields if field.repr)),
         ("__eq__", _equal),
         ("__hash__", _hash),
@@ -75,7 +75,10 @@ def frozen(cls: _Class) -> _Class:
 
 
 def _values(names: list[str]) -> Callable[[object], tuple[Any, ...]]:
-    """A function giving an object's NAMES attributes as a tuple (one for none or one name as well)."""
+    """A function giving an object's NAMES attributes as a tuple (one for none or one name as well).
+
+    A class holds it as a staticmethod: a lambda, unlike an attrgetter, would be bound to the record.
+    """
     if not names:
         return lambda _: ()
     if len(names) == 1:

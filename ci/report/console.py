@@ -241,8 +241,8 @@ class ConsoleReporter:
         self.total = total
         self._watch(step)
 
-    def _watch(self, step: Step) -> None:
-        """With --stream or a heartbeat: watch the running block's files while it runs."""
+    def _watch(self, step: Step, *, starts_in_s: float = 0.0) -> None:
+        """With --stream or a heartbeat: watch the running block's files while it runs (from STARTS_IN_S on)."""
         if self.stream or self.heartbeat_s > 0:
             self.watch = BlockWatch(
                 step.name,
@@ -252,6 +252,7 @@ class ConsoleReporter:
                 heartbeat_s=self.heartbeat_s,
                 at_line_start=not self.header_open,
                 guard=self.stop.guard if self.github and not self.stream else None,  # --stream: inside the stop
+                starts_in_s=starts_in_s,
             )
             if self.watcher is None:
                 self.watcher = LiveWatcher()
@@ -267,7 +268,14 @@ class ConsoleReporter:
         if header_open or mid_line:
             self.out.write("\n")
         self.line(retry_line(step, attempt, self.total, delay_s))
-        self._watch(step)  # its files are made new: a --stream shows the next attempt's output from its start
+        # its files are made new: a --stream shows the next attempt's output from its start, and the heartbeat
+        # counts from it (the pause is no block running silent)
+        self._watch(step, starts_in_s=delay_s)
+
+    def block_ending(self, step: Step, why: str) -> None:
+        """The running block is being ended: its heartbeat says so (and WHY) rather than that it still runs."""
+        if self.watch is not None:
+            self.watch.ending = why
 
     def block_finished(self, result: BlockResult, total: int) -> None:
         self.holding = True

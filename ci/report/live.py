@@ -72,8 +72,11 @@ def _last_line(path: Path, masker: Masker) -> str | None:
     return last if len(last) <= LAST_LINE_CHARS else last[:LAST_LINE_CHARS] + " [...]"
 
 
-def heartbeat_line(name: str, elapsed_s: float, paths: Mapping[str, Path], masker: Masker) -> str:
-    """`... still running NAME: 5m00s, stdout 1.2 KiB, stderr 0 B, last line: TEXT` (the last line of the stream written last)."""
+def heartbeat_line(
+    name: str, elapsed_s: float, paths: Mapping[str, Path], masker: Masker, ending: str | None = None
+) -> str:
+    """`... still running NAME: 5m00s, stdout 1.2 KiB, stderr 0 B, last line: TEXT` (the last line of the stream written
+    last); `... ending NAME, ENDING: ...` once the harness is ending the block (ENDING: why, `timed out after 30m`)."""
     sizes = []
     newest: tuple[int, str] | None = None  # (modification time, last line) of the stream written last
     wrote = False
@@ -91,7 +94,8 @@ def heartbeat_line(name: str, elapsed_s: float, paths: Mapping[str, Path], maske
                 newest = (stat.st_mtime_ns, line)
     last = newest[1] if newest is not None else "(blank)"  # (blank): only blank lines at the end of what was written
     said = f"last line: {last}" if wrote else "no output yet"
-    return clean_text(f"... still running {name}: {_elapsed(elapsed_s)}, {', '.join(sizes)}, {said}", masker)
+    doing = f"still running {name}" if ending is None else f"ending {name}, {ending}"
+    return clean_text(f"... {doing}: {_elapsed(elapsed_s)}, {', '.join(sizes)}, {said}", masker)
 
 
 @dataclass
@@ -125,6 +129,7 @@ class BlockWatch:
         heartbeat_s: float,
         at_line_start: bool,
         guard: Callable[[str], str] | None = None,
+        starts_in_s: float = 0.0,
     ) -> None:
         self.name = name  # the block's, as the heartbeat says it
         self.paths = dict(paths)  # stdout and stderr, or output alone (merged streams)
@@ -140,8 +145,10 @@ class BlockWatch:
         self.at_line_start = at_line_start  # whether what was written last ends a line
         self.line_stream: str | None = None  # the stream whose line was shown last, when not ended
         self.wrote = False  # whether it wrote anything
-        self.started = time.monotonic()
+        # STARTS_IN_S: the block starts after a pause (a retry's), which the log has said: no heartbeat during it
+        self.started = time.monotonic() + starts_in_s
         self.last_written = self.started  # the heartbeat speaks after heartbeat_s of silence
+        self.ending: str | None = None  # why the harness is ending the block, once it is (a timeout, a stop)
 
     def tick(self) -> None:
         """Shows the output written since the last tick (--stream), and a heartbeat when one is due."""
@@ -149,7 +156,7 @@ class BlockWatch:
             self.pump()
         if self.heartbeat_s > 0 and time.monotonic() - self.last_written >= self.heartbeat_s:
             now = time.monotonic()
-            self._line(heartbeat_line(self.name, now - self.started, self.paths, self.masker))
+            self._line(heartbeat_line(self.name, now - self.started, self.paths, self.masker, self.ending))
 
     def finish(self) -> None:
         """The block has ended: shows the rest of its output (--stream)."""

@@ -22,6 +22,8 @@ class Listener(Protocol):
 
     def block_retrying(self, step: Step, attempt: Attempt, delay_s: float) -> None: ...
 
+    def block_ending(self, step: Step, why: str) -> None: ...
+
     def block_finished(self, result: BlockResult, total: int) -> None: ...
 
 
@@ -60,6 +62,10 @@ class Events:
         """Say that an attempt of the running block failed and another follows after DELAY_S."""
         self.flush()
         self._tell(f"the retry of block {step.name}", self.listener.block_retrying, step, attempt, delay_s)
+
+    def ending(self, step: Step, why: str) -> None:
+        """Say that the running block is being ended (its stacks dumped, its tree signalled) and WHY."""
+        self._tell(f"the end of block {step.name}", self.listener.block_ending, step, why)
 
     def finished(self, result: BlockResult) -> None:
         self.flush()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ci.base import frozen
 from ci.base.files import full_disk
+from ci.base.signals import signal_name
 from ci.base.streams import file_contains
 from ci.guide.model import Status, Step
 from ci.guide.placeholders import substitute
@@ -181,6 +182,10 @@ def _supervise(
         exited = context.supervisor.wait(block, limit_s)
     except RunInterrupted as interrupt:
         return _cut_short(step, block, substituted, context, interrupt.signum), interrupt.signum
+    if not exited:  # its stacks are dumped and its tree ended now, which may take its grace period
+        context.events.ending(
+            step, "the run deadline was reached" if by_deadline else f"timed out after {step.timeout_s:g}s"
+        )
     observed = _waited(step, block, exited, substituted, context)
     if not exited and by_deadline:
         message = (
@@ -196,6 +201,7 @@ def _cut_short(
 ) -> BlockResult:
     """The result of a block whose wait a stop signal ended: its whole tree is ended too."""
     # the supervisor cuts the grace period to about a second once a stop signal has come
+    context.events.ending(step, f"interrupted by {signal_name(signum)}")
     ended = tuple(context.supervisor.end_tree(block))
     message = (
         f"interrupted by signal {signum} after {time.monotonic() - block.started:.1f}s; its process tree was ended"
