@@ -942,6 +942,9 @@ NETWORK = "has no time or stall bound"
         ("UV_HTTP_TIMEOUT=30 uv pip install numpy", None),
         ("curl --max-time 600 -o model.bin https://example.org/model.bin", None),
         ('curl -fsS "http://127.0.0.1:$PORT/health"', None),
+        # an address the block sets in a variable is read there
+        ('URL=https://example.org/model.bin\ncurl -fsSL -o model.bin "$URL"', 2),
+        ('HEALTH=http://127.0.0.1:8000/health\ncurl -fs "${HEALTH}"', None),
         ("wget --timeout=30 https://example.org/model.bin", None),
         ("echo 'git clone https://example.org/repo.git' # pip install numpy", None),
         # git bounds a stall only with both http.lowSpeedLimit and http.lowSpeedTime, and reads only exported variables
@@ -1014,6 +1017,8 @@ def test_sourcing_the_cann_set_env_script_is_a_warning(body: str, warned: bool) 
         ('echo "downloading the model"\npython -c "print(\'/models/a\')"', 1),  # two lines stored
         ("pip install --timeout 30 modelscope\npython -c \"print('/models/a')\"", 1),  # pip writes to stdout
         ("pushd /tmp\npwd", 1),
+        ("apt-get install -q -y libnuma1\necho /usr/lib", 1),  # one -q drops the progress, not the report
+        ("apt-get install -qq -y libnuma1\necho /usr/lib", None),
         ('echo "downloading" >&2\npython -c "print(\'/models/a\')"', None),
         ("pip install --timeout 30 modelscope >/dev/null\npython -c \"print('/models/a')\"", None),
         ("pip install -q --timeout 30 modelscope\npython -c \"print('/models/a')\"", None),
@@ -1055,6 +1060,10 @@ SERVER = "nohup python -m http.server 8000 >server.log 2>&1 &\nPID=$!\n"
             None,
         ),
         ("for _ in $(seq 60); do test -f ready && exit 0; sleep 1; done", None),  # nothing started in the background
+        (SERVER + 'until curl -fs http://127.0.0.1:8000/; do [ -d /proc/"$PID" ] || exit 1; sleep 1; done', None),
+        (SERVER + 'until curl -fs http://127.0.0.1:8000/; do\n  # kill -0 "$PID" || exit 1\n  sleep 1\ndone', 3),
+        # the wait the timeout bounds, in a string bash runs
+        (SERVER + "timeout 300 bash -c 'until curl -fs http://127.0.0.1:8000/; do sleep 1; done'", 3),
         # a loop in a function defined before the start, and called after it
         ("up() { until curl -fs http://127.0.0.1:8000/; do sleep 1; done; }\n" + SERVER + "up", 1),
         # commands run in parallel and waited for: nothing is left running when the loop starts

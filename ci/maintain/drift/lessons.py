@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterator, Sequence
 from functools import cache
+from itertools import pairwise
 
 import tree_sitter
 import tree_sitter_bash
@@ -55,6 +56,14 @@ def _walk(node: Node) -> Iterator[Node]:
 def _source(node: Node) -> str:
     """NODE's text as written."""
     return (node.text or b"").decode("utf-8", errors="replace")
+
+
+def _code(node: Node) -> str:
+    """NODE's text as written, its comments left out."""
+    text = node.text or b""
+    for comment in sorted((each for each in _walk(node) if each.type == "comment"), key=lambda c: -c.start_byte):
+        text = text[: comment.start_byte - node.start_byte] + text[comment.end_byte - node.start_byte :]
+    return text.decode("utf-8", errors="replace")
 
 
 def _text(node: Node) -> str:
@@ -227,8 +236,9 @@ def _pip_words(command: _Command) -> tuple[str, list[str]] | None:
     return None
 
 
-def _network(command: _Command) -> tuple[str, str] | None:
-    """(what to call it, its tool for the hint) when COMMAND reaches the network with no stall bound of its own."""
+def _network(command: _Command, values: dict[str, str]) -> tuple[str, str] | None:
+    """(what to call it, its tool for the hint) when COMMAND reaches the network with no stall bound of its own;
+    VALUES are the variables the block sets, for an address given as `"$URL"`."""
     words, program = command.words, command.program
     if program == "git":
         rest = _after_options(words[1:], {"-C", "-c", "--git-dir", "--work-tree"})
@@ -242,7 +252,8 @@ def _network(command: _Command) -> tuple[str, str] | None:
             return None
         return f"git {rest[0]}", "git"
     if program == "curl":
-        urls = [word for word in words[1:] if _URL.match(word)]
+        given = [values.get(re.sub(r"^\$\{?(\w+)\}?$", r"\1", word), word) for word in words[1:]]
+        urls = [word for word in given if _URL.match(word)]
         if not urls or all(_LOCAL_HOST.match(url.split("://", 1)[1]) for url in urls):
             return None  # no address it names, or only this machine
         # --speed-limit alone stops a transfer slower than it for 30 s, --speed-time alone one slower than 1 byte/s
@@ -313,8 +324,13 @@ def _unbounded_network(
     """The network commands of the block with no bound; GUIDE_SETTINGS are the git settings every block gets (the
     front matter's ci.env, `git config --global` in an earlier block)."""
     findings = []
+    values = {}
+    for node in _walk(root):
+        name, value = node.child_by_field_name("name"), node.child_by_field_name("value")
+        if node.type == "variable_assignment" and name is not None and value is not None:
+            values[_text(name)] = _text(value)
     for command in commands:
-        found = _network(command)
+        found = _network(command, values)
         if found is None or command.timed:
             continue
         what, tool = found
@@ -407,8 +423,9 @@ def _noisy_store(block: ShellBlock, commands: Sequence[_Command], root: Node) ->
         if not command.words or _stdout_goes(command.node) is not None:
             continue
         installs = _installs(command)
-        # uv writes its progress to stderr; `-q` keeps pip, apt and conda quiet on stdout
-        if installs and (command.program == "uv" or any(re.fullmatch(r"-q+|--quiet", w) for w in command.words)):
+        # uv writes its progress to stderr; `-q` keeps pip and conda quiet on stdout, apt needs `-qq`
+        quiet = r"-qq+|-q=2|--quiet=2" if command.program in ("apt", "apt-get") else r"-q+|--quiet"
+        if installs and (command.program == "uv" or any(re.fullmatch(quiet, w) for w in command.words)):
             continue
         if installs or command.program in _CHATTY:
             findings.append(
@@ -464,7 +481,7 @@ def _on_top(node: Node, root: Node) -> bool:
 
 _LOOPS = ("while_statement", "for_statement", "c_style_for_statement")
 _ALIVE = re.compile(
-    r"\bkill\s+-(?:0|s\s+0|n\s+0)\b|\bps\s+(?:-\w*p\b|--pid\b)|/proc/\$|\bjobs\b|\bwait\s+-n\b|\bpgrep\b|\bpidof\b"
+    r"\bkill\s+-(?:0|s\s+0|n\s+0)\b|\bps\s+(?:-\w*p\b|--pid\b)|/proc/\W?\$|\bjobs\b|\bwait\s+-n\b|\bpgrep\b|\bpidof\b"
 )
 
 
@@ -484,15 +501,14 @@ def _functions(root: Node) -> dict[str, str]:
         if node.type == "function_definition":
             name = node.child_by_field_name("name")
             if name is not None:
-                bodies[_text(name)] = _source(node)
+                bodies[_text(name)] = _code(node)
     return bodies
 
 
 def _loop_text(loop: Node, functions: dict[str, str]) -> str:
-    """The loop's text, with the bodies of the block's functions it calls."""
-    text = _source(loop)
+    """The loop's code, with the bodies of the block's functions it calls."""
     called = {_command(node).program for node in _walk(loop) if node.type == "command"}
-    return text + "\n".join(body for name, body in functions.items() if name in called)
+    return _code(loop) + "\n".join(body for name, body in functions.items() if name in called)
 
 
 def _pid_variable(root: Node, server: Node) -> str | None:
@@ -506,14 +522,44 @@ def _pid_variable(root: Node, server: Node) -> str | None:
     return None
 
 
-def _sleeping_loops(root: Node, after: int, functions: dict[str, str]) -> list[Node]:
-    """The loops that sleep and run after byte AFTER of the block: written after it, or in a function of the
-    block called after it; in the order of their lines."""
+@frozen
+class _Loop:
+    """A loop of the block that sleeps."""
+
+    start_byte: int  # where it starts in the block; for a loop in a `bash -c` string, where that command starts
+    row: int  # the 0-based row of the block it starts on
+    text: str  # its code, with the bodies of the block's functions it calls
+
+
+def _loops_in_strings(node: Node) -> list[_Loop]:
+    """The loops that sleep in the script a `bash -c` or `sh -c` command NODE runs (`timeout 300 bash -c '...'`)."""
+    command = _command(node)
+    if command.program not in ("bash", "sh") or not any(re.fullmatch(r"-\w*c", w) for w in command.words[1:2]):
+        return []
+    arguments = [each for index, each in enumerate(node.children) if node.field_name_for_child(index) == "argument"]
+    script = next((after for each, after in pairwise(arguments) if re.fullmatch(r"-\w*c", _text(each))), None)
+    if script is None:
+        return []
+    inner = _parser().parse(_text(script).encode("utf-8")).root_node
+    if inner.has_error:
+        return []
+    return [
+        _Loop(node.start_byte, script.start_point.row + loop.start_point.row, _code(loop))
+        for loop in _walk(inner)
+        if loop.type in _LOOPS and "sleep" in _code(loop)
+    ]
+
+
+def _sleeping_loops(root: Node, after: int, functions: dict[str, str]) -> list[_Loop]:
+    """The loops that sleep and run after byte AFTER of the block: written after it, in a function of the block
+    called after it, or in the string of a `bash -c` after it; in the order of their lines."""
     called_after = {
         _command(node).program for node in _walk(root) if node.type == "command" and node.start_byte > after
     }
     loops = []
     for node in _walk(root):
+        if node.type == "command" and node.start_byte > after:
+            loops += _loops_in_strings(node)
         if node.type not in _LOOPS or "sleep" not in _loop_text(node, functions):
             continue
         function = node.parent
@@ -521,8 +567,8 @@ def _sleeping_loops(root: Node, after: int, functions: dict[str, str]) -> list[N
             function = function.parent
         name = function.child_by_field_name("name") if function is not None else None
         if node.start_byte > after or (name is not None and _text(name) in called_after):
-            loops.append(node)
-    return sorted(loops, key=lambda loop: loop.start_byte)
+            loops.append(_Loop(node.start_byte, node.start_point.row, _loop_text(node, functions)))
+    return sorted(loops, key=lambda loop: (loop.row, loop.start_byte))
 
 
 def _waited_for(root: Node, server: Node, pid: str | None) -> int | None:
@@ -565,13 +611,13 @@ def _unwatched_server(
             if waited is None:
                 left_running.append(_Started(line, name))
             continue
-        if any(_ALIVE.search(_loop_text(loop, functions)) for loop in loops):
+        if any(_ALIVE.search(loop.text) for loop in loops):
             continue
         saved = "" if pid else " save its pid (`PID=$!`) and"
         findings.append(
             _finding(
                 block,
-                loops[0].start_point.row + 1,
+                loops[0].row + 1,
                 f"this loop waits for `{name}`, started with `&` at line {line}, but never checks that it is still "
                 "alive: a server that dies while starting costs the whole wait (SGLang dying while starting, with "
                 f"the health check polled to its limit);{saved} fail at once in the loop with "
@@ -582,11 +628,11 @@ def _unwatched_server(
     if not loops:
         return findings, [*running, *left_running]
     # the first loop that sleeps after a server an earlier block started is the one that waits for it
-    if not _ALIVE.search(_loop_text(loops[0], functions)):
+    if not _ALIVE.search(loops[0].text):
         findings += [
             _finding(
                 block,
-                loops[0].start_point.row + 1,
+                loops[0].row + 1,
                 f"this loop waits for `{server.name}`, started with `&` at line {server.line} (another block), but "
                 "never checks that it is still alive: a server that dies while starting costs the whole wait "
                 "(SGLang dying while starting, with the health check polled to its limit); `$!` is gone in this "
