@@ -960,6 +960,7 @@ NETWORK = "has no time or stall bound"
         # curl's --speed-limit alone stops a transfer slower than it for 30 s
         ("curl --speed-limit 1024 -o model.bin https://example.org/model.bin", None),
         ("curl -fsSL -Y 1024 -o model.bin https://example.org/model.bin", None),
+        ("curl -fsSLm 600 -o model.bin https://example.org/model.bin", None),  # -m among the short options
     ],
 )
 def test_a_network_command_without_a_bound_is_a_warning(body: str, line: int | None) -> None:
@@ -1098,6 +1099,12 @@ def test_a_server_started_in_one_block_and_waited_for_in_the_next_is_watched_the
     assert _guide_lessons(ended + waiting, "still alive") == []
 
 
+def test_an_unwatched_server_is_named_by_its_program() -> None:
+    body = "(cd srv && setsid nohup python -m http.server 8000 >server.log 2>&1 &)\nuntil curl -fs localhost:8000; do sleep 1; done"
+    ((_, message),) = _lessons('#test id="serve"', body)
+    assert "this loop waits for `python -m http.server`, started with `&` at line 2" in message
+
+
 def test_the_fix_of_an_unwatched_server_names_the_variable_its_pid_is_in() -> None:
     unsaved = (
         "nohup python -m http.server 8000 >server.log 2>&1 &\nuntil curl -fs http://127.0.0.1:8000/; do sleep 1; done"
@@ -1124,6 +1131,8 @@ def test_the_fix_of_an_unwatched_server_names_the_variable_its_pid_is_in() -> No
         ("set -euo pipefail; pip install --timeout 30 . | tail -1\necho installed", None),
         ("set -e\nset +e\npip install --timeout 30 .\necho installed", 3),  # errexit turned off again
         ('die() { echo "$*" >&2; exit 1; }\npip install --timeout 30 . || die "no install"\necho installed', None),
+        ("trap 'echo \"failed at line $LINENO\" >&2; exit 1' ERR\npip install --timeout 30 .\necho installed", None),
+        ('"$VENV/bin/pip" install --timeout 30 .\necho installed', 1),  # a pip named by a quoted path
     ],
 )
 def test_an_install_whose_failure_would_show_as_a_mismatch_is_a_warning(body: str, line: int | None) -> None:

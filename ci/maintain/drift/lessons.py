@@ -71,7 +71,7 @@ def _text(node: Node) -> str:
     raw = _source(node)
     if node.type == "raw_string":
         return raw[1:-1]
-    if node.type in ("string", "concatenation"):
+    if node.type in ("string", "concatenation", "command_name"):
         return "".join(_text(child) for child in node.children if child.type != '"')
     return raw
 
@@ -101,6 +101,7 @@ _WRAPPERS = {
     "sudo": {"-u", "-g", "-C", "-D", "-h", "-p", "-U"},
     "env": {"-u", "-C", "-S", "--unset", "--chdir"},
     "nohup": set(),
+    "setsid": set(),
     "nice": {"-n", "--adjustment"},
     "time": set(),
     "exec": set(),
@@ -207,14 +208,22 @@ def _after_options(words: Sequence[str], with_values: set[str]) -> list[str]:
     return list(words[index:])
 
 
-def _option(words: Sequence[str], *names: str) -> bool:
-    """One of the options NAMES is among WORDS (`--name`, `--name=value`, `-n`, `-nVALUE`)."""
+# curl's short options that take a value: in a cluster of short options (`-fsSLm 60`) the rest of the word, or
+# the next word, is that value
+_CURL_VALUED = frozenset("bcCdeEFhHKmoPQrtTuUwxXyYz")
+
+
+def _curl_option(words: Sequence[str], *names: str) -> bool:
+    """One of curl's options NAMES is among WORDS (`--name`, `--name=value`, `-n`, `-nVALUE`, `-fsSLn VALUE`)."""
     for word in words:
-        for name in names:
-            if word == name or (name.startswith("--") and word.startswith(name + "=")):
-                return True
-            if len(name) == 2 and not name.startswith("--") and word.startswith(name) and not word.startswith("--"):
-                return True
+        if word in names or any(name.startswith("--") and word.startswith(name + "=") for name in names):
+            return True
+        if re.fullmatch(r"-[^-].*", word):
+            for letter in word[1:]:
+                if "-" + letter in names:
+                    return True
+                if letter in _CURL_VALUED:
+                    break
     return False
 
 
@@ -257,7 +266,7 @@ def _network(command: _Command, values: dict[str, str]) -> tuple[str, str] | Non
         if not urls or all(_LOCAL_HOST.match(url.split("://", 1)[1]) for url in urls):
             return None  # no address it names, or only this machine
         # --speed-limit alone stops a transfer slower than it for 30 s, --speed-time alone one slower than 1 byte/s
-        bounded = _option(words, "-m", "--max-time", "-y", "--speed-time", "-Y", "--speed-limit")
+        bounded = _curl_option(words, "-m", "--max-time", "-y", "--speed-time", "-Y", "--speed-limit")
         return None if bounded else ("curl", "curl")
     return None
 
@@ -485,6 +494,10 @@ _ALIVE = re.compile(
 )
 
 
+# the commands that set a server's start up, before it in the statement run with `&`
+_NOT_THE_SERVER = frozenset({"cd", "pushd", "export", "source", ".", "ulimit", "umask"})
+
+
 def _backgrounded(root: Node) -> list[Node]:
     """The statements run with `&`."""
     found = []
@@ -605,7 +618,7 @@ def _unwatched_server(
             for loop in _sleeping_loops(root, server.end_byte, functions)
             if waited is None or loop.start_byte < waited
         ]
-        name = next((_shown(_command(n)) for n in _walk(server) if n.type == "command"), "the server")
+        name = next((_shown(each) for each in _commands(server) if each.program not in _NOT_THE_SERVER), "the server")
         line = block.fence_line + server.start_point.row + 1
         if not loops:
             if waited is None:
@@ -656,6 +669,8 @@ def _errexit_before(root: Node, command: _Command, *, piped: bool) -> bool:
         if node.start_byte >= command.node.start_byte:
             break
         words = _command(node).words if node.type == "command" else ()
+        if words[:1] == ("trap",) and "ERR" in words[2:] and re.search(r"\bexit\b", words[1]):
+            options["errexit"] = True  # a failing command runs the trap, which ends the block as errexit would
         if words[:1] != ("set",):
             continue
         for index, word in enumerate(words[1:], start=1):
