@@ -942,8 +942,25 @@ NETWORK = "has no time or stall bound"
         ("UV_HTTP_TIMEOUT=30 uv pip install numpy", None),
         ("curl --max-time 600 -o model.bin https://example.org/model.bin", None),
         ('curl -fsS "http://127.0.0.1:$PORT/health"', None),
+        # an address the block sets in a variable is read there
+        ('URL=https://example.org/model.bin\ncurl -fsSL -o model.bin "$URL"', 2),
+        ('HEALTH=http://127.0.0.1:8000/health\ncurl -fs "${HEALTH}"', None),
         ("wget --timeout=30 https://example.org/model.bin", None),
         ("echo 'git clone https://example.org/repo.git' # pip install numpy", None),
+        # git bounds a stall only with both http.lowSpeedLimit and http.lowSpeedTime, and reads only exported variables
+        ("git -c http.lowSpeedTime=60 clone https://example.org/repo.git", 1),
+        ("export GIT_HTTP_LOW_SPEED_TIME=60\ngit clone https://example.org/repo.git", 2),
+        ("GIT_HTTP_LOW_SPEED_LIMIT=1000 GIT_HTTP_LOW_SPEED_TIME=60\ngit clone https://example.org/repo.git", 2),
+        ("git clone https://example.org/repo.git\nexport GIT_HTTP_LOW_SPEED_LIMIT=1000 GIT_HTTP_LOW_SPEED_TIME=60", 1),
+        ("GIT_HTTP_LOW_SPEED_LIMIT=1000 GIT_HTTP_LOW_SPEED_TIME=60 git clone https://example.org/repo.git", None),
+        (
+            "git config http.lowSpeedLimit 1000\ngit config http.lowSpeedTime 60\ngit clone https://example.org/r.git",
+            None,
+        ),
+        # curl's --speed-limit alone stops a transfer slower than it for 30 s
+        ("curl --speed-limit 1024 -o model.bin https://example.org/model.bin", None),
+        ("curl -fsSL -Y 1024 -o model.bin https://example.org/model.bin", None),
+        ("curl -fsSLm 600 -o model.bin https://example.org/model.bin", None),  # -m among the short options
     ],
 )
 def test_a_network_command_without_a_bound_is_a_warning(body: str, line: int | None) -> None:
@@ -954,6 +971,29 @@ def test_a_network_command_without_a_bound_is_a_warning(body: str, line: int | N
     else:
         assert [at for at, _ in found] == [line], found
         assert "run it as `timeout SECONDS" in found[0][1] and "33254357756" in found[0][1]
+
+
+def _guide_lessons(guide: str, needle: str) -> list[tuple[int, str]]:
+    """The lessons' warnings on GUIDE whose message holds NEEDLE: (the guide line, the message)."""
+    findings = static_findings(parse_guide(guide, "guide.md"), shellcheck=None)
+    return [(f.line, f.message) for f in findings if f.severity is Severity.WARNING and needle in f.message]
+
+
+def test_a_bound_the_guide_gives_every_block_bounds_its_network_commands() -> None:
+    """git's stall bound set in the front matter's ci.env, or by `git config --global` in an earlier block, holds
+    for every later block: no warning there."""
+    clone = f"{FENCE}shell #test-setup\ngit clone https://example.org/repo.git\n{FENCE}\n"
+    both = "---\nci:\n  env:\n    GIT_HTTP_LOW_SPEED_LIMIT: '1000'\n    GIT_HTTP_LOW_SPEED_TIME: '60'\n---\n"
+    assert _guide_lessons(both + clone, NETWORK) == []
+    time_only = "---\nci:\n  env:\n    GIT_HTTP_LOW_SPEED_TIME: '60'\n    PIP_DEFAULT_TIMEOUT: '60'\n---\n"
+    assert [line for line, _ in _guide_lessons(time_only + clone, NETWORK)] == [8]
+    configure = "git config --global http.lowSpeedLimit 1000\ngit config --global http.lowSpeedTime 60"
+    guide = f"{clone}\n{FENCE}shell #test-setup\n{configure}\n{FENCE}\n\n{clone}"
+    # the clone before the configuration is warned about, the one after it is not
+    assert [line for line, _ in _guide_lessons(guide, NETWORK)] == [2]
+    # `git config` without --global sets the configuration of the repository it runs in only
+    in_repository = guide.replace("--global ", "")
+    assert [line for line, _ in _guide_lessons(in_repository, NETWORK)] == [2, 11]
 
 
 @pytest.mark.parametrize(
@@ -978,6 +1018,8 @@ def test_sourcing_the_cann_set_env_script_is_a_warning(body: str, warned: bool) 
         ('echo "downloading the model"\npython -c "print(\'/models/a\')"', 1),  # two lines stored
         ("pip install --timeout 30 modelscope\npython -c \"print('/models/a')\"", 1),  # pip writes to stdout
         ("pushd /tmp\npwd", 1),
+        ("apt-get install -q -y libnuma1\necho /usr/lib", 1),  # one -q drops the progress, not the report
+        ("apt-get install -qq -y libnuma1\necho /usr/lib", None),
         ('echo "downloading" >&2\npython -c "print(\'/models/a\')"', None),
         ("pip install --timeout 30 modelscope >/dev/null\npython -c \"print('/models/a')\"", None),
         ("pip install -q --timeout 30 modelscope\npython -c \"print('/models/a')\"", None),
@@ -1019,6 +1061,17 @@ SERVER = "nohup python -m http.server 8000 >server.log 2>&1 &\nPID=$!\n"
             None,
         ),
         ("for _ in $(seq 60); do test -f ready && exit 0; sleep 1; done", None),  # nothing started in the background
+        (SERVER + 'until curl -fs http://127.0.0.1:8000/; do [ -d /proc/"$PID" ] || exit 1; sleep 1; done', None),
+        (SERVER + 'until curl -fs http://127.0.0.1:8000/; do\n  # kill -0 "$PID" || exit 1\n  sleep 1\ndone', 3),
+        # the wait the timeout bounds, in a string bash runs
+        (SERVER + "timeout 300 bash -c 'until curl -fs http://127.0.0.1:8000/; do sleep 1; done'", 3),
+        # a loop in a function defined before the start, and called after it
+        ("up() { until curl -fs http://127.0.0.1:8000/; do sleep 1; done; }\n" + SERVER + "up", 1),
+        # commands run in parallel and waited for: nothing is left running when the loop starts
+        (
+            "hf download org/a >/dev/null &\nhf download org/b >/dev/null &\nwait\nfor m in a b; do ls $m; sleep 1; done",
+            None,
+        ),
     ],
 )
 def test_a_readiness_loop_that_never_checks_the_server_is_alive_is_a_warning(body: str, line: int | None) -> None:
@@ -1026,6 +1079,30 @@ def test_a_readiness_loop_that_never_checks_the_server_is_alive_is_a_warning(bod
     found = [(at, m) for at, m in _lessons('#test id="serve"', body) if "still alive" in m]
     assert [at for at, _ in found] == ([] if line is None else [line]), found
     assert all("started with `&` at line" in m and 'kill -0 "$PID"' in m for _, m in found)
+
+
+def test_a_server_started_in_one_block_and_waited_for_in_the_next_is_watched_there() -> None:
+    """The authoring tips split a long job into a block that starts it with `&` and one that waits for it: the
+    waiting block's loop must ask whether the server is still alive, through a pid file (`$!` is gone there)."""
+    start = f"{FENCE}shell #test-setup\nnohup python -m http.server 8000 >/tmp/server.log 2>&1 &\n{FENCE}\n\n"
+    wait = "until curl -fs http://127.0.0.1:8000/; do sleep 1; done"
+    waiting = f"{FENCE}shell #test-setup\n{wait}\n{FENCE}\n\n"
+    retrying = f"{FENCE}shell #test-setup\nfor _ in 1 2 3; do curl -fs http://127.0.0.1:8000/ && break; sleep 5; done\n{FENCE}\n"
+    ((line, message),) = _guide_lessons(start + waiting + retrying, "still alive")  # the readiness loop only
+    assert line == 6 and "waits for `python -m http.server`, started with `&` at line 2 (another block)" in message
+    assert "`echo $! >/tmp/PID_FILE` after the start" in message and 'kill -0 "$(cat /tmp/PID_FILE)"' in message
+    watched = waiting.replace(
+        wait, 'until curl -fs http://127.0.0.1:8000/; do kill -0 "$(cat /tmp/s.pid)" || exit 1; sleep 1; done'
+    )
+    assert _guide_lessons(start + watched + retrying, "still alive") == []
+    ended = start.replace("&\n", "&\nwait\n")
+    assert _guide_lessons(ended + waiting, "still alive") == []
+
+
+def test_an_unwatched_server_is_named_by_its_program() -> None:
+    body = "(cd srv && setsid nohup python -m http.server 8000 >server.log 2>&1 &)\nuntil curl -fs localhost:8000; do sleep 1; done"
+    ((_, message),) = _lessons('#test id="serve"', body)
+    assert "this loop waits for `python -m http.server`, started with `&` at line 2" in message
 
 
 def test_the_fix_of_an_unwatched_server_names_the_variable_its_pid_is_in() -> None:
@@ -1051,6 +1128,11 @@ def test_the_fix_of_an_unwatched_server_names_the_variable_its_pid_is_in() -> No
         ("pip install --timeout 30 . || exit 1\necho installed", None),
         ("if ! pip install --timeout 30 .; then echo failed; exit 1; fi\necho installed", None),
         ("echo start\npip install --timeout 30 .", None),  # the last command: its status is the block's
+        ("set -euo pipefail; pip install --timeout 30 . | tail -1\necho installed", None),
+        ("set -e\nset +e\npip install --timeout 30 .\necho installed", 3),  # errexit turned off again
+        ('die() { echo "$*" >&2; exit 1; }\npip install --timeout 30 . || die "no install"\necho installed', None),
+        ("trap 'echo \"failed at line $LINENO\" >&2; exit 1' ERR\npip install --timeout 30 .\necho installed", None),
+        ('"$VENV/bin/pip" install --timeout 30 .\necho installed', 1),  # a pip named by a quoted path
     ],
 )
 def test_an_install_whose_failure_would_show_as_a_mismatch_is_a_warning(body: str, line: int | None) -> None:

@@ -245,6 +245,37 @@ until (echo > /dev/tcp/127.0.0.1/8000) 2>/dev/null; do sleep 1; done
     assert not ran.exists()
 
 
+def test_a_guide_is_read_as_it_runs_by_the_lessons(repository: Path, harness_env: dict[str, str]) -> None:
+    """git's stall bound given to every block in the front matter is no warning; a server started in one block
+    and waited for in the next without asking whether it is alive is, at the loop's line, with the pid-file fix."""
+    guide = f"""\
+---
+ci:
+  env: {{GIT_HTTP_LOW_SPEED_LIMIT: "1000", GIT_HTTP_LOW_SPEED_TIME: "60"}}
+---
+
+{FENCE}shell #test-setup
+git clone https://example.org/repo.git "$RAN"
+nohup python3 -m http.server 8000 >/tmp/server.log 2>&1 &
+{FENCE}
+
+{FENCE}shell #test-setup
+until curl -fs http://127.0.0.1:8000/; do sleep 1; done
+{FENCE}
+"""
+    ran = repository.parent / "ran"
+    names = _stage(repository, {"docs/serve.md": guide})
+    done = _run_entry(repository, names, {**harness_env, "RAN": str(ran)})
+    assert done.returncode == 1, done.stdout + done.stderr
+    warnings = [line for line in done.stdout.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 1, done.stdout
+    assert warnings[0].startswith("warning: docs/serve.md:12: [static] #test-setup at line 11: this loop waits for ")
+    assert "started with `&` at line 8 (another block), but never checks that it is still alive" in warnings[0]
+    assert "`echo $! >/tmp/PID_FILE` after the start" in warnings[0]
+    assert 'kill -0 "$(cat /tmp/PID_FILE)" || { tail -50 LOG >&2; exit 1; }' in warnings[0]
+    assert not ran.exists()
+
+
 def test_markdown_with_no_guide_at_all_passes_without_a_word(repository: Path, harness_env: dict[str, str]) -> None:
     names = _stage(repository, {"README.md": NOTES, "CHANGES.md": "# Changes\n"})
     done = _run_entry(repository, names, harness_env)

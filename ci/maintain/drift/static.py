@@ -13,6 +13,7 @@ from ci.guide.dialects.pycon import CONSOLE_LANGUAGE, ConsoleStatement, readable
 from ci.guide.model import Block, Label, Language, Load, Plan
 from ci.guide.parse import ParsedGuide
 from ci.guide.plan import LANGUAGES, block_loads
+from ci.guide.settings import guide_settings
 from ci.maintain.drift.findings import STATIC, Finding, Severity, block_name, first_param
 from ci.maintain.drift.lessons import ShellBlock, lesson_findings
 
@@ -193,6 +194,7 @@ def static_findings(
     Lines are the guide's: the fence line plus the line inside the block.
     """
     findings: list[Finding] = []
+    shell_blocks = []
     for block in parsed.blocks:
         if block.label is Label.RESULT or block.language is None:
             continue
@@ -205,7 +207,7 @@ def static_findings(
             findings += _shell_findings(
                 block.body, placeholders, parsed.file, block.line, what, shellcheck, shellcheck_timeout_s
             )
-            findings += lesson_findings(
+            shell_blocks.append(
                 ShellBlock(
                     _shell_script(block.body, placeholders),
                     parsed.file,
@@ -215,7 +217,7 @@ def static_findings(
                     stores=first_param(block, "store") is not None,
                 )
             )
-    return findings
+    return findings + lesson_findings(shell_blocks, guide_settings(parsed)[0].env)
 
 
 def plain_static_findings(
@@ -228,6 +230,7 @@ def plain_static_findings(
     console compiles it (a single statement, else a whole program), on its own line.
     """
     findings: list[Finding] = []
+    shell_blocks = []
     for step in plan.steps:
         if step.skip_reason is not None:
             continue
@@ -239,11 +242,11 @@ def plain_static_findings(
             )
             script = _shell_script(step.body, placeholders)
             checked = step.expected is not None
-            findings += lesson_findings(ShellBlock(script, plan.guide, step.line, what, checked, stores=False))
+            shell_blocks.append(ShellBlock(script, plan.guide, step.line, what, checked, stores=False))
         elif step.language_word == CONSOLE_LANGUAGE:
             for statement in readable_statements(guide_lines(text), plan.guide):
                 findings += _statement_findings(statement, plan.guide)
-    return findings
+    return findings + lesson_findings(shell_blocks, plan.settings.env)
 
 
 def _shell_findings(
