@@ -92,10 +92,46 @@ def split_info(info: str) -> tuple[list[tuple[str, int]], str | None]:
                     position, closed_by = end, quote
                     break
                 position = closing + 1
+                glued = _KEY_START.match(info, position)
+                # `id="a"store="b"`: two parameters, one space short; read as two, the mistake said once
+                if glued and _KEY_VALUE.match(info[start:position]):
+                    error = error or (
+                        f"{info[start:position]!r} runs into the next parameter: put a space before {glued.group(1)}="
+                    )
+                    break
             else:
                 position += 1
         words.append((info[start:position].rstrip() + closed_by, start))
-    return words, error
+    return _spaced_equals(words, error)
+
+
+_KEY_START = re.compile(r"([A-Za-z_][\w-]*)=")
+_BARE_KEY = re.compile(r"[A-Za-z_][\w-]*\Z")
+
+
+def _spaced_equals(words: list[tuple[str, int]], error: str | None) -> tuple[list[tuple[str, int]], str | None]:
+    """WORDS with each parameter written with spaces around its `=` (`id = "a"`, `id= "a"`, `id ="a"`) made one
+    word again, so that the one mistake is one error (ERROR, unless one is said already) naming the fix."""
+    joined: list[tuple[str, int]] = []
+    index = 0
+    while index < len(words):
+        texts = [word for word, _ in words[index : index + 3]]
+        taken = 0
+        if len(texts) >= 3 and _BARE_KEY.match(texts[0]) and texts[1] == "=":
+            taken = 3  # id = "a"
+        elif len(texts) >= 2 and _BARE_KEY.match(texts[0]) and texts[1].startswith("="):
+            taken = 2  # id ="a"
+        elif len(texts) >= 2 and texts[0].endswith("=") and _BARE_KEY.match(texts[0][:-1]):
+            taken = 2  # id= "a"
+        meant = "".join(texts[:taken])
+        if taken and meant.partition("=")[2][:1] in ("'", '"'):
+            error = error or f"spaces around = in {' '.join(texts[:taken])!r}: write {meant}"
+            joined.append((meant, words[index][1]))
+            index += taken
+        else:
+            joined.append(words[index])
+            index += 1
+    return joined, error
 
 
 # The quotes an input method types, each with its closing one: read as quotes where a value opens (`id=“a b”`), so
