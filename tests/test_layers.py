@@ -345,3 +345,26 @@ def test_a_record_of_one_field_or_none_compares_and_hashes() -> None:
     assert Gap(3) == Gap(3) != Gap(4) and len({Gap(3), Gap(3), Gap(4)}) == 2
     assert Palette(enabled=False) == NO_COLOUR and hash(Palette(enabled=False)) == hash(NO_COLOUR)
     assert Empty() == Empty() and hash(Empty()) == hash(dataclass(frozen=True)(type("Empty", (), {}))())
+
+
+def test_a_record_is_subclassed_as_a_frozen_dataclass_is() -> None:
+    """A record built on a harness record, by either decorator, is a frozen dataclass with the fields of both."""
+    import dataclasses
+
+    from ci.base import frozen
+
+    @frozen
+    class Base:
+        number: int
+
+    for decorate in (frozen, dataclass(frozen=True)):
+
+        @decorate
+        class Derived(Base):
+            name: str = "x"
+
+        record = Derived(1)
+        assert (record.number, record.name) == (1, "x") and record == Derived(1) != Derived(2)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            record.name = "y"
+    assert Base.__dataclass_params__.frozen  # type: ignore[attr-defined]

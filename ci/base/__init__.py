@@ -56,7 +56,10 @@ def frozen(cls: _Class) -> _Class:
     below, which behave as the generated ones do: `dataclasses.fields`,
     `replace` and `is_dataclass` see a frozen dataclass.
     """
+    if any(getattr(getattr(base, "__dataclass_params__", None), "frozen", False) for base in cls.__mro__[1:]):
+        return cast(_Class, dataclasses.dataclass(frozen=True)(cls))  # built on a record: the standard way
     made = cast(_Class, dataclasses.dataclass(repr=False, eq=False)(cls))
+    made.__dataclass_params__.frozen = True  # type: ignore[attr-defined]  # so that a subclass may be frozen too
     fields = dataclasses.fields(made)
     hashed = [field.name for field in fields if (field.compare if field.hash is None else field.hash)]
     for name, method in (
