@@ -186,6 +186,31 @@ def test_list_commands_shows_each_command_as_it_will_run_masked(tmp_path: Path, 
     assert hello["command_pending"] == []
 
 
+def test_list_puts_one_space_between_the_settings_of_a_block(tmp_path: Path, run_harness) -> None:
+    """After the time limit, loads, `hidden`, `skip=`, the retries and `rerun_on_resume` are one space apart."""
+    guide = _write_guide(
+        tmp_path,
+        f"""
+        <!--
+        {FENCE}shell #test-setup store="where"
+        echo /srv/app
+        {FENCE}
+        -->
+
+        {FENCE}shell #test-setup load="where>>DIR" skip='no NPU here' retry="2" rerun_on_resume
+        ls <DIR>
+        {FENCE}
+        """,
+    )
+    listed = run_harness(str(guide), "--list")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[1:] == [
+        "   1  #test-setup  store=where                    shell   " + f"{guide}:2  timeout=10800s hidden",
+        "   2  #test-setup  -                              shell   "
+        + f"{guide}:7  timeout=10800s load=where>>DIR skip='no NPU here' retry=2 retry_delay=10s rerun_on_resume",
+    ]
+
+
 QUICK = f"""
 {FENCE}shell #test-setup
 echo quick

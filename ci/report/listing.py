@@ -143,15 +143,16 @@ def _print_text(plans: Sequence[Plan], github: bool, listing: PlanListing) -> No
         lines.append(listing.header(index, plan))
         for step in plan.steps:
             name = " ".join(step.named_by)
-            loads = " ".join(f"load={load.name}>>{load.placeholder}" for load in step.loads)
-            extra = " hidden" if step.hidden else ""
-            extra += f" skip={step.skip_reason!r}" if step.skip_reason is not None else ""
-            extra += f" retry={step.retry} retry_delay={step.retry_delay_s:g}s" if step.retry else ""
-            extra += " rerun_on_resume" if step.rerun_on_resume else ""
+            # after the time limit, one space between each setting: `timeout=60s load=a>>A hidden skip='why'`
+            settings = [f"timeout={step.timeout_s:g}s"]
+            settings += [f"load={load.name}>>{load.placeholder}" for load in step.loads]
+            settings += ["hidden"] if step.hidden else []
+            settings += [f"skip={step.skip_reason!r}"] if step.skip_reason is not None else []
+            settings += [f"retry={step.retry} retry_delay={step.retry_delay_s:g}s"] if step.retry else []
+            settings += ["rerun_on_resume"] if step.rerun_on_resume else []
             lines.append(
                 f"{step.ordinal:>4}  {step.label.value:<12} {name or '-':<30} {step.language_word:<7} "
-                f"{step.file}:{step.line}  timeout={step.timeout_s:g}s {loads}{extra}".rstrip()
-                + listing.note(index, step)
+                f"{step.file}:{step.line}  {' '.join(settings)}" + listing.note(index, step)
             )
             lines.extend(listing.command_lines(index, step))
     print(command_safe("\n".join(lines), github))
