@@ -175,7 +175,7 @@ def test_absurd_durations_are_document_errors_on_their_lines() -> None:
     guide = "---\nci:\n  timeout: 8d\n---\n\n" + pair("a", test_params=f" timeout='{'9' * 400}'")
     found = [(p.line, p.message) for p in problems_of(guide)]
     assert [line for line, _ in found] == [3, 6]
-    assert "bad duration '8d'" in found[0][1]
+    assert found[0][1] == "front matter ci.timeout: duration '8d' is over the maximum of 7 days: give at most 168h"
     assert (
         found[1][1]
         == "timeout: duration '99999999999999999...99999999999999999' is over the maximum of 7 days: give at most 168h"

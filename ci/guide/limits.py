@@ -52,13 +52,38 @@ MAX_DURATION_S = 7 * 24 * 3600.0  # the longest time limit: a week is longer tha
 def parse_duration(text: str) -> float:
     """Seconds from `90`, `30s`, `10m`, `3h` (decimals allowed), at most MAX_DURATION_S; ValueError otherwise."""
     found = _DURATION.match(str(text).strip())
-    if not found or float(found.group(1)) <= 0:
+    meant = None if found else _unit_in_words(str(text))
+    written = found.groups() if found else meant
+    if not written or float(written[0]) <= 0:
         raise ValueError(f"bad duration {shown_text(text)}: use seconds (90) or a unit: 30s, 10m, 3h")
-    seconds = float(found.group(1)) * _UNIT_S[found.group(2)]
+    seconds = float(written[0]) * _UNIT_S[written[1]]
     # `not <=` also refuses infinity, which 400 digits become and which no JSON report can hold
     if not seconds <= MAX_DURATION_S:
         raise ValueError(f"duration {shown_text(text)} is over the maximum of 7 days: give at most 168h")
+    if meant is not None:
+        raise ValueError(f"bad duration {shown_text(text)}: write {''.join(meant)} (the units are s, m and h)")
     return seconds
+
+
+# A unit written as a word or in capitals (`5min`, `2 hours`, `30 sec`, `1d`), with the unit it means and its factor
+_UNIT_WORDS = {
+    **dict.fromkeys(("sec", "secs", "second", "seconds"), ("s", 1)),
+    **dict.fromkeys(("min", "mins", "minute", "minutes"), ("m", 1)),
+    **dict.fromkeys(("hr", "hrs", "hour", "hours"), ("h", 1)),
+    **dict.fromkeys(("d", "day", "days"), ("h", 24)),
+    **{unit: (unit, 1) for unit in "smh"},  # `5M`, read in lower case
+}
+_DURATION_IN_WORDS = re.compile(r"(\d+(?:\.\d+)?)\s*([A-Za-z]+)\Z")
+
+
+def _unit_in_words(text: str) -> tuple[str, str] | None:
+    """TEXT's number and the unit it means, when written as a word or in capitals (`5min`: 5 and m, `1d`: 24 and
+    h); None when it is no such slip."""
+    found = _DURATION_IN_WORDS.match(text.strip())
+    unit = _UNIT_WORDS.get(found.group(2).lower()) if found else None
+    if found is None or unit is None:
+        return None
+    return f"{float(found.group(1)) * unit[1]:g}", unit[0]
 
 
 def shown_text(text: str) -> str:

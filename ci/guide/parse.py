@@ -65,10 +65,13 @@ class ParsedGuide:
 def split_info(info: str) -> tuple[list[tuple[str, int]], str | None]:
     """Split a fence info string into words, keeping quoted values whole.
 
-    Returns the words with their 0-based columns, and an error message when a
-    quote is left open. Such a quote is read as closed where the next `key=`
-    starts (else at the end), so the words after it are still parameters and
-    the one mistake is reported once.
+    Returns the words with their 0-based columns, and an error message for the
+    first mistake in the quotes, so that each is reported once. A quote left
+    open is read as closed where the next `key=` starts (else at the end), so
+    the words after it are still parameters; a quote typed once too often
+    (`id="c""`, a lone `"`) is left out; a value holding the quote it is
+    quoted with (`skip='it's late'`) is read whole; a closing quote with no
+    opening one (`id=c"`) leaves an unquoted value, which planning reports.
     """
     words: list[tuple[str, int]] = []
     error: str | None = None
@@ -80,18 +83,36 @@ def split_info(info: str) -> tuple[list[tuple[str, int]], str | None]:
         if position >= length:
             break
         start = position
+        closed_at = start  # where the last value closed by its quote ends: a quote right there opens nothing
         closed_by = ""  # the quote added to a value whose quote is never closed
+        stray = 0  # 1 when the word ends in a quote typed once too often, left out of it
         while position < length and not info[position].isspace():
             typed_quote = info[position] in _TYPED_QUOTES and info[position - 1 : position] in ("=", _FULL_WIDTH_EQUALS)
+            ends_word = position + 1 == length or info[position + 1].isspace()
+            if info[position] in "\"'" and ends_word and position == closed_at:
+                # `id="c""`, `id="c"'`, a lone `"`: a quote typed once too often; dropped, the mistake said once
+                after = f"after {info[start:position]!r}" if position > start else "among the parameters"
+                error = error or f"stray {info[position]} {after}: remove it"
+                position, stray = position + 1, 1
+                break
+            if info[position] in "\"'" and ends_word and info[position - 1] != "=" and _KEY_START.match(info, start):
+                position += 1  # `id=c"`: a closing quote with no opening one, an unquoted value, said as such
+                continue
             if info[position] in "\"'" or typed_quote:
                 quote = _TYPED_QUOTES.get(info[position], info[position])
-                closing = info.find(quote, position + 1)
+                closing = _closing_quote(info, position, quote)
                 if closing < 0:
                     end = _unclosed_value_end(info, position + 1)
-                    error = error or f"unterminated quote in {info[start:end].rstrip()!r}: close it with {quote}"
+                    if info[position + 1 : end].strip():  # `id="` alone: planning says the value is empty, the fix
+                        error = error or f"unterminated quote in {info[start:end].rstrip()!r}: close it with {quote}"
                     position, closed_by = end, quote
                     break
-                position = closing + 1
+                if info.find(quote, position + 1) < closing:  # `skip='it's late'`: the quote is in the value
+                    other = "'" if quote == '"' else '"'
+                    value = info[position + 1 : closing]
+                    meant = f"{info[start:position]}{other}{value}{other}"
+                    error = error or f"{info[start : closing + 1]!r} holds the {quote} it is quoted with: write {meant}"
+                position = closed_at = closing + 1
                 glued = _KEY_START.match(info, position)
                 # `id="a"store="b"`: two parameters, one space short; read as two, the mistake said once
                 if glued and _KEY_VALUE.match(info[start:position]):
@@ -101,11 +122,13 @@ def split_info(info: str) -> tuple[list[tuple[str, int]], str | None]:
                     break
             else:
                 position += 1
-        words.append((info[start:position].rstrip() + closed_by, start))
+        if position - stray > start:
+            words.append((info[start : position - stray].rstrip() + closed_by, start))
     return _spaced_equals(words, error)
 
 
 _KEY_START = re.compile(r"([A-Za-z_][\w-]*)=")
+_ENDS_WITH_KEY = re.compile(r"\s[A-Za-z_][\w-]*=\Z")
 _BARE_KEY = re.compile(r"[A-Za-z_][\w-]*\Z")
 
 
@@ -160,11 +183,29 @@ def ascii_form(text: str) -> str:
     return unicodedata.normalize("NFKC", text).translate(_CURLY_QUOTES)
 
 
-_NEXT_KEY = re.compile(r"\s+(?=[A-Za-z_][\w-]*=)")
+def _closing_quote(info: str, opening: int, quote: str) -> int:
+    """Where the value opened at OPENING by a quote closes with QUOTE; -1 when it never does.
+
+    The next QUOTE closes it, unless it is the opening quote of the next parameter (`id="c timeout="5"`: the
+    value before it ends with ` timeout=` and text follows it), or an apostrophe in the value
+    (`skip='it's late'`: text that starts no parameter follows it; the value then closes at the last QUOTE
+    that ends a word before the next parameter).
+    """
+    closing = info.find(quote, opening + 1)
+    if closing < 0 or closing + 1 == len(info) or info[closing + 1].isspace() or info[closing + 1] in "\"'":
+        return closing
+    if _ENDS_WITH_KEY.search(info, opening + 1, closing):
+        return -1
+    if _KEY_START.match(info, closing + 1):
+        return closing  # `id="a"store="b"`: two parameters glued, said by the caller
+    value_end = _unclosed_value_end(info, closing + 1)
+    last = info.rfind(quote, closing + 1, value_end)
+    return last if last > 0 and (last + 1 == value_end or info[last + 1].isspace()) else closing
 
 
 def _unclosed_value_end(info: str, value_start: int) -> int:
-    """Where a value whose quote is never closed most likely ends: before the next `key=`, else at the end."""
+    """Where a value whose quote is never closed most likely ends: before the next `key=` or flag, else at the
+    end."""
     found = _NEXT_KEY.search(info, value_start)
     return found.start() if found else len(info)
 
@@ -190,6 +231,8 @@ def _parse_params(words: list[tuple[str, int]]) -> list[Param]:
 _NEAR_MISS_DISTANCE = {"#test": 1, "#test-result": 2, "#test-setup": 2}
 _PARAM_KEYS = ("id", "store", "load", "fuzzy", "timeout", "skip", "retry", "retry_delay")
 _PARAM_FLAGS = ("disable_fuzzy", "rerun_on_resume")
+# Where the next parameter starts: a `key=`, or a flag standing as a word
+_NEXT_KEY = re.compile(rf"\s+(?=[A-Za-z_][\w-]*=|(?:{'|'.join(_PARAM_FLAGS)})(?:\s|\Z))")
 
 
 def near_miss_of(word: str, *, first: bool = False, before_params: bool = False) -> str | None:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from ci.guide.model import Load, Problem, Step
 
-__all__ = ["substitute", "unloaded_placeholders", "written_line"]
+__all__ = ["placeholders_in", "substitute", "unloaded_placeholders", "written_line"]
 
 _TOKEN = re.compile(r"<([^<>\s]+)>")
 
@@ -56,6 +56,11 @@ def _loads(step: Step) -> list[tuple[Load, int]]:
     """The step's loads and its #test-result's, each with the line of its fence."""
     own = [(load, step.line) for load in step.loads]
     return own + [(load, step.expected.line) for load in step.expected.loads] if step.expected else own
+
+
+def placeholders_in(body: str) -> list[str]:
+    """The names of the `<NAME>` tokens in BODY, each once, in order."""
+    return list(dict.fromkeys(token.group(1) for token in _TOKEN.finditer(body)))
 
 
 def _placeholders(body: str, fence_line: int) -> list[tuple[str, int]]:

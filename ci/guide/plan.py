@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
@@ -22,7 +23,7 @@ from ci.guide.model import (
     closest,
 )
 from ci.guide.parse import NearLabel, ParsedGuide, ascii_form, full_width_language
-from ci.guide.placeholders import unloaded_placeholders
+from ci.guide.placeholders import placeholders_in, unloaded_placeholders
 from ci.guide.settings import (
     DEFAULT_RETRY_DELAY_S,
     guide_settings,
@@ -83,6 +84,10 @@ class _Checker:
         """True when a parameter of the block was refused: what it lacks may be what was refused."""
         return any(refused is block for refused, _ in self.refused)
 
+    def refused_values(self, block: Block, key: str) -> list[str]:
+        """The values of KEY refused on BLOCK, such as the second of a key given twice (`id="a" id="b"`)."""
+        return [param.value or "" for refused, param in self.refused if refused is block and param.key == key]
+
     def may_have_been(self, label: Label, value: str) -> bool:
         """True when a refused parameter of a LABEL block held VALUE (`stor="port"`: port may be stored)."""
         return any(block.label is label and param.value == value for block, param in self.refused)
@@ -94,7 +99,10 @@ class _Checker:
         for param in block.params:
             problem = _param_problem(block.label, param, allowed)
             if problem is None and param.key in seen and param.key not in _REPEATABLE:
-                problem = f"{param.key!r} given twice on {block.label.value}; keep one"
+                first = Param(param.key, seen[param.key][0], param.column)
+                both = f" ({_written(param.key, first)} and {_written(param.key, param)})"
+                differ = param.key not in _FLAGS and param.value != seen[param.key][0]
+                problem = f"{param.key!r} given twice on {block.label.value}{both if differ else ''}; keep one"
             if problem is None and param.key == "fuzzy" and param.value in seen.get("fuzzy", []):
                 problem = (
                     f"fuzzy={param.value!r} given twice on {block.label.value}: each wildcard token once; keep one"
@@ -117,8 +125,7 @@ class _Checker:
             load = parse_load(value)
             if load is None:
                 self.error(
-                    block.line,
-                    f'load={value!r} must read NAME>>PLACEHOLDER, with one ">>", e.g. load="model_path>>MODEL_PATH"',
+                    block.line, f'load={value!r} must read NAME>>PLACEHOLDER, with one ">>"{_load_fix(value, block)}'
                 )
                 continue
             if load.name not in stored:
@@ -179,9 +186,10 @@ def _param_problem(label: Label, param: Param, allowed: set[str]) -> str | None:
         return None if param.value is None else f"{key} is a flag and takes no value: write {key} alone"
     if param.value is None:
         return f'{key!r} needs a quoted value: {key}="..."'
-    if param.value == "" and key != "skip":
+    if param.value == "" and (key != "skip" or not param.quoted):  # `skip=""` skips with no reason; `skip=` is a slip
         return (
-            f"{key!r} has an empty value: give it one, or leave {key}= out"
+            f"{key!r} has an empty value: give it one"
+            + ("" if key == "id" and label is not Label.SETUP else f", or leave {key}= out")
             if param.quoted
             else f'{key}= has no value: write {key}="..."'
         )
@@ -194,6 +202,26 @@ def _written(key: str, param: Param) -> str:
         return key
     quote = "'" if '"' in param.value else '"'
     return f"{key}={quote}{param.value or '...'}{quote}"
+
+
+def _load_fix(value: str, block: Block) -> str:
+    """The load a malformed `load=VALUE` of BLOCK most likely meant, written out: `port` or `port>P` as
+    `load="port>>P"`, P being the one `<P>` of the block's body (else PLACEHOLDER, said so)."""
+    if value.count(LOAD_SEPARATOR) > 1:
+        return ', e.g. load="model_path>>MODEL_PATH"'
+    parts = [part.strip(" <>") for part in _LOAD_ARROW.split(value, maxsplit=1)]
+    name, placeholder = parts[0], parts[1] if len(parts) > 1 else ""
+    if not placeholder and value.strip().startswith("<"):
+        name, placeholder = "", name  # `load="<P>"`: only the placeholder was given
+    found = placeholders_in(block.body)
+    placeholder = placeholder or (found[0] if len(found) == 1 else "")
+    meant = f'load="{name or "NAME"}{LOAD_SEPARATOR}{placeholder or "PLACEHOLDER"}"'
+    if not name:
+        return f": write {meant}, NAME being the name an earlier block stores"
+    return f": write {meant}" + ("" if placeholder else ", PLACEHOLDER being the <PLACEHOLDER> of the body to replace")
+
+
+_LOAD_ARROW = re.compile(r"\s*[-=]?>+\s*")  # how a load's `>>` is mistyped: `>`, `->`, `=>`
 
 
 def _not_stored(load: Load, stored: set[str]) -> str:
@@ -275,6 +303,11 @@ def _unpaired(result_id: str, checker: _Checker) -> bool:
         return False
     if checker.may_have_been(Label.TEST, result_id):  # the #test's id was refused: that error says it all
         return False
+    if any(block.label is Label.TEST and param.key == "id" and not param.value for block, param in checker.refused):
+        return False  # a #test's id was left empty (`id="`): this result is most likely the one meant for it
+    blocks = [block for block, _ in checker.results.get(result_id, [])]
+    if any(other in checker.test_ids for block in blocks for other in checker.refused_values(block, "id")):
+        return False  # `id="b" id="a"` on the result of #test "a": the id given twice says it all
     return not any(near.block_id == result_id for near in checker.near_labels)  # its #test's label is misspelt
 
 
@@ -357,6 +390,8 @@ def _no_result(test: Block, test_id: str, checker: _Checker) -> None:
     """The error of a #test without its #test-result, naming the unpaired result whose id is most like its own."""
     if checker.may_have_been(Label.RESULT, test_id):  # the result's id was refused: that error says it all
         return
+    if any(other in checker.results for other in checker.refused_values(test, "id")):
+        return  # `id="b" id="a"` on the #test of result "a": the id given twice says it all
     near = next((near for near in checker.near_labels if near.block_id == test_id), None)
     if near is not None and near.error:  # its result's label is a near miss, an error that says it all
         return
