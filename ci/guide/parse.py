@@ -67,8 +67,8 @@ def split_info(info: str) -> tuple[list[tuple[str, int]], str | None]:
 
     Returns the words with their 0-based columns, and an error message for the
     first mistake in the quotes, so that each is reported once. A quote left
-    open is read as closed where the next `key=` starts (else at the end), so
-    the words after it are still parameters; a quote typed once too often
+    open is read as closed where the next `key=` or flag starts (else at the
+    end), so the words after it are still parameters; a quote typed once too often
     (`id="c""`, a lone `"`) is left out; a value holding the quote it is
     quoted with (`skip='it's late'`) is read whole; a closing quote with no
     opening one (`id=c"`) leaves an unquoted value, which planning reports.
