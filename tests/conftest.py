@@ -19,6 +19,7 @@ from typing import Any
 
 import psutil
 import pytest
+from web_stub import WebStub, running_stub
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -147,3 +148,69 @@ def guide_runner(tmp_path: Path, run_harness: Callable[..., subprocess.Completed
         return Run(done.returncode, done.stdout, done.stderr, output_dir, guide)
 
     return run
+
+
+# The drift check's tests (tests/test_drift.py, tests/test_lessons.py) run it in git repositories built per test.
+class Repo:
+    """A git repository in a temporary directory, with the environment git and the drift check need."""
+
+    def __init__(self, path: Path, env: dict[str, str]) -> None:
+        self.path = path
+        self.env = env
+        self.git("init", "-q", "-b", "main")
+
+    def git(self, *args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=self.path, env=self.env, capture_output=True, text=True, check=True)
+        return done.stdout.strip()
+
+    def write(self, name: str, text: str) -> Path:
+        path = self.path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    def commit(self, message: str) -> str:
+        self.git("add", "-A")
+        self.git("commit", "-q", "-m", message)
+        return self.git("rev-parse", "HEAD")
+
+    def start(self) -> str:
+        """A first commit without guides: the base revision of a pull request that adds them."""
+        self.write("README.md", "# Repo\n")
+        return self.commit("start")
+
+    def drift(self, *args: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "ci.drift", *args],
+            cwd=self.path,
+            env={**self.env, **extra_env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+
+@pytest.fixture
+def pypi() -> Iterator[WebStub]:
+    """A loopback server standing in for the package index the drift check asks about pinned versions."""
+    with running_stub() as server:
+        yield server
+
+
+@pytest.fixture
+def repo(tmp_path: Path, pypi: WebStub) -> Repo:
+    """An empty git repository in tmp_path/repo, its drift check asking PYPI about pins."""
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "Guide Author",
+        "GIT_AUTHOR_EMAIL": "author@example.com",
+        "GIT_COMMITTER_NAME": "Guide Author",
+        "GIT_COMMITTER_EMAIL": "author@example.com",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "PYTHONPATH": str(REPO),
+        "PYPI_URL": pypi.url,
+        "GUIDE_GUARD_HTTP_TIMEOUT": "0.5",
+    }
+    (tmp_path / "repo").mkdir()
+    return Repo(tmp_path / "repo", env)

@@ -21,6 +21,10 @@ TUTORIAL = REPO / "docs" / "tutorial.md"
 EXAMPLE = REPO / "docs" / "examples" / "first-guide.md"
 GUIDE_NAME = "my-guide.md"  # the name the tutorial saves its guide under, and its commands use
 MARK = "@@tutorial-step@@"
+# The folder a run keeps its outputs in, as the tutorial shows it (`full block outputs: /tmp/guide-guard/run-...`)
+# and as the reader types it after that run: each reader's has another name, so the test types the one its run named.
+OUTPUTS_SHOWN = re.compile(r"/tmp/guide-guard/run-\w+")
+OUTPUTS_PRINTED = re.compile(r"\S*/guide-guard/run-\w+")
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,7 @@ def _normalised(log: str) -> str:
     log = re.sub(r"\b\d+ B\b", "0 B", log)
     log = re.sub(r"\bpid \d+", "pid 0", log)
     log = re.sub(r"http\.server \d+", "http.server 0", log)
-    return re.sub(r"full block outputs: \S+", "full block outputs: DIR", log)
+    return OUTPUTS_PRINTED.sub("DIR", log)
 
 
 def test_the_guide_the_tutorial_shows_is_the_example_file() -> None:
@@ -121,12 +125,23 @@ def test_following_the_tutorial_prints_what_it_shows(tmp_path: Path, harness_env
     home.mkdir()
     temporary.mkdir()
     _, steps = _steps()
+    log = tmp_path / "step.log"
     script = ""
+    shown_outputs = ""  # the output folder the last log shown names
     for index, step in enumerate(steps):
         if step.commands is None:
             script += f"cat > {GUIDE_NAME} <<'END_OF_GUIDE'\n{_the_guide_shown()}END_OF_GUIDE\n"
-        else:
-            script += f'echo "{MARK} {index} begin"\n{{\n{step.commands}}} 2>&1\necho "{MARK} {index} end $?"\n'
+            continue
+        # a folder the reader types is the one the log just shown names, and the test types the one its run named
+        for typed_outputs in OUTPUTS_SHOWN.findall(step.commands):
+            assert typed_outputs == shown_outputs, f"docs/tutorial.md:{step.line}: lists a folder no log shown names"
+        commands = OUTPUTS_SHOWN.sub('"$OUTPUTS"', step.commands)
+        script += (
+            f'echo "{MARK} {index} begin"\n{{\n{commands}}} >{log} 2>&1\nstatus=$?\ncat {log}\n'
+            f'named=$(sed -n "s/^full block outputs: //p" {log})\n[ -z "$named" ] || OUTPUTS=$named\n'
+            f'echo "{MARK} {index} end $status"\n'
+        )
+        shown_outputs = next(iter(re.findall(r"^full block outputs: (\S+)$", step.shown or "", re.M)), shown_outputs)
     env = {**harness_env, "HOME": str(home), "TMPDIR": str(temporary), "PATH": f"{scripts}:{harness_env['PATH']}"}
     done = subprocess.run(
         ["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
@@ -142,8 +157,8 @@ def test_following_the_tutorial_prints_what_it_shows(tmp_path: Path, harness_env
             assert matches(_normalised(output), _normalised(step.shown).rstrip("\n")), (
                 f"docs/tutorial.md:{step.line}: the output shown is not what the commands print:\n{output}"
             )
-    # mkdir; --list; the run passes; broken, it fails; --update accepts the change; it passes again
-    assert statuses == [0, 0, 0, 1, 0, 0], done.stdout
+    # mkdir; --list; the run passes; broken, it fails; its outputs listed; --update accepts the change; it passes again
+    assert statuses == [0, 0, 0, 1, 0, 0, 0], done.stdout
 
     # The recap line the tutorial shows for the broken guide is the one the harness prints.
     broken = typed[3]
