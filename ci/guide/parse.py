@@ -107,9 +107,11 @@ def split_info(info: str) -> tuple[list[tuple[str, int]], str | None]:
                         error = error or f"unterminated quote in {info[start:end].rstrip()!r}: close it with {quote}"
                     position, closed_by = end, quote
                     break
-                if info.find(quote, position + 1) < closing:  # `skip='it's late'`: the quote is in the value
-                    other = "'" if quote == '"' else '"'
-                    value = info[position + 1 : closing]
+                other = "'" if quote == '"' else '"'
+                value = info[position + 1 : closing]
+                # `skip='it's late'`: the quote is in the value, which the other quote would hold; a value holding
+                # both (`id='say "hi" 'there''`) can be written no other way, and is read whole
+                if info.find(quote, position + 1) < closing and other not in value:
                     meant = f"{info[start:position]}{other}{value}{other}"
                     error = error or f"{info[start : closing + 1]!r} holds the {quote} it is quoted with: write {meant}"
                 position = closed_at = closing + 1
