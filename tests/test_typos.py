@@ -110,22 +110,22 @@ def test_a_language_typed_full_width_is_said_with_the_word_to_type(guide_runner,
 def test_a_plain_fence_typed_full_width_is_an_error_not_a_fence_left_unrun(guide_runner, tmp_path: Path) -> None:
     """Read as plain fences, only ```shell runs: a full-width one was dropped, and the guide passed without it."""
     marker = tmp_path / "ran"
-    guide = f"""
-        {FENCE}shell
-        touch {marker}
-        {FENCE}
+    for typed in ("\uff53\uff48\uff45\uff4c\uff4c", "\uff33\uff28\uff25\uff2c\uff2c"):  # in capitals too
+        guide = f"""
+            {FENCE}shell
+            touch {marker}
+            {FENCE}
 
-        {FENCE}\uff53\uff48\uff45\uff4c\uff4c
-        echo this step fails; exit 1
-        {FENCE}
-        """
-    run = guide_runner(guide, "--dialect", "fences")
-    assert run.returncode == 2, run.stdout + run.stderr
-    typed = "\uff53\uff48\uff45\uff4c\uff4c"
-    said = f"[ERROR] {run.guide}:5: the language {typed!r} is typed in full-width characters, as an input method"
-    assert said in run.stderr
-    assert "its commands never run" in run.stderr and f"type it in ASCII: {FENCE}shell" in run.stderr
-    assert not marker.exists()
+            {FENCE}{typed}
+            echo this step fails; exit 1
+            {FENCE}
+            """
+        run = guide_runner(guide, "--dialect", "fences")
+        assert run.returncode == 2, run.stdout + run.stderr
+        said = f"[ERROR] {run.guide}:5: the language {typed!r} is typed in full-width characters, as an input method"
+        assert said in run.stderr
+        assert "its commands never run" in run.stderr and f"type it in ASCII: {FENCE}shell" in run.stderr
+        assert not marker.exists()
 
 
 def test_words_between_the_language_and_the_label_are_a_warning_an_error_under_strict(
@@ -171,3 +171,66 @@ def test_a_labelled_fence_indented_into_code_is_a_warning_an_error_under_strict(
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"warning: {where} this labelled fence is indented into an indented code block" in run.stderr
     assert "indent it as the text it belongs to" in run.stderr and not marker.exists()
+
+
+def test_a_plain_fence_in_capitals_is_a_warning_naming_the_word_to_write_an_error_under_strict(
+    guide_runner, tmp_path: Path
+) -> None:
+    """As the reference engine reads them, only ```shell runs: ```Shell, ```SHELL or ```Bash were dropped without a
+    word and the guide passed. They still do not run (parity), but the run says so at the fence's line."""
+    for typed, fix in (
+        ("Shell", "write it in lower case: ```shell"),
+        ("SHELL", "write it in lower case: ```shell"),
+        ("Bash", "write ```shell to run it"),
+    ):
+        marker = tmp_path / f"ran-{typed}"
+        guide = f"""
+            {FENCE}shell
+            echo ok
+            {FENCE}
+
+            {FENCE}{typed}
+            touch {marker}
+            {FENCE}
+            """
+        run = guide_runner(guide, "--dialect", "fences")
+        assert run.returncode == 0, run.stdout + run.stderr
+        said = f"warning: {run.guide}:5: this {FENCE}{typed} fence never runs"
+        assert said in run.stderr and fix in run.stderr, run.stderr
+        assert not marker.exists()
+        strict = guide_runner(guide, "--dialect", "fences", "--strict")
+        assert strict.returncode == 2, strict.stdout + strict.stderr
+        assert f"[ERROR] {run.guide}:5: this {FENCE}{typed} fence never runs" in strict.stderr
+        assert not marker.exists()
+
+
+def test_an_expected_text_in_capitals_is_a_warning_too(guide_runner, tmp_path: Path) -> None:
+    """```Text right after a run fence is no expected output: the output it shows would never be checked."""
+    guide = f"""
+        {FENCE}shell
+        echo ok
+        {FENCE}
+
+        {FENCE}Text
+        something else
+        {FENCE}
+        """
+    run = guide_runner(guide, "--dialect", "fences")
+    assert run.returncode == 0, run.stdout + run.stderr
+    said = f"warning: {run.guide}:5: this {FENCE}Text fence is no expected output, so the output it shows is never"
+    assert said in run.stderr and "write it in lower case: ```text" in run.stderr, run.stderr
+
+
+def test_a_console_fence_typed_full_width_is_an_error_with_the_word_to_type(guide_runner, tmp_path: Path) -> None:
+    """Read as a console session, only the first ```pycon fence runs: a full-width one before it (or alone) was
+    left out, another session ran in its place or none was found, with no line to blame."""
+    marker = tmp_path / "ran"
+    typed = "\uff50\uff59\uff43\uff4f\uff4e"
+    for rest in ("", f"\n{FENCE}pycon\n>>> open({str(marker)!r}, 'w').close()\n{FENCE}\n"):
+        guide = f"# T\n\n{FENCE}{typed}\n>>> print(1)\n2\n{FENCE}\n{rest}"
+        run = guide_runner(guide, "--dialect", "pycon")
+        assert run.returncode == 2, run.stdout + run.stderr
+        said = f"[ERROR] {run.guide}:3: the language {typed!r} is typed in full-width characters, as an input method"
+        assert said in run.stderr, run.stderr
+        assert "no console session runs from it" in run.stderr and f"type it in ASCII: {FENCE}pycon" in run.stderr
+        assert not marker.exists()

@@ -40,6 +40,7 @@ __all__ = [
 RUN_LANGUAGE = "shell"  # only a fence whose language word is exactly this runs
 SKIP_MARKER = "skip"  # `shell skip`: logged, not run
 OUTPUT_LANGUAGE = "text"
+_OTHER_SHELL_WORDS = ("bash", "sh")  # what the label contract runs as shell too, and this dialect never
 # `<UPSTREAM_REF>` is the upstream commit under test: --set UPSTREAM_REF=..., else the environment's (upstream_ref)
 UPSTREAM_REF = "UPSTREAM_REF"
 UPSTREAM_COMMIT = "UPSTREAM_COMMIT"  # the environment variable that wins over UPSTREAM_REF, as the reference's tests
@@ -91,10 +92,12 @@ def plan_fences(
             lines = [line.replace(f"<{UPSTREAM_REF}>", upstream_ref) for line in lines]
     fences = scan_fences(lines)
     problems: list[Problem] = []
+    warnings: list[Problem] = []
     steps: list[Step] = []
     for index, fence in enumerate(fences):
         if fence.language != RUN_LANGUAGE:
             problems.extend(_full_width(fence, file))
+            warnings.extend(_lettercase(fence, fences[index - 1] if index else None, file))
             continue
         problems.extend(_prompts(fence, file))
         skipped = SKIP_MARKER in fence.markers
@@ -132,10 +135,10 @@ def plan_fences(
             " labels for labelled blocks)"
         )
         problems.append(Problem(file, 0, message))
-    warnings = _unclosed(lines, file)
+    warnings.extend(_unclosed(lines, file))
     if problems:
-        raise DocumentError(problems, warnings)
-    return Plan(guide=file, source_path=source_path, steps=tuple(steps), settings=settings, warnings=warnings)
+        raise DocumentError(problems, tuple(warnings))
+    return Plan(guide=file, source_path=source_path, steps=tuple(steps), settings=settings, warnings=tuple(warnings))
 
 
 def _unclosed(lines: Sequence[str], file: str) -> tuple[Problem, ...]:
@@ -162,13 +165,44 @@ def _unclosed(lines: Sequence[str], file: str) -> tuple[Problem, ...]:
 def _full_width(fence: Fence, file: str) -> list[Problem]:
     """A problem for a ```shell or ```text fence whose language word is typed in full-width characters: read as
     another language, its commands would never run (or its output never be checked) and the guide would pass."""
-    meant = ascii_form(fence.language)
-    if meant == fence.language or meant not in (RUN_LANGUAGE, OUTPUT_LANGUAGE):
+    meant = ascii_form(fence.language).lower()  # full-width capitals too
+    if ascii_form(fence.language) == fence.language or meant not in (RUN_LANGUAGE, OUTPUT_LANGUAGE):
         return []
     consequence = "its commands never run" if meant == RUN_LANGUAGE else "the output it shows is never checked"
     opening = " ".join([meant, *(ascii_form(marker) for marker in fence.markers)])
     message = full_width_language(fence.language, opening, f"this is no ```{meant} fence and {consequence}")
     return [Problem(file, fence.line, message)]
+
+
+def _lettercase(fence: Fence, previous: Fence | None, file: str) -> list[Problem]:
+    """A warning for a fence whose language word is this dialect's own but for its letters' case (```Shell, ```SHELL;
+    ```Text right after a run fence), or a shell word of the label contract in capitals (```Bash): the reference
+    engine reads the word as written, so its commands never run (or its output is never checked), and neither does
+    this dialect, but it says so."""
+    word = fence.language
+    meant = word.lower()
+    if word == meant or ascii_form(word) != word:  # lower case, or full-width (_full_width says it)
+        return []
+    opening = " ".join([meant, *fence.markers])
+    if meant == RUN_LANGUAGE:
+        what, fix = "never runs", f"write it in lower case: ```{opening}"
+    elif meant in _OTHER_SHELL_WORDS:
+        what = "never runs"
+        fix = (
+            f"this dialect runs only ```{RUN_LANGUAGE} fences (as the reference engine does), and a ```{meant} one"
+            f" neither: write ```{RUN_LANGUAGE} to run it"
+        )
+    elif meant == OUTPUT_LANGUAGE and _runs(previous) and previous is not None and previous.followed_closely:
+        what = "is no expected output, so the output it shows is never checked (the run fence's exit status alone is)"
+        fix = f"write it in lower case: ```{opening}"
+    else:
+        return []
+    return [Problem(file, fence.line, f"this ```{word} fence {what}, its language word read as written: {fix}")]
+
+
+def _runs(fence: Fence | None) -> bool:
+    """Whether FENCE is a ```shell fence that runs (not `shell skip`)."""
+    return fence is not None and fence.language == RUN_LANGUAGE and SKIP_MARKER not in fence.markers
 
 
 def _prompts(fence: Fence, file: str) -> list[Problem]:

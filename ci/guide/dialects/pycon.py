@@ -29,6 +29,7 @@ from ci.guide.model import (
     Step,
     TimeoutRule,
 )
+from ci.guide.parse import ascii_form, full_width_language
 
 __all__ = [
     "CONSOLE_LANGUAGE",
@@ -142,7 +143,11 @@ def plan_console(
 def console_statements(lines: Sequence[str], file: str) -> tuple[Fence, list[ConsoleStatement]]:
     """The first `pycon` fence and its statements; DocumentError when there is none, or for a line that is neither
     prompt nor output."""
-    fence = next((each for each in scan_fences(lines) if each.language == CONSOLE_LANGUAGE), None)
+    fences = scan_fences(lines)
+    fence = next((each for each in fences if each.language == CONSOLE_LANGUAGE), None)
+    typed = [_full_width(each, file) for each in (fences if fence is None else fences[: fences.index(fence)])]
+    if any(typed):
+        raise DocumentError([problem for problem in typed if problem])
     if fence is None:
         message = (
             f"no ```{CONSOLE_LANGUAGE} fence at any line, and the pycon dialect (--dialect pycon, the registry entry's"
@@ -161,6 +166,16 @@ def console_statements(lines: Sequence[str], file: str) -> tuple[Fence, list[Con
     if problems:
         raise DocumentError(problems)
     return fence, statements
+
+
+def _full_width(fence: Fence, file: str) -> Problem | None:
+    """A problem for a ```pycon fence whose language word is typed in full-width characters, before the first one
+    typed in ASCII (or with none): left out, another session would run in its place, or none be found."""
+    if ascii_form(fence.language) == fence.language or ascii_form(fence.language).lower() != CONSOLE_LANGUAGE:
+        return None
+    opening = " ".join([CONSOLE_LANGUAGE, *(ascii_form(marker) for marker in fence.markers)])
+    consequence = f"this is no ```{CONSOLE_LANGUAGE} fence and no console session runs from it"
+    return Problem(file, fence.line, full_width_language(fence.language, opening, consequence))
 
 
 def _statements(body_lines: Sequence[str], first_line: int, file: str) -> tuple[list[ConsoleStatement], list[Problem]]:
