@@ -429,3 +429,23 @@ def test_the_documented_commands_are_accepted() -> None:
         args = build_parser().parse_args(shlex.split(command.split("\n", 1)[0]))
         assert (args.org, args.runner_group, args.app_id) == ("OWNER", "ascend-npu", "APP_ID")
         assert args.labels == "linux-aarch64-a2-4"
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("--name", "npu\nExecStartPre=/bin/false"), ("--name", "npu\r01"), ("--runner-dir", "a\nb")]
+)
+def test_a_control_character_the_unit_cannot_hold_is_refused_before_it_is_printed(
+    runner: Path, token_file: Path, tmp_path: Path, option: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """systemd has no quoting in Description= and WorkingDirectory=: a newline would end the line, and what follows
+    it would be read as a setting of its own."""
+    if option == "--runner-dir":
+        odd = tmp_path / value
+        shutil.copytree(runner, odd)
+        value = str(odd)
+    options = ["--runner-dir", str(runner), "--repo", "owner/repo", "--token-file", str(token_file)]
+    assert main([*options, option, value, "--systemd-unit"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # no unit, not even a part of one
+    assert f"[ERROR] {option} {value!r} holds a control character" in err, err
+    assert "which a systemd unit cannot hold" in err and "without control characters" in err

@@ -416,6 +416,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         stop_grace_s=args.stop_grace_s,
     )
     if args.systemd_unit:
+        problem = _unit_problem(settings)
+        if problem:
+            return fail(problem, parser)
         print(systemd_unit(settings, getpass.getuser()), end="")
         return ExitCode.OK
     return serve(settings)
@@ -505,6 +508,25 @@ def systemd_unit(settings: ServiceSettings, user: str) -> str:
             "",
         ]
     )
+
+
+def _unit_problem(settings: ServiceSettings) -> str | None:
+    """Why SETTINGS cannot be written in a systemd unit: a control character (a newline, a carriage return...) in
+    the runner's name or directory, which Description= and WorkingDirectory= take as written, with no quoting
+    (systemd.syntax(7)): a newline would end the line, and the rest be read as a setting of its own. None when
+    they can be."""
+    for option, value, setting, what in (
+        ("--name", settings.name, "Description", "name"),
+        ("--runner-dir", str(settings.runner_dir), "WorkingDirectory", "directory"),
+    ):
+        control = next((character for character in value if ord(character) < 0x20 or ord(character) == 0x7F), None)
+        if control is not None:
+            return (
+                f"{option} {value!r} holds a control character ({control!r}), which a systemd unit cannot hold:"
+                f" its {setting}= line takes the value as written, with no quoting, and would break; give a {what}"
+                " without control characters"
+            )
+    return None
 
 
 def _options(settings: ServiceSettings) -> list[str]:
