@@ -525,8 +525,8 @@ def test_a_stop_request_during_a_diagnostic_ends_it_and_the_rest(tmp_path: Path,
     first, second = record["blocks"]
     assert first["status"] == "failed"
     (diagnostic,) = first["diagnostics"]
-    assert diagnostic["message"] == "interrupted by signal 15; its process tree was ended"
-    assert second["status"] == "not_run" and second["message"] == "run interrupted by signal 15"
+    assert diagnostic["message"] == "interrupted by SIGTERM; its process tree was ended"
+    assert second["status"] == "not_run" and second["message"] == "run interrupted by SIGTERM"
     assert not (tmp_path / "second").exists()
 
 

@@ -133,12 +133,12 @@ def _serving_guide(server_pid: Path) -> str:
 
 
 @pytest.mark.parametrize(
-    "signum",
-    [signal.SIGQUIT, signal.SIGRTMIN + 2],  # the first of them and the last kind (STOP_SIGNALS has them all)
+    ("signum", "name"),
+    [(signal.SIGQUIT, "SIGQUIT"), (signal.SIGRTMIN + 2, "SIGRTMIN+2")],  # the first and the last kind (STOP_SIGNALS)
     ids=["SIGQUIT", "SIGRTMIN+2"],
 )
 def test_a_signal_that_would_kill_the_harness_ends_the_run_as_sigterm_does(
-    tmp_path: Path, harness_env: dict[str, str], signum: int
+    tmp_path: Path, harness_env: dict[str, str], signum: int, name: str
 ) -> None:
     server_pid = tmp_path / "server.pid"
     harness = _start(tmp_path, harness_env, _serving_guide(server_pid), "--grace", "600")
@@ -148,10 +148,34 @@ def test_a_signal_that_would_kill_the_harness_ends_the_run_as_sigterm_does(
     record = _record(tmp_path)
     assert record["exit_status"] == 128 + signum
     assert [b["status"] for b in record["blocks"]] == ["error", "not_run"]
-    assert f"interrupted by signal {signum}" in record["blocks"][0]["message"]
+    assert f"interrupted by {name}" in record["blocks"][0]["message"]
     assert not psutil.pid_exists(int(server_pid.read_text())) or (
         psutil.Process(int(server_pid.read_text())).status() == psutil.STATUS_ZOMBIE
     )
+
+
+def test_a_block_or_a_diagnostic_killed_by_a_signal_is_said_to_be_by_its_name(guide_runner, tmp_path: Path) -> None:
+    run = guide_runner(
+        f"""
+        ---
+        ci:
+          diagnostics: ["kill -TERM $$"]
+        ---
+        {FENCE}shell #test-setup id="killed"
+        kill -KILL $$
+        {FENCE}
+        """,
+        "--junit",
+        str(tmp_path / "junit.xml"),
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    block = run.block("killed")
+    assert (block["status"], block["exit_code"], block["message"]) == ("failed", -9, "killed by SIGKILL")
+    assert block["diagnostics"][0]["message"] == "killed by SIGTERM"
+    assert "guide.md:5: killed by SIGKILL\n" in run.stdout  # the recap
+    assert "(killed by SIGTERM, 0 B in" in run.stdout  # the diagnostic's header
+    assert 'message="failed: killed by SIGKILL"' in (tmp_path / "junit.xml").read_text(encoding="utf-8")
+    assert "by signal" not in run.stdout
 
 
 def test_ctrl_z_does_not_suspend_a_run_and_blocks_get_it_back(tmp_path: Path, harness_env: dict[str, str]) -> None:

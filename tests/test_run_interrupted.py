@@ -58,7 +58,7 @@ def test_sigterm_to_the_harness_writes_reports_and_exits_143(tmp_path: Path, har
     record = json.loads((tmp_path / "out" / "results.json").read_text())
     assert record["exit_status"] == 143
     assert [b["status"] for b in record["blocks"]] == ["error", "not_run"]
-    assert "interrupted by signal 15" in record["blocks"][0]["message"]
+    assert "interrupted by SIGTERM" in record["blocks"][0]["message"]
     assert (tmp_path / "j.xml").exists()
     assert not psutil.pid_exists(int(pidfile.read_text()))
 

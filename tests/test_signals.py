@@ -362,7 +362,7 @@ def test_sigterm_while_waiting_on_a_block_that_ignores_it(tmp_path: Path, harnes
     )
     harness.stopped_by(signal.SIGTERM, _has_text(ready), "the block to start")
     block = harness.block("stubborn")
-    assert block["status"] == "error" and "interrupted by signal 15" in block["message"]
+    assert block["status"] == "error" and "interrupted by SIGTERM" in block["message"]
     assert "TERM" in term.read_text()  # it was asked first
     main = next(p for p in block["processes_ended"] if p["pid"] == int(ready.read_text()))
     assert main["ended_by"] == "SIGKILL"
@@ -412,7 +412,7 @@ def test_sigterm_during_a_hung_stack_dump(tmp_path: Path, harness_env: dict[str,
     assert block["status"] == "timed_out"
     [note] = block["stack_dump_notes"]
     # cut at once, not after py-spy's own 15 s limit ("did not answer in 15s")
-    assert note.endswith("py-spy was cut short: the run was interrupted by signal 15"), note
+    assert note.endswith("py-spy was cut short: the run was interrupted by SIGTERM"), note
     assert not psutil.pid_exists(int(started.read_text())) or psutil.Process(int(started.read_text())).status() == (
         psutil.STATUS_ZOMBIE
     )
@@ -528,7 +528,7 @@ def test_sighup_is_a_stop_like_sigterm_with_status_129(tmp_path: Path, harness_e
         [_long_block_then_another(server_pid)],
     )
     harness.stopped_by(signal.SIGHUP, _has_text(server_pid), "the block to start")
-    assert "interrupted by signal 1" in harness.block("long")["message"]
+    assert "interrupted by SIGHUP" in harness.block("long")["message"]
     assert not psutil.pid_exists(int(server_pid.read_text()))
 
 

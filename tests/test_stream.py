@@ -191,6 +191,25 @@ def test_an_escape_sequence_or_crlf_written_in_two_parts_is_cleaned_whole(guide_
     assert "\n| plain red\n| next\n" in run.stdout
 
 
+def test_a_line_redrawn_by_a_carriage_return_shows_each_state_and_no_empty_line(guide_runner) -> None:
+    run = guide_runner(
+        f"""
+        {FENCE}shell #test-setup
+        printf '\\rstarting\\n'
+        printf 'download:\\n\\r 10%%\\r 50%%'
+        sleep 0.5  # the live view reads what is written so far in between
+        printf '\\r100%%\\n'
+        sleep 0.5
+        printf '\\r\\rdone\\r\\n\\nafter an empty line\\n'
+        {FENCE}
+        """,
+        "--stream",
+    )
+    assert run.returncode == 0, run.stdout
+    shown = "| starting\n| download:\n|  10%\n|  50%\n| 100%\n| done\n| \n| after an empty line\n"
+    assert f"\n{shown}" in run.stdout, run.stdout
+
+
 def test_the_end_of_a_line_is_shown_live_while_secrets_are_masked(tmp_path: Path, harness_env: dict[str, str]) -> None:
     flag = tmp_path / "go"
     guide = tmp_path / "g.md"

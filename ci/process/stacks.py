@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from ci.base import lazy_import
 from ci.base.files import make_directories, os_error_text, write_atomically
+from ci.base.signals import signal_name
 
 if TYPE_CHECKING:
     import psutil
@@ -108,7 +109,9 @@ def dump_python_stacks(
         origin = f" (left running by block {left_by[proc]})" if proc in left_by else ""
         signum = stop_requested()
         if signum is not None:
-            notes.append(f"stack dump of pid {proc.pid}{origin} skipped: the run was interrupted by signal {signum}")
+            notes.append(
+                f"stack dump of pid {proc.pid}{origin} skipped: the run was interrupted by {signal_name(signum)}"
+            )
             continue
         left_s = budget_end - time.monotonic()
         if left_s <= 1:
@@ -216,7 +219,7 @@ def _run_bounded(
         while True:
             signum = stop_requested()
             if signum is not None:
-                why = f"was cut short: the run was interrupted by signal {signum}"
+                why = f"was cut short: the run was interrupted by {signal_name(signum)}"
                 break
             left_s = end - time.monotonic()
             if left_s <= 0:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci.base import lazy_import
-from ci.base.signals import StopSignals
+from ci.base.signals import StopSignals, signal_name
 from ci.process.adopted import kill_adopted
 from ci.process.ending import Found, Timing, end_in_rounds
 from ci.process.owners import BlockStart, Owners, block_running_at, block_tag_of, marked_pids, run_markers
@@ -62,7 +62,7 @@ class RunInterrupted(Exception):
     """Raised while waiting for a block when SIGINT or SIGTERM has arrived."""
 
     def __init__(self, signum: int) -> None:
-        super().__init__(f"interrupted by signal {signum}")
+        super().__init__(f"interrupted by {signal_name(signum)}")
         self.signum = signum
 
 

@@ -32,6 +32,7 @@ STREAM_PREFIXES = {"stdout": "| ", "stderr": "! ", "output": "| "}
 MIN_HEARTBEAT_S = 1.0  # --heartbeat's least T: a line per silent T, so a smaller one would flood the log
 LAST_LINE_CHARS = 120  # a heartbeat quotes at most this much of the block's last line
 _LAST_LINE_READ_BYTES = 4096  # the heartbeat reads this much of the end of a stream for its last line
+_BARE_CARRIAGE_RETURN = re.compile(r"\r(?!\n)")  # a line redrawn in place (a progress bar), not a CRLF
 
 
 def _elapsed(seconds: float) -> str:
@@ -108,7 +109,29 @@ class _Followed:
     read_bytes: int = 0  # how much of the file is read
     raw: str = ""  # decoded text that may be the start of an escape sequence or a CRLF: cleaned once complete
     held: str = ""  # cleaned text that may be the start of a secret whose rest is not written yet
+    line_ended: bool = True  # whether its cleaned text so far ends a line (or there is none yet)
     stopped: bool = False  # its first LIVE_LIMIT_BYTES are read: the rest is left to the file
+
+
+def _redraws_as_lines(stream: _Followed, raw: str) -> str:
+    """RAW (what STREAM wrote next) cleaned for the log, each state of a line redrawn in place on a line of its own.
+
+    A terminal shows a bare carriage return by writing the line again over
+    itself; a log keeps each state, so the return ends the line it follows.
+    One where a line starts already (a progress bar's `\\r` before each
+    drawing, a redraw after a newline) ends nothing: it would show as an empty
+    line the block never printed. CRLF ends one line, as a newline does.
+    """
+    pieces = []
+    for index, part in enumerate(_BARE_CARRIAGE_RETURN.split(raw)):
+        if index > 0 and not stream.line_ended:
+            pieces.append("\n")
+            stream.line_ended = True
+        cleaned = clean_unmasked(part)
+        if cleaned:
+            pieces.append(cleaned)
+            stream.line_ended = cleaned.endswith("\n")
+    return "".join(pieces)
 
 
 class BlockWatch:
@@ -216,7 +239,7 @@ class BlockWatch:
         raw = stream.raw + stream.decoder.decode(chunk, final=final)
         complete = len(raw) if final else partial_escape_start(raw)
         stream.raw = raw[complete:]
-        text = stream.held + clean_unmasked(raw[:complete])
+        text = stream.held + _redraws_as_lines(stream, raw[:complete])
         cut = len(text) if final else self.masker.clear_cut(text, self.masker.partial_secret_start(text))
         stream.held = text[cut:]
         self._show(stream.name, self.masker.mask(text[:cut]))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ci.base import frozen
 from ci.base.files import os_error_text
-from ci.base.signals import PID_FILE, remove_pid_file, write_pid_file
+from ci.base.signals import PID_FILE, remove_pid_file, signal_name, write_pid_file
 from ci.base.text import escape_undecodable, installed, masked, plural, policy
 from ci.cli import ConsoleGuard, ExitCode, fail, print_error
 from ci.runner.actions_files import PrivateFiles
@@ -231,7 +231,7 @@ def _run_guides(
     try:
         for index, plan in enumerate(plans):
             if signals.first is not None:
-                outcomes.append(not_run_outcome(plan, f"run interrupted by signal {signals.first}"))
+                outcomes.append(not_run_outcome(plan, f"run interrupted by {signal_name(signals.first)}"))
                 continue
             if deadline is not None and time.monotonic() >= deadline:
                 outcomes.append(not_run_outcome(plan, RUN_DEADLINE, deadline_reached=True))

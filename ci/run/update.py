@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ci.base.signals import signal_name
 from ci.base.text import error_line, plural
 from ci.cli import ExitCode, fail, print_error
 
@@ -226,7 +227,7 @@ class UpdateAfterRun:
         sys.stdout.flush()  # the run's verdict comes first
         if exit_status > 128:  # ExitCode.interrupted: the run was stopped by a signal
             print_error(
-                f"the run was interrupted ({_signal_name(exit_status - 128)}): no guide was updated, since what it"
+                f"the run was interrupted ({signal_name(exit_status - 128)}): no guide was updated, since what it"
                 " saw is incomplete. Run the update again"
             )
             return exit_status
@@ -302,12 +303,3 @@ def _update_verdict(
         )
     why = [*beyond, *(f"{name} not (wholly) updated" for name in left_alone)]
     return error_line(f"=== update: FAILED: {had}; {'; '.join(why)} (said above)")
-
-
-def _signal_name(signum: int) -> str:
-    import signal
-
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from ci.base.files import rename_within
+from ci.base.signals import signal_name
 from ci.guide.model import Status, Step
 from ci.record.outcome import Attempt, BlockResult, TrackedProcess
 from ci.runner.launch import StepContext
@@ -78,7 +79,7 @@ def run_attempts(
         signum = context.supervisor.signals.pause(step.retry_delay_s)
         if signum is not None:  # the last attempt's result stands, its files under their usual names again
             back = _kept(attempt, attempt_stem(stem, number), stem, context.output_dir)
-            why = f"interrupted by signal {signum} before attempt {number + 1} of {step.retry + 1}"
+            why = f"interrupted by {signal_name(signum)} before attempt {number + 1} of {step.retry + 1}"
             final = dataclasses.replace(
                 result,
                 message=f"{result.message}; {why}",

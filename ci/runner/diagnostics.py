@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ci.base.files import create_fresh
+from ci.base.signals import signal_name
 from ci.guide.model import GuideSettings, Status
 from ci.process.supervisor import ProcessSupervisor, RunInterrupted
 from ci.record.outcome import BlockResult, DiagnosticResult
@@ -146,11 +147,11 @@ def run_supervised(
 
 def _diagnostic_message(signum: int | None, exited: bool, limit_s: float, capped: bool, code: int | None) -> str:
     if signum is not None:
-        return f"interrupted by signal {signum}; its process tree was ended"
+        return f"interrupted by {signal_name(signum)}; its process tree was ended"
     if not exited:
         return f"timed out after {round(limit_s, 1):g}s; its process tree was ended"
     if capped:
         return f"stopped at the {DIAGNOSTIC_OUTPUT_LIMIT_BYTES // (1024 * 1024)} MiB output cap"
     if code is not None and code < 0:
-        return f"killed by signal {-code}"
+        return f"killed by {signal_name(-code)}"
     return f"exit {code}"

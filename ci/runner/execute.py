@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ci.base import frozen
 from ci.base.files import make_directories
+from ci.base.signals import signal_name
 from ci.guide.model import Plan, Status, Step
 from ci.process.supervisor import ProcessSupervisor
 from ci.record.format import iso
@@ -370,7 +371,7 @@ class _GuideRun:
     def _interrupted(self, signum: int | None) -> None:
         if signum is not None and self.stop_reason is None:
             self.interrupted_by = signum
-            self.stop_reason = f"run interrupted by signal {signum}"
+            self.stop_reason = f"run interrupted by {signal_name(signum)}"
 
     def _check_deadline(self) -> None:
         if self.stop_reason is None and _past(self.context.deadline):

@@ -203,9 +203,7 @@ def _cut_short(
     # the supervisor cuts the grace period to about a second once a stop signal has come
     context.events.ending(step, f"interrupted by {signal_name(signum)}")
     ended = tuple(context.supervisor.end_tree(block))
-    message = (
-        f"interrupted by signal {signum} after {time.monotonic() - block.started:.1f}s; its process tree was ended"
-    )
+    message = f"interrupted by {signal_name(signum)} after {time.monotonic() - block.started:.1f}s; its process tree was ended"
     paths = context.paths[step.ordinal]
     observed = _observe(
         block,
@@ -320,7 +318,7 @@ def _verdict(
     code = observed.exit_code
     if code != 0:
         return observed.result(
-            step, Status.FAILED, f"killed by signal {-code}" if code is not None and code < 0 else f"exit {code}"
+            step, Status.FAILED, f"killed by {signal_name(-code)}" if code is not None and code < 0 else f"exit {code}"
         )
     if step.expected is not None and observed.expected is not None:
         # a long body is written whole already, to the same file, for the reports' head of it

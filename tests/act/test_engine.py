@@ -288,7 +288,7 @@ def test_a_cancelled_npu_job_is_stopped_by_its_stop_step_and_keeps_its_reports(
     # `docker exec` passed act's cancel on to nobody: the stop step's SIGTERM is what ended the harness
     assert record["guides"][0]["interrupted_by_signal"] == signal.SIGTERM
     wait = next(block for block in record["blocks"] if block["id"] == "wait")
-    assert wait["status"] == "error" and wait["message"].startswith("interrupted by signal 15")
+    assert wait["status"] == "error" and wait["message"].startswith("interrupted by SIGTERM")
     assert owners(runner.workspace / "guide-guard-report") == {RUNNER_UID}
     assert not containers(container_engine)
     assert not host_processes_named("sleep 317")

@@ -108,7 +108,7 @@ def test_a_cancelled_run_stops_the_harness_and_keeps_its_reports(act: Callable[.
     assert record["guides"][0]["interrupted_by_signal"] == signal.SIGHUP
     assert record["exit_status"] == 128 + signal.SIGHUP
     wait = next(block for block in record["blocks"] if block["id"] == "wait")
-    assert (wait["status"], wait["message"].split(" after")[0]) == ("error", "interrupted by signal 1")
+    assert (wait["status"], wait["message"].split(" after")[0]) == ("error", "interrupted by SIGHUP")
     assert [process["command"] for process in wait["processes_ended"]] == ["sleep 300"]
 
 
