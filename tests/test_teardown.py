@@ -1,7 +1,7 @@
 """Ending what a run started: the teardown and a time-out look again until nothing is left, daemons go with their block.
 
-Every test runs a real harness on a real guide whose processes fight being
-ended: they ignore SIGTERM and fork while the grace period runs, fork and exit
+Every test runs real processes that fight being ended, most of them through
+a real harness on a real guide: they ignore SIGTERM and fork while the grace period runs, fork and exit
 over and over, or clear their environment and double-fork out of the block's
 session. The `test_id` fixture fails a test that leaves a process carrying
 its marker; a daemon that cleared its environment carries none, so those tests
@@ -220,3 +220,36 @@ def test_a_process_that_outlives_sigkill_is_reported_as_still_running(guide_runn
                 cgroup.rmdir()
                 break
             time.sleep(0.05)
+
+
+def test_a_tree_the_harness_comes_to_late_after_a_stop_still_gets_its_sigterm_handled(tmp_path: Path) -> None:
+    """On a loaded machine the harness may reach a block's tree most of a second after the stop signal (the look
+    for its processes is slow): the block still gets half a second from its SIGTERM before SIGKILL, so its trap
+    runs, and the stop still ends within the 1.5 s after the signal that its 2 s promise allows."""
+    from ci.base.signals import StopSignals
+    from ci.process.supervisor import ProcessSupervisor
+
+    term, ready = tmp_path / "term", tmp_path / "ready"
+    body = f"trap 'echo TERM >> {term}' TERM\necho $$ > {ready}\nwhile :; do sleep 0.2; done\n"
+    signals = StopSignals()
+    supervisor = ProcessSupervisor("late-harness", grace_s=600.0, signals=signals)
+    with open(tmp_path / "out", "wb") as out:
+        block = supervisor.start(
+            ["bash", "-c", body],
+            env=dict(os.environ),
+            stdout=out.fileno(),
+            stderr=out.fileno(),
+            block_name="stubborn",
+            block_tag="stubborn",
+        )
+    deadline = time.monotonic() + 30
+    while not ready.exists() or not ready.read_text().strip():
+        assert time.monotonic() < deadline, "the block never started"
+        time.sleep(0.01)
+    signals(signal.SIGTERM, None)
+    assert signals.first_at is not None
+    signals.first_at -= 1.0  # the signal came a second ago: the harness comes to the tree late
+    ended = supervisor.end_tree(block)
+    assert "TERM" in term.read_text(), "asked first, and given the time to hear it"
+    assert [process.ended_by for process in ended if process.pid == block.pid] == ["SIGKILL"]
+    assert not _running(block.pid, ["bash"])

@@ -57,7 +57,8 @@ class Timing:
     """When the grace period and the wait for SIGKILLed processes end, as the supervisor rules."""
 
     grace_end: float  # monotonic, before a stop signal moves it
-    ends_by: Callable[[float], float]  # the end a grace period meant to end at this has now
+    # the end a grace period meant to end at the first float has now, its processes sent SIGTERM at the second
+    ends_by: Callable[[float, float], float]
     kill_wait_end: Callable[[], float]  # when processes SIGKILLed now must be gone by
     hurried: bool  # SIGKILL at once, no grace period
 
@@ -142,11 +143,12 @@ def end_in_rounds(
     found = _looked(look(), set(), reap)
     rounds.note(found)
     first()
+    asked = time.monotonic()  # SIGTERM to the group (or in the first round): a grace after a stop counts from it too
     left: list[psutil.Process] = []
     while found.processes or found.groups:
         round_start = time.monotonic()
-        if not timing.hurried and round_start < timing.ends_by(timing.grace_end):
-            rounds.terminate(found, lambda: timing.ends_by(timing.grace_end))
+        if not timing.hurried and round_start < timing.ends_by(timing.grace_end, asked):
+            rounds.terminate(found, lambda: timing.ends_by(timing.grace_end, asked))
         else:
             if rounds.kill_end is None:
                 rounds.kill_end = timing.kill_wait_end()

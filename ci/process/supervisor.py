@@ -55,6 +55,9 @@ _POLL_S = 0.5  # and then this often, to reap orphans and sample memory
 # the 2 s the contract promises (GitHub Actions sends SIGKILL 7.5 s after its SIGINT).
 _STOP_GRACE_S = 1.0
 _STOP_REAP_S = 0.5
+# A harness that comes to a tree late (a loaded machine, a long look for its processes) still gives it this long
+# from its SIGTERM, within the reap time above: a block's trap gets to run, and the stop stays within its 2 s.
+_STOP_LEAST_GRACE_S = 0.5
 _KILL_WAIT_S = 2.0  # otherwise, how long SIGKILLed processes get to be gone (one stuck in the kernel may never go)
 
 
@@ -101,13 +104,16 @@ class ProcessSupervisor:
         """The signal that asked the run to stop, once one has."""
         return self.signals.first
 
-    def _ends_by(self, end: float) -> float:
-        """When a grace period meant to end at `end` ends, now that a stop may have been asked for."""
-        if self.signals.first_at is None:
+    def _ends_by(self, end: float, asked_at: float) -> float:
+        """When a grace period meant to end at `end` ends, its processes sent SIGTERM at `asked_at`, now that a stop
+        may have been asked for."""
+        first = self.signals.first_at
+        if first is None:
             return end
         if self.signals.hurried:
             return 0.0  # over already
-        return min(end, self.signals.first_at + _STOP_GRACE_S)
+        least = min(asked_at + _STOP_LEAST_GRACE_S, first + _STOP_GRACE_S + _STOP_REAP_S)
+        return min(end, max(first + _STOP_GRACE_S, least))
 
     def _kill_wait_ends_by(self) -> float:
         """When the wait for just SIGKILLed processes to be gone ends."""
@@ -345,8 +351,9 @@ class ProcessSupervisor:
         """End all a block started: SIGTERM, a grace period, SIGKILL, looking again until none is left.
 
         Returns the processes ended, the block's own first (any that outlived
-        it all say so). After a stop signal the grace period ends a second
-        after it; after a second signal the tree gets SIGKILL at once.
+        it all say so). After a stop signal the grace period ends a second after it (for a tree the harness
+        came to late, half a second after its SIGTERM, at most 1.5 s after the signal); after a second signal
+        the tree gets SIGKILL at once.
         """
         timing = self._timing(grace_s)
 
