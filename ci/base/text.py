@@ -33,6 +33,7 @@ __all__ = [
     "error_line",
     "escape_undecodable",
     "escape_undecodable_json",
+    "first_control",
     "hidden_characters",
     "human_size",
     "installed",
@@ -183,6 +184,16 @@ def hidden_characters(text: str) -> list[str]:
         name = _HIDDEN_NAMES.get(hidden, "escape sequence" if len(hidden) > 1 else "control character")
         named.append(f"{_escaped(hidden)} ({name})")
     return named
+
+
+def first_control(text: str) -> str | None:
+    """The first ASCII control character of TEXT, tab and line breaks included (what no git ref and no line of a
+    systemd unit holds); None when it has none."""
+    found = _ANY_CONTROL.search(text)
+    return found.group() if found else None
+
+
+_ANY_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def human_size(size_bytes: int) -> str:

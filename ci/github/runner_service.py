@@ -19,6 +19,7 @@ from pathlib import Path
 from types import FrameType
 
 from ci.base import frozen
+from ci.base.text import first_control
 from ci.cli import ExitCode, command_parser, fail, guarded_command, print_error
 from ci.github.api import AppCredentials, Credentials, RegistrationError, RunnerScope, TokenCredentials, runner_token
 
@@ -519,7 +520,7 @@ def _unit_problem(settings: ServiceSettings) -> str | None:
         ("--name", settings.name, "Description", "name"),
         ("--runner-dir", str(settings.runner_dir), "WorkingDirectory", "directory"),
     ):
-        control = next((character for character in value if ord(character) < 0x20 or ord(character) == 0x7F), None)
+        control = first_control(value)
         if control is not None:
             return (
                 f"{option} {value!r} holds a control character ({control!r}), which a systemd unit cannot hold:"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from ci.base.text import first_control
 from ci.guide.dialects.fences_scan import Fence, heading_above, scan_fences, timeout_by_kind, unclosed_fence
 from ci.guide.model import (
     DEFAULT_WILDCARD,
@@ -222,7 +223,7 @@ def _unusable_ref(value: str, variable: str) -> str | None:
     """The problem with VALUE, the environment's VARIABLE, as the text of `<UPSTREAM_REF>`: a control character
     (a newline, as a file's whole text or a command's output brings), which no git ref holds (git-check-ref-format:
     no ASCII control characters); None when there is none."""
-    control = next((character for character in value if ord(character) < 0x20 or ord(character) == 0x7F), None)
+    control = first_control(value)
     if control is None:
         return None
     what = "a newline" if control == "\n" else f"the control character {control!r}"
