@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from ci.base.text import first_control
-from ci.guide.dialects.fences_scan import Fence, heading_above, scan_fences, timeout_by_kind, unclosed_fence
+from ci.guide.dialects.fences_scan import (
+    Fence,
+    full_width_fence,
+    heading_above,
+    scan_fences,
+    timeout_by_kind,
+    unclosed_fence,
+)
 from ci.guide.model import (
     DEFAULT_WILDCARD,
     DocumentError,
@@ -25,7 +32,7 @@ from ci.guide.model import (
     Step,
     TimeoutRule,
 )
-from ci.guide.parse import ascii_form, full_width_language
+from ci.guide.parse import ascii_form
 
 __all__ = [
     "RUN_LANGUAGE",
@@ -97,7 +104,8 @@ def plan_fences(
     steps: list[Step] = []
     for index, fence in enumerate(fences):
         if fence.language != RUN_LANGUAGE:
-            problems.extend(_full_width(fence, file))
+            typed = full_width_fence(fence, file, _FULL_WIDTH)
+            problems.extend([typed] if typed else [])
             warnings.extend(_lettercase(fence, fences[index - 1] if index else None, file))
             continue
         problems.extend(_prompts(fence, file))
@@ -163,16 +171,12 @@ def _unclosed(lines: Sequence[str], file: str) -> tuple[Problem, ...]:
     return (Problem(file, line, message),)
 
 
-def _full_width(fence: Fence, file: str) -> list[Problem]:
-    """A problem for a ```shell or ```text fence whose language word is typed in full-width characters: read as
-    another language, its commands would never run (or its output never be checked) and the guide would pass."""
-    meant = ascii_form(fence.language).lower()  # full-width capitals too
-    if ascii_form(fence.language) == fence.language or meant not in (RUN_LANGUAGE, OUTPUT_LANGUAGE):
-        return []
-    consequence = "its commands never run" if meant == RUN_LANGUAGE else "the output it shows is never checked"
-    opening = " ".join([meant, *(ascii_form(marker) for marker in fence.markers)])
-    message = full_width_language(fence.language, opening, f"this is no ```{meant} fence and {consequence}")
-    return [Problem(file, fence.line, message)]
+# a ```shell or ```text fence whose language word is typed in full-width characters: read as another language,
+# its commands would never run (or its output never be checked) and the guide would pass
+_FULL_WIDTH = {
+    RUN_LANGUAGE: f"this is no ```{RUN_LANGUAGE} fence and its commands never run",
+    OUTPUT_LANGUAGE: f"this is no ```{OUTPUT_LANGUAGE} fence and the output it shows is never checked",
+}
 
 
 def _lettercase(fence: Fence, previous: Fence | None, file: str) -> list[Problem]:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ci.base import frozen
-from ci.guide.model import TimeoutRule
+from ci.guide.model import Problem, TimeoutRule
+from ci.guide.parse import ascii_form, full_width_language
 
-__all__ = ["Fence", "heading_above", "scan_fences", "timeout_by_kind", "unclosed_fence"]
+__all__ = ["Fence", "full_width_fence", "heading_above", "scan_fences", "timeout_by_kind", "unclosed_fence"]
 
 _FENCE = "```"
 
@@ -81,3 +82,14 @@ def heading_above(lines: Sequence[str], fences: Sequence[Fence], line: int) -> s
 def timeout_by_kind(command: str, rules: Sequence[TimeoutRule], default_s: float) -> float:
     """The limit of the first rule whose text COMMAND holds, else DEFAULT_S."""
     return next((rule.timeout_s for rule in rules if rule.contains in command), default_s)
+
+
+def full_width_fence(fence: Fence, file: str, consequences: Mapping[str, str]) -> Problem | None:
+    """A problem for FENCE when its language word is one of CONSEQUENCES' words typed in full-width characters
+    (capitals too), as an input method gives them: that word's consequence, and the fence's opening in ASCII."""
+    typed = ascii_form(fence.language)
+    meant = typed.lower()
+    if typed == fence.language or meant not in consequences:
+        return None
+    opening = " ".join([meant, *(ascii_form(marker) for marker in fence.markers)])
+    return Problem(file, fence.line, full_width_language(fence.language, opening, consequences[meant]))

@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from ci.base import frozen
-from ci.guide.dialects.fences_scan import Fence, heading_above, scan_fences, timeout_by_kind
+from ci.guide.dialects.fences_scan import Fence, full_width_fence, heading_above, scan_fences, timeout_by_kind
 from ci.guide.model import (
     DEFAULT_WILDCARD,
     DocumentError,
@@ -29,7 +29,6 @@ from ci.guide.model import (
     Step,
     TimeoutRule,
 )
-from ci.guide.parse import ascii_form, full_width_language
 
 __all__ = [
     "CONSOLE_LANGUAGE",
@@ -145,9 +144,13 @@ def console_statements(lines: Sequence[str], file: str) -> tuple[Fence, list[Con
     prompt nor output."""
     fences = scan_fences(lines)
     fence = next((each for each in fences if each.language == CONSOLE_LANGUAGE), None)
-    typed = [_full_width(each, file) for each in (fences if fence is None else fences[: fences.index(fence)])]
-    if any(typed):
-        raise DocumentError([problem for problem in typed if problem])
+    # a ```pycon fence typed in full-width characters before the first one typed in ASCII (or with none): left
+    # out, another session would run in its place, or none be found
+    consequence = {CONSOLE_LANGUAGE: f"this is no ```{CONSOLE_LANGUAGE} fence and no console session runs from it"}
+    before = fences if fence is None else fences[: fences.index(fence)]
+    typed = [problem for each in before if (problem := full_width_fence(each, file, consequence))]
+    if typed:
+        raise DocumentError(typed)
     if fence is None:
         message = (
             f"no ```{CONSOLE_LANGUAGE} fence at any line, and the pycon dialect (--dialect pycon, the registry entry's"
@@ -166,16 +169,6 @@ def console_statements(lines: Sequence[str], file: str) -> tuple[Fence, list[Con
     if problems:
         raise DocumentError(problems)
     return fence, statements
-
-
-def _full_width(fence: Fence, file: str) -> Problem | None:
-    """A problem for a ```pycon fence whose language word is typed in full-width characters, before the first one
-    typed in ASCII (or with none): left out, another session would run in its place, or none be found."""
-    if ascii_form(fence.language) == fence.language or ascii_form(fence.language).lower() != CONSOLE_LANGUAGE:
-        return None
-    opening = " ".join([CONSOLE_LANGUAGE, *(ascii_form(marker) for marker in fence.markers)])
-    consequence = f"this is no ```{CONSOLE_LANGUAGE} fence and no console session runs from it"
-    return Problem(file, fence.line, full_width_language(fence.language, opening, consequence))
 
 
 def _statements(body_lines: Sequence[str], first_line: int, file: str) -> tuple[list[ConsoleStatement], list[Problem]]:
