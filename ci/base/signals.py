@@ -20,6 +20,7 @@ __all__ = [
     "STOP_SIGNALS",
     "SUSPEND_SIGNALS",
     "StopSignals",
+    "exit_words",
     "remove_pid_file",
     "signal_name",
     "start_deaf",
@@ -61,6 +62,11 @@ def signal_name(signum: int) -> str:
     except ValueError:
         low = getattr(signal, "SIGRTMIN", None)
         return f"SIGRTMIN+{signum - int(low)}" if low is not None and signum > int(low) else f"signal {signum}"
+
+
+def exit_words(code: int | None) -> str:
+    """How a process ended, from its exit code (negative: killed by that signal): `exit 1`, `killed by SIGKILL`."""
+    return f"killed by {signal_name(-code)}" if code is not None and code < 0 else f"exit {code}"
 
 
 class StopSignals:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ci.base.files import create_fresh
-from ci.base.signals import signal_name
+from ci.base.signals import exit_words, signal_name
 from ci.guide.model import GuideSettings, Status
 from ci.process.supervisor import ProcessSupervisor, RunInterrupted
 from ci.record.outcome import BlockResult, DiagnosticResult
@@ -152,6 +152,4 @@ def _diagnostic_message(signum: int | None, exited: bool, limit_s: float, capped
         return f"timed out after {round(limit_s, 1):g}s; its process tree was ended"
     if capped:
         return f"stopped at the {DIAGNOSTIC_OUTPUT_LIMIT_BYTES // (1024 * 1024)} MiB output cap"
-    if code is not None and code < 0:
-        return f"killed by {signal_name(-code)}"
-    return f"exit {code}"
+    return exit_words(code)

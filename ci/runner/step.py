@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ci.base import frozen
 from ci.base.files import full_disk
-from ci.base.signals import signal_name
+from ci.base.signals import exit_words, signal_name
 from ci.base.streams import file_contains
 from ci.guide.model import Status, Step
 from ci.guide.placeholders import substitute
@@ -317,9 +317,7 @@ def _verdict(
         return observed.result(step, Status.TIMED_OUT, message)
     code = observed.exit_code
     if code != 0:
-        return observed.result(
-            step, Status.FAILED, f"killed by {signal_name(-code)}" if code is not None and code < 0 else f"exit {code}"
-        )
+        return observed.result(step, Status.FAILED, exit_words(code))
     if step.expected is not None and observed.expected is not None:
         # a long body is written whole already, to the same file, for the reports' head of it
         written = observed.expected_shown is not None and observed.expected_shown.path is not None
